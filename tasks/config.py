@@ -1,0 +1,108 @@
+"""Settings from ``microstock.toml`` (validated with pydantic) and the environment.
+
+An unknown key or a wrong type is a :class:`~tasks.failures.ConfigError`
+whose one-line message names the key. Secrets never live here: they are read
+from the environment or Prefect Secret blocks when needed (``tasks.secrets``).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tasks.failures import ConfigError
+
+AGENCIES: tuple[str, ...] = ("adobe", "vecteezy", "dreamstime")
+AgencyName = Literal["adobe", "vecteezy", "dreamstime"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GeminiSettings(_Strict):
+    model: str = "gemini-2.5-flash"
+    image_model: str = "gemini-2.5-flash-image"
+    requests_per_minute: int = Field(60, ge=1)
+    concurrency: int = Field(4, ge=1)
+    max_attempts: int = Field(4, ge=1)
+    timeout_s: float = Field(60, gt=0)
+    language: str = "en"
+
+
+class AgencySettings(_Strict):
+    enabled: bool = True
+    #: ``file:///path``, ``ftp://user@host:port/dir``, ``ftps://…``, ``sftp://…``;
+    #: empty means ``<workdir>/outbox/<agency>/``.
+    target: str = ""
+    #: SFTP only: accept an unknown host key on first use (off: known_hosts is checked).
+    trust_unknown_host: bool = False
+    #: SFTP only: private key file (password auth otherwise).
+    key_file: str = ""
+    #: Files sent at once to this agency (one connection each).
+    parallel_files: int = Field(1, ge=1)
+    #: Attempts per file for transient network errors.
+    attempts: int = Field(3, ge=1)
+    #: Values for agency-specific CSV columns (e.g. Dreamstime ``Free``, ``W-EL``).
+    csv_defaults: dict[str, str] = Field(default_factory=dict)
+
+
+class GenerateSettings(_Strict):
+    seed: int = 0
+    #: Prompts cycled through by the generator; empty uses the built-in demo list.
+    prompts: list[str] = Field(default_factory=list)
+
+
+class PackSettings(_Strict):
+    preview_px: int = Field(1000, ge=64)
+    thumbnail_px: int = Field(400, ge=32)
+    jpeg_quality: int = Field(92, ge=50, le=100)
+    strip_location: bool = True
+
+
+class Settings(_Strict):
+    gemini: GeminiSettings = GeminiSettings()
+    agencies: dict[AgencyName, AgencySettings] = Field(default_factory=dict)
+    generate: GenerateSettings = GenerateSettings()
+    pack: PackSettings = PackSettings()
+
+    def agency(self, name: str) -> AgencySettings:
+        """The settings of one agency (defaults when the file does not mention it)."""
+        return self.agencies.get(name, AgencySettings())  # type: ignore[call-overload]
+
+    def enabled_agencies(self, only: list[str] | None = None) -> list[str]:
+        """Enabled agencies in the fixed order, limited to ``only`` when given."""
+        if only:
+            unknown = sorted(set(only) - set(AGENCIES))
+            if unknown:
+                raise ConfigError(f"unknown agency {unknown[0]!r} (choose from {', '.join(AGENCIES)})")
+        return [a for a in AGENCIES if self.agency(a).enabled and (not only or a in only)]
+
+
+def load_settings(path: Path | None) -> Settings:
+    """Read and validate settings; a missing default file means all defaults.
+
+    Raises ConfigError with a one-line message naming the file and the key.
+    """
+    if path is None or not path.exists():
+        return Settings()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        raise ConfigError(f"{path}: {key}: {msg}") from None
+
+
+def gemini_api_key() -> str | None:
+    """The Gemini key from the environment (``GOOGLE_API_KEY`` wins, as in the SDK)."""
+    return os.environ.get("GOOGLE_API_KEY") or os.environ.get("GEMINI_API_KEY") or None

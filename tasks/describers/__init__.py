@@ -1,0 +1,1 @@
+"""Describers: one interface, an offline implementation and a Gemini one."""

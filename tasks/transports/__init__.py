@@ -1,0 +1,1 @@
+"""Upload transports: one interface (``base.Transport``), one module per protocol."""

@@ -1,0 +1,54 @@
+"""``file://`` targets: a local folder (the default outbox)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from tasks.failures import PermanentError
+from tasks.transports.base import Transport
+
+
+class LocalFolder(Transport):
+    """Copies into a folder: temp name, fsync, rename — a file is there whole or not at all."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.display = f"file://{folder}"
+
+    def connect(self) -> None:
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise PermanentError(f"{self.folder}: cannot create the folder ({exc.strerror})") from None
+
+    def close(self) -> None:
+        pass
+
+    def remote_size(self, name: str) -> int | None:
+        try:
+            return (self.folder / name).stat().st_size
+        except FileNotFoundError:
+            return None
+
+    def put(self, local: Path, name: str) -> str:
+        target = self.folder / name
+        tmp = self.folder / f".{name}.part"
+        try:
+            with open(local, "rb") as src, open(tmp, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+                dst.flush()
+                os.fsync(dst.fileno())
+            os.replace(tmp, target)
+            dir_fd = os.open(self.folder, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise PermanentError(f"{target}: write failed ({exc.strerror})") from None
+        if self.remote_size(name) != local.stat().st_size:
+            raise PermanentError(f"{target}: size after copy differs from {local.name}")
+        return str(target)
