@@ -114,6 +114,19 @@ class QuotaExhausted(StageStopped):
     error_class = "quota:daily"
 
 
+# --- a local store cannot be used right now -----------------------------------------
+
+
+class StoreUnavailable(MicrostockError):
+    """A local store (e.g. ``dead_letter.db``) is locked past its busy timeout or unreadable.
+
+    The message names the file; the job that needed the store stays pending
+    and the other jobs go on.
+    """
+
+    error_class = "store_unavailable"
+
+
 # --- reject the input: this file cannot be used -------------------------------------
 
 
