@@ -30,6 +30,8 @@ class GeminiSettings(_Strict):
     requests_per_minute: int = Field(60, ge=1)
     concurrency: int = Field(4, ge=1)
     max_attempts: int = Field(4, ge=1)
+    #: Delay before the first retry of a describe call; doubles per retry, capped at 30 s, with jitter.
+    retry_delay_s: float = Field(2, ge=0)
     timeout_s: float = Field(60, gt=0)
     language: str = "en"
 
