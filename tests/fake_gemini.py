@@ -271,7 +271,8 @@ class FakeGemini:
         self._stopping = threading.Event()
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.fake = self
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-gemini", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fake-gemini", daemon=True)
 
     @property
     def url(self) -> str:

@@ -291,23 +291,30 @@ def parse_answer(response: types.GenerateContentResponse) -> StockAnswer:
 
 
 def image_for_model(asset: Asset, max_px: int = SEND_MAX_PX) -> bytes:
-    """The asset as an upright RGB JPEG of at most ``max_px`` on the long side.
+    """The asset as an upright RGB JPEG of at most ``max_px`` on the long side (never enlarged).
 
     JPEGs are decoded at reduced size (Pillow draft mode), so a 24 MP file
-    costs little. Raises BadInput naming the file when it cannot be read.
+    costs little. Transparency is flattened onto white. Raises BadInput
+    naming the file when it cannot be read.
     """
     try:
-        with Image.open(asset.path) as im:
-            if im.format == "JPEG":
-                im.draft("RGB", (max_px, max_px))
-            im = ImageOps.exif_transpose(im)
-            if im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info):
-                rgba = im.convert("RGBA")
-                im = Image.new("RGB", rgba.size, (255, 255, 255))
-                im.paste(rgba, mask=rgba.getchannel("A"))
-            else:
-                im = im.convert("RGB")
+        with Image.open(asset.path) as src:
+            w, h = src.size
+            scale = max_px / max(w, h)
+            if src.format == "JPEG" and scale < 1:
+                src.draft("RGB", (max(1, int(w * scale)), max(1, int(h * scale))))
+            im = src
+            if im.mode not in ("RGB", "RGBA", "L"):
+                alpha = im.mode in ("LA", "PA", "RGBa", "La") or "transparency" in im.info
+                im = im.convert("RGBA" if alpha else "RGB")
             im.thumbnail((max_px, max_px), Image.Resampling.LANCZOS)
+            im = ImageOps.exif_transpose(im)
+            if im.mode == "RGBA":
+                flat = Image.new("RGB", im.size, (255, 255, 255))
+                flat.paste(im, mask=im.getchannel("A"))
+                im = flat
+            elif im.mode != "RGB":
+                im = im.convert("RGB")
             buf = BytesIO()
             im.save(buf, "JPEG", quality=85)
             return buf.getvalue()
