@@ -1,0 +1,418 @@
+"""The rules: canonical metadata + file name + agency settings → a valid CSV row, or the reasons why not.
+
+Every rule of an agency's spec is applied here, before anything is written.
+A violation is either fixed deterministically (cleaned, shortened at a word
+boundary, de-duplicated, mapped onto the agency's table) and listed as a
+:class:`Fix`, or it makes the asset's row invalid for that agency and is
+listed as a :class:`Problem` naming the rule. A row with problems is never
+written; nothing is changed silently.
+
+Rule names read ``<field>.<rule>`` (``title.max_chars``, ``keywords.min``,
+``filename.max_chars``, ``config.W-EL`` …) and appear in the validation report.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Iterable, Mapping
+
+from pydantic import BaseModel, ConfigDict
+
+from tasks.agencies.spec import AgencySpec, Categories, Column, KeywordRule, TextRule
+from tasks.agencies.text import (
+    capitalize_first,
+    clean_cell,
+    first_non_latin,
+    keep_punctuation,
+    shorten,
+)
+from tasks.metadata import Metadata
+
+#: Separator between release names in a cell (a name never contains it).
+RELEASE_SEPARATOR = ","
+
+
+class Problem(BaseModel):
+    """Why an asset has no row for an agency (``asset`` is "" for an agency-wide problem)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    agency: str
+    asset: str
+    rule: str
+    message: str
+
+
+class Fix(BaseModel):
+    """A deterministic change made so the row meets a rule."""
+
+    model_config = ConfigDict(frozen=True)
+
+    rule: str
+    message: str
+
+
+class RowResult(BaseModel):
+    """One asset's row for one agency: ``cells`` when valid, else None with the problems."""
+
+    model_config = ConfigDict(frozen=True)
+
+    agency: str
+    asset: str
+    filename: str
+    cells: tuple[str, ...] | None
+    problems: tuple[Problem, ...] = ()
+    fixes: tuple[Fix, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.cells is not None
+
+
+# --- the CSV dialect -------------------------------------------------------------------
+
+
+def csv_text(rows: Iterable[Iterable[str]]) -> str:
+    """Rows as CSV text: ``csv`` module, minimal quoting, CRLF line ends (RFC 4180)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, quoting=csv.QUOTE_MINIMAL, lineterminator="\r\n")
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def csv_bytes(rows: Iterable[Iterable[str]]) -> bytes:
+    """Rows as CSV bytes in the agencies' encoding (UTF-8; the BOM is added by the file writer)."""
+    return csv_text(rows).encode("utf-8")
+
+
+def bom_bytes(spec: AgencySpec) -> bytes:
+    """The UTF-8 byte order mark when the spec asks for one, else nothing."""
+    return b"\xef\xbb\xbf" if spec.csv.bom else b""
+
+
+# --- the rules -------------------------------------------------------------------------
+
+
+class _Row:
+    """Collects fixes and problems while one row is built."""
+
+    def __init__(self, spec: AgencySpec, asset: str) -> None:
+        self.spec, self.asset = spec, asset
+        self.fixes: list[Fix] = []
+        self.problems: list[Problem] = []
+
+    def fix(self, rule: str, message: str) -> None:
+        self.fixes.append(Fix(rule=rule, message=message))
+
+    def problem(self, rule: str, message: str) -> None:
+        self.problems.append(Problem(agency=self.spec.name, asset=self.asset, rule=rule, message=message))
+
+
+def _prepare(rule: TextRule, raw: str) -> str:
+    text = clean_cell(raw)
+    for ch in rule.remove_chars:
+        text = text.replace(ch, " ")
+    if rule.allowed_punctuation is not None:
+        text = keep_punctuation(text, rule.allowed_punctuation)
+    text = clean_cell(text)
+    return capitalize_first(text) if rule.capitalize_first else text
+
+
+def _text(row: _Row, field: str, rule: TextRule, raw: str, fallback_raw: str) -> str | None:
+    """A title or description cell by ``rule``; None (with a problem) when it cannot be valid."""
+    value = _prepare(rule, raw)
+    if value != raw.strip() and value:
+        row.fix(f"{field}.cleaned", f"{field}: removed line breaks, control, formula or disallowed characters")
+    if not value and rule.fallback:
+        value = _prepare(rule, fallback_raw)
+        if value:
+            row.fix(f"{field}.fallback", f"{field} was empty; used the {rule.fallback}")
+    if not value:
+        if rule.required:
+            row.problem(f"{field}.empty", f"{field} is empty")
+            return None
+        return ""
+    if rule.latin_only and (ch := first_non_latin(value)):
+        row.problem(f"{field}.latin_only", f"{row.spec.display_name} takes English metadata only; {field} has {ch!r}")
+        return None
+    if rule.max_chars is not None and len(value) > rule.max_chars:
+        short = shorten(value, rule.max_chars)
+        if short is None:
+            row.problem(f"{field}.max_chars",
+                        f"{field} is {len(value)} characters (max {rule.max_chars}) with no word boundary to cut at")
+            return None
+        row.fix(f"{field}.max_chars", f"{field} shortened from {len(value)} to {len(short)} characters")
+        value = short
+    return value
+
+
+def _keywords(row: _Row, rule: KeywordRule, raw: list[str]) -> list[str] | None:
+    words: list[str] = []
+    seen: set[str] = set()
+    dropped = split = 0
+    for keyword in raw:
+        for part in keyword.split(rule.separator):
+            pieces = clean_cell(part).split(" ") if rule.single_words else [part]
+            split += len(pieces) > 1
+            for piece in pieces:
+                word = clean_cell(piece)
+                key = word.casefold()
+                if not word or key in seen:
+                    dropped += 1
+                    continue
+                seen.add(key)
+                words.append(word)
+    if split:
+        row.fix("keywords.single_words", f"split {split} multi-word keyword(s) into single words")
+    if dropped:
+        row.fix("keywords.duplicates", f"dropped {dropped} empty or duplicate keyword(s)")
+    if rule.max is not None and len(words) > rule.max:
+        row.fix("keywords.max", f"kept the first {rule.max} of {len(words)} keywords")
+        words = words[: rule.max]
+    if rule.latin_only:
+        for word in words:
+            if ch := first_non_latin(word):
+                row.problem("keywords.latin_only",
+                            f"{row.spec.display_name} takes English metadata only; keyword {word!r} has {ch!r}")
+                return None
+    if len(words) < rule.min:
+        row.problem("keywords.min", f"{len(words)} keyword(s); {row.spec.display_name} needs at least {rule.min}")
+        return None
+    return words
+
+
+def _forms(word: str) -> set[str]:
+    """A word and its plausible singulars, so "skies" meets "sky" and "sunsets" meets "sunset"."""
+    w = word.casefold().strip()
+    forms = {w}
+    if w.endswith("ies") and len(w) > 4:
+        forms.add(w[:-3] + "y")
+    if w.endswith("es") and len(w) > 3:
+        forms.add(w[:-2])
+    if w.endswith("s") and not w.endswith("ss") and len(w) > 2:
+        forms.add(w[:-1])
+    return forms
+
+
+def hint_to_id(categories: Categories, hint: str) -> int | None:
+    """The category id a describer hint maps to: the hints table first, then sub-category names and their words."""
+    forms = _forms(hint)
+    hints = {k.casefold(): v for k, v in categories.hints.items()}
+    for f in sorted(forms):
+        if f in hints:
+            return hints[f]
+    for cid, name in categories.table.items():
+        if cid in categories.no_auto:
+            continue
+        sub = name.rsplit("/", 1)[-1].casefold().strip()
+        parts = {sub, *(p.strip() for p in re.split(r"&|,|\band\b", sub) if p.strip())}
+        if any(forms & _forms(p) for p in parts):
+            return cid
+    return None
+
+
+def _categories(row: _Row, categories: Categories, md: Metadata) -> list[int]:
+    """Up to ``categories.count`` valid ids: the describer's own, else mapped from its hints."""
+    raw = ([md.adobe_category] if md.adobe_category is not None else []) \
+        if categories.field == "adobe_category" else list(md.dreamstime_categories)
+    ids: list[int] = []
+    for cid in raw:
+        if cid in categories.table and cid not in ids:
+            ids.append(cid)
+    invalid = [cid for cid in raw if cid not in categories.table]
+    if invalid:
+        row.fix("category.out_of_range", f"dropped category id(s) {invalid}: not in the {row.spec.display_name} table")
+    if len(ids) > categories.count:
+        row.fix("category.count", f"kept the first {categories.count} of {len(ids)} categories")
+        ids = ids[: categories.count]
+    if not ids:
+        for hint in md.category_hints:
+            cid = hint_to_id(categories, hint)
+            if cid is not None and cid not in ids and len(ids) < categories.count:
+                ids.append(cid)
+        if ids:
+            row.fix("category.mapped", f"category mapped from hints {md.category_hints} to {ids}")
+        elif raw or md.category_hints:
+            row.fix("category.empty", "no category could be mapped; left empty (choose one in the agency's portal)")
+    return ids
+
+
+def _releases(row: _Row, raw: list[str]) -> str:
+    names: list[str] = []
+    for release in raw:
+        name = clean_cell(release.replace(RELEASE_SEPARATOR, " "))
+        if name and name.casefold() not in {n.casefold() for n in names}:
+            names.append(name)
+    if len(names) != len(raw):
+        row.fix("releases.duplicates", "dropped empty or duplicate release names")
+    return RELEASE_SEPARATOR.join(names)
+
+
+_NUMBER = re.compile(r"\d+(\.\d+)?")
+_ID_LIST = re.compile(r"\d+(,\d+)*")
+
+
+def config_value(column: Column, raw: str) -> tuple[str, str | None]:
+    """A configured cell value normalised by the column's kind, and an error message when invalid."""
+    value = raw.strip()
+    if column.kind == "flag":
+        return value, None if value in ("0", "1") else f"{column.name} must be 0 or 1, not {raw!r}"
+    if column.kind == "number":
+        return value, None if value == "" or _NUMBER.fullmatch(value) else f"{column.name} must be a number or empty, not {raw!r}"
+    if column.kind == "id_list":
+        value = re.sub(r"\s*,\s*", ",", value)
+        return value, None if value == "" or _ID_LIST.fullmatch(value) else (
+            f"{column.name} must be comma-separated numeric ids or empty, not {raw!r}")
+    if column.kind == "choice":
+        return value, None if value in column.choices else f"{column.name} must be one of {list(column.choices)}, not {raw!r}"
+    return clean_cell(value), None
+
+
+def check_csv_defaults(spec: AgencySpec, csv_defaults: Mapping[str, str]) -> list[Problem]:
+    """Agency-wide problems in ``AgencySettings.csv_defaults``: unknown columns and invalid values."""
+    known = spec.configurable_columns()
+    problems = []
+    for key in sorted(csv_defaults):
+        if key not in known:
+            problems.append(Problem(agency=spec.name, asset="", rule="config.unknown_column",
+                                    message=f"csv_defaults.{key}: {spec.display_name} has no configurable column "
+                                            f"{key!r} (choose from {', '.join(known) or 'none'})"))
+            continue
+        _, error = config_value(known[key], str(csv_defaults[key]))
+        if error:
+            problems.append(Problem(agency=spec.name, asset="", rule=f"config.{key}", message=f"csv_defaults.{error}"))
+    return problems
+
+
+def _filename(row: _Row, filename: str) -> None:
+    if clean_cell(filename) != filename:
+        row.problem("filename.unsafe", f"file name {filename!r} has line breaks, control characters, extra spaces "
+                                       "or a leading = + - @; rename the file")
+    limit = row.spec.filename.max_chars
+    if limit is not None and len(filename) > limit:
+        row.problem("filename.max_chars", f"file name is {len(filename)} characters; "
+                                          f"{row.spec.display_name} takes at most {limit} (with extension)")
+
+
+def _language(row: _Row, md: Metadata) -> None:
+    want = row.spec.language
+    have = md.language.split("-")[0].casefold()
+    if want and have != want:
+        row.problem("language", f"{row.spec.display_name} takes {want!r} metadata only; this asset's is {md.language!r}")
+
+
+def build_row(
+    spec: AgencySpec,
+    metadata: Metadata,
+    filename: str,
+    csv_defaults: Mapping[str, str] | None = None,
+    asset: str | None = None,
+) -> RowResult:
+    """The agency's CSV row for one asset, every rule of ``spec`` applied.
+
+    ``filename`` is the name of the file the agency receives (the upload-ready
+    JPEG); ``asset`` is the asset's name in ``assets/`` (defaults to
+    ``filename``), used in problems. ``csv_defaults`` are the agency's
+    configured column values. Deterministic: the same inputs give the same row.
+    """
+    defaults = dict(csv_defaults or {})
+    row = _Row(spec, asset or filename)
+    _filename(row, filename)
+    _language(row, metadata)
+    for problem in check_csv_defaults(spec, defaults):
+        row.problem(problem.rule, problem.message)
+    columns = spec.active_columns(defaults)
+    sources = {c.source for c in columns}
+    title = _text(row, "title", spec.title, metadata.title, metadata.description) if "title" in sources else ""
+    description = (_text(row, "description", spec.description, metadata.description, metadata.title)
+                   if "description" in sources else "")
+    keywords = _keywords(row, spec.keywords, metadata.keywords) if "keywords" in sources else []
+    categories = _categories(row, spec.categories, metadata) if spec.categories and "category" in sources else []
+    releases = _releases(row, metadata.releases) if "releases" in sources else ""
+    if row.problems or title is None or description is None or keywords is None:
+        return _result(row, filename, None)
+
+    cells: list[str] = []
+    for column in columns:
+        if column.source == "filename":
+            cells.append(filename)
+        elif column.source == "title":
+            cells.append(title)
+        elif column.source == "description":
+            cells.append(description)
+        elif column.source == "keywords":
+            cells.append(spec.keywords.separator.join(keywords))
+        elif column.source == "releases":
+            cells.append(releases)
+        elif column.source == "category":
+            unused = spec.categories.unused if spec.categories else ""
+            cells.append(str(categories[column.index - 1]) if column.index <= len(categories) else unused)
+        else:  # config, editorial (values already checked by check_csv_defaults)
+            raw = "1" if column.source == "editorial" and metadata.editorial else defaults.get(column.name, column.default)
+            cells.append(config_value(column, raw)[0])
+
+    limit = spec.csv.max_bytes
+    if limit is not None:
+        size = len(bom_bytes(spec)) + len(csv_bytes([spec.header_row(defaults), cells]))
+        if size > limit:
+            row.problem("row.max_bytes", f"the row alone makes a {size}-byte file; {spec.display_name} takes at most {limit}")
+            return _result(row, filename, None)
+    return _result(row, filename, tuple(cells))
+
+
+def _result(row: _Row, filename: str, cells: tuple[str, ...] | None) -> RowResult:
+    return RowResult(agency=row.spec.name, asset=row.asset, filename=filename, cells=cells,
+                     problems=tuple(row.problems), fixes=tuple(row.fixes))
+
+
+def split_keywords(spec: AgencySpec, cell: str) -> list[str]:
+    """The keyword list back from a written keywords cell."""
+    return cell.split(spec.keywords.separator) if cell else []
+
+
+# --- what the upload-ready JPEG carries ---------------------------------------------------
+
+
+class EmbeddedFields(BaseModel):
+    """Title, description and keywords for the XMP/IPTC of the upload-ready JPEG."""
+
+    model_config = ConfigDict(frozen=True)
+
+    title: str
+    description: str
+    keywords: tuple[str, ...]
+
+
+def embedded_fields(metadata: Metadata, specs: Iterable[AgencySpec]) -> EmbeddedFields:
+    """The values one upload-ready JPEG carries for every agency in ``specs``.
+
+    One file goes to every agency, so the strictest limits apply: the title
+    and description are cleaned and shortened at a word boundary to the
+    smallest limit (kept whole when no boundary fits: the CSV row is what the
+    agency validates), keywords are cleaned, de-duplicated and capped at the
+    smallest maximum, in their order.
+    """
+    specs = list(specs)
+
+    def limit(values: Iterable[int | None]) -> int | None:
+        found = [v for v in values if v is not None]
+        return min(found) if found else None
+
+    def text(raw: str, fallback: str, max_chars: int | None) -> str:
+        value = clean_cell(raw) or clean_cell(fallback)
+        return (shorten(value, max_chars) or value) if max_chars else value
+
+    title = text(metadata.title, metadata.description, limit(s.title.max_chars for s in specs))
+    description = text(metadata.description, metadata.title, limit(s.description.max_chars for s in specs))
+    keywords: list[str] = []
+    seen: set[str] = set()
+    for raw in metadata.keywords:
+        for part in raw.split(","):
+            word = clean_cell(part)
+            if word and word.casefold() not in seen:
+                seen.add(word.casefold())
+                keywords.append(word)
+    cap = limit(s.keywords.max for s in specs)
+    return EmbeddedFields(title=title, description=description, keywords=tuple(keywords[:cap] if cap else keywords))

@@ -1,0 +1,88 @@
+"""Text fixes every agency needs, each deterministic: same input, same output.
+
+- :func:`clean_cell` makes a value safe in any CSV cell: one line, no control
+  characters, whitespace collapsed, no leading ``= + - @`` (so no spreadsheet
+  runs it as a formula).
+- :func:`shorten` cuts at a word boundary, never inside a word.
+- :func:`first_non_latin` finds a letter outside the Latin script (Vecteezy takes English only).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+#: A cell starting with one of these is run as a formula by spreadsheets.
+FORMULA_CHARS = "=+-@"
+#: Joiners that scripts need (Persian, Indic, emoji sequences); other format characters are dropped.
+_KEPT_FORMAT = {"\u200c", "\u200d"}
+_SPACES = re.compile(r"\s+")
+#: Trailing characters removed after a cut, so a shortened text never ends in a dangling separator.
+_CUT_TRAIL = " ,;:-–—/&"
+
+
+def _dropped(ch: str) -> bool:
+    cat = unicodedata.category(ch)
+    return cat in ("Cc", "Cs") or (cat == "Cf" and ch not in _KEPT_FORMAT)
+
+
+def clean_cell(value: str) -> str:
+    """One clean line: NFC, line breaks and whitespace runs → one space, control and
+    format characters dropped, ends stripped, leading formula characters removed."""
+    text = unicodedata.normalize("NFC", value)
+    text = _SPACES.sub(" ", text)
+    if any(_dropped(ch) for ch in text):
+        text = _SPACES.sub(" ", "".join(ch for ch in text if not _dropped(ch)))
+    text = text.strip()
+    while text and text[0] in FORMULA_CHARS:
+        text = text[1:].lstrip()
+    return text
+
+
+def is_wide(ch: str) -> bool:
+    """East Asian wide characters (CJK, kana, hangul, most emoji): text in these scripts may break between any two."""
+    return unicodedata.east_asian_width(ch) in ("W", "F")
+
+
+def _boundary(text: str, i: int) -> bool:
+    """Is there a word boundary between ``text[i-1]`` and ``text[i]``?"""
+    return text[i] == " " or text[i - 1] == " " or is_wide(text[i - 1]) or is_wide(text[i])
+
+
+def shorten(text: str, limit: int) -> str | None:
+    """``text`` cut to at most ``limit`` characters at a word boundary (trailing separators
+    dropped), or None when no boundary leaves a non-empty text. Text within the limit is returned as is."""
+    if len(text) <= limit:
+        return text
+    for i in range(limit, 0, -1):
+        if _boundary(text, i):
+            cut = text[:i].rstrip(_CUT_TRAIL)
+            if cut:
+                return cut
+    return None
+
+
+def first_non_latin(text: str) -> str:
+    """The first letter outside the Latin script, or "" (digits and punctuation do not count)."""
+    return next(
+        (ch for ch in text if unicodedata.category(ch).startswith("L") and "LATIN" not in unicodedata.name(ch, "")),
+        "",
+    )
+
+
+def keep_punctuation(text: str, allowed: str) -> str:
+    """Punctuation and symbols other than ``allowed`` become spaces (typographic apostrophes become ``'``)."""
+    text = text.replace("\u2019", "'").replace("\u2018", "'")
+    out = []
+    for ch in text:
+        cat = unicodedata.category(ch)
+        out.append(" " if cat[0] in "PS" and ch not in allowed else ch)
+    return "".join(out)
+
+
+def capitalize_first(text: str) -> str:
+    """The first character upper-cased when that keeps it one character (``ß`` stays)."""
+    if not text:
+        return text
+    up = text[0].upper()
+    return up + text[1:] if len(up) == 1 else text
