@@ -1,16 +1,25 @@
 """Is this file an image we can use? One clear reason when it is not.
 
 Runs before anything is spent on a file (a Gemini call, a pack, an upload),
-so a bad file is named once and never reaches a CSV or an outbox. Pillow's
-``MAX_IMAGE_PIXELS`` guard stays on: a decompression bomb is rejected, not
-decoded.
+so a bad file is named once and never reaches a CSV or an outbox. This module
+is the one boundary where Pillow's exceptions become
+:class:`~tasks.failures.BadInput` (:func:`pillow_errors`).
+
+Pillow's ``MAX_IMAGE_PIXELS`` guard stays on: :func:`open_image` refuses a
+decompression bomb from its header, before a pixel is decoded. Pillow itself
+refuses anything over twice its limit; between its limit (≈ 89 MP) and the
+largest agency maximum (Adobe's 100 MP) the image is accepted, because an
+agency takes it, and above that it is refused.
 """
 
 from __future__ import annotations
 
+import threading
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from PIL import Image, UnidentifiedImageError
 
@@ -20,8 +29,63 @@ SUPPORTED_FORMATS = {"JPEG", "PNG"}
 #: Extensions that look like images; anything else in a source folder is ignored.
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".tif", ".tiff", ".webp", ".gif", ".bmp", ".heic", ".heif", ".avif"}
 ACCEPTED_EXTENSIONS = {".jpg", ".jpeg", ".png"}
-#: Below this no agency takes the image (Dreamstime's 3 MP is the lowest minimum).
-MIN_PIXELS = 3_000_000
+
+
+# --- what the agencies take ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImageLimits:
+    """One agency's pixel and file-size rules for an upload-ready image."""
+
+    agency: str
+    min_pixels: int
+    max_pixels: int | None = None
+    max_bytes: int | None = None
+
+    def broken_rule(self, width: int, height: int, size_bytes: int) -> str | None:
+        """The rule an image of this size breaks, in words, or None when it passes."""
+        px = width * height
+        if px < self.min_pixels:
+            return f"{width}×{height} = {px / 1e6:.1f} MP is below {self.agency}'s minimum of {_mp(self.min_pixels)}"
+        if self.max_pixels is not None and px > self.max_pixels:
+            return f"{width}×{height} = {px / 1e6:.1f} MP is above {self.agency}'s maximum of {_mp(self.max_pixels)}"
+        if self.max_bytes is not None and size_bytes > self.max_bytes:
+            return (f"file is {size_bytes / 1e6:.1f} MB, above {self.agency}'s maximum of "
+                    f"{self.max_bytes / 1e6:.0f} MB")
+        return None
+
+
+def _mp(pixels: int) -> str:
+    return f"{pixels / 1e6:g} MP"
+
+
+#: The limits listed in issue #6 (the agencies' contributor pages). Used until
+#: ``tasks.agencies`` carries them in its spec files; then :func:`image_limits`
+#: reads the spec and this table goes.
+_ISSUE_LIMITS = {
+    "adobe": ImageLimits("adobe", 4_000_000, 100_000_000, 45_000_000),
+    "vecteezy": ImageLimits("vecteezy", 4_000_000, 50_000_000, 50_000_000),
+    "dreamstime": ImageLimits("dreamstime", 3_000_000),
+}
+
+
+def image_limits(agency: str) -> ImageLimits:
+    """The pixel and size limits of ``agency`` (the one place that knows where they come from)."""
+    return _ISSUE_LIMITS[agency]
+
+
+def all_limits() -> list[ImageLimits]:
+    return [image_limits(a) for a in _ISSUE_LIMITS]
+
+
+#: Below this no agency takes the image.
+MIN_PIXELS = min(lim.min_pixels for lim in all_limits())
+#: Above this no agency takes the image: refused from the header like a bomb.
+MAX_PIXELS = max(lim.max_pixels or 0 for lim in all_limits())
+
+
+# --- opening safely ---------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -36,41 +100,78 @@ class ImageFacts:
         return self.width * self.height / 1e6
 
 
-def inspect_image(path: Path) -> ImageFacts:
-    """Open, decode and size-check ``path``; raise BadInput naming the reason.
+@contextmanager
+def pillow_errors(name: str) -> Iterator[None]:
+    """Turn what Pillow raises while reading ``name`` into BadInput with a plain reason."""
+    try:
+        yield
+    except BadInput:
+        raise
+    except Image.DecompressionBombError as exc:
+        raise BadInput(name, f"decompression bomb refused ({exc})") from None
+    except UnidentifiedImageError:
+        raise BadInput(name, "not an image (the content is no JPEG or PNG, whatever the extension says)") from None
+    except MemoryError:
+        raise BadInput(name, "too large to decode in the memory available") from None
+    except (OSError, SyntaxError, ValueError, EOFError, IndexError, KeyError, TypeError) as exc:
+        # Pillow reports truncated and corrupt streams with any of these.
+        raise BadInput(name, f"truncated or corrupt image data ({exc})") from None
 
-    Decodes at reduced scale (JPEG draft mode) so a truncated file is caught
-    without holding the full-size pixels in memory.
+
+#: ``warnings.catch_warnings`` swaps process-wide state: one opener at a time.
+#: Only the header is read under the lock, which takes microseconds.
+_OPEN_LOCK = threading.Lock()
+
+
+def open_image(path: Path, *, max_pixels: int = MAX_PIXELS) -> Image.Image:
+    """Open ``path`` lazily (header only) and check it before any pixel is decoded.
+
+    Raises BadInput when the file is missing, empty, not an image, not a
+    JPEG/PNG, or a decompression bomb (over ``max_pixels``, or over Pillow's
+    own hard limit). The caller closes the returned image.
     """
-    shown = path.name
+    name = path.name
     try:
         size = path.stat().st_size
     except OSError as exc:
-        raise BadInput(shown, f"cannot read file ({exc.strerror})") from None
+        raise BadInput(name, f"cannot read file ({exc.strerror})") from None
     if size == 0:
-        raise BadInput(shown, "empty file (0 bytes)")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(path) as im:
-                facts = ImageFacts(im.width, im.height, im.format or "?", im.mode)
-                if facts.format not in SUPPORTED_FORMATS:
-                    raise BadInput(shown, f"unsupported format {facts.format} (only JPEG and PNG are accepted)")
-                if facts.format == "JPEG":
-                    im.draft("RGB", (max(1, im.width // 8), max(1, im.height // 8)))
-                im.load()
-    except BadInput:
-        raise
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise BadInput(shown, f"decompression bomb refused ({exc})") from None
-    except UnidentifiedImageError:
-        raise BadInput(shown, "not an image (the content is no JPEG or PNG, whatever the extension says)") from None
-    except (OSError, SyntaxError, ValueError) as exc:
-        raise BadInput(shown, f"truncated or corrupt image data ({exc})") from None
-    if facts.width * facts.height < MIN_PIXELS:
+        raise BadInput(name, "empty file (0 bytes)")
+    with pillow_errors(name), _OPEN_LOCK, warnings.catch_warnings():
+        # Pillow warns (not raises) between its limit and twice its limit;
+        # we decide with our own limit below, so the warning is not shown.
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        im = Image.open(path)
+    fmt = im.format or "?"
+    if fmt not in SUPPORTED_FORMATS:
+        im.close()
+        raise BadInput(name, f"unsupported format {fmt} (only JPEG and PNG are accepted)")
+    if im.width * im.height > max_pixels:
+        w, h = im.size
+        im.close()
+        raise BadInput(name, f"decompression bomb refused: {w}×{h} = {w * h / 1e6:.0f} MP, "
+                             f"above every agency's maximum ({_mp(max_pixels)})")
+    return im
+
+
+def inspect_image(path: Path, *, min_pixels: int = MIN_PIXELS, max_pixels: int = MAX_PIXELS) -> ImageFacts:
+    """Open, decode and size-check ``path``; raise BadInput naming the reason.
+
+    A JPEG is decoded at 1/8 scale (draft mode): every compressed byte is
+    still read, so truncation is caught, without the full-size pixels in
+    memory. The limits default to the agencies' (tests pass smaller ones).
+    """
+    name = path.name
+    with open_image(path, max_pixels=max_pixels) as im:
+        facts = ImageFacts(im.width, im.height, im.format or "?", im.mode)
+        with pillow_errors(name):
+            if facts.format == "JPEG":
+                im.draft(None, (max(1, im.width // 8), max(1, im.height // 8)))
+            im.load()
+    if facts.width * facts.height < min_pixels:
         raise BadInput(
-            shown,
+            name,
             f"too small: {facts.width}×{facts.height} = {facts.megapixels:.1f} MP, "
-            f"below every agency's minimum ({MIN_PIXELS / 1e6:.0f} MP)",
+            f"below every agency's minimum ({_mp(min_pixels)})",
         )
     return facts

@@ -1,0 +1,91 @@
+"""Swap a JPEG's metadata segments without touching its compressed pixels.
+
+An upload-ready JPEG that needs no pixel change (already upright RGB in
+sRGB) keeps the contributor's exact compressed data: no second lossy
+encode, no full decode. Only the metadata around it is replaced.
+"""
+
+from __future__ import annotations
+
+import re
+
+_SOI, _EOI, _SOS = 0xD8, 0xD9, 0xDA
+_APP0, _APP14, _COM = 0xE0, 0xEE, 0xFE
+#: Markers without a length field.
+_STANDALONE = {0x01, *range(0xD0, 0xD8)}
+#: In entropy-coded data, 0xFF is followed by 0x00 (stuffing), a restart
+#: marker or more 0xFF fill; anything else starts the next marker.
+_NEXT_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")
+_MAX_SEGMENT = 65533
+
+
+def app_segment(marker: int, payload: bytes) -> bytes:
+    """One marker segment (``0xFF``, marker, 2-byte length, payload); ValueError if too long."""
+    if len(payload) > _MAX_SEGMENT:
+        raise ValueError(f"segment payload of {len(payload)} bytes exceeds {_MAX_SEGMENT}")
+    return bytes((0xFF, marker)) + (len(payload) + 2).to_bytes(2, "big") + payload
+
+
+def exif_segment(exif: bytes) -> bytes:
+    """APP1 segment for ``exif`` as Pillow's ``Exif.tobytes()`` returns it (``Exif\\0\\0`` + TIFF)."""
+    return app_segment(0xE1, exif)
+
+
+def icc_segment(icc: bytes) -> bytes:
+    """APP2 segment carrying a whole ICC profile (one chunk of one)."""
+    return app_segment(0xE2, b"ICC_PROFILE\x00\x01\x01" + icc)
+
+
+def replace_metadata(data: bytes, segments: list[bytes]) -> bytes:
+    """``data`` with its metadata replaced by ``segments``; the image data is copied byte for byte.
+
+    Keeps APP0 (JFIF), APP14 (Adobe colour transform) and every segment the
+    decoder needs; drops every other APPn (EXIF, XMP, ICC, IPTC, maker data)
+    and comments, and anything after the end-of-image marker (appended
+    images, trailers). ``segments`` go right after SOI/APP0. Raises
+    ValueError when the stream is not a complete JPEG.
+    """
+    if data[:2] != b"\xff\xd8":
+        raise ValueError("no JPEG start-of-image marker")
+    head: list[bytes] = [data[:2]]
+    body: list[bytes] = []
+    pos, n = 2, len(data)
+    scanned = False
+    while True:
+        if pos + 1 >= n or data[pos] != 0xFF:
+            raise ValueError(f"expected a marker at byte {pos}")
+        while pos < n and data[pos] == 0xFF:  # fill bytes
+            pos += 1
+        if pos >= n:
+            raise ValueError("stream ends inside a marker")
+        marker = data[pos]
+        pos += 1
+        if marker == _EOI:
+            if not scanned:
+                raise ValueError("end of image before any scan")
+            body.append(b"\xff\xd9")
+            break
+        if marker in _STANDALONE:
+            body.append(bytes((0xFF, marker)))
+            continue
+        if pos + 2 > n:
+            raise ValueError("stream ends inside a segment length")
+        length = int.from_bytes(data[pos:pos + 2], "big")
+        if length < 2 or pos + length > n:
+            raise ValueError(f"segment 0x{marker:02X} runs past the end of the file")
+        segment = bytes((0xFF, marker)) + data[pos:pos + length]
+        pos += length
+        if marker == _APP0 and not body:
+            head.append(segment)
+        elif marker == _COM or (0xE0 <= marker <= 0xEF and marker not in (_APP0, _APP14)):
+            continue
+        else:
+            body.append(segment)
+        if marker == _SOS:
+            scanned = True
+            found = _NEXT_MARKER.search(data, pos)
+            if found is None:
+                raise ValueError("scan data is truncated (no end-of-image marker)")
+            body.append(data[pos:found.start()])
+            pos = found.start()
+    return b"".join(head + segments + body)
