@@ -23,6 +23,7 @@ from typing import Iterator
 
 from PIL import Image, UnidentifiedImageError
 
+from tasks.agencies.spec import load_spec, spec_names
 from tasks.failures import BadInput
 
 SUPPORTED_FORMATS = {"JPEG", "PNG"}
@@ -35,7 +36,7 @@ ACCEPTED_EXTENSIONS = {".jpg", ".jpeg", ".png"}
 
 
 @dataclass(frozen=True)
-class ImageLimits:
+class ImageRules:
     """One agency's pixel and file-size rules for an upload-ready image."""
 
     agency: str
@@ -52,7 +53,7 @@ class ImageLimits:
             return f"{width}×{height} = {px / 1e6:.1f} MP is above {self.agency}'s maximum of {_mp(self.max_pixels)}"
         if self.max_bytes is not None and size_bytes > self.max_bytes:
             return (f"file is {size_bytes / 1e6:.1f} MB, above {self.agency}'s maximum of "
-                    f"{self.max_bytes / 1e6:.0f} MB")
+                    f"{self.max_bytes / 1e6:g} MB")
         return None
 
 
@@ -60,29 +61,21 @@ def _mp(pixels: int) -> str:
     return f"{pixels / 1e6:g} MP"
 
 
-#: The limits listed in issue #6 (the agencies' contributor pages). Used until
-#: ``tasks.agencies`` carries them in its spec files; then :func:`image_limits`
-#: reads the spec and this table goes.
-_ISSUE_LIMITS = {
-    "adobe": ImageLimits("adobe", 4_000_000, 100_000_000, 45_000_000),
-    "vecteezy": ImageLimits("vecteezy", 4_000_000, 50_000_000, 50_000_000),
-    "dreamstime": ImageLimits("dreamstime", 3_000_000),
-}
+def image_rules(agency: str) -> ImageRules:
+    """The pixel and size rules of ``agency``, from its spec file (``tasks/agencies/<agency>.toml``)."""
+    limits = load_spec(agency).image
+    return ImageRules(agency, limits.min_pixels or 0, limits.max_pixels, limits.max_bytes)
 
 
-def image_limits(agency: str) -> ImageLimits:
-    """The pixel and size limits of ``agency`` (the one place that knows where they come from)."""
-    return _ISSUE_LIMITS[agency]
+def all_rules() -> list[ImageRules]:
+    """The rules of every agency with a spec."""
+    return [image_rules(a) for a in spec_names()]
 
 
-def all_limits() -> list[ImageLimits]:
-    return [image_limits(a) for a in _ISSUE_LIMITS]
-
-
-#: Below this no agency takes the image.
-MIN_PIXELS = min(lim.min_pixels for lim in all_limits())
-#: Above this no agency takes the image: refused from the header like a bomb.
-MAX_PIXELS = max(lim.max_pixels or 0 for lim in all_limits())
+def pixel_range() -> tuple[int, int]:
+    """(smallest minimum, largest maximum) over every agency: outside it no agency takes the image."""
+    rules = all_rules()
+    return min(r.min_pixels for r in rules), max(r.max_pixels or 0 for r in rules)
 
 
 # --- opening safely ---------------------------------------------------------------
@@ -123,14 +116,17 @@ def pillow_errors(name: str) -> Iterator[None]:
 _OPEN_LOCK = threading.Lock()
 
 
-def open_image(path: Path, *, max_pixels: int = MAX_PIXELS) -> Image.Image:
+def open_image(path: Path, *, max_pixels: int | None = None) -> Image.Image:
     """Open ``path`` lazily (header only) and check it before any pixel is decoded.
 
     Raises BadInput when the file is missing, empty, not an image, not a
-    JPEG/PNG, or a decompression bomb (over ``max_pixels``, or over Pillow's
-    own hard limit). The caller closes the returned image.
+    JPEG/PNG, or a decompression bomb (over ``max_pixels``, by default the
+    largest agency maximum, or over Pillow's own hard limit). The caller
+    closes the returned image.
     """
     name = path.name
+    if max_pixels is None:
+        max_pixels = pixel_range()[1]
     try:
         size = path.stat().st_size
     except OSError as exc:
@@ -154,7 +150,7 @@ def open_image(path: Path, *, max_pixels: int = MAX_PIXELS) -> Image.Image:
     return im
 
 
-def inspect_image(path: Path, *, min_pixels: int = MIN_PIXELS, max_pixels: int = MAX_PIXELS) -> ImageFacts:
+def inspect_image(path: Path, *, min_pixels: int | None = None, max_pixels: int | None = None) -> ImageFacts:
     """Open, decode and size-check ``path``; raise BadInput naming the reason.
 
     A JPEG is decoded at 1/8 scale (draft mode): every compressed byte is
@@ -162,6 +158,8 @@ def inspect_image(path: Path, *, min_pixels: int = MIN_PIXELS, max_pixels: int =
     memory. The limits default to the agencies' (tests pass smaller ones).
     """
     name = path.name
+    if min_pixels is None:
+        min_pixels = pixel_range()[0]
     with open_image(path, max_pixels=max_pixels) as im:
         facts = ImageFacts(im.width, im.height, im.format or "?", im.mode)
         with pillow_errors(name):

@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 from tasks.failures import BadInput
-from tasks.inspect import MAX_PIXELS, MIN_PIXELS, image_limits, inspect_image, open_image
+from tasks.inspect import image_rules, inspect_image, open_image, pixel_range
 from tests import pack_samples as s
 
 SMALL = 100  # pixels: lets the tests use tiny images; the real limits are covered below
@@ -77,7 +77,7 @@ def test_real_limits_accept_a_demo_sized_jpeg(tmp_path):
     p = s.jpeg(tmp_path / "ok.jpg", size=(2400, 1800))  # 4.32 MP flat colour: cheap
     facts = inspect_image(p)
     assert (facts.width, facts.height, facts.format) == (2400, 1800, "JPEG")
-    assert MIN_PIXELS == 3_000_000 and MAX_PIXELS == 100_000_000
+    assert pixel_range() == (3_000_000, 100_000_000)
 
 
 @pytest.mark.parametrize("make", [
@@ -100,9 +100,9 @@ def test_open_image_reads_only_the_header(tmp_path):
 
 
 def test_agency_limits_name_the_rule():
-    adobe = image_limits("adobe")
+    adobe = image_rules("adobe")
     assert adobe.broken_rule(2400, 1800, 1_000_000) is None
     assert adobe.broken_rule(2000, 1500, 1_000) == "2000×1500 = 3.0 MP is below adobe's minimum of 4 MP"
     assert adobe.broken_rule(2400, 1800, 46_000_000) == "file is 46.0 MB, above adobe's maximum of 45 MB"
-    assert image_limits("vecteezy").broken_rule(9000, 6000, 1) == "9000×6000 = 54.0 MP is above vecteezy's maximum of 50 MP"
-    assert image_limits("dreamstime").broken_rule(2000, 1500, 10**9) is None
+    assert image_rules("vecteezy").broken_rule(9000, 6000, 1) == "9000×6000 = 54.0 MP is above vecteezy's maximum of 50 MP"
+    assert image_rules("dreamstime").broken_rule(2000, 1500, 10**9) is None
