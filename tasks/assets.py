@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from tasks.failures import BadInput
 from tasks.files import atomic_write_bytes, sha256_file
+from tasks.progress import StageProgress
 from tasks.inspect import ACCEPTED_EXTENSIONS, IMAGE_EXTENSIONS, inspect_image
 
 DEMO_SOFTWARE = "prefect-microstock offline demo generator (not a photograph)"
@@ -195,12 +196,14 @@ ImageMaker = Callable[[DemoPrompt, int], bytes]
 def generate(assets_dir: Path, count: int, prompts: list[DemoPrompt], seed: int, make: ImageMaker) -> list[Asset]:
     """Ensure generated images 0..count-1 exist in ``assets_dir``; existing ones are kept as they are."""
     out = []
-    for i in range(count):
-        prompt = prompts[i % len(prompts)]
-        path = assets_dir / generated_name(prompt, seed, i)
-        if not path.exists():
-            atomic_write_bytes(path, make(prompt, i))
-        out.append(Asset(name=path.name, asset_id=sha256_file(path), path=path))
+    with StageProgress("generate", count) as progress:
+        for i in range(count):
+            prompt = prompts[i % len(prompts)]
+            path = assets_dir / generated_name(prompt, seed, i)
+            if not path.exists():
+                atomic_write_bytes(path, make(prompt, i))
+            out.append(Asset(name=path.name, asset_id=sha256_file(path), path=path))
+            progress.advance()
     return out
 
 
@@ -264,3 +267,27 @@ def iter_asset_files(assets_dir: Path) -> list[Path]:
 def list_assets(assets_dir: Path) -> list[Asset]:
     """Every asset in ``assets_dir`` with its content hash."""
     return [Asset(name=p.name, asset_id=sha256_file(p), path=p) for p in iter_asset_files(assets_dir)]
+
+
+# --- the assets stage -------------------------------------------------------------
+
+
+@dataclass
+class Gathered:
+    """The batch after the assets stage: every asset in the workdir, and what was rejected."""
+
+    assets: list[Asset]
+    new: list[str] = field(default_factory=list)
+    rejected: dict[str, str] = field(default_factory=dict)
+
+
+def gather(assets_dir: Path, count: int, source: Path | None, prompts: list[DemoPrompt], seed: int) -> Gathered:
+    """Ingest ``source`` when given, else generate ``count`` demo images; then list every asset."""
+    before = {p.name for p in iter_asset_files(assets_dir)}
+    rejected: dict[str, str] = {}
+    if source is not None:
+        rejected = ingest(source, assets_dir).rejected
+    elif count > 0:
+        generate(assets_dir, count, prompts, seed, lambda prompt, i: demo_jpeg_bytes(prompt, seed, i))
+    assets = list_assets(assets_dir)
+    return Gathered(assets=assets, new=[a.name for a in assets if a.name not in before], rejected=rejected)

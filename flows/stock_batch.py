@@ -1,0 +1,96 @@
+"""Flow ``stock-batch``: assets → describe → CSVs → pack → upload, as a recipe.
+
+Every stage derives what is left to do from the workdir, so a re-run after a
+crash finishes the rest and repeats nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow, task
+from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NO_CACHE
+from prefect.logging import get_run_logger
+from prefect.states import Completed
+
+from tasks.assets import Gathered, gather, prompts_from
+from tasks.config import Settings, load_settings
+from tasks.describe import describe_assets
+from tasks.metadata_csv import CsvReport, described_sidecars, write_agency_csvs
+from tasks.pack import PackReport, pack_batch, ready_name
+from tasks.report import BatchSummary, summary_markdown
+from tasks.upload import AgencyUpload, UploadItem, upload_agency
+from tasks.workdir import Workdir
+
+
+@task(name="assets", tags=["assets"], cache_policy=NO_CACHE)
+def assets_stage(wd: Workdir, settings: Settings, count: int, source: str | None) -> Gathered:
+    gathered = gather(wd.assets, count, Path(source) if source else None,
+                      prompts_from(settings.generate.prompts), settings.generate.seed)
+    logger = get_run_logger()
+    for name, reason in sorted(gathered.rejected.items()):
+        logger.warning("rejected %s: %s", name, reason)
+    logger.info("%d assets (%d new)", len(gathered.assets), len(gathered.new))
+    return gathered
+
+
+@task(name="csv", tags=["csv"], cache_policy=NO_CACHE)
+def csv_stage(wd: Workdir, agencies: list[str]) -> CsvReport:
+    return write_agency_csvs(wd, agencies)
+
+
+@task(name="pack", tags=["pack"], cache_policy=NO_CACHE)
+def pack_stage(wd: Workdir, settings: Settings) -> PackReport:
+    return pack_batch(wd, settings.pack, described_sidecars(wd))
+
+
+@task(task_run_name="upload-{agency}", tags=["upload"], cache_policy=NO_CACHE)
+def upload_stage(wd: Workdir, agency: str, items: list[UploadItem]) -> AgencyUpload:
+    return upload_agency(wd, agency, items)
+
+
+@flow(name="stock-batch")
+def stock_batch(
+    workdir: str = "./microstock-data",
+    count: int = 12,
+    source: str | None = None,
+    agencies: list[str] | None = None,
+    config: str | None = None,
+):
+    """Take a batch from images to every enabled agency; ends Completed even when jobs are parked."""
+    wd = Workdir(Path(workdir)).prepare()
+    settings = load_settings(Path(config) if config else wd.config_file)
+    chosen = settings.enabled_agencies(agencies)
+
+    gathered = assets_stage(wd, settings, count, source)
+    described = describe_assets(wd, settings, gathered.assets)
+    csvs = csv_stage(wd, chosen)
+    packed = pack_stage(wd, settings)
+
+    sha = {a.name: a.asset_id for a in gathered.assets}
+    items = [UploadItem(ready_name(name), path, sha[name]) for name, path in sorted(packed.ready.items())]
+    futures = {agency: upload_stage.submit(wd, agency, items) for agency in chosen}
+    uploads = {agency: f.result() for agency, f in futures.items()}
+
+    summary = BatchSummary(
+        workdir=str(wd.root),
+        assets=len(gathered.assets),
+        described=len(described.described) + len(described.already),
+        described_now=len(described.described),
+        parked=len(described.parked),
+        pending=len(described.pending),
+        rejected=gathered.rejected,
+        stopped=described.stopped,
+        describer=described.describer,
+        tokens=described.tokens,
+        csv_rows=csvs.rows,
+        csv_files=csvs.files,
+        uploaded_now={a: len(u.uploaded) for a, u in uploads.items()},
+        uploaded_total={a: len(u.uploaded) + len(u.already) for a, u in uploads.items()},
+        upload_failed={a: u.failed for a, u in uploads.items() if u.failed},
+        targets={a: str(wd.outbox(a)) for a in chosen},
+        zip_path=str(packed.zip_path) if packed.zip_path else None,
+    )
+    create_markdown_artifact(summary_markdown(summary), key="batch-summary", description="stock-batch summary")
+    return Completed(message=summary.headline(), data=summary.model_dump())

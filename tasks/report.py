@@ -1,0 +1,96 @@
+"""The run summary: one record, shown as a terminal table, a Prefect artifact and the final state message."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+from rich.table import Table
+
+
+class BatchSummary(BaseModel):
+    """What one stock-batch run left in the workdir, counted."""
+
+    workdir: str
+    assets: int = 0
+    described: int = 0
+    described_now: int = 0
+    parked: int = 0
+    pending: int = 0
+    rejected: dict[str, str] = Field(default_factory=dict)
+    describer: str = ""
+    stopped: str | None = None
+    tokens: int = 0
+    csv_rows: dict[str, int] = Field(default_factory=dict)
+    csv_files: dict[str, list[str]] = Field(default_factory=dict)
+    uploaded_now: dict[str, int] = Field(default_factory=dict)
+    uploaded_total: dict[str, int] = Field(default_factory=dict)
+    upload_failed: dict[str, dict[str, str]] = Field(default_factory=dict)
+    held_back: dict[str, dict[str, str]] = Field(default_factory=dict)
+    targets: dict[str, str] = Field(default_factory=dict)
+    zip_path: str | None = None
+
+    def headline(self) -> str:
+        """The final state message: ``12 described · 1 parked · 36 uploaded``."""
+        parts = [f"{self.described_now} described", f"{self.parked} parked"]
+        if self.pending:
+            parts.append(f"{self.pending} pending")
+        if self.rejected:
+            parts.append(f"{len(self.rejected)} rejected")
+        parts.append(f"{sum(self.uploaded_now.values())} uploaded")
+        return " · ".join(parts)
+
+
+def skip_notes(s: BatchSummary) -> list[str]:
+    """What a re-run skipped, said plainly (nothing is done twice)."""
+    notes = []
+    if s.described > s.described_now:
+        notes.append(f"skipped {s.described - s.described_now} assets already described")
+    for agency, total in s.uploaded_total.items():
+        already = total - s.uploaded_now.get(agency, 0)
+        if already:
+            notes.append(f"skipped {already} uploads to {agency} already in the ledger")
+    return notes
+
+
+def summary_table(s: BatchSummary) -> Table:
+    """The terminal table printed at the end of ``microstock run``."""
+    t = Table(title=f"stock-batch · {s.headline()}", show_header=False, title_justify="left")
+    t.add_column("what", style="bold")
+    t.add_column("count", justify="right")
+    t.add_column("where / detail")
+    t.add_row("assets", str(s.assets), f"{s.workdir}/assets")
+    t.add_row("described", str(s.described), f"{s.described_now} this run by {s.describer or '—'}")
+    t.add_row("parked", str(s.parked), "microstock dead-letter list" if s.parked else "")
+    if s.pending:
+        t.add_row("pending", str(s.pending), s.stopped or "left for the next run")
+    if s.rejected:
+        t.add_row("rejected", str(len(s.rejected)), "; ".join(f"{k}: {v}" for k, v in sorted(s.rejected.items())))
+    for agency, rows in s.csv_rows.items():
+        t.add_row(f"CSV rows · {agency}", str(rows), ", ".join(s.csv_files.get(agency, [])))
+    for agency, total in s.uploaded_total.items():
+        detail = f"{s.uploaded_now.get(agency, 0)} this run → {s.targets.get(agency, '')}"
+        failed = s.upload_failed.get(agency) or {}
+        if failed:
+            detail += f" · {len(failed)} failed, left pending"
+        held = s.held_back.get(agency) or {}
+        if held:
+            detail += f" · {len(held)} held back"
+        t.add_row(f"uploads · {agency}", str(total), detail)
+    if s.zip_path:
+        t.add_row("batch ZIP", "", s.zip_path)
+    return t
+
+
+def summary_markdown(s: BatchSummary) -> str:
+    """The batch summary as markdown, for the ``batch-summary`` artifact."""
+    lines = [f"# stock-batch: {s.headline()}", "", "| what | count | detail |", "|---|---:|---|"]
+    lines.append(f"| assets | {s.assets} | `{s.workdir}/assets` |")
+    lines.append(f"| described | {s.described} | {s.described_now} this run ({s.describer or '—'}), {s.tokens} tokens |")
+    lines.append(f"| parked | {s.parked} | |")
+    lines.append(f"| pending | {s.pending} | {s.stopped or ''} |")
+    lines.append(f"| rejected | {len(s.rejected)} | {'; '.join(f'{k}: {v}' for k, v in sorted(s.rejected.items()))} |")
+    for agency, rows in s.csv_rows.items():
+        files = ", ".join(f"`{f}`" for f in s.csv_files.get(agency, []))
+        lines.append(f"| CSV rows · {agency} | {rows} | {files} |")
+    for agency, total in s.uploaded_total.items():
+        lines.append(f"| uploads · {agency} | {total} | {s.uploaded_now.get(agency, 0)} this run → {s.targets.get(agency, '')} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,72 @@
+"""`microstock` as a contributor runs it: a real subprocess, real ephemeral Prefect."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+MICROSTOCK = [sys.executable, "-c", "from flows.cli import main; main()"]
+
+
+@pytest.fixture(scope="module")
+def cli_env(tmp_path_factory):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "GOOGLE_", "MICROSTOCK_"))}
+    # One Prefect home for the module: the ephemeral database is migrated once, not per run.
+    env["PREFECT_HOME"] = str(tmp_path_factory.mktemp("prefect-home"))
+    env["COLUMNS"] = "200"
+    return env
+
+
+def microstock(args: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(MICROSTOCK + args, env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+def test_run_twice_second_does_nothing_new(cli_env, tmp_path):
+    wd = tmp_path / "data"
+    first = microstock(["run", "--count", "2", "--workdir", str(wd)], cli_env, tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "2 described · 0 parked · 6 uploaded" in first.stdout
+    assert "offline" in first.stdout
+    second = microstock(["run", "--count", "2", "--workdir", str(wd)], cli_env, tmp_path)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "0 described · 0 parked · 0 uploaded" in second.stdout
+    assert "skipped 2 assets already described" in second.stdout
+    assert "skipped 2 uploads to adobe already in the ledger" in second.stdout
+    assert len([line for line in (wd / "uploads.ledger").read_text().splitlines() if not line.startswith("#")]) == 6
+
+
+def test_workdir_defaults_to_env_then_local_folder(cli_env, tmp_path):
+    env = dict(cli_env, MICROSTOCK_WORKDIR=str(tmp_path / "from-env"))
+    result = microstock(["run", "--count", "1", "--agency", "adobe"], env, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / "from-env" / "outbox" / "adobe").is_dir()
+    assert not (tmp_path / "microstock-data").exists()
+
+
+@pytest.mark.parametrize(
+    ("toml", "expected"),
+    [
+        ("[gemini]\nmodle = 'x'\n", "gemini.modle: unknown key"),
+        ("[gemini]\nrequests_per_minute = 'fast'\n", "gemini.requests_per_minute"),
+        ("[agencies.shutterstock]\nenabled = true\n", "agencies.shutterstock"),
+        ("[pack\n", "cannot read"),
+    ],
+)
+def test_bad_config_is_one_line_naming_the_key_and_writes_nothing(cli_env, tmp_path, toml, expected):
+    config = tmp_path / "bad.toml"
+    config.write_text(toml)
+    wd = tmp_path / "data"
+    result = microstock(["run", "--config", str(config), "--workdir", str(wd)], cli_env, tmp_path)
+    assert result.returncode == 2
+    assert expected in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not wd.exists()
+
+
+def test_unknown_agency_is_refused(cli_env, tmp_path):
+    result = microstock(["run", "--agency", "shutterstock", "--workdir", str(tmp_path / "d")], cli_env, tmp_path)
+    assert result.returncode == 2 and "unknown agency 'shutterstock'" in result.stderr

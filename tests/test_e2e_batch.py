@@ -1,0 +1,109 @@
+"""The stock-batch flow end to end on the embedded default, in a real Prefect test harness."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from tasks.ledger import Ledger
+from tasks.workdir import Workdir
+
+HEADERS = {
+    "adobe": "Filename,Title,Keywords,Category,Releases",
+    "vecteezy": "Filename,Title,Description,Keywords",
+    "dreamstime": "Filename,Image Name,Description,Category 1,Category 2,Category 3,keywords,Free,W-EL,P-EL,"
+                  "SR-EL,SR-Price,Editorial,MR doc Ids,Pr Docs",
+}
+
+
+def run_batch(wd: Workdir, **params):
+    from flows.stock_batch import stock_batch
+
+    state = stock_batch(workdir=str(wd.root), return_state=True, **params)
+    assert state.is_completed(), state.message
+    return state.result()
+
+
+def csv_rows(path: Path) -> tuple[str, list[dict]]:
+    text = path.read_text(encoding="utf-8")
+    return text.splitlines()[0], list(csv.DictReader(text.splitlines()))
+
+
+@pytest.fixture(scope="module")
+def generated_batch(prefect_harness, tmp_path_factory):
+    wd = Workdir(tmp_path_factory.mktemp("batch")).prepare()
+    first = run_batch(wd, count=3)
+    second = run_batch(wd, count=3)
+    return wd, first, second
+
+
+def test_generated_batch_reaches_every_agency(generated_batch):
+    wd, first, _ = generated_batch
+    assets = sorted(p.name for p in wd.assets.glob("*.jpg"))
+    assert len(assets) == 3 and first["described_now"] == 3
+    for agency, header in HEADERS.items():
+        got_header, rows = csv_rows(wd.csv / f"{agency}.csv")
+        assert got_header == header
+        assert sorted(r["Filename"] for r in rows) == assets
+        assert sorted(p.name for p in wd.outbox(agency).iterdir()) == assets
+    entries = Ledger(wd.ledger).read().entries
+    assert sorted((e.agency, e.filename) for e in entries) == sorted((a, n) for a in HEADERS for n in assets)
+
+
+def test_generated_images_are_photo_sized_demo_jpegs(generated_batch):
+    wd, _, _ = generated_batch
+    for path in wd.assets.glob("*.jpg"):
+        with Image.open(path) as im:
+            assert im.format == "JPEG" and im.width * im.height >= 4_000_000
+            assert "demo" in im.getexif()[0x0131]
+
+
+def test_second_run_repeats_nothing(generated_batch):
+    wd, _, second = generated_batch
+    assert second["described_now"] == 0
+    assert second["described"] == 3
+    assert sum(second["uploaded_now"].values()) == 0
+    assert second["uploaded_total"] == {"adobe": 3, "vecteezy": 3, "dreamstime": 3}
+    assert len(Ledger(wd.ledger).read().entries) == 9
+    for agency in HEADERS:
+        assert len(csv_rows(wd.csv / f"{agency}.csv")[1]) == 3
+
+
+def _photo(path: Path, colour: str) -> None:
+    Image.new("RGB", (2400, 1800), colour).save(path, quality=80)
+
+
+def test_ingest_processes_only_new_images_and_rejects_bad_ones(prefect_harness, tmp_path):
+    source = tmp_path / "photos"
+    source.mkdir()
+    _photo(source / "red_barn.jpg", "red")
+    _photo(source / "blue_lake.jpg", "blue")
+    (source / "empty.jpg").write_bytes(b"")
+    (source / "notes.png").write_text("not an image")
+    wd = Workdir(tmp_path / "work").prepare()
+
+    first = run_batch(wd, source=str(source))
+    assert first["described_now"] == 2
+    assert set(first["rejected"]) == {"empty.jpg", "notes.png"}
+    assert "empty" in first["rejected"]["empty.jpg"]
+
+    _photo(source / "green_field.jpg", "green")
+    second = run_batch(wd, source=str(source))
+    assert second["described_now"] == 1
+    assert second["uploaded_now"] == {"adobe": 1, "vecteezy": 1, "dreamstime": 1}
+    assert sorted(p.name for p in wd.outbox("vecteezy").iterdir()) == ["blue_lake.jpg", "green_field.jpg", "red_barn.jpg"]
+
+
+def test_renamed_source_file_is_not_a_new_asset(prefect_harness, tmp_path):
+    source = tmp_path / "photos"
+    source.mkdir()
+    _photo(source / "a.jpg", "orange")
+    wd = Workdir(tmp_path / "work").prepare()
+    run_batch(wd, source=str(source), agencies=["adobe"])
+    (source / "a.jpg").rename(source / "a_renamed.jpg")
+    again = run_batch(wd, source=str(source), agencies=["adobe"])
+    assert again["described_now"] == 0 and again["uploaded_now"] == {"adobe": 0}
+    assert [p.name for p in wd.outbox("adobe").iterdir()] == ["a.jpg"]
