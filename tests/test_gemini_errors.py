@@ -209,3 +209,18 @@ def test_mapped_errors_survive_pickling_with_their_class(exc):
     back = pickle.loads(pickle.dumps(exc))
     assert (type(back), back.error_class, str(back)) == (type(exc), exc.error_class, str(exc))
     assert getattr(back, "retry_after", None) == getattr(exc, "retry_after", None)
+
+
+def test_any_key_echoed_by_the_service_is_removed_not_only_google_shaped_ones(fake_gemini, asset):
+    odd_key = "plain-secret-4711"
+    fake_gemini.push(error(500, f"backend refused credential {odd_key}"))
+    with pytest.raises(ServiceUnavailable) as info:
+        GeminiDescriber(GeminiSettings(timeout_s=2), odd_key).describe(asset)
+    assert odd_key not in "".join(traceback.format_exception(info.value))
+    assert "backend refused credential [redacted]" in str(info.value)
+
+
+def test_truncated_answer_says_it_stopped_at_max_tokens(fake_gemini, describer, asset):
+    fake_gemini.push(truncated())
+    with pytest.raises(InvalidOutput, match="MAX_TOKENS"):
+        describer.describe(asset)
