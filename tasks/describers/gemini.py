@@ -39,11 +39,12 @@ or prompt_feedback.block_reason
 
 So: retry :class:`~tasks.failures.TransientError` (waiting at least
 ``retry_after`` when it is set), park :class:`~tasks.failures.PermanentError`
-at once, stop calling Gemini on :class:`~tasks.failures.StageStopped`. When
-retries run out on a transient error whose class is ``retryable:<code>``, the
-seed's parked class is ``exhausted:<code>`` (replace the prefix); the other
-transient classes (``timeout``, ``network``, ``invalid_output``) are parked
-under their own names.
+at once, stop calling Gemini on :class:`~tasks.failures.StageStopped`. The
+HTTP code is the part of ``error_class`` after the colon, so when retries run
+out the seed's parked class is ``exhausted:`` + that part (``exhausted:503``,
+``exhausted:429``; ``exhausted:timeout``, ``exhausted:network`` for transport
+failures) and ``invalid_output`` keeps its name
+(:func:`tasks.dead_letter.parked_error_class` does this).
 
 Messages are built here from the HTTP code, status, reason and the service's
 own message with anything key-shaped removed; the SDK's exception (whose text
