@@ -41,7 +41,9 @@ class AgencySettings(_Strict):
     #: ``file:///path``, ``ftp://user@host:port/dir``, ``ftps://…``, ``sftp://…``;
     #: empty means ``<workdir>/outbox/<agency>/``.
     target: str = ""
-    #: SFTP only: accept an unknown host key on first use (off: known_hosts is checked).
+    #: Trust the server without checking who it is: SFTP accepts an unknown host key on
+    #: first use and adds it to known_hosts (a changed key is still refused); FTPS skips
+    #: certificate verification. Off: known_hosts / the system CAs are checked.
     trust_unknown_host: bool = False
     #: SFTP only: private key file (password auth otherwise).
     key_file: str = ""
@@ -49,6 +51,13 @@ class AgencySettings(_Strict):
     parallel_files: int = Field(1, ge=1)
     #: Attempts per file for transient network errors.
     attempts: int = Field(3, ge=1)
+    #: Wait before the second attempt of a file; doubles per attempt, capped at 30 s, with jitter.
+    retry_delay_s: float = Field(2, ge=0)
+    #: Seconds a connection may stay silent (connect, login, each send) before it counts as dropped.
+    timeout_s: float = Field(30, gt=0)
+    #: False when the agency moves uploaded files away at once: then the server's success
+    #: reply alone confirms an upload, and nothing can be reconciled (see docs/UPLOADS.md).
+    remote_keeps_files: bool = True
     #: Values for agency-specific CSV columns (e.g. Dreamstime ``Free``, ``W-EL``).
     csv_defaults: dict[str, str] = Field(default_factory=dict)
 

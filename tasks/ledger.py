@@ -5,29 +5,50 @@ tab-separated fields — UTC timestamp, agency, filename, SHA-256 of the asset's
 source image, remote path. The key is agency + SHA-256, so a renamed file or
 re-packed metadata is not a new upload, and a changed image is.
 
-Appends are one ``write`` under an exclusive ``fcntl`` lock, flushed and
-fsynced, so threads and processes can share the file. Reading is tolerant: a
-torn last line (a crash mid-write) is ignored and repaired by the next append,
-a malformed line is reported with its number and skipped, a missing file is
-an empty ledger.
+Writing: :meth:`Ledger.record` appends one line with a single ``write`` under
+an exclusive ``fcntl`` lock, then fsyncs, so threads and processes can share
+the file and a line is on disk before the caller moves on.
+
+Reading is tolerant and errs on the side of *not* uploading twice:
+
+- a missing file is an empty ledger;
+- a torn last line (no newline: a write was cut short) is ignored — unless it
+  already names its agency and SHA-256, in which case the upload it records
+  was confirmed and it counts; the next append repairs the tail either way;
+- a malformed line is reported with its line number and skipped — but if it
+  still holds one known agency and one SHA-256 (say an editor turned the tabs
+  into spaces), it counts as done, so a typo never causes a second upload;
+- agency names and digests are compared case- and space-insensitively.
+
+:meth:`Ledger.agency_lock` keeps two runs from uploading to the same agency
+at once (the lock dies with the process, so a crash never leaves it held).
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
+import gc
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from tasks.config import AGENCIES
+from tasks.failures import StageStopped, StoreUnavailable
+
 HEADER = (
     "# microstock upload ledger: one line per confirmed upload.\n"
     "# fields (tab-separated): utc_timestamp  agency  filename  sha256_of_source_image  remote_path\n"
-    "# delete a line to make that upload pending again.\n"
+    "# delete a line to make that upload pending again; add one with `microstock ledger done AGENCY FILE`.\n"
 )
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_HEX = "0123456789abcdef"
+_HEX_BYTES = _HEX.encode()
+_KNOWN = frozenset(AGENCIES)
+_SHA256_TOKEN = re.compile(r"^[0-9a-fA-F]{64}$")
 
 
 @dataclass(frozen=True)
@@ -44,20 +65,55 @@ class Entry:
     def key(self) -> tuple[str, str]:
         return (self.agency, self.sha256)
 
+    def line(self) -> str:
+        """The entry as one ledger line, newline included."""
+        return "\t".join((self.timestamp, self.agency, self.filename, self.sha256, self.remote_path)) + "\n"
+
 
 @dataclass
 class LedgerState:
-    """What the ledger file says: entries, plus the lines it had to skip."""
+    """What the ledger file says: the confirmed uploads, plus the lines it had to question."""
 
-    entries: list[Entry] = field(default_factory=list)
-    #: (line number, reason) for every malformed line, and a torn last line.
+    #: agency -> SHA-256 digests of the source images uploaded there.
+    done: dict[str, set[str]] = field(default_factory=dict)
+    #: (line number, reason) for every malformed line and a torn last line.
     problems: list[tuple[int, str]] = field(default_factory=list)
+    #: The file's text as read (one string: cheaper than a million parsed lines).
+    text: str = field(default="", repr=False)
+
+    @property
+    def entries(self) -> list[Entry]:
+        """Every well-formed entry, in file order, parsed from ``text`` on first use.
+
+        For people and tests; deciding what is done needs only :attr:`done`.
+        """
+        if self._entries is None:
+            self._entries = []
+            lines = self.text.split("\n")
+            tail = lines.pop()
+            for line in lines:
+                if line.strip() and not line.lstrip().startswith("#"):
+                    try:
+                        self._entries.append(parse_line(line))
+                    except ValueError:
+                        pass
+            fields = tail.split("\t")
+            if _tail_key(tail):
+                self._entries.append(parse_line("\t".join(fields[:5])))
+        return self._entries
+
+    _entries: list[Entry] | None = field(default=None, init=False, repr=False)
+
+    def done_for(self, agency: str) -> set[str]:
+        """The digests already uploaded to ``agency`` (an empty set when none)."""
+        return self.done.get(agency, set())
 
     def done_keys(self) -> set[tuple[str, str]]:
-        return {e.key for e in self.entries}
+        """Every (agency, sha256) key in the ledger."""
+        return {(agency, sha) for agency, shas in self.done.items() for sha in shas}
 
     def is_done(self, agency: str, sha256: str) -> bool:
-        return (agency, sha256) in self.done_keys()
+        return sha256 in self.done_for(agency)
 
 
 def _clean(value: str) -> str:
@@ -66,16 +122,34 @@ def _clean(value: str) -> str:
 
 
 def parse_line(line: str) -> Entry:
-    """One ledger line to an Entry; ValueError with the reason when it is malformed."""
-    fields = line.split("\t")
+    """One ledger line to an Entry; ValueError with the reason when it is malformed.
+
+    Agency and digest are normalised (stripped, lower case). An agency outside
+    the known ones is malformed: it would never match a pending upload.
+    """
+    fields = line.rstrip("\r").split("\t")
     if len(fields) != 5:
-        raise ValueError(f"expected 5 tab-separated fields, found {len(fields)}")
-    ts, agency, filename, sha, remote = fields
-    if not _SHA256.match(sha):
+        hint = " (tabs turned into spaces?)" if len(fields) == 1 and " " in line else ""
+        raise ValueError(f"expected 5 tab-separated fields, found {len(fields)}{hint}")
+    ts, agency, filename, sha, remote = (f.strip() for f in fields)
+    agency, sha = agency.lower(), sha.lower()
+    if not _SHA256_TOKEN.match(sha):
         raise ValueError("field 4 is not a SHA-256 hex digest")
-    if not agency or not filename:
-        raise ValueError("agency or filename is empty")
+    if agency not in _KNOWN:
+        raise ValueError(f"unknown agency {agency!r} (known: {', '.join(AGENCIES)})")
+    if not filename:
+        raise ValueError("the filename is empty")
     return Entry(ts, agency, filename, sha, remote)
+
+
+def salvage(line: str) -> tuple[str, str] | None:
+    """The (agency, sha256) a malformed line still names unambiguously, else None."""
+    tokens = line.replace("\t", " ").split()
+    agencies = {t.lower() for t in tokens if t.lower() in _KNOWN}
+    digests = {t.lower() for t in tokens if _SHA256_TOKEN.match(t)}
+    if len(agencies) == 1 and len(digests) == 1:
+        return agencies.pop(), digests.pop()
+    return None
 
 
 class Ledger:
@@ -84,73 +158,225 @@ class Ledger:
     def __init__(self, path: Path) -> None:
         self.path = path
 
+    # --- reading ----------------------------------------------------------------
+
     def read(self) -> LedgerState:
-        """Every confirmed upload in the file; never raises for bad content."""
+        """Every confirmed upload in the file; never raises for bad content.
+
+        Raises StoreUnavailable only when the file exists but cannot be read.
+        About 1 s per million lines (bench/ledger_bench.py).
+        """
         state = LedgerState()
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
             return state
+        except OSError as exc:
+            raise StoreUnavailable(f"{self.path}: cannot read the ledger ({exc.strerror or exc})") from None
         text = data.decode("utf-8", errors="replace")
         lines = text.split("\n")
-        torn = lines.pop()  # "" when the file ends with a newline
-        for number, line in enumerate(lines, start=1):
-            if not line.strip() or line.startswith("#"):
-                continue
-            try:
-                state.entries.append(parse_line(line.rstrip("\r")))
-            except ValueError as exc:
-                state.problems.append((number, str(exc)))
-        if torn.strip():
-            state.problems.append((len(lines) + 1, "torn last line (no newline: a write was interrupted); ignored"))
+        tail = lines.pop()  # "" when the file ends with a newline
+        # A million small strings trip the cyclic GC over and over (3× slower);
+        # nothing here makes reference cycles.
+        gc_was_on = gc.isenabled()
+        gc.disable()
+        try:
+            self._scan(state, lines, check_hex=False)
+            if not all(_all_hex("".join(shas)) for shas in state.done.values()):
+                state = LedgerState()  # a digest is not lower-case hex: once more, line by line
+                self._scan(state, lines, check_hex=True)
+        finally:
+            if gc_was_on:
+                gc.enable()
+        state.text = text
+        done = state.done
+        if tail.strip() and not tail.lstrip().startswith("#"):
+            key = _tail_key(tail)
+            number = len(lines) + 1
+            if key:
+                done[key[0]].add(key[1])
+                state.problems.append((number, "last line has no newline (an append was cut short); "
+                                               "it names its agency and SHA-256, so it counts"))
+            else:
+                state.problems.append((number, "torn last line (no newline: an append was cut short); ignored"))
         return state
 
-    def record(self, agency: str, filename: str, sha256: str, remote_path: str) -> Entry:
-        """Append one confirmed upload: a single write under an exclusive lock, flushed and fsynced.
+    @classmethod
+    def _scan(cls, state: LedgerState, lines: list[str], check_hex: bool) -> None:
+        """Take every line; the fast path is a line exactly as record() writes it.
 
-        A torn last line left by a crash is cut off first, so the new line
-        starts on a line of its own.
+        Without ``check_hex`` the digests are checked for hex afterwards, all
+        at once (``read`` scans again with it when one is not).
         """
-        entry = Entry(
-            datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            _clean(agency), _clean(filename), sha256, _clean(remote_path),
-        )
-        line = "\t".join((entry.timestamp, entry.agency, entry.filename, entry.sha256, entry.remote_path)) + "\n"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        done = state.done
+        for agency in AGENCIES:
+            done[agency] = set()
+        for number, line in enumerate(lines, start=1):
+            if not line or line[0] == "#":
+                continue
+            fields = line.split("\t")
+            if len(fields) == 5:
+                agency, sha = fields[1], fields[3]
+                if agency in done and len(sha) == 64 and not (check_hex and sha.strip(_HEX)):
+                    done[agency].add(sha)
+                    continue
+            cls._read_odd_line(state, number, line)
+
+    @staticmethod
+    def _read_odd_line(state: LedgerState, number: int, line: str) -> None:
+        """Anything the fast path did not take: blanks, hand edits, garbage."""
+        if not line.strip() or line.lstrip().startswith("#"):
+            return
+        try:
+            entry = parse_line(line)
+        except ValueError as exc:
+            key = salvage(line)
+            if key is None:
+                state.problems.append((number, f"{exc}; skipped"))
+            else:
+                state.done[key[0]].add(key[1])
+                state.problems.append((number, f"{exc}; it names {key[0]} and a SHA-256, so it counts as "
+                                               "done (fix or delete the line)"))
+            return
+        state.done[entry.agency].add(entry.sha256)
+
+    # --- writing ----------------------------------------------------------------
+
+    def record(self, agency: str, filename: str, sha256: str, remote_path: str) -> Entry:
+        """Append one confirmed upload: a single write under an exclusive lock, then fsync.
+
+        A torn last line left by a crash is repaired first, so the new line
+        starts on a line of its own: cut off when it is unreadable, completed
+        with a newline when it already names its agency and SHA-256. A short
+        write (disk full) is cut back, leaving the file as it was. Raises
+        StoreUnavailable when the ledger cannot be written.
+        """
+        sha256 = sha256.strip().lower()
+        agency = _clean(agency).strip().lower()
+        if not _SHA256_TOKEN.match(sha256) or not agency:
+            raise ValueError(f"not a ledger key: agency={agency!r} sha256={sha256!r}")
+        entry = Entry(datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                      agency, _clean(filename), sha256, _clean(remote_path))
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreUnavailable(f"{self.path}: cannot open the ledger ({exc.strerror or exc})") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             size = os.fstat(fd).st_size
-            if size == 0:
-                os.write(fd, HEADER.encode())
-            else:
-                self._cut_torn_tail(fd, size)
-            os.lseek(fd, 0, os.SEEK_END)
-            os.write(fd, line.encode("utf-8"))
-            os.fsync(fd)
+            prefix = HEADER if size == 0 else self._repair_tail(fd, size)
+            end = os.lseek(fd, 0, os.SEEK_END)
+            payload = (prefix + entry.line()).encode("utf-8")
+            try:
+                written = os.write(fd, payload)
+                if written != len(payload):
+                    raise OSError(errno.ENOSPC, "short write (disk full?)")
+                os.fsync(fd)
+            except OSError:
+                os.ftruncate(fd, end)  # never leave half a line behind
+                raise
+        except OSError as exc:
+            raise StoreUnavailable(f"{self.path}: cannot append to the ledger ({exc.strerror or exc})") from None
         finally:
             os.close(fd)  # closing releases the lock
+        if size == 0:
+            _fsync_dir(self.path.parent)  # the new file's name survives a power cut too
         return entry
 
     @staticmethod
-    def _cut_torn_tail(fd: int, size: int) -> None:
-        """If the file does not end with a newline, truncate back to the last one."""
-        os.lseek(fd, max(0, size - 1), os.SEEK_SET)
+    def _repair_tail(fd: int, size: int) -> str:
+        """Fix a last line without a newline; return what must precede the new line.
+
+        A tail that names its agency and SHA-256, or a comment, is kept
+        (returns ``"\\n"`` to complete it); anything else is cut back to the
+        last newline.
+        """
+        os.lseek(fd, size - 1, os.SEEK_SET)
         if os.read(fd, 1) == b"\n":
-            return
-        pos, block = size, 4096
+            return ""
+        pos, block, tail = size, 4096, b""
         while pos > 0:
             start = max(0, pos - block)
             os.lseek(fd, start, os.SEEK_SET)
             chunk = os.read(fd, pos - start)
+            tail = chunk + tail
             idx = chunk.rfind(b"\n")
             if idx >= 0:
-                os.ftruncate(fd, start + idx + 1)
-                return
+                cut = start + idx + 1
+                tail = tail[idx + 1:]
+                break
             pos = start
-        os.ftruncate(fd, 0)
+        else:
+            cut = 0
+        text = tail.decode("utf-8", errors="replace")
+        if _tail_key(text) or text.lstrip().startswith("#"):
+            return "\n"
+        os.ftruncate(fd, cut)
+        return HEADER if cut == 0 else ""
+
+    # --- one uploader per agency ---------------------------------------------------
+
+    @contextmanager
+    def agency_lock(self, agency: str) -> Iterator[None]:
+        """Hold ``.upload-<agency>.lock`` next to the ledger while uploading to ``agency``.
+
+        Raises StageStopped at once when another run holds it: two runs
+        uploading the same pending files would post them twice.
+        """
+        lock_path = self.path.parent / f".upload-{agency}.lock"
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreUnavailable(f"{lock_path}: cannot open the upload lock ({exc.strerror or exc})") from None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise StageStopped(f"another run is uploading to {agency} right now; this run leaves {agency} to it",
+                                   error_class="busy") from None
+            yield
+        finally:
+            os.close(fd)
 
 
-def pending(done: set[tuple[str, str]], agency: str, candidates: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The (filename, sha256) candidates not yet uploaded to ``agency``."""
-    return [(name, sha) for name, sha in candidates if (agency, sha) not in done]
+def _tail_key(tail: str) -> tuple[str, str] | None:
+    """The key of an unterminated last line, when it already holds one.
+
+    A line is written only after its upload was confirmed, so a cut-off line
+    whose agency and SHA-256 fields are complete records a real upload. The
+    digest must be followed by its tab: a digest at the very end may be cut.
+    """
+    fields = tail.split("\t")
+    if len(fields) < 5:
+        return None
+    agency, sha = fields[1].strip().lower(), fields[3].strip().lower()
+    if agency in _KNOWN and _SHA256_TOKEN.match(sha):
+        return agency, sha
+    return None
+
+
+def _all_hex(text: str) -> bool:
+    """True when ``text`` is only lower-case hex digits (one C pass, fast on 60 MB)."""
+    try:
+        return not text.encode("ascii").translate(None, _HEX_BYTES)
+    except UnicodeEncodeError:
+        return False
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def pending(done: set[str], candidates: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The (filename, sha256) candidates whose digest is not in ``done`` (one agency's digests)."""
+    return [(name, sha) for name, sha in candidates if sha not in done]

@@ -1,0 +1,187 @@
+"""``ftp://`` and ``ftps://`` targets with ``ftplib``: passive mode, binary, timeouts.
+
+``ftps://`` is explicit TLS (``AUTH TLS`` before the password is sent) with a
+protected data channel (``PROT P``); the certificate is verified against the
+system CAs unless the agency is set to ``trust_unknown_host``. The TLS
+session of the control connection is reused on the data connection, which
+servers such as vsftpd require.
+
+Files are stored under their final name, not a temporary one: agencies
+ingest what appears in their folder, and a rename after the fact can fail
+once the agency has taken the file (which would then be sent again). See
+docs/UPLOADS.md.
+
+A killed upload must not look finished. In FTP's stream mode the end of the
+file *is* the data connection closing, so a client that dies mid-transfer
+and closes normally (FIN) makes the server believe a truncated file was
+complete. The data socket therefore lingers with a zero timeout: any close
+that is not the end of a fully sent file — an exception, or the kernel
+closing the socket of a killed process — resets the connection (RST), which
+servers report as an aborted transfer. Only after the last byte is sent is
+the linger switched off, so the normal close says "end of file".
+"""
+
+from __future__ import annotations
+
+import ftplib
+import socket
+import ssl
+import struct
+from pathlib import Path
+
+from tasks.failures import PermanentError
+from tasks.transports.base import Transport, confirm_size, map_transport_errors
+
+_BLOCK = 64 * 1024
+_RESET_ON_CLOSE = struct.pack("ii", 1, 0)
+_FIN_ON_CLOSE = struct.pack("ii", 0, 0)
+
+
+class _ReusingFTP_TLS(ftplib.FTP_TLS):
+    """FTP_TLS whose data connections resume the control connection's TLS session."""
+
+    def ntransfercmd(self, cmd, rest=None):
+        conn, size = ftplib.FTP.ntransfercmd(self, cmd, rest)
+        if self._prot_p:
+            session = self.sock.session if isinstance(self.sock, ssl.SSLSocket) else None
+            conn = self.context.wrap_socket(conn, server_hostname=self.host, session=session)
+        return conn, size
+
+
+class FtpTarget(Transport):
+    """One FTP or FTPS login, reused for every file of the run."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int = 21,
+        user: str = "",
+        password: str | None = None,
+        folder: str = "",
+        *,
+        tls: bool = False,
+        timeout: float = 30.0,
+        verify: bool = True,
+        ssl_context: ssl.SSLContext | None = None,
+        keeps_files: bool = True,
+    ) -> None:
+        self.host, self.port, self.user, self.folder = host, port, user, folder
+        self.tls, self.timeout = tls, timeout
+        self._password = password
+        self._context = ssl_context
+        if tls and self._context is None:
+            self._context = ssl.create_default_context()
+            if not verify:
+                self._context.check_hostname = False
+                self._context.verify_mode = ssl.CERT_NONE
+        self.can_list = keeps_files
+        scheme = "ftps" if tls else "ftp"
+        who = f"{user}@" if user else ""
+        self.display = f"{scheme}://{who}{host}:{port}/{folder}"
+        self._ftp: ftplib.FTP | None = None
+        self._no_size_command = False
+
+    # --- connection ------------------------------------------------------------
+
+    def connect(self) -> None:
+        """Connect, switch to TLS first for ftps, log in, binary mode, change to the folder."""
+        self.close()
+        with map_transport_errors(self.display, self._password):
+            ftp = _ReusingFTP_TLS(context=self._context, timeout=self.timeout) if self.tls \
+                else ftplib.FTP(timeout=self.timeout)
+            try:
+                ftp.connect(self.host, self.port)
+                if isinstance(ftp, ftplib.FTP_TLS):
+                    ftp.auth()  # before USER/PASS: the password never travels in clear text
+                ftp.login(self.user, self._password or "")
+                if isinstance(ftp, ftplib.FTP_TLS):
+                    ftp.prot_p()
+                ftp.set_pasv(True)
+                ftp.voidcmd("TYPE I")
+                if self.folder:
+                    ftp.cwd(self.folder)
+            except BaseException:
+                _quietly_close(ftp)
+                raise
+        self._ftp = ftp
+
+    def close(self) -> None:
+        ftp, self._ftp = self._ftp, None
+        if ftp is not None:
+            try:
+                ftp.quit()
+            except Exception:
+                pass
+            _quietly_close(ftp)
+
+    # --- what is there ---------------------------------------------------------
+
+    def remote_size(self, name: str) -> int | None:
+        """``SIZE`` in binary mode; servers without it are asked through ``MLSD``."""
+        if not self.can_list:
+            return None
+        ftp = self._connected()
+        with map_transport_errors(self.display, self._password):
+            if not self._no_size_command:
+                try:
+                    return ftp.size(name)
+                except ftplib.error_perm as exc:
+                    code = str(exc)[:3]
+                    if code == "550":  # no such file (or not a plain file)
+                        return None
+                    if code not in ("500", "502", "504"):
+                        raise
+                    self._no_size_command = True  # command not understood: list instead
+            return self._size_from_listing(ftp, name)
+
+    def _size_from_listing(self, ftp: ftplib.FTP, name: str) -> int | None:
+        try:
+            for entry, facts in ftp.mlsd("", facts=["size", "type"]):
+                if entry == name and facts.get("type", "file") == "file" and "size" in facts:
+                    return int(facts["size"])
+        except ftplib.error_perm as exc:
+            if str(exc)[:3] in ("500", "502", "504"):
+                raise PermanentError(
+                    f"{self.display}: the server answers neither SIZE nor MLSD, so uploads cannot be "
+                    "confirmed; set remote_keeps_files = false to trust its success replies alone",
+                    error_class="ftp:no_size",
+                ) from None
+            raise
+        return None
+
+    # --- sending ---------------------------------------------------------------
+
+    def put(self, local: Path, name: str) -> str:
+        """STOR ``name`` (replacing a partial one), wait for 226, then check the size."""
+        ftp = self._connected()
+        size = local.stat().st_size
+        with open(local, "rb") as src, map_transport_errors(self.display, self._password):
+            conn = ftp.transfercmd(f"STOR {name}")
+            try:
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_ON_CLOSE)
+                while chunk := src.read(_BLOCK):
+                    conn.sendall(chunk)
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _FIN_ON_CLOSE)
+                if isinstance(conn, ssl.SSLSocket):
+                    conn.unwrap()  # close_notify: the end of the file, said in TLS
+            except OSError:
+                conn.close()  # resets: the server sees an aborted transfer
+                ftp.voidresp()  # the server usually says why (426 no space, 452 ...): raise that
+                raise
+            conn.close()
+            ftp.voidresp()  # 226 Transfer complete (4xx/5xx raise)
+            confirm_size(self, name, size)
+        return self.remote_path(name)
+
+    def _connected(self) -> ftplib.FTP:
+        if self._ftp is None:
+            self.connect()
+        assert self._ftp is not None
+        return self._ftp
+
+
+def _quietly_close(ftp: ftplib.FTP) -> None:
+    try:
+        ftp.close()
+    except Exception:
+        pass

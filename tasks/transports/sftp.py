@@ -1,0 +1,148 @@
+"""``sftp://`` targets with paramiko (Adobe Stock's upload protocol).
+
+Host keys are checked against known_hosts (``~/.ssh/known_hosts`` by
+default) before the password or key is offered. An unknown host is refused
+unless the agency is set to ``trust_unknown_host``: then its key is accepted
+once and appended to known_hosts, so later runs check it (ssh's
+``StrictHostKeyChecking=accept-new``). A *changed* key is always refused.
+
+Authentication is by key file (``key_file``; the password, if any, unlocks
+it) or by password. Agent and ``~/.ssh/id_*`` keys are not tried: what is
+used is what the settings say.
+
+Files are written under their final name (see docs/UPLOADS.md for why not a
+temporary one); every write is acknowledged by the server, and the size is
+checked with ``stat`` after the file is closed.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import paramiko
+
+from tasks.transports.base import HostKeyUnknown, Transport, confirm_size, map_transport_errors
+
+_BLOCK = 32 * 1024  # one SFTP write request
+
+
+def default_known_hosts() -> Path:
+    return Path(os.path.expanduser("~/.ssh/known_hosts"))
+
+
+class _RefuseUnknown(paramiko.MissingHostKeyPolicy):
+    def __init__(self, known_hosts: Path) -> None:
+        self.known_hosts = known_hosts
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        raise HostKeyUnknown(
+            f"host {hostname} is not in {self.known_hosts} (its {key.get_name()} key is {key.fingerprint}); "
+            "add it with `ssh-keyscan` after checking the fingerprint, or set trust_unknown_host = true "
+            "to accept it on first use"
+        )
+
+
+class _AcceptNew(paramiko.MissingHostKeyPolicy):
+    """Trust on first use: accept an unknown host and remember its key in known_hosts."""
+
+    def __init__(self, known_hosts: Path) -> None:
+        self.known_hosts = known_hosts
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        self.known_hosts.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with open(self.known_hosts, "a", encoding="ascii") as fh:
+            fh.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+        client.get_host_keys().add(hostname, key.get_name(), key)
+
+
+class SftpTarget(Transport):
+    """One SSH connection with one SFTP session, reused for every file of the run."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int = 22,
+        user: str = "",
+        password: str | None = None,
+        folder: str = "",
+        *,
+        key_file: str = "",
+        trust_unknown_host: bool = False,
+        known_hosts: Path | None = None,
+        timeout: float = 30.0,
+        keeps_files: bool = True,
+    ) -> None:
+        self.host, self.port, self.user, self.folder = host, port, user, folder
+        self.key_file, self.trust_unknown_host, self.timeout = key_file, trust_unknown_host, timeout
+        self.known_hosts = known_hosts or default_known_hosts()
+        self._password = password
+        self.can_list = keeps_files
+        who = f"{user}@" if user else ""
+        self.display = f"sftp://{who}{host}:{port}/{folder}"
+        self._client: paramiko.SSHClient | None = None
+        self._sftp: paramiko.SFTPClient | None = None
+
+    def connect(self) -> None:
+        """Check the host key, log in with the key or password, open SFTP, change to the folder."""
+        self.close()
+        client = paramiko.SSHClient()
+        with map_transport_errors(self.display, self._password):
+            try:
+                if self.known_hosts.exists():
+                    client.load_host_keys(str(self.known_hosts))
+                policy = _AcceptNew if self.trust_unknown_host else _RefuseUnknown
+                client.set_missing_host_key_policy(policy(self.known_hosts))
+                client.connect(
+                    self.host, self.port, username=self.user or None,
+                    password=self._password, passphrase=self._password,
+                    key_filename=os.path.expanduser(self.key_file) if self.key_file else None,
+                    timeout=self.timeout, banner_timeout=self.timeout, auth_timeout=self.timeout,
+                    channel_timeout=self.timeout, allow_agent=False, look_for_keys=False,
+                )
+                sftp = client.open_sftp()
+                sftp.get_channel().settimeout(self.timeout)
+                if self.folder:
+                    sftp.chdir(self.folder)
+            except BaseException:
+                client.close()
+                raise
+        self._client, self._sftp = client, sftp
+
+    def close(self) -> None:
+        sftp, client = self._sftp, self._client
+        self._sftp = self._client = None
+        for thing in (sftp, client):
+            if thing is not None:
+                try:
+                    thing.close()
+                except Exception:
+                    pass
+
+    def remote_size(self, name: str) -> int | None:
+        if not self.can_list:
+            return None
+        sftp = self._connected()
+        with map_transport_errors(self.display, self._password):
+            try:
+                return sftp.stat(name).st_size
+            except FileNotFoundError:
+                return None
+
+    def put(self, local: Path, name: str) -> str:
+        """Write ``name`` (truncating a partial one), close it, then check the size with stat."""
+        sftp = self._connected()
+        size = local.stat().st_size
+        with open(local, "rb") as src, map_transport_errors(self.display, self._password):
+            with sftp.open(name, "wb") as remote:
+                remote.set_pipelined(True)  # acknowledgements are collected at close
+                while chunk := src.read(_BLOCK):
+                    remote.write(chunk)
+            confirm_size(self, name, size)
+        return self.remote_path(name)
+
+    def _connected(self) -> paramiko.SFTPClient:
+        if self._sftp is None:
+            self.connect()
+        assert self._sftp is not None
+        return self._sftp

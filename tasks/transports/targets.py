@@ -1,0 +1,106 @@
+"""From an agency's ``target`` setting to a (not yet connected) transport.
+
+Target URLs (INTERFACE.md)::
+
+    (empty)                          <workdir>/outbox/<agency>/
+    file:///absolute/path            a local folder
+    ftp://user@host:port/dir         FTP, passive, binary
+    ftps://user@host:port/dir        FTP with explicit TLS (AUTH TLS, PROT P)
+    sftp://user@host:port/dir        SFTP (SSH)
+
+The port defaults to 21 (FTP/FTPS) or 22 (SFTP). ``dir`` is relative to the
+folder the login lands in (RFC 1738); ``/`` or nothing means that folder
+itself, and ``%2F`` starts an absolute path (``ftp://u@h/%2Fincoming``).
+Passwords never go in the URL: they come from ``MICROSTOCK_<AGENCY>_PASSWORD``
+or the Prefect Secret block ``microstock-<agency>-password`` (tasks.secrets),
+and are looked up only for a protocol that needs one.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from tasks.config import AgencySettings
+from tasks.failures import ConfigError
+from tasks.secrets import agency_password, password_env_var
+from tasks.transports.base import Transport
+from tasks.transports.ftp import FtpTarget
+from tasks.transports.local import LocalFolder
+from tasks.transports.sftp import SftpTarget
+from tasks.workdir import Workdir
+
+_PORTS = {"ftp": 21, "ftps": 21, "sftp": 22}
+
+
+@dataclass(frozen=True)
+class Target:
+    """A parsed target URL (never holds a password)."""
+
+    scheme: str  # "file", "ftp", "ftps" or "sftp"
+    host: str = ""
+    port: int = 0
+    user: str = ""
+    #: Local folder for "file"; remote folder relative to the login folder otherwise.
+    path: str = ""
+
+
+def parse_target(agency: str, url: str) -> Target:
+    """Parse ``url``; ConfigError naming the agency and the problem when it is unusable."""
+    where = f"agencies.{agency}.target"
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigError(f"{where}: not a usable URL ({exc})") from None
+    scheme = parts.scheme.lower()
+    if parts.query or parts.fragment:
+        raise ConfigError(f"{where}: unexpected '?' or '#' part in the URL")
+    if parts.password is not None:
+        raise ConfigError(f"{where}: do not put the password in the URL; "
+                          f"set {password_env_var(agency)} or the Prefect Secret block instead")
+    if scheme == "file":
+        if parts.netloc not in ("", "localhost"):
+            raise ConfigError(f"{where}: a file:// target is a local folder (file:///path)")
+        path = unquote(parts.path)
+        if not path.startswith("/"):
+            raise ConfigError(f"{where}: a file:// target needs an absolute path (file:///path)")
+        return Target("file", path=path)
+    if scheme not in _PORTS:
+        raise ConfigError(f"{where}: unsupported scheme {scheme or '(none)'!r} "
+                          "(use file://, ftp://, ftps:// or sftp://)")
+    if not parts.hostname:
+        raise ConfigError(f"{where}: no host in {scheme}:// URL")
+    folder = unquote(parts.path[1:] if parts.path.startswith("/") else parts.path).rstrip("/")
+    if "/" + folder == "/":
+        folder = ""
+    return Target(scheme, parts.hostname, port or _PORTS[scheme], unquote(parts.username or ""), folder)
+
+
+def open_transport(agency: str, settings: AgencySettings, workdir: Workdir) -> Transport:
+    """The transport for ``agency`` as configured (not connected yet: use it as a context manager)."""
+    if not settings.target.strip():
+        return LocalFolder(workdir.outbox(agency))
+    target = parse_target(agency, settings.target)
+    if target.scheme == "file":
+        return LocalFolder(Path(target.path))
+    if target.scheme == "sftp":
+        # With a key file the password is only the key's passphrase: the environment may give one,
+        # but no Prefect API call is made for it.
+        password = agency_password(agency) if not settings.key_file else _env_password(agency)
+        return SftpTarget(
+            target.host, target.port, target.user, password, target.path,
+            key_file=settings.key_file, trust_unknown_host=settings.trust_unknown_host,
+            timeout=settings.timeout_s, keeps_files=settings.remote_keeps_files,
+        )
+    return FtpTarget(
+        target.host, target.port, target.user, agency_password(agency), target.path,
+        tls=target.scheme == "ftps", timeout=settings.timeout_s, verify=not settings.trust_unknown_host,
+        keeps_files=settings.remote_keeps_files,
+    )
+
+
+def _env_password(agency: str) -> str | None:
+    return os.environ.get(password_env_var(agency)) or None
