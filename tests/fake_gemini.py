@@ -1,6 +1,7 @@
 """A fake Gemini REST server on 127.0.0.1 for the real google-genai SDK to talk to.
 
-It speaks ``POST /{v1,v1beta}/models/{model}:generateContent`` over real HTTP.
+It speaks ``POST /{v1,v1beta}/models/{model}:generateContent`` over real HTTP
+(any other path gets the real 404 body, recorded but not scripted).
 What it answers is scripted per request: replies queued with
 :meth:`FakeGemini.push` are used first, in order; when the queue is empty the
 ``default`` callable builds the reply from the request (a valid metadata
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import socket
 import threading
 import time
@@ -212,6 +214,8 @@ def key_invalid() -> Reply:
 
 # --- the server ---------------------------------------------------------------------
 
+_ROUTE = re.compile(r"^/(v1|v1beta)/models/[^/:?]+:generateContent(\?.*)?$")
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -230,7 +234,11 @@ class _Handler(BaseHTTPRequestHandler):
             decoded = None
         req = Request("POST", self.path, list(self.headers.items()), raw, arrived, decoded)
         fake = self.server.fake
-        reply = fake._next_reply(req)
+        if _ROUTE.match(self.path):
+            reply = fake._next_reply(req)
+        else:  # what the real endpoint says to a path it does not serve
+            fake._record(req)
+            reply = error(404, f"The requested URL {self.path.split('?', 1)[0]} was not found on this server.")
         if reply.delay and fake._stopping.wait(reply.delay):
             self.close_connection = True
             return
@@ -251,7 +259,6 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:  # the client gave up (timeout) and closed the socket
             self.close_connection = True
 
-    do_GET = do_POST
 
 
 class _Server(ThreadingHTTPServer):
@@ -292,6 +299,10 @@ class FakeGemini:
         """Queue replies (or functions of the request) for the next requests, in order."""
         with self._lock:
             self._queue.extend(replies)
+
+    def _record(self, req: Request) -> None:
+        with self._lock:
+            self.requests.append(req)
 
     def _next_reply(self, req: Request) -> Reply:
         with self._lock:
