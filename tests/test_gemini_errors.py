@@ -66,6 +66,8 @@ CASES = {
     "502": (error(502, "Bad gateway", status="UNAVAILABLE"), ServiceUnavailable, "retryable:502"),
     "503": (error(503, "The model is overloaded. Please try again later."), ServiceUnavailable, "retryable:503"),
     "504": (error(504, "Deadline expired before operation could complete."), ServiceUnavailable, "retryable:504"),
+    "502 HTML from a proxy": (Reply(status=502, body=b"<html><h1>502 Bad Gateway</h1></html>", content_type="text/html"),
+                              ServiceUnavailable, "retryable:502"),
     "408 unknown to the seed": (error(408, "timeout"), ServiceUnavailable, "retryable:408"),
     # the key
     "401": (error(401, "Request had invalid authentication credentials."), AuthenticationFailed, "auth"),
