@@ -85,6 +85,16 @@ class Summary:
             lines.append(f"  oldest parked job: {format_age(age)} old")
         return "\n".join(lines)
 
+    def markdown(self, store: Path, now: float | None = None) -> str:
+        """The text above as a Prefect markdown artifact, with a table per error class and how to replay."""
+        out = ["# Dead-letter summary", "", "```", self.text(now), "```", "", f"Store: `{store}`"]
+        if self.by_class:
+            out += ["", "| error class | parked |", "|---|---:|"]
+            out += [f"| `{error_class}` | {n} |" for error_class, n in self.by_class]
+            out += ["", "See them with `microstock dead-letter list`; replay with `microstock replay` "
+                        "(dry run) and `microstock replay --apply`."]
+        return "\n".join(out)
+
 
 def format_age(seconds: float) -> str:
     """``45s``, ``12m``, ``3h 05m``, ``2d 04h``."""

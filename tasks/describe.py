@@ -1,66 +1,365 @@
-"""The describe stage: one metadata sidecar per asset, written by the selected describer.
+"""The describe stage: one metadata sidecar per asset, retried by Prefect, parked when it cannot succeed.
 
-An asset with a sidecar is described and never described again.
+An asset with a sidecar is described and never described again; an asset
+whose job is parked in the dead-letter store waits for a replay and is not
+called again by a normal run. Every other asset becomes one ``describe``
+task run (``describe-<asset name>``), submitted at most
+``gemini.concurrency`` at a time.
+
+What happens to a failure depends only on its :mod:`tasks.failures` class:
+
+* TransientError — Prefect retries it (``retries`` = ``max_attempts - 1``,
+  capped exponential backoff with jitter). A RateLimited that carries
+  RetryInfo is retried no sooner than the service asked: the task sleeps the
+  part of ``retry_after`` that Prefect's shortest possible retry delay would
+  not cover, then re-raises (the wait shows in the task's log).
+* PermanentError, BadInput, anything unexpected — no retry.
+* StageStopped (daily quota, refused key) — no retry, not parked: the
+  :class:`DescriberGate` closes, no further call is made this run, the
+  assets not yet described stay pending for the next run.
+
+A task that ends Failed (other than StageStopped) is parked by its
+``on_failure`` hook, :func:`park_failed_job`, with ``attempts`` =
+``task_run.run_count``. Prefect only logs a hook's exceptions, so the stage
+checks every task's final state afterwards and parks what the hook did not
+(:func:`describe_jobs`). The stage never calls ``.result()`` on a failed
+future, so the flow ends Completed with parked jobs.
+
+:func:`describe_assets` is what the stock-batch flow calls;
+:func:`replay_jobs` runs parked jobs through the same task and policy for the
+replay flow.
 """
 
 from __future__ import annotations
 
+import threading
+import time
+import uuid
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from prefect.context import TaskRunContext
+from prefect.futures import PrefectFuture, as_completed
 from prefect.logging import get_run_logger
+from prefect.utilities.math import lower_clamp_multiple
 
-from tasks.assets import Asset
+from tasks.assets import Asset, list_assets
 from tasks.config import Settings, gemini_api_key
+from tasks.dead_letter import DeadLetterStore, ParkedJob, open_store, parked_error_class, redact
 from tasks.describers.base import Describer
 from tasks.describers.offline import OfflineDescriber
+from tasks.failures import RateLimited, StageStopped, StoreUnavailable, TransientError
 from tasks.metadata import Metadata, read_sidecar, write_sidecar
 from tasks.progress import StageProgress
 from tasks.workdir import Workdir
+
+#: The seed's backoff: first delay doubling per retry, capped at 30 s.
+MAX_RETRY_DELAY_S = 30.0
+#: Prefect's jitter: each delay is drawn between ≈0.63× and 1.5× its nominal value.
+RETRY_JITTER = 0.5
+
+
+def retry_delays(first_s: float, retries: int) -> list[float]:
+    """Nominal delays before retry 1, 2, …: ``first_s × 2^i``, capped at :data:`MAX_RETRY_DELAY_S`."""
+    return [min(first_s * 2**i, MAX_RETRY_DELAY_S) for i in range(max(retries, 1))]
+
+
+# --- the seam every model call goes through ----------------------------------------------
+
+
+class DescriberGate:
+    """The one place every describe call to the model passes through.
+
+    It holds the stage's stop switch: after the first StageStopped (daily
+    quota used up, key refused) it is closed and no further call is made
+    this run. Rate limiting and a concurrency bound belong here too
+    (issue 8): wrap :meth:`describe`.
+    """
+
+    def __init__(self, describer: Describer) -> None:
+        self.describer = describer
+        self._lock = threading.Lock()
+        self.stopped: StageStopped | None = None
+
+    def describe(self, asset: Asset) -> Metadata:
+        try:
+            return self.describer.describe(asset)
+        except StageStopped as exc:
+            self.stop(exc)
+            raise
+
+    def stop(self, exc: StageStopped) -> None:
+        """Close the gate; the first reason given is kept."""
+        with self._lock:
+            if self.stopped is None:
+                self.stopped = exc
+
+
+class DescribeRun:
+    """What the describe tasks of one stage run share (passed to every task, never serialized)."""
+
+    def __init__(self, wd: Workdir, settings: Settings, describer: Describer, store: DeadLetterStore) -> None:
+        self.wd = wd
+        self.settings = settings
+        self.gate = DescriberGate(describer)
+        self.store = store
+        #: asset_id → attempts made this run (the backstop's attempt count).
+        self.attempts: dict[str, int] = {}
+
+    def __repr__(self) -> str:  # shown by Prefect in parameter reprs; never the describer's key
+        return f"DescribeRun({self.gate.describer.name})"
+
+    @property
+    def model(self) -> str:
+        name = self.gate.describer.name
+        return name.split(":", 1)[1] if ":" in name else name
+
+    def payload(self, asset: Asset) -> dict[str, Any]:
+        """What a replay needs to retry the job: never the key, never the image bytes."""
+        gemini = self.settings.gemini
+        payload: dict[str, Any] = {
+            "asset": asset.name,
+            "asset_id": asset.asset_id,
+            "describer": self.gate.describer.name,
+            "model": self.model,
+            "language": gemini.language,
+            "timeout_s": gemini.timeout_s,
+            "max_attempts": gemini.max_attempts,
+        }
+        if self.gate.describer.name.startswith("gemini:"):
+            from tasks.describers.gemini import SEND_MAX_PX, describe_prompt
+
+            payload["prompt"] = describe_prompt(gemini.language)
+            payload["image_max_px"] = SEND_MAX_PX
+        return payload
+
+    def park(self, asset: Asset, exc: BaseException, attempts: int, task_run_id: str | None) -> ParkedJob:
+        """Park the asset's job under the class of ``exc``."""
+        return self.store.park(
+            asset.asset_id,
+            payload=self.payload(asset),
+            model=self.model,
+            error_class=parked_error_class(exc),
+            error_message=redact(str(exc) or type(exc).__name__),
+            attempts=attempts,
+            asset_name=asset.name,
+            task_run_id=task_run_id,
+        )
+
+
+def select_describer(settings: Settings) -> Describer:
+    """Gemini when a key is set, else the offline describer."""
+    key = gemini_api_key()
+    if key:
+        from tasks.describers.gemini import GeminiDescriber
+
+        return GeminiDescriber(settings.gemini, key)
+    return OfflineDescriber()
+
+
+# --- the Prefect task, its retry condition and its hook ----------------------------------
+
+
+def retry_only_transient(task, task_run, state) -> bool:
+    """Prefect's ``retry_condition_fn``: retry TransientError only; anything else fails at once."""
+    return isinstance(state.result(raise_on_failure=False), TransientError)
+
+
+def park_failed_job(task, task_run, state) -> None:
+    """``on_failure`` hook: park the job with ``attempts = task_run.run_count``.
+
+    StageStopped is not parked (the asset stays pending). A store that cannot
+    be written is logged in one line; the stage's backstop tries again.
+    """
+    exc = state.result(raise_on_failure=False)
+    if isinstance(exc, StageStopped):
+        return
+    params = TaskRunContext.get().parameters
+    run: DescribeRun = params["run"]
+    asset: Asset = params["asset"]
+    logger = get_run_logger()
+    try:
+        job = run.park(asset, exc, task_run.run_count, str(task_run.id))
+    except StoreUnavailable as err:
+        logger.error("could not park %s: %s", asset.name, err.message)
+        return
+    logger.warning("parked %s as %s after %d attempt(s): %s", asset.name, job.error_class, task_run.run_count, job.error_message)
+
+
+def _wait_for_retry_after(exc: RateLimited) -> None:
+    """Sleep what Prefect's shortest next retry delay would leave of ``exc.retry_after``."""
+    ctx = TaskRunContext.get()
+    attempt, retries = ctx.task_run.run_count, ctx.task.retries
+    if not exc.retry_after or attempt > retries:
+        return
+    delays = ctx.task.retry_delay_seconds or [0]
+    nominal = delays[min(attempt - 1, len(delays) - 1)] if isinstance(delays, list) else float(delays)
+    jitter = ctx.task.retry_jitter_factor
+    shortest = nominal * lower_clamp_multiple(1 + jitter) if jitter else nominal
+    remainder = exc.retry_after - shortest
+    if remainder > 0:
+        get_run_logger().info("Gemini asked to wait %g s before retrying; waiting %.1f s here, then Prefect's backoff",
+                              exc.retry_after, remainder)
+        time.sleep(remainder)
+
+
+@task(
+    name="describe",
+    task_run_name="describe-{asset.name}",
+    tags=["describe"],
+    retries=3,
+    retry_delay_seconds=retry_delays(2.0, 3),
+    retry_jitter_factor=RETRY_JITTER,
+    retry_condition_fn=retry_only_transient,
+    on_failure=[park_failed_job],
+    cache_policy=NO_CACHE,
+)
+def describe_asset(asset: Asset, run: DescribeRun) -> Metadata | None:
+    """Describe one asset and write its sidecar; None when the stage stopped before this call."""
+    run.attempts[asset.asset_id] = TaskRunContext.get().task_run.run_count
+    if run.gate.stopped is not None:
+        get_run_logger().info("not calling the describer for %s: the stage stopped (%s)", asset.name, run.gate.stopped.message)
+        return None
+    try:
+        metadata = run.gate.describe(asset)
+    except RateLimited as exc:
+        _wait_for_retry_after(exc)
+        raise
+    write_sidecar(run.wd.sidecar(asset.name), asset, metadata)
+    return metadata
+
+
+# --- running many jobs --------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """How one job ended: ``described``, ``parked`` (detail = error class) or ``pending`` (detail = why)."""
+
+    asset: Asset
+    status: Literal["described", "parked", "pending"]
+    detail: str = ""
+    tokens: int = 0
+
+
+def _settle(run: DescribeRun, asset: Asset, future: PrefectFuture) -> Outcome:
+    """The outcome of a finished task; parks a failed job the hook did not (the backstop)."""
+    future.wait()
+    state = future.state
+    if state.is_completed():
+        metadata = future.result()
+        if metadata is None:
+            return Outcome(asset, "pending", "stage stopped before this call")
+        return Outcome(asset, "described", tokens=metadata.tokens)
+    exc = state.result(raise_on_failure=False)
+    if isinstance(exc, StageStopped):
+        return Outcome(asset, "pending", exc.message)
+    if not isinstance(exc, BaseException):  # crashed or cancelled: no exception to classify
+        exc = RuntimeError(state.message or state.name)
+    task_run_id = str(future.task_run_id)
+    job = run.store.get(asset.asset_id)
+    if job is None or job.status != "parked" or job.task_run_id != task_run_id:
+        job = run.park(asset, exc, run.attempts.get(asset.asset_id, 1), task_run_id)
+        get_run_logger().warning("parked %s as %s (the failure hook had not)", asset.name, job.error_class)
+    return Outcome(asset, "parked", job.error_class)
+
+
+def describe_jobs(run: DescribeRun, assets: list[Asset], concurrency: int) -> list[Outcome]:
+    """Run the describe task for ``assets``, at most ``concurrency`` at once; one outcome per asset.
+
+    Stops submitting when the gate closes; the assets never submitted are
+    pending. A job whose outcome cannot be settled (e.g. the store is locked
+    past its timeout) is pending with that reason, and the others go on.
+    """
+    logger = get_run_logger()
+    task = describe_asset.with_options(
+        retries=run.settings.gemini.max_attempts - 1,
+        retry_delay_seconds=retry_delays(run.settings.gemini.retry_delay_s, run.settings.gemini.max_attempts - 1),
+    )
+    outcomes: dict[str, Outcome] = {}
+    in_flight: dict[PrefectFuture, Asset] = {}
+    queue = list(assets)
+
+    def settle_one(future: PrefectFuture) -> None:
+        asset = in_flight.pop(future)
+        try:
+            outcomes[asset.asset_id] = _settle(run, asset, future)
+        except StoreUnavailable as exc:
+            outcomes[asset.asset_id] = Outcome(asset, "pending", exc.message)
+        except Exception as exc:  # one job's bookkeeping must not stop the others
+            logger.error("describe %s: could not settle the job (%s: %s); it stays pending",
+                         asset.name, type(exc).__name__, redact(str(exc)))
+            outcomes[asset.asset_id] = Outcome(asset, "pending", f"{type(exc).__name__}: {redact(str(exc))}")
+        progress.advance()
+
+    with StageProgress("describe", len(assets)) as progress:
+        while queue or in_flight:
+            while queue and len(in_flight) < concurrency and run.gate.stopped is None:
+                asset = queue.pop(0)
+                in_flight[task.submit(asset, run)] = asset
+            if not in_flight:
+                break
+            settle_one(next(as_completed(list(in_flight))))
+        for asset in queue:
+            outcomes[asset.asset_id] = Outcome(asset, "pending", "stage stopped before this call")
+            progress.advance()
+    if run.gate.stopped is not None:
+        waiting = sum(1 for o in outcomes.values() if o.status == "pending")
+        logger.error("describe stopped: %s. No further Gemini calls this run; %d asset(s) left pending for the next run.",
+                     run.gate.stopped.message, waiting)
+    return [outcomes[a.asset_id] for a in assets]
+
+
+# --- the stage the stock-batch flow calls ----------------------------------------------------
 
 
 @dataclass
 class DescribeReport:
     """What the describe stage did this run."""
 
+    #: Described now.
     described: list[str] = field(default_factory=list)
+    #: Had a sidecar already.
     already: list[str] = field(default_factory=list)
+    #: Parked now: name → error class.
     parked: dict[str, str] = field(default_factory=dict)
+    #: Parked by an earlier run, left for a replay (not called).
+    still_parked: list[str] = field(default_factory=list)
+    #: Not described and not parked (stage stopped, store unavailable): the next run tries again.
     pending: list[str] = field(default_factory=list)
+    #: Why the stage stopped calling the describer, if it did.
     stopped: str | None = None
     tokens: int = 0
+    #: The describer used this run (``offline``, ``gemini:<model>``), empty when none was needed.
     describer: str = ""
 
 
-def select_describer(settings: Settings) -> Describer:
-    """Gemini when a key is set, else the offline describer."""
-    if gemini_api_key():
-        from tasks.describers.gemini import GeminiDescriber
-
-        return GeminiDescriber(settings.gemini, gemini_api_key())
-    return OfflineDescriber()
-
-
-@task(task_run_name="describe-{asset.name}", tags=["describe"], cache_policy=NO_CACHE)
-def describe_asset(asset: Asset, describer: Describer, wd: Workdir) -> Metadata:
-    """Describe one asset and write its sidecar."""
-    metadata = describer.describe(asset)
-    write_sidecar(wd.sidecar(asset.name), asset, metadata)
-    return metadata
-
-
 def describe_assets(wd: Workdir, settings: Settings, assets: list[Asset]) -> DescribeReport:
-    """Describe every asset that has no sidecar yet."""
+    """Describe every asset that has no sidecar and is not parked; never raises for one job's failure."""
     logger = get_run_logger()
     report = DescribeReport()
+    try:
+        store = open_store(wd)
+        parked = {job.job_id for job in store.list(status="parked")}
+    except StoreUnavailable as exc:
+        store, parked, report.stopped = None, set(), exc.message
     todo = []
     for asset in assets:
         sidecar = read_sidecar(wd.sidecar(asset.name))
         if sidecar is not None and sidecar.asset_id == asset.asset_id:
             report.already.append(asset.name)
+        elif asset.asset_id in parked:
+            report.still_parked.append(asset.name)
         else:
             todo.append(asset)
+    if report.still_parked:
+        logger.info("%d asset(s) parked by an earlier run are left for `microstock replay`", len(report.still_parked))
+    if store is None:
+        logger.error("describe skipped: %s", report.stopped)
+        report.pending = [a.name for a in todo]
+        return report
     if not todo:
         return report
     describer = select_describer(settings)
@@ -68,14 +367,96 @@ def describe_assets(wd: Workdir, settings: Settings, assets: list[Asset]) -> Des
     if describer.name == "offline":
         logger.info("No GEMINI_API_KEY or GOOGLE_API_KEY: the offline describer writes metadata "
                     "from each image's prompt, embedded metadata or file name.")
-    futures = [describe_asset.submit(asset, describer, wd) for asset in todo]
-    with StageProgress("describe", len(todo)) as progress:
-        for asset, future in zip(todo, futures):
-            future.wait()
-            if future.state.is_completed():
-                report.described.append(asset.name)
-                report.tokens += future.result().tokens
-            else:
-                report.pending.append(asset.name)
-            progress.advance()
+    run = DescribeRun(wd, settings, describer, store)
+    for outcome in describe_jobs(run, todo, settings.gemini.concurrency):
+        if outcome.status == "described":
+            report.described.append(outcome.asset.name)
+            report.tokens += outcome.tokens
+        elif outcome.status == "parked":
+            report.parked[outcome.asset.name] = outcome.detail
+        else:
+            report.pending.append(outcome.asset.name)
+    if run.gate.stopped is not None:
+        report.stopped = run.gate.stopped.message
+    return report
+
+
+# --- replaying parked jobs ---------------------------------------------------------------------
+
+
+@dataclass
+class ReplayReport:
+    """What a replay did: the original design's four numbers, plus the assets it recovered."""
+
+    scanned: int = 0
+    recovered: int = 0
+    still_failing: int = 0
+    dry_run: bool = True
+    recovered_assets: list[str] = field(default_factory=list)
+    stopped: str | None = None
+
+    def counts(self) -> dict[str, Any]:
+        return {"scanned": self.scanned, "recovered": self.recovered,
+                "still_failing": self.still_failing, "dry_run": self.dry_run}
+
+
+def _find_asset(wd: Workdir, job: ParkedJob) -> Asset | None:
+    """The job's asset: by name when its content is unchanged, else any asset with the same content."""
+    name = str(job.payload.get("asset") or job.asset_name)
+    assets = list_assets(wd.assets)
+    by_name = next((a for a in assets if a.name == name and a.asset_id == job.job_id), None)
+    return by_name or next((a for a in assets if a.asset_id == job.job_id), None)
+
+
+def new_claimant() -> str:
+    """A name unique to one replay (its claims carry it)."""
+    return f"replay-{uuid.uuid4().hex[:12]}"
+
+
+def replay_jobs(wd: Workdir, settings: Settings, store: DeadLetterStore, claimant: str, jobs: list[ParkedJob]) -> ReplayReport:
+    """Run claimed jobs through the describe task again; settle each in the store.
+
+    A success writes the sidecar and marks the job ``recovered``; a failure
+    is parked again by the hook (attempts add up, ``last_seen`` and message
+    updated) and released; a job whose image is gone is released with that
+    message. Every job the claim took is released or recovered, whatever
+    happens to the others.
+    """
+    logger = get_run_logger()
+    report = ReplayReport(scanned=len(jobs), dry_run=False)
+    runnable: list[tuple[ParkedJob, Asset]] = []
+    for job in jobs:
+        asset = _find_asset(wd, job)
+        sidecar = read_sidecar(wd.sidecar(asset.name)) if asset else None
+        if asset is None:
+            report.still_failing += 1
+            store.release(job.job_id, claimant, error_message=f"replay: the image {job.asset_name or job.job_id[:12]} "
+                                                             "is no longer in assets/ with this content")
+        elif sidecar is not None and sidecar.asset_id == job.job_id:
+            store.mark_recovered(job.job_id, claimant)
+            report.recovered += 1
+            report.recovered_assets.append(asset.name)
+        else:
+            runnable.append((job, asset))
+    if not runnable:
+        return report
+    run = DescribeRun(wd, settings, select_describer(settings), store)
+    try:
+        outcomes = describe_jobs(run, [a for _, a in runnable], settings.gemini.concurrency)
+    except Exception:
+        for job, _ in runnable:
+            store.release(job.job_id, claimant)
+        raise
+    for (job, asset), outcome in zip(runnable, outcomes):
+        try:
+            if outcome.status == "described" and store.mark_recovered(job.job_id, claimant):
+                report.recovered += 1
+                report.recovered_assets.append(asset.name)
+                continue
+            report.still_failing += 1
+            store.release(job.job_id, claimant)
+        except StoreUnavailable as exc:
+            logger.error("replay %s: %s", asset.name, exc.message)
+    if run.gate.stopped is not None:
+        report.stopped = run.gate.stopped.message
     return report
