@@ -20,6 +20,7 @@ from typing import Callable
 from PIL import Image, ImageDraw, ImageFilter
 from pydantic import BaseModel
 
+from tasks.config import GeminiSettings
 from tasks.failures import BadInput
 from tasks.files import atomic_write_bytes, sha256_file
 from tasks.progress import StageProgress
@@ -281,13 +282,23 @@ class Gathered:
     rejected: dict[str, str] = field(default_factory=dict)
 
 
-def gather(assets_dir: Path, count: int, source: Path | None, prompts: list[DemoPrompt], seed: int) -> Gathered:
-    """Ingest ``source`` when given, else generate ``count`` demo images; then list every asset."""
+def image_maker(gemini: GeminiSettings, seed: int, api_key: str | None) -> ImageMaker:
+    """Gemini's image model when a key is set, else the offline demo generator."""
+    if api_key:
+        from tasks.gemini_images import GeminiImageMaker  # imports this module: load late
+
+        return GeminiImageMaker(gemini, api_key)
+    return lambda prompt, i: demo_jpeg_bytes(prompt, seed, i)
+
+
+def gather(assets_dir: Path, count: int, source: Path | None, prompts: list[DemoPrompt], seed: int,
+           make: ImageMaker) -> Gathered:
+    """Ingest ``source`` when given, else make ``count`` images with ``make``; then list every asset."""
     before = {p.name for p in iter_asset_files(assets_dir)}
     rejected: dict[str, str] = {}
     if source is not None:
         rejected = ingest(source, assets_dir).rejected
     elif count > 0:
-        generate(assets_dir, count, prompts, seed, lambda prompt, i: demo_jpeg_bytes(prompt, seed, i))
+        generate(assets_dir, count, prompts, seed, make)
     assets = list_assets(assets_dir)
     return Gathered(assets=assets, new=[a.name for a in assets if a.name not in before], rejected=rejected)

@@ -11,7 +11,7 @@ import re
 
 import pyexiv2
 
-from tasks.assets import Asset, demo_prompt_for
+from tasks.assets import DEMO_SOFTWARE, Asset, demo_prompt_for
 from tasks.failures import BadInput
 from tasks.metadata import Metadata
 
@@ -56,6 +56,7 @@ def read_embedded(path) -> dict:
         or _first(iptc.get("Iptc.Application2.Caption"))
         or _first(exif.get("Exif.Image.ImageDescription")),
         "keywords": _as_list(xmp.get("Xmp.dc.subject")) or _as_list(iptc.get("Iptc.Application2.Keywords")),
+        "software": exif.get("Exif.Image.Software", ""),
     }
 
 
@@ -66,7 +67,7 @@ class OfflineDescriber:
 
     def describe(self, asset: Asset) -> Metadata:
         found = read_embedded(asset.path)
-        demo = demo_prompt_for(found["description"])
+        demo = demo_prompt_for(found["description"]) if found["software"] == DEMO_SOFTWARE else None
         if demo is not None:
             return Metadata(
                 title=demo.prompt,
