@@ -14,11 +14,12 @@ from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 from prefect.states import Completed
 
-from tasks.assets import Gathered, gather, prompts_from
-from tasks.config import Settings, load_settings
+from tasks.assets import Gathered, gather, image_maker, prompts_from
+from tasks.config import AgencySettings, Settings, load_settings
 from tasks.describe import describe_assets
 from tasks.metadata_csv import CsvReport, described_sidecars, write_agency_csvs
 from tasks.pack import PackReport, pack_batch, ready_name
+from tasks.secrets import gemini_key
 from tasks.report import BatchSummary, summary_markdown
 from tasks.upload import AgencyUpload, UploadItem, upload_agency
 from tasks.workdir import Workdir
@@ -26,8 +27,9 @@ from tasks.workdir import Workdir
 
 @task(name="assets", tags=["assets"], cache_policy=NO_CACHE)
 def assets_stage(wd: Workdir, settings: Settings, count: int, source: str | None) -> Gathered:
-    gathered = gather(wd.assets, count, Path(source) if source else None,
-                      prompts_from(settings.generate.prompts), settings.generate.seed)
+    seed = settings.generate.seed
+    gathered = gather(wd.assets, count, Path(source) if source else None, prompts_from(settings.generate.prompts),
+                      seed, image_maker(settings.gemini, seed, gemini_key()))
     logger = get_run_logger()
     for name, reason in sorted(gathered.rejected.items()):
         logger.warning("rejected %s: %s", name, reason)
@@ -36,18 +38,18 @@ def assets_stage(wd: Workdir, settings: Settings, count: int, source: str | None
 
 
 @task(name="csv", tags=["csv"], cache_policy=NO_CACHE)
-def csv_stage(wd: Workdir, agencies: list[str]) -> CsvReport:
-    return write_agency_csvs(wd, agencies)
+def csv_stage(wd: Workdir, agencies: list[str], settings: Settings) -> CsvReport:
+    return write_agency_csvs(wd, agencies, settings)
 
 
 @task(name="pack", tags=["pack"], cache_policy=NO_CACHE)
-def pack_stage(wd: Workdir, settings: Settings) -> PackReport:
-    return pack_batch(wd, settings.pack, described_sidecars(wd))
+def pack_stage(wd: Workdir, settings: Settings, agencies: list[str]) -> PackReport:
+    return pack_batch(wd, settings.pack, described_sidecars(wd), agencies)
 
 
 @task(task_run_name="upload-{agency}", tags=["upload"], cache_policy=NO_CACHE)
-def upload_stage(wd: Workdir, agency: str, items: list[UploadItem]) -> AgencyUpload:
-    return upload_agency(wd, agency, items)
+def upload_stage(wd: Workdir, agency: str, items: list[UploadItem], settings: AgencySettings) -> AgencyUpload:
+    return upload_agency(wd, agency, items, settings)
 
 
 @flow(name="stock-batch")
@@ -65,12 +67,13 @@ def stock_batch(
 
     gathered = assets_stage(wd, settings, count, source)
     described = describe_assets(wd, settings, gathered.assets)
-    csvs = csv_stage(wd, chosen)
-    packed = pack_stage(wd, settings)
+    csvs = csv_stage(wd, chosen, settings)
+    packed = pack_stage(wd, settings, chosen)
 
     sha = {a.name: a.asset_id for a in gathered.assets}
-    items = [UploadItem(ready_name(name), path, sha[name]) for name, path in sorted(packed.ready.items())]
-    futures = {agency: upload_stage.submit(wd, agency, items) for agency in chosen}
+    items = {agency: [UploadItem(ready_name(name), path, sha[name]) for name, path in packed.ready_for(agency).items()]
+             for agency in chosen}  # an asset held back for an agency is not sent there
+    futures = {agency: upload_stage.submit(wd, agency, items[agency], settings.agency(agency)) for agency in chosen}
     uploads = {agency: f.result() for agency, f in futures.items()}
 
     summary = BatchSummary(
@@ -80,16 +83,17 @@ def stock_batch(
         described_now=len(described.described),
         parked=len(described.parked),
         pending=len(described.pending),
-        rejected=gathered.rejected,
+        rejected={**gathered.rejected, **packed.rejected},
+        held_back=packed.held_back,
         stopped=described.stopped,
         describer=described.describer,
         tokens=described.tokens,
         csv_rows=csvs.rows,
         csv_files=csvs.files,
         uploaded_now={a: len(u.uploaded) for a, u in uploads.items()},
-        uploaded_total={a: len(u.uploaded) + len(u.already) for a, u in uploads.items()},
+        uploaded_total={a: len(u.uploaded) + len(u.reconciled) + len(u.already) for a, u in uploads.items()},
         upload_failed={a: u.failed for a, u in uploads.items() if u.failed},
-        targets={a: str(wd.outbox(a)) for a in chosen},
+        targets={a: u.target or str(wd.outbox(a)) for a, u in uploads.items()},
         zip_path=str(packed.zip_path) if packed.zip_path else None,
     )
     create_markdown_artifact(summary_markdown(summary), key="batch-summary", description="stock-batch summary")

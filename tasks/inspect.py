@@ -167,9 +167,11 @@ def inspect_image(path: Path, *, min_pixels: int | None = None, max_pixels: int 
                 im.draft(None, (max(1, im.width // 8), max(1, im.height // 8)))
             im.load()
     if facts.width * facts.height < min_pixels:
-        raise BadInput(
-            name,
-            f"too small: {facts.width}×{facts.height} = {facts.megapixels:.1f} MP, "
-            f"below every agency's minimum ({_mp(min_pixels)})",
-        )
+        raise too_small(name, facts.width, facts.height, min_pixels)
     return facts
+
+
+def too_small(name: str, width: int, height: int, min_pixels: int) -> BadInput:
+    """The rejection of an image no agency takes because it has too few pixels."""
+    return BadInput(name, f"too small: {width}×{height} = {width * height / 1e6:.1f} MP, "
+                          f"below every agency's minimum ({_mp(min_pixels)})")

@@ -1,30 +1,69 @@
-"""The pack stage: upload-ready JPEG, preview and thumbnail per asset, and a batch ZIP."""
+"""The pack stage: upload-ready JPEG, preview and thumbnail per described asset, and a batch ZIP.
+
+Per asset (``tasks.ready_image`` does the pixels): ``packs/ready/<stem>.jpg``
+with the title, description and keywords embedded (``tasks.embed``),
+``packs/previews/<stem>.jpg`` and ``packs/thumbs/<stem>.jpg``. Then each
+agency's image rules (from its spec) are checked: an asset that breaks one
+is held back for that agency only, with the rule. A file that cannot be
+packed is rejected with one reason and never stops the others. Last, the
+deterministic ``packs/batch.zip`` (ready images, previews, CSVs) and
+``reports/pack.json``.
+
+Re-running is cheap: ``packs/manifest.json`` remembers, per asset, the key
+its files were made from (source SHA-256, embedded metadata, settings,
+format version); an asset whose key and files are unchanged is not packed
+again, and the ZIP is rewritten only when an entry changed. Everything
+written is a function of its inputs, so a resumed run makes the same bytes.
+
+Memory stays flat: a small pool of workers each holds one image at a time;
+previews are decoded at reduced scale (JPEG draft mode), and a JPEG that
+needs no pixel change is never decoded at full size.
+"""
 
 from __future__ import annotations
 
-import zipfile
+import hashlib
+import json
+import logging
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from io import BytesIO
 from pathlib import Path
 
-from PIL import Image, ImageOps
+from prefect.exceptions import MissingContextError
+from prefect.logging import get_run_logger
 
-from tasks.config import PackSettings
-from tasks.files import atomic_write_bytes
+from tasks.agencies.rows import EmbeddedFields, embedded_fields
+from tasks.agencies.spec import all_specs, spec_names
+from tasks.config import AGENCIES, PackSettings
+from tasks.embed import embed_metadata
+from tasks.failures import BadInput
+from tasks.files import atomic_write_bytes, sha256_file
+from tasks.inspect import ImageRules, image_rules, too_small
 from tasks.metadata import Sidecar
+from tasks.pack_zip import write_zip
 from tasks.progress import StageProgress
+from tasks.ready_image import preview_jpegs, ready_jpeg
 from tasks.workdir import Workdir
 
+#: Bump when the bytes written for the same inputs change; every asset is then packed again.
+PACK_FORMAT = 1
+#: Images packed at once. Each worker holds one image; two fit the 300 MB budget (docs/BENCHMARKS.md).
+DEFAULT_WORKERS = min(2, os.cpu_count() or 1)
+#: exiv2 is not documented as thread-safe: one embed at a time (it takes milliseconds).
+_EXIV2_LOCK = threading.Lock()
 
-@dataclass
-class PackReport:
-    """Upload-ready files per asset name, and what was held back or rejected."""
+#: Save the manifest after this many assets, so an interrupted run resumes cheaply.
+_SAVE_EVERY = 16
 
-    ready: dict[str, Path] = field(default_factory=dict)
-    #: agency -> asset name -> rule it broke (held back for that agency only)
-    held_back: dict[str, dict[str, str]] = field(default_factory=dict)
-    rejected: dict[str, str] = field(default_factory=dict)
-    zip_path: Path | None = None
+
+def _logger() -> logging.Logger | logging.LoggerAdapter:
+    """The Prefect run logger inside a flow or task run (shown in the UI), else this module's."""
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return logging.getLogger(__name__)
 
 
 def ready_name(asset_name: str) -> str:
@@ -32,39 +71,239 @@ def ready_name(asset_name: str) -> str:
     return Path(asset_name).stem + ".jpg"
 
 
-def _jpeg(im: Image.Image, quality: int) -> bytes:
-    buf = BytesIO()
-    im.save(buf, "JPEG", quality=quality)
-    return buf.getvalue()
+@dataclass(frozen=True)
+class PackedFiles:
+    """Where one asset's three files live."""
+
+    ready: Path
+    preview: Path
+    thumb: Path
+
+    @classmethod
+    def of(cls, wd: Workdir, asset_name: str) -> "PackedFiles":
+        name = ready_name(asset_name)
+        return cls(wd.packs / "ready" / name, wd.packs / "previews" / name, wd.packs / "thumbs" / name)
+
+    def all(self) -> tuple[Path, Path, Path]:
+        return self.ready, self.preview, self.thumb
 
 
-def pack_asset(sidecar: Sidecar, wd: Workdir, settings: PackSettings) -> Path:
-    """Write the upload-ready JPEG, preview and thumbnail of one described asset."""
-    src = wd.assets / sidecar.name
-    name = ready_name(sidecar.name)
-    with Image.open(src) as im:
-        im = ImageOps.exif_transpose(im).convert("RGB")
-        ready = wd.packs / "ready" / name
-        atomic_write_bytes(ready, _jpeg(im, settings.jpeg_quality))
-        for folder, px in (("previews", settings.preview_px), ("thumbs", settings.thumbnail_px)):
-            small = im.copy()
-            small.thumbnail((px, px))
-            atomic_write_bytes(wd.packs / folder / name, _jpeg(small, 85))
-    return ready
+@dataclass
+class PackReport:
+    """Upload-ready files per asset name, and what was held back or rejected."""
+
+    #: asset name -> upload-ready JPEG (every packed asset, held back or not)
+    ready: dict[str, Path] = field(default_factory=dict)
+    #: agency -> asset name -> rule it broke (held back for that agency only)
+    held_back: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: asset name -> reason (nothing of it is packed, listed in a CSV or uploaded)
+    rejected: dict[str, str] = field(default_factory=dict)
+    zip_path: Path | None = None
+    #: asset names packed this run, and those whose files were already current
+    packed_now: list[str] = field(default_factory=list)
+    reused: list[str] = field(default_factory=list)
+
+    def ready_for(self, agency: str) -> dict[str, Path]:
+        """The upload-ready files ``agency`` takes: the packed ones not held back for it."""
+        held = self.held_back.get(agency, {})
+        return {name: path for name, path in self.ready.items() if name not in held}
+
+    def as_json(self) -> dict:
+        return {
+            "packed": sorted(self.ready),
+            "held_back": {a: dict(sorted(v.items())) for a, v in sorted(self.held_back.items())},
+            "rejected": dict(sorted(self.rejected.items())),
+            "zip": self.zip_path.name if self.zip_path else None,
+        }
 
 
-def pack_batch(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar]) -> PackReport:
-    """Pack every described asset, then the batch ZIP."""
+# --- one asset ---------------------------------------------------------------------------
+
+
+def _pack_key(source_sha: str, fields: EmbeddedFields, settings: PackSettings) -> str:
+    """What an asset's packed files are a function of."""
+    basis = {"format": PACK_FORMAT, "source": source_sha, "embedded": fields.model_dump(mode="json"),
+             "settings": settings.model_dump(mode="json")}
+    return hashlib.sha256(json.dumps(basis, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def _source_sha(src: Path, previous: dict | None) -> tuple[str, dict]:
+    """The source's SHA-256, reusing the manifest's when size and mtime are unchanged (as git does)."""
+    try:
+        st = src.stat()
+    except OSError as exc:
+        raise BadInput(src.name, f"cannot read file ({exc.strerror})") from None
+    seen = (previous or {}).get("source", {})
+    if seen.get("size") == st.st_size and seen.get("mtime_ns") == st.st_mtime_ns and seen.get("sha256"):
+        sha = seen["sha256"]
+    else:
+        sha = sha256_file(src)
+    return sha, {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha}
+
+
+def _current(previous: dict | None, key: str, files: PackedFiles) -> bool:
+    if not previous or previous.get("key") != key:
+        return False
+    sizes = previous.get("bytes", [])
+    return len(sizes) == 3 and all(p.exists() and p.stat().st_size == n for p, n in zip(files.all(), sizes))
+
+
+def pack_asset(src: Path, files: PackedFiles, fields: EmbeddedFields, settings: PackSettings,
+               previous: dict | None = None, *, min_pixels: int = 0) -> tuple[dict, bool]:
+    """Write one asset's ready JPEG, preview and thumbnail, unless ``previous`` shows them current.
+
+    Returns the asset's manifest entry and whether anything was written.
+    Raises BadInput naming the file when it cannot be packed, or when it has
+    fewer than ``min_pixels`` (no agency would take it).
+    """
+    sha, source = _source_sha(src, previous)
+    key = _pack_key(sha, fields, settings)
+    if _current(previous, key, files):
+        return {**previous, "source": source}, False
+    # Previews first: the reduced-scale decode still reads every byte, so a
+    # file truncated since ingest fails here, before the full-size work.
+    preview, thumb = preview_jpegs(src, settings.preview_px, settings.thumbnail_px)
+    ready = ready_jpeg(src, settings)
+    if ready.width * ready.height < min_pixels:
+        raise too_small(src.name, ready.width, ready.height, min_pixels)
+    with _EXIV2_LOCK:
+        data = embed_metadata(ready.jpeg, fields.title, fields.description, fields.keywords, name=src.name)
+    for path, content in zip(files.all(), (data, preview, thumb)):
+        atomic_write_bytes(path, content)
+    entry = {"key": key, "source": source, "width": ready.width, "height": ready.height,
+             "bytes": [len(data), len(preview), len(thumb)]}
+    return entry, True
+
+
+def held_back_for(entry: dict, rules: list[ImageRules]) -> dict[str, str]:
+    """agency -> the rule the packed image breaks there (agencies it passes are absent)."""
+    out = {}
+    for r in rules:
+        broken = r.broken_rule(entry["width"], entry["height"], entry["bytes"][0])
+        if broken:
+            out[r.agency] = broken
+    return out
+
+
+# --- the batch ---------------------------------------------------------------------------
+
+
+def _manifest_path(wd: Workdir) -> Path:
+    return wd.packs / "manifest.json"
+
+
+def _load_manifest(wd: Workdir) -> dict:
+    try:
+        data = json.loads(_manifest_path(wd).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {"assets": {}}
+    return data if isinstance(data, dict) and isinstance(data.get("assets"), dict) else {"assets": {}}
+
+
+def _save_manifest(wd: Workdir, manifest: dict) -> None:
+    atomic_write_bytes(_manifest_path(wd), json.dumps(manifest, indent=1, sort_keys=True).encode())
+
+
+def _remove_outputs(wd: Workdir, asset_name: str) -> None:
+    for p in PackedFiles.of(wd, asset_name).all():
+        p.unlink(missing_ok=True)
+
+
+def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], agencies: list[str] | None = None,
+                *, rules: dict[str, ImageRules] | None = None, workers: int = DEFAULT_WORKERS) -> PackReport:
+    """Pack every described asset (``workers`` at a time) and check the image rules of ``agencies``.
+
+    ``rules`` maps every agency to its image rules (default: from the spec
+    files; tests pass small ones). An image below every agency's minimum is
+    rejected; one that breaks a rule of some agencies is held back for those.
+    Never raises for one file: a file that cannot be packed is rejected with
+    its reason, its old packed files are removed, and the rest go on.
+    """
+    rules = rules if rules is not None else {a: image_rules(a) for a in spec_names()}
+    checked = [rules[a] for a in (AGENCIES if agencies is None else agencies)]
+    min_pixels = min(r.min_pixels for r in rules.values())
+    specs = list(all_specs().values())  # one file goes to every agency: the strictest text limits apply
+    manifest = _load_manifest(wd)
+    entries: dict = manifest["assets"]
     report = PackReport()
-    with StageProgress("pack", len(sidecars)) as progress:
-        for s in sidecars:
-            report.ready[s.name] = pack_asset(s, wd, settings)
+    wanted = {s.name for s in sidecars}
+    for stale in sorted(set(entries) - wanted):  # assets gone from the batch leave no files behind
+        _remove_outputs(wd, stale)
+        del entries[stale]
+
+    def one(s: Sidecar) -> tuple[dict, bool]:
+        return pack_asset(wd.assets / s.name, PackedFiles.of(wd, s.name), embedded_fields(s.metadata, specs),
+                          settings, entries.get(s.name), min_pixels=min_pixels)
+
+    with StageProgress("pack", len(sidecars)) as progress, ThreadPoolExecutor(max(1, workers)) as pool:
+        futures = {pool.submit(one, s): s.name for s in sidecars}
+        for future in as_completed(futures):
+            name = futures[future]
+            try:
+                entry, written = future.result()
+            except BadInput as exc:
+                report.rejected[name] = exc.reason
+            except Exception as exc:  # never contagious: an unforeseen failure rejects this file only
+                _logger().exception("packing %s failed unexpectedly", name)
+                report.rejected[name] = f"could not be packed ({type(exc).__name__}: {exc})"
+            else:
+                entries[name] = entry
+                report.ready[name] = PackedFiles.of(wd, name).ready
+                (report.packed_now if written else report.reused).append(name)
+                for agency, rule in held_back_for(entry, checked).items():
+                    report.held_back.setdefault(agency, {})[name] = rule
+            if name in report.rejected:
+                _remove_outputs(wd, name)
+                entries.pop(name, None)
             progress.advance()
-    zip_path = wd.packs / "batch.zip"
-    with zipfile.ZipFile(zip_path, "w", zipfile.ZIP_STORED) as zf:
-        for path in sorted(report.ready.values()):
-            zf.write(path, f"ready/{path.name}")
-        for path in sorted(wd.csv.glob("*.csv")):
-            zf.write(path, f"csv/{path.name}")
-    report.zip_path = zip_path
+            if progress.done % _SAVE_EVERY == 0:
+                _save_manifest(wd, manifest)
+    _save_manifest(wd, manifest)
+    report.ready = dict(sorted(report.ready.items()))
+    report.packed_now.sort()
+    report.reused.sort()
+    return report
+
+
+def write_batch_zip(wd: Workdir, report: PackReport) -> Path:
+    """``packs/batch.zip``: every packed ready image and preview, and the CSVs; rewritten only when changed."""
+    manifest = _load_manifest(wd)
+    entries: dict[str, Path] = {}
+    identity: dict[str, str] = {}
+    for name in report.ready:
+        files = PackedFiles.of(wd, name)
+        key = manifest["assets"][name]["key"]
+        for folder, path in (("ready", files.ready), ("previews", files.preview)):
+            entries[f"{folder}/{path.name}"] = path
+            identity[f"{folder}/{path.name}"] = key
+    for path in sorted(wd.csv.glob("*.csv")):
+        entries[f"csv/{path.name}"] = path
+        identity[f"csv/{path.name}"] = sha256_file(path)
+    target = wd.packs / "batch.zip"
+    key = hashlib.sha256(json.dumps([PACK_FORMAT, sorted(identity.items())]).encode()).hexdigest()
+    done = manifest.get("zip", {})
+    if not (done.get("key") == key and target.exists() and target.stat().st_size == done.get("bytes")):
+        write_zip(target, entries)
+        manifest["zip"] = {"key": key, "bytes": target.stat().st_size}
+        _save_manifest(wd, manifest)
+    return target
+
+
+def pack_batch(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], agencies: list[str] | None = None,
+               *, rules: dict[str, ImageRules] | None = None, workers: int = DEFAULT_WORKERS) -> PackReport:
+    """Pack every described asset, write the batch ZIP and ``reports/pack.json``; log each rejection.
+
+    The arguments are :func:`pack_assets`'s. Returns the report the run
+    summary shows: ``ready_for(agency)`` is what the upload stage sends there.
+    """
+    report = pack_assets(wd, settings, sidecars, agencies, rules=rules, workers=workers)
+    log = _logger()
+    for name, reason in report.rejected.items():
+        log.warning("rejected %s: %s", name, reason)
+    for agency, held in sorted(report.held_back.items()):
+        for name, rule in sorted(held.items()):
+            log.warning("held back from %s: %s: %s", agency, name, rule)
+    report.zip_path = write_batch_zip(wd, report)
+    atomic_write_bytes(wd.reports / "pack.json",
+                       json.dumps(report.as_json(), indent=2, ensure_ascii=False).encode("utf-8"))
     return report
