@@ -7,6 +7,7 @@ crash finishes the rest and repeats nothing.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
@@ -52,6 +53,27 @@ def upload_stage(wd: Workdir, agency: str, items: list[UploadItem], settings: Ag
     return upload_agency(wd, agency, items, settings)
 
 
+class Published(NamedTuple):
+    csvs: CsvReport
+    packed: PackReport
+    uploads: dict[str, AgencyUpload]
+
+
+def publish_described(wd: Workdir, settings: Settings, chosen: list[str]) -> Published:
+    """Everything after describe, for every described asset: CSVs, pack, upload to the chosen agencies.
+
+    Shared with ``replay-dead-letters``, so a recovered asset takes the same way.
+    """
+    csvs = csv_stage(wd, chosen, settings)
+    packed = pack_stage(wd, settings, chosen)
+
+    sha = {s.name: s.asset_id for s in described_sidecars(wd)}
+    items = {agency: [UploadItem(ready_name(name), path, sha[name]) for name, path in packed.ready_for(agency).items()]
+             for agency in chosen}  # an asset held back for an agency is not sent there
+    futures = {agency: upload_stage.submit(wd, agency, items[agency], settings.agency(agency)) for agency in chosen}
+    return Published(csvs, packed, {agency: f.result() for agency, f in futures.items()})
+
+
 @flow(name="stock-batch")
 def stock_batch(
     workdir: str = "./microstock-data",
@@ -67,14 +89,7 @@ def stock_batch(
 
     gathered = assets_stage(wd, settings, count, source)
     described = describe_assets(wd, settings, gathered.assets)
-    csvs = csv_stage(wd, chosen, settings)
-    packed = pack_stage(wd, settings, chosen)
-
-    sha = {a.name: a.asset_id for a in gathered.assets}
-    items = {agency: [UploadItem(ready_name(name), path, sha[name]) for name, path in packed.ready_for(agency).items()]
-             for agency in chosen}  # an asset held back for an agency is not sent there
-    futures = {agency: upload_stage.submit(wd, agency, items[agency], settings.agency(agency)) for agency in chosen}
-    uploads = {agency: f.result() for agency, f in futures.items()}
+    csvs, packed, uploads = publish_described(wd, settings, chosen)
 
     summary = BatchSummary(
         workdir=str(wd.root),
