@@ -186,8 +186,8 @@ def demo_jpeg_bytes(prompt: DemoPrompt, seed: int, index: int) -> bytes:
 
 def generated_name(prompt: DemoPrompt, seed: int, index: int) -> str:
     """``<slug>_<index>.jpg`` (with ``_s<seed>`` for a non-default seed); always ≤ 30 characters."""
-    middle = f"_s{seed}" if seed else ""
-    return f"{prompt.slug}{middle}_{index:03d}.jpg"
+    tail = (f"_s{seed}" if seed else "") + f"_{index:03d}.jpg"
+    return prompt.slug[: max(1, 30 - len(tail))].rstrip("_") + tail
 
 
 #: Makes the JPEG bytes of image ``index`` for a prompt (offline or with Gemini).
