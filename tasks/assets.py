@@ -48,6 +48,7 @@ class DemoPrompt:
     palette: tuple[tuple[int, int, int], ...]
     keywords: tuple[str, ...]
     adobe_category: int
+    #: Ids from Dreamstime's template legend (``tasks/agencies/dreamstime.toml``).
     dreamstime_categories: tuple[int, ...]
     category_hints: tuple[str, ...]
 
@@ -56,35 +57,35 @@ DEMO_PROMPTS: tuple[DemoPrompt, ...] = (
     DemoPrompt("Sunset over a calm sea with a glowing sun", "sunset_sea", "horizon",
                ((255, 120, 60), (250, 200, 120), (40, 60, 120)),
                ("sunset", "sea", "sun", "horizon", "ocean", "evening", "calm", "orange sky", "water", "dusk"),
-               11, (112, 144), ("landscape", "nature")),
+               11, (23, 19), ("landscape", "nature")),
     DemoPrompt("Snowy mountain range at dawn", "mountains_dawn", "mountains",
                ((160, 190, 240), (240, 210, 220), (70, 80, 110)),
                ("mountains", "snow", "dawn", "peak", "range", "winter", "landscape", "morning", "cold", "alpine"),
-               11, (112, 118), ("landscape", "nature")),
+               11, (15, 146), ("landscape", "nature")),
     DemoPrompt("City skyline at night with lit windows", "city_night", "skyline",
                ((10, 15, 40), (40, 40, 90), (255, 220, 120)),
                ("city", "skyline", "night", "buildings", "urban", "windows", "lights", "architecture", "downtown", "evening"),
-               2, (139, 108), ("architecture", "city")),
+               2, (130, 131), ("architecture", "city")),
     DemoPrompt("Abstract pastel circles background", "pastel_circles", "shapes",
                ((250, 240, 230), (240, 170, 180), (150, 200, 230)),
                ("abstract", "background", "circles", "pastel", "pattern", "design", "colorful", "shapes", "soft", "wallpaper"),
-               8, (164, 131), ("graphic", "abstract")),
+               8, (112, 164), ("graphic", "abstract")),
     DemoPrompt("Green forest hills under a clear sky", "forest_hills", "mountains",
                ((150, 210, 250), (230, 245, 255), (40, 110, 60)),
                ("forest", "hills", "green", "nature", "landscape", "sky", "trees", "countryside", "summer", "valley"),
-               11, (112, 155), ("landscape", "nature")),
+               11, (18, 146), ("landscape", "nature")),
     DemoPrompt("Desert dunes under a deep blue sky", "desert_dunes", "horizon",
                ((30, 90, 200), (120, 180, 240), (220, 170, 100)),
                ("desert", "dunes", "sand", "sky", "dry", "landscape", "travel", "hot", "arid", "nature"),
-               11, (112, 144), ("landscape", "travel")),
+               11, (17, 146), ("landscape", "travel")),
     DemoPrompt("Geometric pattern of colorful triangles", "triangles", "shapes",
                ((30, 30, 50), (240, 90, 80), (250, 200, 60)),
                ("geometric", "pattern", "triangles", "abstract", "background", "colorful", "modern", "design", "shapes", "mosaic"),
-               8, (164, 131), ("graphic", "abstract")),
+               8, (112, 141), ("graphic", "abstract")),
     DemoPrompt("Skyscrapers at dusk in warm light", "towers_dusk", "skyline",
                ((250, 150, 90), (120, 80, 140), (255, 230, 160)),
                ("skyscrapers", "dusk", "city", "towers", "urban", "sunset", "architecture", "business", "skyline", "modern"),
-               2, (139, 108), ("architecture", "city")),
+               2, (131, 71), ("architecture", "city")),
 )
 
 
