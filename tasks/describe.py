@@ -53,6 +53,7 @@ from tasks.describers.offline import OfflineDescriber
 from tasks.failures import RateLimited, StageStopped, StoreUnavailable, TransientError
 from tasks.metadata import Metadata, read_sidecar, write_sidecar
 from tasks.progress import StageProgress
+from tasks.ratelimit import RateLimiter, shared_limiter
 from tasks.workdir import Workdir
 
 #: The seed's backoff: first delay doubling per retry, capped at 30 s.
@@ -74,18 +75,30 @@ class DescriberGate:
 
     It holds the stage's stop switch: after the first StageStopped (daily
     quota used up, key refused) it is closed and no further call is made
-    this run. Rate limiting and a concurrency bound belong here too
-    (issue 8): wrap :meth:`describe`.
+    this run. With a ``limiter`` (Gemini: the process's shared
+    :class:`~tasks.ratelimit.RateLimiter`) every call, retries included,
+    waits for its start within the quota and a concurrency place; a
+    RateLimited answer pauses every caller of the limiter for its
+    ``retry_after`` (``pause_s`` when the 429 says nothing).
     """
 
-    def __init__(self, describer: Describer) -> None:
+    def __init__(self, describer: Describer, limiter: RateLimiter | None = None, pause_s: float = 0.0) -> None:
         self.describer = describer
+        self.limiter = limiter
+        self.pause_s = pause_s
         self._lock = threading.Lock()
         self.stopped: StageStopped | None = None
 
     def describe(self, asset: Asset) -> Metadata:
         try:
-            return self.describer.describe(asset)
+            if self.limiter is None:
+                return self.describer.describe(asset)
+            with self.limiter.slot():
+                return self.describer.describe(asset)
+        except RateLimited as exc:
+            if self.limiter is not None:
+                self.limiter.pause(self.pause_s if exc.retry_after is None else exc.retry_after)
+            raise
         except StageStopped as exc:
             self.stop(exc)
             raise
@@ -103,7 +116,10 @@ class DescribeRun:
     def __init__(self, wd: Workdir, settings: Settings, describer: Describer, store: DeadLetterStore) -> None:
         self.wd = wd
         self.settings = settings
-        self.gate = DescriberGate(describer)
+        gemini = settings.gemini
+        limiter = (shared_limiter(gemini.model, gemini.requests_per_minute, gemini.concurrency)
+                   if describer.name.startswith("gemini:") else None)
+        self.gate = DescriberGate(describer, limiter, pause_s=gemini.retry_delay_s)
         self.store = store
         #: asset_id → attempts made this run (the backstop's attempt count).
         self.attempts: dict[str, int] = {}
