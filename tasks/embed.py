@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 import pyexiv2
 
-from tasks.agencies.text import shorten
+from tasks.agencies.text import clean_cell, shorten
 from tasks.failures import BadInput
 
 #: IPTC IIM 4.2 maximum lengths in bytes.
@@ -59,11 +59,15 @@ def fit_bytes(text: str, limit: int) -> str:
 def embed_metadata(jpeg: bytes, title: str, description: str, keywords: Sequence[str], *, name: str = "image") -> bytes:
     """A copy of ``jpeg`` carrying ``title``, ``description`` and ``keywords`` (order kept) in XMP and IPTC.
 
-    Values are written as given (the caller cleans them, e.g. with
-    :func:`tasks.agencies.rows.embedded_fields`); only the IPTC copies are
-    shortened to the IIM limits. Raises BadInput naming ``name`` when exiv2
-    cannot read or write the bytes as a JPEG.
+    The caller chooses the values (e.g. :func:`tasks.agencies.rows.embedded_fields`);
+    they are only made safe here with :func:`~tasks.agencies.text.clean_cell`
+    (one line, no control characters, which XML cannot carry; clean values are
+    unchanged), empty keywords are dropped, and the IPTC copies are shortened to
+    the IIM limits. Raises BadInput naming ``name`` when exiv2 cannot read or
+    write the bytes as a JPEG.
     """
+    title, description = clean_cell(title), clean_cell(description)
+    keywords = [k for k in (clean_cell(k) for k in keywords) if k]
     # None deletes the field, so an empty value leaves no empty dataset or container behind.
     iptc = {
         "Iptc.Envelope.CharacterSet": IPTC_UTF8,

@@ -17,23 +17,27 @@ FORMULA_CHARS = "=+-@"
 #: Joiners that scripts need (Persian, Indic, emoji sequences); other format characters are dropped.
 _KEPT_FORMAT = {"\u200c", "\u200d"}
 _SPACES = re.compile(r"\s+")
+_SPACE_BEFORE_STOP = re.compile(r" ([.,])")
 #: Trailing characters removed after a cut, so a shortened text never ends in a dangling separator.
 _CUT_TRAIL = " ,;:-–—/&"
 
 
 def _dropped(ch: str) -> bool:
+    """Control, format (but the joiners), surrogate and non-characters: invisible, or invalid in XML."""
     cat = unicodedata.category(ch)
-    return cat in ("Cc", "Cs") or (cat == "Cf" and ch not in _KEPT_FORMAT)
+    if cat in ("Cc", "Cs") or (cat == "Cf" and ch not in _KEPT_FORMAT):
+        return True
+    code = ord(ch)
+    return cat == "Cn" and (0xFDD0 <= code <= 0xFDEF or code & 0xFFFE == 0xFFFE)
 
 
 def clean_cell(value: str) -> str:
-    """One clean line: NFC, line breaks and whitespace runs → one space, control and
-    format characters dropped, ends stripped, leading formula characters removed."""
-    text = unicodedata.normalize("NFC", value)
-    text = _SPACES.sub(" ", text)
+    """One clean line: NFC, line breaks and whitespace runs → one space, control, format and
+    non-characters dropped, ends stripped, leading formula characters removed. Idempotent."""
+    text = _SPACES.sub(" ", value)
     if any(_dropped(ch) for ch in text):
-        text = _SPACES.sub(" ", "".join(ch for ch in text if not _dropped(ch)))
-    text = text.strip()
+        text = "".join(ch for ch in text if not _dropped(ch))
+    text = _SPACES.sub(" ", unicodedata.normalize("NFC", text)).strip()
     while text and text[0] in FORMULA_CHARS:
         text = text[1:].lstrip()
     return text
@@ -45,7 +49,10 @@ def is_wide(ch: str) -> bool:
 
 
 def _boundary(text: str, i: int) -> bool:
-    """Is there a word boundary between ``text[i-1]`` and ``text[i]``?"""
+    """Is there a word boundary between ``text[i-1]`` and ``text[i]``? Never before a combining
+    mark or around a joiner (that would split one visible character)."""
+    if unicodedata.category(text[i]).startswith("M") or text[i] in _KEPT_FORMAT or text[i - 1] in _KEPT_FORMAT:
+        return False
     return text[i] == " " or text[i - 1] == " " or is_wide(text[i - 1]) or is_wide(text[i])
 
 
@@ -71,18 +78,16 @@ def first_non_latin(text: str) -> str:
 
 
 def keep_punctuation(text: str, allowed: str) -> str:
-    """Punctuation and symbols other than ``allowed`` become spaces (typographic apostrophes become ``'``)."""
+    """Punctuation and symbols other than ``allowed`` become spaces (typographic apostrophes become ``'``);
+    no space is left before a kept ``.`` or ``,``."""
     text = text.replace("\u2019", "'").replace("\u2018", "'")
     out = []
     for ch in text:
         cat = unicodedata.category(ch)
         out.append(" " if cat[0] in "PS" and ch not in allowed else ch)
-    return "".join(out)
+    return _SPACE_BEFORE_STOP.sub(r"\1", _SPACES.sub(" ", "".join(out)))
 
 
 def capitalize_first(text: str) -> str:
-    """The first character upper-cased when that keeps it one character (``ß`` stays)."""
-    if not text:
-        return text
-    up = text[0].upper()
-    return up + text[1:] if len(up) == 1 else text
+    """The first character upper-cased (``ß`` becomes ``SS``; run before shortening)."""
+    return text[:1].upper() + text[1:]
