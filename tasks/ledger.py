@@ -253,10 +253,11 @@ class Ledger:
         """
         sha256 = sha256.strip().lower()
         agency = _clean(agency).strip().lower()
-        if not _SHA256_TOKEN.match(sha256) or not agency:
-            raise ValueError(f"not a ledger key: agency={agency!r} sha256={sha256!r}")
+        filename = _clean(filename).strip()
+        if not _SHA256_TOKEN.match(sha256) or not agency or not filename:
+            raise ValueError(f"not a ledger entry: agency={agency!r} filename={filename!r} sha256={sha256!r}")
         entry = Entry(datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                      agency, _clean(filename), sha256, _clean(remote_path))
+                      agency, filename, sha256, _clean(remote_path).strip())
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)

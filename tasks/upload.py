@@ -1,23 +1,66 @@
-"""The upload stage: ledger-gated, one agency at a time, only what is confirmed is recorded."""
+"""The upload stage: ledger-gated, reconciled, confirmed — nothing is posted twice.
+
+For one agency (the flow runs agencies in parallel, one task each)::
+
+    lock the agency → read the ledger once → pending = items whose source
+    SHA-256 is not recorded for this agency → for each pending file:
+        reconcile: is it already on the server, whole? → record it, send nothing
+        send → confirm (success reply + remote size) → record one ledger line
+
+Reconciling first closes the crash window the ledger alone leaves open: an
+upload confirmed by the server, then the process killed before its ledger
+line was written. Where the server cannot be listed (``remote_keeps_files =
+false``) that window stays open; docs/UPLOADS.md says so.
+
+Failures (classified once, in ``tasks.transports.base.map_transport_errors``):
+a TransientError retries the file with backoff within ``attempts``, on a
+fresh connection; a file that keeps failing, or fails permanently, is
+reported and left pending — never recorded; a StageStopped (refused login,
+unknown host key, a server that lost a confirmed file, another run holding
+the agency) stops this agency at once with one message, the other agencies go
+on. One connection per agency is reused for every file; ``parallel_files``
+opens that many, each taking files from one queue.
+
+Prefect visibility: one task run per agency (``upload-adobe``), a log line
+per file and the ``progress-upload-<agency>`` artifact. Not a task run per
+file: task runs cost ≈ 5 ms each and thousands overload the SQLite-backed
+server, and a file's retries and an agency-wide stop are decisions this loop
+makes with one shared connection, not something Prefect's per-task retries
+can express.
+"""
 
 from __future__ import annotations
 
+import logging
+import queue
+import random
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tasks.config import AgencySettings
+from tasks.failures import (
+    AuthenticationFailed,
+    ConfigError,
+    MicrostockError,
+    PermanentError,
+    StageStopped,
+    StoreUnavailable,
+    TransientError,
+)
 from tasks.ledger import Ledger
 from tasks.progress import StageProgress
-from tasks.transports.local import LocalFolder
+from tasks.secrets import password_block_name, password_env_var
+from tasks.transports.base import Transport
+from tasks.transports.targets import open_transport
 from tasks.workdir import Workdir
 
+_MAX_DELAY_S = 30.0
 
-@dataclass
-class AgencyUpload:
-    """One agency's result: uploaded now, already in the ledger, failed (name -> reason)."""
-
-    uploaded: list[str] = field(default_factory=list)
-    already: list[str] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)
+#: Makes the (unconnected) transport of an agency; tests and tools may pass their own.
+Opener = Callable[[str, AgencySettings, Workdir], Transport]
 
 
 @dataclass(frozen=True)
@@ -29,18 +72,213 @@ class UploadItem:
     sha256: str
 
 
-def upload_agency(wd: Workdir, agency: str, items: list[UploadItem]) -> AgencyUpload:
-    """Upload each item not yet in the ledger for ``agency``; record each after confirmation."""
-    ledger = Ledger(wd.ledger)
-    done = ledger.read().done_keys()
+@dataclass
+class AgencyUpload:
+    """One agency's result."""
+
+    #: Sent and confirmed this run.
+    uploaded: list[str] = field(default_factory=list)
+    #: Found whole on the server and recorded without sending (an earlier run was cut short).
+    reconciled: list[str] = field(default_factory=list)
+    #: Already in the ledger before this run.
+    already: list[str] = field(default_factory=list)
+    #: Left pending: name -> why.
+    failed: dict[str, str] = field(default_factory=dict)
+    #: Left pending without being tried, because the agency stopped.
+    not_tried: list[str] = field(default_factory=list)
+    #: Why the agency stopped early, if it did.
+    stopped: str | None = None
+    #: Where the files went (no password).
+    target: str = ""
+
+
+def upload_agency(
+    wd: Workdir,
+    agency: str,
+    items: list[UploadItem],
+    settings: AgencySettings | None = None,
+    *,
+    opener: Opener = open_transport,
+    sleep: Callable[[float], None] = time.sleep,
+) -> AgencyUpload:
+    """Upload every item not yet in the ledger for ``agency``; record each only once confirmed.
+
+    Never raises for what happens to a file or to the agency's server: it is
+    all in the returned report.
+    """
+    settings = settings or AgencySettings()
+    log = _logger()
     result = AgencyUpload()
-    with LocalFolder(wd.outbox(agency)) as transport, StageProgress(f"upload-{agency}", len(items)) as progress:
-        for item in items:
-            if (agency, item.sha256) in done:
-                result.already.append(item.name)
-            else:
-                remote = transport.put(item.path, item.name)
-                ledger.record(agency, item.name, item.sha256, remote)
-                result.uploaded.append(item.name)
-            progress.advance()
+    ledger = Ledger(wd.ledger)
+    try:
+        with ledger.agency_lock(agency):
+            done = ledger.read().done_for(agency)
+            pending: list[UploadItem] = []
+            seen: set[str] = set()
+            for item in items:  # identity is content: the same image under two names goes once
+                if item.sha256 in done or item.sha256 in seen:
+                    result.already.append(item.name)
+                else:
+                    seen.add(item.sha256)
+                    pending.append(item)
+            if result.already:
+                log.info("%s: %d already in the ledger", agency, len(result.already))
+            if pending:
+                _AgencyRun(wd, agency, settings, ledger, opener, sleep, log, result).run(pending)
+    except MicrostockError as exc:  # the lock or the ledger itself
+        result.stopped = exc.message
+        result.not_tried = [i.name for i in items if i.name not in result.already]
+        log.error("%s: stopped: %s", agency, exc.message)
     return result
+
+
+class _AgencyRun:
+    """The pending files of one agency, sent by ``parallel_files`` workers over their own connections."""
+
+    def __init__(self, wd: Workdir, agency: str, settings: AgencySettings, ledger: Ledger,
+                 opener: Opener, sleep: Callable[[float], None], log, result: AgencyUpload) -> None:
+        self.wd, self.agency, self.settings, self.ledger = wd, agency, settings, ledger
+        self.opener, self.sleep, self.log, self.result = opener, sleep, log, result
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+
+    def run(self, pending: list[UploadItem]) -> None:
+        todo: queue.SimpleQueue[UploadItem] = queue.SimpleQueue()
+        for item in pending:
+            todo.put(item)
+        workers = min(self.settings.parallel_files, len(pending))
+        with StageProgress(f"upload-{self.agency}", len(pending)) as progress:
+            if workers == 1:
+                self._work(todo, progress)
+            else:
+                threads = [threading.Thread(target=self._work, args=(todo, progress), daemon=True,
+                                            name=f"upload-{self.agency}-{n}") for n in range(workers)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+        while not todo.empty():
+            self.result.not_tried.append(todo.get().name)
+        if self.result.stopped:
+            left = len(self.result.not_tried) + len(self.result.failed)
+            self.log.error("%s: stopped: %s (%d %s left pending)", self.agency, self.result.stopped,
+                           left, "file" if left == 1 else "files")
+
+    # --- one worker: one connection --------------------------------------------------
+
+    def _work(self, todo: "queue.SimpleQueue[UploadItem]", progress: StageProgress) -> None:
+        try:
+            transport = self.opener(self.agency, self.settings, self.wd)
+        except ConfigError as exc:
+            self._stop(exc.message)
+            return
+        with self.lock:
+            self.result.target = transport.display
+        try:
+            while not self.stop.is_set():
+                try:
+                    item = todo.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    self._one_file(transport, item)
+                except StageStopped as exc:
+                    self._stop(self._explain(exc))
+                    with self.lock:
+                        self.result.not_tried.append(item.name)
+                except StoreUnavailable as exc:
+                    self._stop(f"{exc.message}; {item.name} may be on the server unrecorded: "
+                               "the next run finds it there and records it")
+                with self.lock:
+                    progress.advance()
+        finally:
+            transport.close()
+
+    def _one_file(self, transport: Transport, item: UploadItem) -> None:
+        """Reconcile, send, confirm, record one file, retrying transient failures within the budget."""
+        attempts = self.settings.attempts
+        try:
+            local_size = item.path.stat().st_size
+        except OSError as exc:
+            self._fail(item, f"upload-ready file unreadable ({exc.strerror or exc})")
+            return
+        for attempt in range(1, attempts + 1):
+            try:
+                if not transport.connected:
+                    self._connect(transport)
+                remote = transport.remote_size(item.name)
+                if remote == local_size:
+                    entry = self.ledger.record(self.agency, item.name, item.sha256, transport.remote_path(item.name))
+                    self._note("reconciled", item, f"already on the server whole ({remote} bytes): "
+                                                   f"recorded without sending → {entry.remote_path}")
+                    return
+                if remote is not None and remote > local_size:
+                    raise PermanentError(f"{transport.remote_path(item.name)}: a different, larger file "
+                                         f"({remote} bytes, this one {local_size}) is already there; "
+                                         "not overwritten — check it on the agency's side")
+                started = time.monotonic()
+                remote_path = transport.put(item.path, item.name)
+                self.ledger.record(self.agency, item.name, item.sha256, remote_path)
+                self._note("uploaded", item, f"→ {remote_path} ({local_size} bytes, "
+                                             f"{time.monotonic() - started:.1f} s)")
+                return
+            except TransientError as exc:
+                transport.close()  # the next attempt starts on a fresh connection
+                if attempt == attempts:
+                    self._fail(item, f"gave up after {attempts} attempts: {exc.message}")
+                    return
+                delay = _backoff(self.settings.retry_delay_s, attempt, exc.retry_after)
+                self.log.warning("%s: %s attempt %d/%d failed (%s); retrying in %.1f s",
+                                 self.agency, item.name, attempt, attempts, exc.message, delay)
+                self.sleep(delay)
+            except PermanentError as exc:
+                self._fail(item, exc.message)
+                return
+
+    def _connect(self, transport: Transport) -> None:
+        """Connect; a permanent refusal here (no such folder, ...) stops the agency."""
+        try:
+            transport.connect()
+        except PermanentError as exc:
+            raise StageStopped(f"cannot use {transport.display}: {exc.message}", error_class=exc.error_class) from None
+
+    # --- bookkeeping -----------------------------------------------------------------
+
+    def _note(self, what: str, item: UploadItem, detail: str) -> None:
+        with self.lock:
+            getattr(self.result, what).append(item.name)
+        self.log.info("%s: %s %s %s", self.agency, what, item.name, detail)
+
+    def _fail(self, item: UploadItem, reason: str) -> None:
+        with self.lock:
+            self.result.failed[item.name] = reason
+        self.log.warning("%s: %s left pending: %s", self.agency, item.name, reason)
+
+    def _stop(self, reason: str) -> None:
+        with self.lock:
+            if self.result.stopped is None:
+                self.result.stopped = reason
+        self.stop.set()
+
+    def _explain(self, exc: StageStopped) -> str:
+        if isinstance(exc, AuthenticationFailed):
+            return (f"{exc.message} — check {password_env_var(self.agency)} or the Prefect Secret block "
+                    f"{password_block_name(self.agency)} (and the user in the target URL or key_file)")
+        return exc.message
+
+
+def _backoff(base: float, attempt: int, retry_after: float | None) -> float:
+    """Delay before attempt ``attempt + 1``: what the server asked, else doubling with jitter, capped."""
+    if retry_after is not None:
+        return min(retry_after, _MAX_DELAY_S)
+    return min(base * 2 ** (attempt - 1), _MAX_DELAY_S) * random.uniform(0.5, 1.0)
+
+
+def _logger():
+    """Prefect's run logger inside a flow or task run, the standard logger elsewhere."""
+    try:
+        from prefect.logging import get_run_logger
+
+        return get_run_logger()
+    except Exception:  # MissingContextError outside a run
+        return logging.getLogger("microstock.upload")

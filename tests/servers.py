@@ -315,10 +315,13 @@ class _SftpHandle(paramiko.SFTPHandle):
 
     def write(self, offset, data):
         ctl = self.ctl
+        if self.aborted:  # the connection was dropped: requests still buffered go nowhere
+            return paramiko.sftp.SFTP_FAILURE
         if ctl.faults.rate:
             time.sleep(len(data) / ctl.faults.rate)
         if ctl.current_drop is not None and self.written + len(data) >= ctl.current_drop:
             ctl.current_drop = None
+            self.aborted = True
             ctl.drop_all()
             return paramiko.sftp.SFTP_FAILURE
         if not ctl.faults.take_disk(len(data)):

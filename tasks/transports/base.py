@@ -16,7 +16,7 @@ import ftplib
 import socket
 import ssl
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -67,6 +67,11 @@ class Transport(ABC):
     def connect(self) -> None:
         """Open the connection and log in. Raises AuthenticationFailed on a refused login."""
 
+    @property
+    @abstractmethod
+    def connected(self) -> bool:
+        """True between a successful :meth:`connect` and :meth:`close`."""
+
     @abstractmethod
     def close(self) -> None:
         """Close the connection; never raises. Safe to call twice or before connect."""
@@ -109,8 +114,9 @@ def confirm_size(transport: Transport, name: str, expected: int) -> None:
             error_class="unconfirmed",
         )
     if size != expected:
+        why = " (a write was refused: disk full or quota?)" if size < expected else ""
         raise TransientError(
-            f"{transport.remote_path(name)}: {size} bytes on the server after upload, {expected} sent",
+            f"{transport.remote_path(name)}: the server kept {size} of {expected} bytes{why}",
             error_class="size_mismatch",
         )
 
@@ -120,11 +126,14 @@ class HostKeyUnknown(paramiko.SSHException):
 
 
 @contextmanager
-def map_transport_errors(where: str, secret: str | None = None) -> Iterator[None]:
+def map_transport_errors(where: str, secret: str | None = None,
+                         alive: Callable[[], bool] | None = None) -> Iterator[None]:
     """Turn a lower library's exception into a :mod:`tasks.failures` class.
 
     ``where`` (a target without password) starts every message; ``secret``
     (the password) is cut out of any server text that might echo it.
+    ``alive`` tells whether the connection still stands: paramiko raises a
+    bare OSError both for an SFTP "failure" status and for a closed socket.
 
     - FTP 530/532, SSH authentication refused → AuthenticationFailed
     - FTP 4xx (421 busy/closing, 425/426 data connection, 450/451, 452 no
@@ -176,7 +185,8 @@ def map_transport_errors(where: str, secret: str | None = None) -> Iterator[None
     except socket.gaierror as exc:
         raise NetworkError(say(f"host name not found ({exc.strerror})"), error_class="network:dns") from None
     except OSError as exc:
-        if exc.errno is None or exc.errno in (errno.ENOENT, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR):
-            # paramiko's SFTP status codes arrive as OSError: no such file, permission denied, failure
+        refused = exc.errno in (errno.ENOENT, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR) or (
+            exc.errno is None and alive is not None and alive())
+        if refused:  # paramiko's SFTP statuses arrive as OSError: no such file, permission denied, failure
             raise PermanentError(say(f"refused ({exc.strerror or exc})"), error_class="sftp") from None
         raise NetworkError(say(f"connection failed ({exc.strerror or exc})")) from None

@@ -105,6 +105,10 @@ class FtpTarget(Transport):
                 raise
         self._ftp = ftp
 
+    @property
+    def connected(self) -> bool:
+        return self._ftp is not None
+
     def close(self) -> None:
         ftp, self._ftp = self._ftp, None
         if ftp is not None:
@@ -136,9 +140,8 @@ class FtpTarget(Transport):
 
     def _size_from_listing(self, ftp: ftplib.FTP, name: str) -> int | None:
         try:
-            for entry, facts in ftp.mlsd("", facts=["size", "type"]):
-                if entry == name and facts.get("type", "file") == "file" and "size" in facts:
-                    return int(facts["size"])
+            listing = list(ftp.mlsd("", facts=["size", "type"]))
+            ftp.voidcmd("TYPE I")  # mlsd() left the session in ASCII mode
         except ftplib.error_perm as exc:
             if str(exc)[:3] in ("500", "502", "504"):
                 raise PermanentError(
@@ -147,6 +150,9 @@ class FtpTarget(Transport):
                     error_class="ftp:no_size",
                 ) from None
             raise
+        for entry, facts in listing:
+            if entry == name and facts.get("type", "file") == "file" and "size" in facts:
+                return int(facts["size"])
         return None
 
     # --- sending ---------------------------------------------------------------
@@ -156,6 +162,7 @@ class FtpTarget(Transport):
         ftp = self._connected()
         size = local.stat().st_size
         with open(local, "rb") as src, map_transport_errors(self.display, self._password):
+            ftp.voidcmd("TYPE I")  # binary, every time: a listing switches ftplib to ASCII
             conn = ftp.transfercmd(f"STOR {name}")
             try:
                 conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_ON_CLOSE)

@@ -7,24 +7,35 @@ import shutil
 from pathlib import Path
 
 from tasks.failures import PermanentError
-from tasks.transports.base import Transport
+from tasks.transports.base import Transport, confirm_size
 
 
 class LocalFolder(Transport):
-    """Copies into a folder: temp name, fsync, rename — a file is there whole or not at all."""
+    """Copies into a folder: temp name, fsync, rename — a file is there whole or not at all.
+
+    Here a temporary name is safe (no agency watches the folder), so a crash
+    never leaves a partial file under the final name; a stale ``.<name>.part``
+    from a crash is overwritten by the next attempt.
+    """
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.display = f"file://{folder}"
+        self._open = False
+
+    @property
+    def connected(self) -> bool:
+        return self._open
 
     def connect(self) -> None:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise PermanentError(f"{self.folder}: cannot create the folder ({exc.strerror})") from None
+        self._open = True
 
     def close(self) -> None:
-        pass
+        self._open = False
 
     def remote_size(self, name: str) -> int | None:
         try:
@@ -49,6 +60,8 @@ class LocalFolder(Transport):
         except OSError as exc:
             tmp.unlink(missing_ok=True)
             raise PermanentError(f"{target}: write failed ({exc.strerror})") from None
-        if self.remote_size(name) != local.stat().st_size:
-            raise PermanentError(f"{target}: size after copy differs from {local.name}")
+        confirm_size(self, name, local.stat().st_size)
         return str(target)
+
+    def remote_path(self, name: str) -> str:
+        return str(self.folder / name)

@@ -6,8 +6,8 @@ unless the agency is set to ``trust_unknown_host``: then its key is accepted
 once and appended to known_hosts, so later runs check it (ssh's
 ``StrictHostKeyChecking=accept-new``). A *changed* key is always refused.
 
-Authentication is by key file (``key_file``; the password, if any, unlocks
-it) or by password. Agent and ``~/.ssh/id_*`` keys are not tried: what is
+Authentication is by key file (``key_file``; the agency password, if any,
+is its passphrase and is never sent to the server) or by password. Agent and ``~/.ssh/id_*`` keys are not tried: what is
 used is what the settings say.
 
 Files are written under their final name (see docs/UPLOADS.md for why not a
@@ -22,6 +22,7 @@ from pathlib import Path
 
 import paramiko
 
+from tasks.failures import AuthenticationFailed, StageStopped
 from tasks.transports.base import HostKeyUnknown, Transport, confirm_size, map_transport_errors
 
 _BLOCK = 32 * 1024  # one SFTP write request
@@ -86,8 +87,9 @@ class SftpTarget(Transport):
     def connect(self) -> None:
         """Check the host key, log in with the key or password, open SFTP, change to the folder."""
         self.close()
+        key = self._load_key() if self.key_file else None
         client = paramiko.SSHClient()
-        with map_transport_errors(self.display, self._password):
+        with map_transport_errors(self.display, self._password, self._alive):
             try:
                 if self.known_hosts.exists():
                     client.load_host_keys(str(self.known_hosts))
@@ -95,8 +97,8 @@ class SftpTarget(Transport):
                 client.set_missing_host_key_policy(policy(self.known_hosts))
                 client.connect(
                     self.host, self.port, username=self.user or None,
-                    password=self._password, passphrase=self._password,
-                    key_filename=os.path.expanduser(self.key_file) if self.key_file else None,
+                    # with a key, the password is its passphrase: never sent to the server
+                    pkey=key, password=None if key else self._password,
                     timeout=self.timeout, banner_timeout=self.timeout, auth_timeout=self.timeout,
                     channel_timeout=self.timeout, allow_agent=False, look_for_keys=False,
                 )
@@ -108,6 +110,26 @@ class SftpTarget(Transport):
                 client.close()
                 raise
         self._client, self._sftp = client, sftp
+
+    @property
+    def connected(self) -> bool:
+        return self._sftp is not None
+
+    def _alive(self) -> bool:
+        transport = self._client.get_transport() if self._client else None
+        return bool(transport and transport.is_active())
+
+    def _load_key(self) -> paramiko.PKey:
+        path = os.path.expanduser(self.key_file)
+        try:
+            return paramiko.PKey.from_path(path, self._password.encode() if self._password else None)
+        except OSError as exc:
+            raise StageStopped(f"{self.display}: key_file {path} cannot be read ({exc.strerror or exc})",
+                               error_class="key_file") from None
+        except (paramiko.SSHException, ValueError) as exc:  # wrong or missing passphrase, unknown key type
+            raise AuthenticationFailed(f"{self.display}: key_file {path} cannot be used ({type(exc).__name__}); "
+                                       "an encrypted key's passphrase is the agency password",
+                                       error_class="auth:key") from None
 
     def close(self) -> None:
         sftp, client = self._sftp, self._client
@@ -123,7 +145,7 @@ class SftpTarget(Transport):
         if not self.can_list:
             return None
         sftp = self._connected()
-        with map_transport_errors(self.display, self._password):
+        with map_transport_errors(self.display, self._password, self._alive):
             try:
                 return sftp.stat(name).st_size
             except FileNotFoundError:
@@ -133,7 +155,7 @@ class SftpTarget(Transport):
         """Write ``name`` (truncating a partial one), close it, then check the size with stat."""
         sftp = self._connected()
         size = local.stat().st_size
-        with open(local, "rb") as src, map_transport_errors(self.display, self._password):
+        with open(local, "rb") as src, map_transport_errors(self.display, self._password, self._alive):
             with sftp.open(name, "wb") as remote:
                 remote.set_pipelined(True)  # acknowledgements are collected at close
                 while chunk := src.read(_BLOCK):
