@@ -28,6 +28,15 @@ class BatchSummary(BaseModel):
     targets: dict[str, str] = Field(default_factory=dict)
     zip_path: str | None = None
 
+    @property
+    def tokens_per_asset(self) -> float:
+        """Average Gemini tokens per asset described this run (0 when none was)."""
+        return self.tokens / self.described_now if self.described_now else 0.0
+
+    def tokens_note(self) -> str:
+        """``3,852 tokens (321 per asset)``, or empty when no tokens were used (offline)."""
+        return f"{self.tokens:,} tokens ({self.tokens_per_asset:,.0f} per asset)" if self.tokens else ""
+
     def headline(self) -> str:
         """The final state message: ``12 described · 1 parked · 36 uploaded``."""
         parts = [f"{self.described_now} described", f"{self.parked} parked"]
@@ -58,7 +67,8 @@ def summary_table(s: BatchSummary) -> Table:
     t.add_column("count", justify="right")
     t.add_column("where / detail")
     t.add_row("assets", str(s.assets), f"{s.workdir}/assets")
-    t.add_row("described", str(s.described), f"{s.described_now} this run by {s.describer or '—'}")
+    t.add_row("described", str(s.described),
+              " · ".join(filter(None, [f"{s.described_now} this run by {s.describer or '—'}", s.tokens_note()])))
     t.add_row("parked", str(s.parked), "microstock dead-letter list" if s.parked else "")
     if s.pending:
         t.add_row("pending", str(s.pending), s.stopped or "left for the next run")
@@ -84,7 +94,7 @@ def summary_markdown(s: BatchSummary) -> str:
     """The batch summary as markdown, for the ``batch-summary`` artifact."""
     lines = [f"# stock-batch: {s.headline()}", "", "| what | count | detail |", "|---|---:|---|"]
     lines.append(f"| assets | {s.assets} | `{s.workdir}/assets` |")
-    lines.append(f"| described | {s.described} | {s.described_now} this run ({s.describer or '—'}), {s.tokens} tokens |")
+    lines.append(f"| described | {s.described} | {s.described_now} this run ({s.describer or '—'}){', ' + s.tokens_note() if s.tokens else ''} |")
     lines.append(f"| parked | {s.parked} | |")
     lines.append(f"| pending | {s.pending} | {s.stopped or ''} |")
     lines.append(f"| rejected | {len(s.rejected)} | {'; '.join(f'{k}: {v}' for k, v in sorted(s.rejected.items()))} |")
