@@ -7,23 +7,25 @@ crash finishes the rest and repeats nothing.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
+from typing import Annotated, NamedTuple
 
-from prefect import flow, task
-from prefect.artifacts import create_markdown_artifact
+from prefect import flow, tags, task
 from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 from prefect.states import Completed
+from pydantic import Field
 
+from tasks import events
 from tasks.assets import Gathered, gather, image_maker, prompts_from
-from tasks.config import AgencySettings, Settings, load_settings
+from tasks.artifacts import publish_batch, publish_dead_letters
+from tasks.config import AgencyName, AgencySettings, Settings, load_settings
 from tasks.describe import describe_assets
 from tasks.metadata_csv import CsvReport, described_sidecars, write_agency_csvs
 from tasks.pack import PackReport, pack_batch, ready_name
 from tasks.secrets import gemini_key
-from tasks.report import BatchSummary, summary_markdown
+from tasks.report import BatchSummary
 from tasks.upload import AgencyUpload, UploadItem, upload_agency
-from tasks.workdir import Workdir
+from tasks.workdir import Workdir, default_workdir
 
 
 @task(name="assets", tags=["assets"], cache_policy=NO_CACHE)
@@ -50,7 +52,10 @@ def pack_stage(wd: Workdir, settings: Settings, agencies: list[str]) -> PackRepo
 
 @task(task_run_name="upload-{agency}", tags=["upload"], cache_policy=NO_CACHE)
 def upload_stage(wd: Workdir, agency: str, items: list[UploadItem], settings: AgencySettings) -> AgencyUpload:
-    return upload_agency(wd, agency, items, settings)
+    result = upload_agency(wd, agency, items, settings)
+    events.upload_completed(agency, result.uploaded, already=len(result.already) + len(result.reconciled),
+                            failed=len(result.failed))
+    return result
 
 
 class Published(NamedTuple):
@@ -70,20 +75,32 @@ def publish_described(wd: Workdir, settings: Settings, chosen: list[str]) -> Pub
     sha = {s.name: s.asset_id for s in described_sidecars(wd)}
     items = {agency: [UploadItem(ready_name(name), path, sha[name]) for name, path in packed.ready_for(agency).items()]
              for agency in chosen}  # an asset held back for an agency is not sent there
-    futures = {agency: upload_stage.submit(wd, agency, items[agency], settings.agency(agency)) for agency in chosen}
+    futures = {}
+    for agency in chosen:
+        with tags(agency):  # the UI filters task runs by agency
+            futures[agency] = upload_stage.submit(wd, agency, items[agency], settings.agency(agency))
     return Published(csvs, packed, {agency: f.result() for agency, f in futures.items()})
 
 
 @flow(name="stock-batch")
 def stock_batch(
-    workdir: str = "./microstock-data",
-    count: int = 12,
+    workdir: str | None = None,
+    count: Annotated[int, Field(ge=0)] = 12,
     source: str | None = None,
-    agencies: list[str] | None = None,
+    agencies: list[AgencyName] | None = None,
     config: str | None = None,
 ):
-    """Take a batch from images to every enabled agency; ends Completed even when jobs are parked."""
-    wd = Workdir(Path(workdir)).prepare()
+    """Take a batch from images to every enabled agency; ends Completed even when jobs are parked.
+
+    Args:
+        workdir: Folder holding assets, CSVs, packs, ledger and dead-letter store.
+            Empty: $MICROSTOCK_WORKDIR, else ./microstock-data.
+        count: Images to generate when no source folder is given (0: only what is already in assets/).
+        source: Folder of your own JPEG/PNG images to ingest instead of generating.
+        agencies: Only these agencies (empty: every agency enabled in the config).
+        config: Config file (empty: microstock.toml in the workdir).
+    """
+    wd = Workdir(Path(workdir) if workdir else default_workdir()).prepare()
     settings = load_settings(Path(config) if config else wd.config_file)
     chosen = settings.enabled_agencies(agencies)
 
@@ -111,5 +128,7 @@ def stock_batch(
         targets={a: u.target or str(wd.outbox(a)) for a, u in uploads.items()},
         zip_path=str(packed.zip_path) if packed.zip_path else None,
     )
-    create_markdown_artifact(summary_markdown(summary), key="batch-summary", description="stock-batch summary")
+    publish_batch(summary)
+    publish_dead_letters(wd)
+    events.batch_finished(summary)
     return Completed(message=summary.headline(), data=summary.model_dump())

@@ -24,9 +24,12 @@ from __future__ import annotations
 import time
 
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.logging import get_run_logger
 
-from tasks.dead_letter import DeadLetterStore, ParkedJob, format_age
+from tasks.dead_letter import ParkedJob, format_age, open_store
+from tasks.failures import StoreUnavailable
 from tasks.report import BatchSummary, summary_markdown
+from tasks.workdir import Workdir
 
 BATCH_SUMMARY = "batch-summary"
 BATCH_COUNTS = "batch-counts"
@@ -82,9 +85,17 @@ def publish_batch(summary: BatchSummary) -> None:
     create_table_artifact(batch_rows(summary), key=BATCH_COUNTS, description=f"stock-batch: {summary.headline()}")
 
 
-def publish_dead_letters(store: DeadLetterStore) -> int:
-    """The ``dead-letter-jobs`` table of every parked job (an empty table says "nothing parked"); returns the count."""
-    jobs = store.list(status="parked", limit=MAX_DEAD_LETTER_ROWS)
+def publish_dead_letters(wd: Workdir) -> int | None:
+    """The ``dead-letter-jobs`` table of every parked job (an empty table says "nothing parked").
+
+    Returns the number of rows; None, with a warning in the log, when the store cannot be read
+    (the run goes on: the table is a view, the store is the truth).
+    """
+    try:
+        jobs = open_store(wd).list(status="parked", limit=MAX_DEAD_LETTER_ROWS)
+    except StoreUnavailable as exc:
+        get_run_logger().warning("dead-letter table not published: %s", exc.message)
+        return None
     create_table_artifact(dead_letter_rows(jobs), key=DEAD_LETTER_JOBS,
                           description=f"{len(jobs)} parked describe job(s); replay with `microstock replay --apply`")
     return len(jobs)
