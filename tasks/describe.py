@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -45,12 +44,14 @@ from prefect.futures import PrefectFuture, as_completed
 from prefect.logging import get_run_logger
 from prefect.utilities.math import lower_clamp_multiple
 
+from tasks import events
 from tasks.assets import Asset, list_assets
 from tasks.config import Settings, gemini_api_key
 from tasks.dead_letter import DeadLetterStore, ParkedJob, open_store, parked_error_class, redact
 from tasks.describers.base import Describer
 from tasks.describers.offline import OfflineDescriber
 from tasks.failures import RateLimited, StageStopped, StoreUnavailable, TransientError
+from tasks.files import sha256_file
 from tasks.metadata import Metadata, read_sidecar, write_sidecar
 from tasks.progress import StageProgress
 from tasks.ratelimit import RateLimiter, shared_limiter
@@ -152,8 +153,8 @@ class DescribeRun:
         return payload
 
     def park(self, asset: Asset, exc: BaseException, attempts: int, task_run_id: str | None) -> ParkedJob:
-        """Park the asset's job under the class of ``exc``."""
-        return self.store.park(
+        """Park the asset's job under the class of ``exc``, and emit ``microstock.job.parked``."""
+        job = self.store.park(
             asset.asset_id,
             payload=self.payload(asset),
             model=self.model,
@@ -163,6 +164,8 @@ class DescribeRun:
             asset_name=asset.name,
             task_run_id=task_run_id,
         )
+        events.job_parked(asset.asset_id, asset.name, job.error_class, job.attempts, job.model)
+        return job
 
 
 def select_describer(settings: Settings) -> Describer:
@@ -402,77 +405,106 @@ def describe_assets(wd: Workdir, settings: Settings, assets: list[Asset]) -> Des
 
 @dataclass
 class ReplayReport:
-    """What a replay did: the original design's four numbers, plus the assets it recovered."""
+    """What a replay did: the original design's four numbers, plus what became of each job."""
 
     scanned: int = 0
     recovered: int = 0
     still_failing: int = 0
     dry_run: bool = True
+    #: Names of the assets described by this replay (they go on to CSVs, pack and upload).
     recovered_assets: list[str] = field(default_factory=list)
+    #: asset name (or job id) → why it is still parked.
+    failing: dict[str, str] = field(default_factory=dict)
+    #: Why the replay stopped calling the describer, if it did.
     stopped: str | None = None
 
-    def counts(self) -> dict[str, Any]:
-        return {"scanned": self.scanned, "recovered": self.recovered,
-                "still_failing": self.still_failing, "dry_run": self.dry_run}
+    def headline(self) -> str:
+        if self.dry_run:
+            return f"dry run: {self.scanned} parked job(s) would be replayed"
+        return f"{self.scanned} replayed · {self.recovered} recovered · {self.still_failing} still failing"
 
 
-def _find_asset(wd: Workdir, job: ParkedJob) -> Asset | None:
-    """The job's asset: by name when its content is unchanged, else any asset with the same content."""
-    name = str(job.payload.get("asset") or job.asset_name)
-    assets = list_assets(wd.assets)
-    by_name = next((a for a in assets if a.name == name and a.asset_id == job.job_id), None)
-    return by_name or next((a for a in assets if a.asset_id == job.job_id), None)
+def dry_run_line(job: ParkedJob) -> str:
+    """The original design's dry-run line, with the asset and the attempts so far."""
+    return f"[dry-run] would replay {job.job_id} ({job.error_class}) {job.asset_name}, {job.attempts} attempt(s) so far"
 
 
-def new_claimant() -> str:
-    """A name unique to one replay (its claims carry it)."""
-    return f"replay-{uuid.uuid4().hex[:12]}"
+class _AssetFinder:
+    """Finds a parked job's image: by its recorded name, else by content (the file was renamed)."""
+
+    def __init__(self, wd: Workdir) -> None:
+        self.wd = wd
+        self._by_id: dict[str, Asset] | None = None
+
+    def find(self, job: ParkedJob) -> Asset | None:
+        path = self.wd.assets / (job.asset_name or str(job.payload.get("asset", "")))
+        if path.name and path.is_file() and sha256_file(path) == job.job_id:
+            return Asset(name=path.name, asset_id=job.job_id, path=path)
+        if self._by_id is None:
+            self._by_id = {a.asset_id: a for a in list_assets(self.wd.assets)}
+        return self._by_id.get(job.job_id)
 
 
 def replay_jobs(wd: Workdir, settings: Settings, store: DeadLetterStore, claimant: str, jobs: list[ParkedJob]) -> ReplayReport:
-    """Run claimed jobs through the describe task again; settle each in the store.
+    """Run jobs claimed by ``claimant`` through the describe task again, with the same retry policy.
 
     A success writes the sidecar and marks the job ``recovered``; a failure
-    is parked again by the hook (attempts add up, ``last_seen`` and message
-    updated) and released; a job whose image is gone is released with that
-    message. Every job the claim took is released or recovered, whatever
-    happens to the others.
+    is parked again by the task's hook (attempts add up, ``last_seen``, class
+    and message updated) and released; a job whose image is gone is released
+    with that message. Every claimed job ends recovered or released, whatever
+    happens to the others (a released job with a claim that could not be
+    dropped is free again after ``CLAIM_TIMEOUT_S``).
     """
     logger = get_run_logger()
     report = ReplayReport(scanned=len(jobs), dry_run=False)
+    finder = _AssetFinder(wd)
     runnable: list[tuple[ParkedJob, Asset]] = []
-    for job in jobs:
-        asset = _find_asset(wd, job)
-        sidecar = read_sidecar(wd.sidecar(asset.name)) if asset else None
-        if asset is None:
+
+    def settle(job: ParkedJob, asset: Asset | None, outcome: Outcome | None, message: str | None = None) -> None:
+        label = asset.name if asset else (job.asset_name or job.job_id)
+        try:
+            if outcome is not None and outcome.status == "described":
+                if store.mark_recovered(job.job_id, claimant):
+                    events.job_recovered(job.job_id, label, job.attempts)
+                else:
+                    logger.warning("replay %s: described, but this replay no longer held the job", label)
+                report.recovered += 1
+                report.recovered_assets.append(label)
+                logger.info("replay %s: recovered", label)
+                return
             report.still_failing += 1
-            store.release(job.job_id, claimant, error_message=f"replay: the image {job.asset_name or job.job_id[:12]} "
-                                                             "is no longer in assets/ with this content")
-        elif sidecar is not None and sidecar.asset_id == job.job_id:
-            store.mark_recovered(job.job_id, claimant)
-            report.recovered += 1
-            report.recovered_assets.append(asset.name)
+            report.failing[label] = message or (outcome.detail if outcome else "not replayed")
+            store.release(job.job_id, claimant, error_message=message)
+            logger.warning("replay %s: still failing (%s)", label, report.failing[label])
+        except Exception as exc:  # one job's bookkeeping never stops the others
+            logger.error("replay %s: %s", label, redact(getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"))
+
+    for job in jobs:
+        try:
+            asset = finder.find(job)
+        except OSError as exc:
+            asset, message = None, f"replay: cannot read the image ({exc.strerror or exc})"
+        else:
+            message = None if asset else "replay: the image is no longer in assets/ with this content"
+        if asset is None:
+            settle(job, None, None, message)
+            continue
+        sidecar = read_sidecar(wd.sidecar(asset.name))
+        if sidecar is not None and sidecar.asset_id == job.job_id:  # described meanwhile (e.g. by hand)
+            settle(job, asset, Outcome(asset, "described"))
         else:
             runnable.append((job, asset))
     if not runnable:
         return report
     run = DescribeRun(wd, settings, select_describer(settings), store)
     try:
-        outcomes = describe_jobs(run, [a for _, a in runnable], settings.gemini.concurrency)
-    except Exception:
+        outcomes = describe_jobs(run, [asset for _, asset in runnable], settings.gemini.concurrency)
+    except BaseException:
         for job, _ in runnable:
             store.release(job.job_id, claimant)
         raise
     for (job, asset), outcome in zip(runnable, outcomes):
-        try:
-            if outcome.status == "described" and store.mark_recovered(job.job_id, claimant):
-                report.recovered += 1
-                report.recovered_assets.append(asset.name)
-                continue
-            report.still_failing += 1
-            store.release(job.job_id, claimant)
-        except StoreUnavailable as exc:
-            logger.error("replay %s: %s", asset.name, exc.message)
+        settle(job, asset, outcome)
     if run.gate.stopped is not None:
         report.stopped = run.gate.stopped.message
     return report

@@ -65,10 +65,12 @@ def make_assets(wd: Workdir, names: list[str]) -> list[Asset]:
 class Script:
     """Per-asset replies for the fake server, chosen by the colour of the image sent; records each call."""
 
-    def __init__(self, fake, assets: list[Asset]) -> None:
-        self.names = [a.name for a in assets]
-        self.replies: dict[str, deque] = {a.name: deque() for a in assets}
+    def __init__(self, fake, names: list[str]) -> None:
+        self.names = list(names)
+        self.replies: dict[str, deque] = {name: deque() for name in names}
         self.calls: dict[str, list[float]] = defaultdict(list)
+        #: The reply once an asset's own replies are used up.
+        self.fallback = lambda req: answer_json()
         self._lock = threading.Lock()
         fake.default = self
 
@@ -86,7 +88,7 @@ class Script:
         name = self.asset_of(req)
         with self._lock:
             self.calls[name].append(req.at)
-            item = self.replies[name].popleft() if self.replies[name] else answer_json()
+            item = self.replies[name].popleft() if self.replies[name] else self.fallback
         return item(req) if callable(item) else item
 
     def count(self, name: str) -> int:
@@ -143,7 +145,7 @@ def mixed_run(prefect_harness, tmp_path_factory):
     try:
         wd = Workdir(tmp_path_factory.mktemp("mixed")).prepare()
         assets = make_assets(wd, NAMES)
-        script = Script(fake, assets)
+        script = Script(fake, NAMES)
         script.set("flaky.jpg", error(503))
         script.set("down.jpg", error(503), error(500), error(503))
         script.set("dropped.jpg", drop(), drop(), drop())
@@ -227,7 +229,7 @@ def test_the_api_key_appears_nowhere(mixed_run):
 def test_retry_info_delay_is_honoured(prefect_harness, fake_gemini, gemini_key, tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
     assets = make_assets(wd, ["told.jpg", "untold.jpg"])
-    script = Script(fake_gemini, assets)
+    script = Script(fake_gemini, [a.name for a in assets])
     script.set("told.jpg", rate_limited("1.5s"))
     script.set("untold.jpg", rate_limited(None))
     _, report = run_describe(wd, fast_settings(), assets)
@@ -240,7 +242,7 @@ def test_retry_info_delay_is_honoured(prefect_harness, fake_gemini, gemini_key, 
 def test_rate_limits_that_never_end_park_as_exhausted_429(prefect_harness, fake_gemini, gemini_key, tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
     assets = make_assets(wd, ["busy.jpg"])
-    script = Script(fake_gemini, assets)
+    script = Script(fake_gemini, [a.name for a in assets])
     script.set("busy.jpg", rate_limited("0.2s"), rate_limited("0.2s"))
     _, report = run_describe(wd, fast_settings(max_attempts=2), assets)
     assert report.parked == {"busy.jpg": "exhausted:429"}
@@ -252,7 +254,7 @@ def test_daily_quota_stops_the_stage_after_the_first_call(prefect_harness, fake_
     wd = Workdir(tmp_path / "w").prepare()
     names = [f"q{i}.jpg" for i in range(6)]
     assets = make_assets(wd, names)
-    script = Script(fake_gemini, assets)
+    script = Script(fake_gemini, [a.name for a in assets])
     for name in names:
         script.set(name, daily_quota())
     state, report = run_describe(wd, fast_settings(concurrency=1), assets)
@@ -293,7 +295,7 @@ def test_the_flow_parks_a_failed_job_when_the_hook_could_not(prefect_harness, fa
     monkeypatch.setattr(describe_module.describe_asset, "on_failure_hooks", [broken_hook])
     wd = Workdir(tmp_path / "w").prepare()
     assets = make_assets(wd, ["a.jpg", "b.jpg"])
-    script = Script(fake_gemini, assets)
+    script = Script(fake_gemini, [a.name for a in assets])
     script.set("a.jpg", error(503), error(503), error(503))
     script.set("b.jpg", finished("IMAGE_SAFETY"))
     _, report = run_describe(wd, fast_settings(), assets)
@@ -313,7 +315,7 @@ def test_a_locked_store_leaves_the_job_pending_and_the_others_go_on(prefect_harn
         holder.execute("BEGIN IMMEDIATE")
         return error(400, "bad request")
 
-    script = Script(fake_gemini, assets)
+    script = Script(fake_gemini, [a.name for a in assets])
     script.set("doomed.jpg", lock_then_refuse)
     try:
         state, report = run_describe(wd, fast_settings(concurrency=1), assets)
