@@ -219,6 +219,9 @@ _ROUTE = re.compile(r"^/(v1|v1beta)/models/[^/:?]+:generateContent(\?.*)?$")
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    #: Headers and body go out in two writes; with Nagle on, the body waits for the client's
+    #: delayed ACK (≈ 40 ms per reply), which no real endpoint adds.
+    disable_nagle_algorithm = True
     server: "_Server"
 
     def log_message(self, format, *args):  # keep test output quiet
