@@ -16,6 +16,7 @@ profile's creation date is fixed). Pillow errors become BadInput through
 from __future__ import annotations
 
 import struct
+import threading
 from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
@@ -50,6 +51,10 @@ _IFD0_DROP = {0x0100, 0x0101, 0x0102, 0x0103, 0x0106, 0x0111, ORIENTATION, 0x011
 _ALPHA_MODES = {"RGBA", "RGBa", "LA", "La", "PA"}
 _ICC_SPACE = {"RGB": "RGB ", "CMYK": "CMYK", "L": "GRAY"}
 _MAX_EXIF = 65533  # what one JPEG APP1 segment holds
+#: One full-size image decoded at a time in this process (≈ 150 MB for 24 MP
+#: while it is rotated and encoded); previews and kept-pixel files, which
+#: need a few MB, go on in parallel. Keeps packing under 300 MB (docs/BENCHMARKS.md).
+_FULL_SIZE = threading.BoundedSemaphore(1)
 
 
 # --- colour --------------------------------------------------------------------------
@@ -172,8 +177,9 @@ def _keeps_pixels(im: Image.Image, orientation: int) -> bool:
 
 def _encode(im: Image.Image, quality: int, exif: bytes = b"", *, full: bool = False) -> bytes:
     buf = BytesIO()
-    # Upload-ready files: 4:4:4 chroma and optimised Huffman tables; previews: defaults.
-    extra = {"subsampling": 0, "optimize": True} if full else {}
+    # Upload-ready files keep full chroma (4:4:4); previews use the default 4:2:0.
+    # No optimize=True: libjpeg would then hold every DCT coefficient (≈ 144 MB at 24 MP).
+    extra = {"subsampling": 0} if full else {}
     im.save(buf, "JPEG", quality=quality, icc_profile=SRGB_ICC, exif=exif, **extra)
     return buf.getvalue()
 
@@ -188,12 +194,15 @@ def ready_jpeg(path: Path, settings: PackSettings) -> ReadyImage:
             if exif_bytes:
                 meta.insert(0, exif_segment(exif_bytes))
             return ReadyImage(replace_metadata(path.read_bytes(), meta), im.width, im.height, reencoded=False)
-        im.load()
-        ImageOps.exif_transpose(im, in_place=True)
-        exif_bytes = clean_exif(im.getexif(), im.size, settings.strip_location)
-        rgb = to_srgb(im)
-    return ReadyImage(_encode(rgb, settings.jpeg_quality, exif_bytes, full=True), rgb.width, rgb.height,
-                      reencoded=True)
+        with _FULL_SIZE:
+            im.load()
+            ImageOps.exif_transpose(im, in_place=True)
+            exif_bytes = clean_exif(im.getexif(), im.size, settings.strip_location)
+            rgb = to_srgb(im)
+            if rgb is not im:
+                im.close()  # frees the source pixels before the encode
+            jpeg = _encode(rgb, settings.jpeg_quality, exif_bytes, full=True)
+            return ReadyImage(jpeg, rgb.width, rgb.height, reencoded=True)
 
 
 def fit(size: tuple[int, int], long_side: int) -> tuple[int, int]:
