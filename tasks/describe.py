@@ -9,10 +9,12 @@ task run (``describe-<asset name>``), submitted at most
 What happens to a failure depends only on its :mod:`tasks.failures` class:
 
 * TransientError — Prefect retries it (``retries`` = ``max_attempts - 1``,
-  capped exponential backoff with jitter). A RateLimited that carries
-  RetryInfo is retried no sooner than the service asked: the task sleeps the
-  part of ``retry_after`` that Prefect's shortest possible retry delay would
-  not cover, then re-raises (the wait shows in the task's log).
+  capped exponential backoff with jitter). A RateLimited is retried no
+  sooner than the service asked: the gate reports it to the shared rate
+  limiter, which holds back every Gemini call of the process, this job's
+  retry included, for ``retry_after`` (RetryInfo's ``retryDelay``; else
+  ``gemini.retry_delay_s``). One mechanism for the whole process, rather
+  than a per-task sleep that other callers would not see.
 * PermanentError, BadInput, anything unexpected — no retry.
 * StageStopped (daily quota, refused key) — no retry, not parked: the
   :class:`DescriberGate` closes, no further call is made this run, the
@@ -33,7 +35,6 @@ replay flow.
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -42,11 +43,10 @@ from prefect.cache_policies import NO_CACHE
 from prefect.context import TaskRunContext
 from prefect.futures import PrefectFuture, as_completed
 from prefect.logging import get_run_logger
-from prefect.utilities.math import lower_clamp_multiple
 
 from tasks import events
 from tasks.assets import Asset, list_assets
-from tasks.config import Settings, gemini_api_key
+from tasks.config import Settings
 from tasks.dead_letter import DeadLetterStore, ParkedJob, open_store, parked_error_class, redact
 from tasks.describers.base import Describer
 from tasks.describers.offline import OfflineDescriber
@@ -55,6 +55,7 @@ from tasks.files import sha256_file
 from tasks.metadata import Metadata, read_sidecar, write_sidecar
 from tasks.progress import StageProgress
 from tasks.ratelimit import RateLimiter, shared_limiter
+from tasks.secrets import gemini_key
 from tasks.workdir import Workdir
 
 #: The seed's backoff: first delay doubling per retry, capped at 30 s.
@@ -114,9 +115,11 @@ class DescriberGate:
 class DescribeRun:
     """What the describe tasks of one stage run share (passed to every task, never serialized)."""
 
-    def __init__(self, wd: Workdir, settings: Settings, describer: Describer, store: DeadLetterStore) -> None:
+    def __init__(self, wd: Workdir, settings: Settings, describer: Describer, store: DeadLetterStore,
+                 secret: str | None = None) -> None:
         self.wd = wd
         self.settings = settings
+        self._secret = secret
         gemini = settings.gemini
         limiter = (shared_limiter(gemini.model, gemini.requests_per_minute, gemini.concurrency)
                    if describer.name.startswith("gemini:") else None)
@@ -152,6 +155,11 @@ class DescribeRun:
             payload["image_max_px"] = SEND_MAX_PX
         return payload
 
+    def redact(self, text: str) -> str:
+        """``text`` without the key this run uses (from the environment or a Secret block)."""
+        text = redact(text)
+        return text.replace(self._secret, "***") if self._secret else text
+
     def park(self, asset: Asset, exc: BaseException, attempts: int, task_run_id: str | None) -> ParkedJob:
         """Park the asset's job under the class of ``exc``, and emit ``microstock.job.parked``."""
         job = self.store.park(
@@ -159,7 +167,7 @@ class DescribeRun:
             payload=self.payload(asset),
             model=self.model,
             error_class=parked_error_class(exc),
-            error_message=redact(str(exc) or type(exc).__name__),
+            error_message=self.redact(str(exc) or type(exc).__name__),
             attempts=attempts,
             asset_name=asset.name,
             task_run_id=task_run_id,
@@ -168,14 +176,19 @@ class DescribeRun:
         return job
 
 
-def select_describer(settings: Settings) -> Describer:
-    """Gemini when a key is set, else the offline describer."""
-    key = gemini_api_key()
+def select_describer(settings: Settings, key: str | None) -> Describer:
+    """Gemini when there is a key, else the offline describer."""
     if key:
         from tasks.describers.gemini import GeminiDescriber
 
         return GeminiDescriber(settings.gemini, key)
     return OfflineDescriber()
+
+
+def new_run(wd: Workdir, settings: Settings, store: DeadLetterStore) -> DescribeRun:
+    """A describe run with the describer the key selects (``tasks.secrets.gemini_key``)."""
+    key = gemini_key()
+    return DescribeRun(wd, settings, select_describer(settings, key), store, secret=key)
 
 
 # --- the Prefect task, its retry condition and its hook ----------------------------------
@@ -207,23 +220,6 @@ def park_failed_job(task, task_run, state) -> None:
     logger.warning("parked %s as %s after %d attempt(s): %s", asset.name, job.error_class, task_run.run_count, job.error_message)
 
 
-def _wait_for_retry_after(exc: RateLimited) -> None:
-    """Sleep what Prefect's shortest next retry delay would leave of ``exc.retry_after``."""
-    ctx = TaskRunContext.get()
-    attempt, retries = ctx.task_run.run_count, ctx.task.retries
-    if not exc.retry_after or attempt > retries:
-        return
-    delays = ctx.task.retry_delay_seconds or [0]
-    nominal = delays[min(attempt - 1, len(delays) - 1)] if isinstance(delays, list) else float(delays)
-    jitter = ctx.task.retry_jitter_factor
-    shortest = nominal * lower_clamp_multiple(1 + jitter) if jitter else nominal
-    remainder = exc.retry_after - shortest
-    if remainder > 0:
-        get_run_logger().info("Gemini asked to wait %g s before retrying; waiting %.1f s here, then Prefect's backoff",
-                              exc.retry_after, remainder)
-        time.sleep(remainder)
-
-
 @task(
     name="describe",
     task_run_name="describe-{asset.name}",
@@ -241,11 +237,7 @@ def describe_asset(asset: Asset, run: DescribeRun) -> Metadata | None:
     if run.gate.stopped is not None:
         get_run_logger().info("not calling the describer for %s: the stage stopped (%s)", asset.name, run.gate.stopped.message)
         return None
-    try:
-        metadata = run.gate.describe(asset)
-    except RateLimited as exc:
-        _wait_for_retry_after(exc)
-        raise
+    metadata = run.gate.describe(asset)
     write_sidecar(run.wd.sidecar(asset.name), asset, metadata)
     return metadata
 
@@ -381,12 +373,11 @@ def describe_assets(wd: Workdir, settings: Settings, assets: list[Asset]) -> Des
         return report
     if not todo:
         return report
-    describer = select_describer(settings)
-    report.describer = describer.name
-    if describer.name == "offline":
-        logger.info("No GEMINI_API_KEY or GOOGLE_API_KEY: the offline describer writes metadata "
-                    "from each image's prompt, embedded metadata or file name.")
-    run = DescribeRun(wd, settings, describer, store)
+    run = new_run(wd, settings, store)
+    report.describer = run.gate.describer.name
+    if report.describer == "offline":
+        logger.info("No Gemini key (GEMINI_API_KEY, GOOGLE_API_KEY or the gemini-api-key Secret block): the offline "
+                    "describer writes metadata from each image's prompt, embedded metadata or file name.")
     for outcome in describe_jobs(run, todo, settings.gemini.concurrency):
         if outcome.status == "described":
             report.described.append(outcome.asset.name)
@@ -496,7 +487,7 @@ def replay_jobs(wd: Workdir, settings: Settings, store: DeadLetterStore, claiman
             runnable.append((job, asset))
     if not runnable:
         return report
-    run = DescribeRun(wd, settings, select_describer(settings), store)
+    run = new_run(wd, settings, store)
     try:
         outcomes = describe_jobs(run, [asset for _, asset in runnable], settings.gemini.concurrency)
     except BaseException:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections import defaultdict, deque
 from io import BytesIO
 from pathlib import Path
@@ -47,7 +48,7 @@ COLOURS = [
 
 
 def fast_settings(**gemini) -> Settings:
-    base = dict(max_attempts=3, retry_delay_s=0.05, timeout_s=1.5, concurrency=4)
+    base = dict(max_attempts=3, retry_delay_s=0.05, timeout_s=1.5, concurrency=4, requests_per_minute=6000)
     return Settings(gemini=GeminiSettings(**(base | gemini)))
 
 
@@ -228,15 +229,25 @@ def test_the_api_key_appears_nowhere(mixed_run):
 
 def test_retry_info_delay_is_honoured(prefect_harness, fake_gemini, gemini_key, tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
-    assets = make_assets(wd, ["told.jpg", "untold.jpg"])
+    assets = make_assets(wd, ["told.jpg", "other.jpg"])
     script = Script(fake_gemini, [a.name for a in assets])
     script.set("told.jpg", rate_limited("1.5s"))
+    script.set("other.jpg", lambda req: (time.sleep(0.3), answer_json())[1])  # in flight when told.jpg hears 429
+    _, report = run_describe(wd, fast_settings(concurrency=2), assets)
+    assert sorted(report.described) == ["other.jpg", "told.jpg"]
+    told = script.calls["told.jpg"]
+    assert len(told) == 2 and told[1] - told[0] >= 1.5
+    assert script.count("other.jpg") == 1
+
+
+def test_without_retry_info_the_short_backoff_applies(prefect_harness, fake_gemini, gemini_key, tmp_path):
+    wd = Workdir(tmp_path / "w").prepare()
+    assets = make_assets(wd, ["untold.jpg"])
+    script = Script(fake_gemini, [a.name for a in assets])
     script.set("untold.jpg", rate_limited(None))
     _, report = run_describe(wd, fast_settings(), assets)
-    assert sorted(report.described) == ["told.jpg", "untold.jpg"]
-    told, untold = script.calls["told.jpg"], script.calls["untold.jpg"]
-    assert len(told) == 2 and told[1] - told[0] >= 1.5
-    assert len(untold) == 2 and untold[1] - untold[0] < 1.0, "without RetryInfo the short backoff applies"
+    untold = script.calls["untold.jpg"]
+    assert report.described == ["untold.jpg"] and len(untold) == 2 and untold[1] - untold[0] < 1.0
 
 
 def test_rate_limits_that_never_end_park_as_exhausted_429(prefect_harness, fake_gemini, gemini_key, tmp_path):

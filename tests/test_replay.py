@@ -23,7 +23,7 @@ from tasks.workdir import Workdir
 from tests.fake_gemini import FAKE_KEY, FakeGemini, error, finished, slow
 from tests.test_describe_stage import COLOURS, Script, flow_run_logs
 
-FAST_CONFIG = "[gemini]\nmax_attempts = 2\nretry_delay_s = 0.05\ntimeout_s = 5\nconcurrency = 2\n"
+FAST_CONFIG = "[gemini]\nmax_attempts = 2\nretry_delay_s = 0.05\ntimeout_s = 5\nconcurrency = 2\nrequests_per_minute = 6000\n"
 
 
 @pytest.fixture
