@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import pyexiv2
 import pytest
 from PIL import Image
 
@@ -72,15 +73,22 @@ def test_second_run_repeats_nothing(generated_batch):
         assert len(csv_rows(wd.csv / f"{agency}.csv")[1]) == 3
 
 
-def _photo(path: Path, colour: str) -> None:
+def _photo(path: Path, colour: str, keywords: list[str] | None = None) -> None:
+    """A 4.3 MP photo; with ``keywords`` they are embedded as XMP, as a camera app or Lightroom would."""
     Image.new("RGB", (2400, 1800), colour).save(path, quality=80)
+    if keywords:
+        with pyexiv2.Image(str(path)) as img:
+            img.modify_xmp({"Xmp.dc.subject": keywords})
+
+
+KEYWORDS = ["field", "colour", "texture", "background", "plain", "surface"]
 
 
 def test_ingest_processes_only_new_images_and_rejects_bad_ones(prefect_harness, tmp_path):
     source = tmp_path / "photos"
     source.mkdir()
-    _photo(source / "red_barn.jpg", "red")
-    _photo(source / "blue_lake.jpg", "blue")
+    _photo(source / "red_barn.jpg", "red", KEYWORDS)
+    _photo(source / "blue_lake.jpg", "blue", KEYWORDS)
     (source / "empty.jpg").write_bytes(b"")
     (source / "notes.png").write_text("not an image")
     wd = Workdir(tmp_path / "work").prepare()
@@ -90,7 +98,7 @@ def test_ingest_processes_only_new_images_and_rejects_bad_ones(prefect_harness, 
     assert set(first["rejected"]) == {"empty.jpg", "notes.png"}
     assert "empty" in first["rejected"]["empty.jpg"]
 
-    _photo(source / "green_field.jpg", "green")
+    _photo(source / "green_field.jpg", "green", KEYWORDS)
     second = run_batch(wd, source=str(source))
     assert second["described_now"] == 1
     assert second["uploaded_now"] == {"adobe": 1, "vecteezy": 1, "dreamstime": 1}
@@ -100,10 +108,22 @@ def test_ingest_processes_only_new_images_and_rejects_bad_ones(prefect_harness, 
 def test_renamed_source_file_is_not_a_new_asset(prefect_harness, tmp_path):
     source = tmp_path / "photos"
     source.mkdir()
-    _photo(source / "a.jpg", "orange")
+    _photo(source / "a.jpg", "orange", KEYWORDS)
     wd = Workdir(tmp_path / "work").prepare()
     run_batch(wd, source=str(source), agencies=["adobe"])
     (source / "a.jpg").rename(source / "a_renamed.jpg")
     again = run_batch(wd, source=str(source), agencies=["adobe"])
     assert again["described_now"] == 0 and again["uploaded_now"] == {"adobe": 0}
     assert [p.name for p in wd.outbox("adobe").iterdir()] == ["a.jpg"]
+
+
+def test_an_asset_an_agency_refuses_is_skipped_there_only(prefect_harness, tmp_path):
+    source = tmp_path / "photos"
+    source.mkdir()
+    _photo(source / "two_words.jpg", "teal")  # the offline describer finds 2 keywords: Vecteezy wants 5
+    wd = Workdir(tmp_path / "work").prepare()
+    result = run_batch(wd, source=str(source))
+    assert result["uploaded_now"] == {"adobe": 1, "vecteezy": 0, "dreamstime": 1}
+    assert not wd.outbox("vecteezy").exists() or not any(wd.outbox("vecteezy").iterdir())
+    assert csv_rows(wd.csv / "vecteezy.csv")[1] == []
+    assert [r["Filename"] for r in csv_rows(wd.csv / "adobe.csv")[1]] == ["two_words.jpg"]
