@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from contextlib import contextmanager
+from enum import Enum
 from pathlib import Path
 from typing import Optional
 
@@ -121,6 +122,96 @@ def run(
     console.print(summary_table(summary))
     for line in skip_notes(summary):
         console.print(line, highlight=False)
+
+
+@app.command()
+def replay(
+    workdir: Optional[Path] = WorkdirOpt,
+    limit: int = typer.Option(20, "--limit", min=1, help="At most this many parked jobs, oldest first."),
+    error_class: Optional[str] = typer.Option(None, "--error-class",
+                                              help="Only error classes starting with this (exhausted, permanent:400, blocked …)."),
+    apply: bool = typer.Option(False, "--apply", help="Replay them; without it, only list what would be replayed."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's task logs on the terminal."),
+) -> None:
+    """Run the replay-dead-letters flow: list parked jobs (dry run), or --apply to replay them and publish the recovered."""
+    from tasks.failures import MicrostockError
+
+    wd_path = resolve_workdir(workdir)
+    prefect_env(wd_path, verbose)
+    from flows.replay import replay_dead_letters
+
+    with stage_bars(console):
+        state = replay_dead_letters(limit=limit, dry_run=not apply, error_class=error_class, workdir=str(wd_path),
+                                    return_state=True)
+    if not state.is_completed():
+        exc = state.result(raise_on_failure=False)
+        fail(exc.message if isinstance(exc, MicrostockError) else f"the replay failed: {state.message}", code=1)
+    result = state.result()
+    for line in result["would_replay"]:
+        typer.echo(line)
+    for name, why in sorted(result["failing"].items()):
+        typer.echo(f"still failing: {name}: {why}")
+    if result["stopped"]:
+        typer.echo(f"stopped: {result['stopped']}")
+    typer.echo(state.message)
+    if result["dry_run"] and result["scanned"]:
+        typer.echo("run again with --apply to replay them")
+
+
+dead_letter_app = typer.Typer(help="The dead-letter store: describe jobs parked for replay.", no_args_is_help=True)
+app.add_typer(dead_letter_app, name="dead-letter")
+
+
+class JobStatus(str, Enum):
+    parked = "parked"
+    recovered = "recovered"
+
+
+def open_dead_letters(workdir: Optional[Path]):
+    """The workdir's store, or None when it has none yet (nothing was ever parked)."""
+    from tasks.dead_letter import SQLiteDeadLetterStore
+    from tasks.failures import StoreUnavailable
+    from tasks.workdir import Workdir
+
+    path = Workdir(resolve_workdir(workdir)).dead_letter_db
+    if not path.exists():
+        return None
+    try:
+        return SQLiteDeadLetterStore(path)
+    except StoreUnavailable as exc:
+        fail(exc.message)
+
+
+@dead_letter_app.command("summary")
+def show_dead_letter_summary(workdir: Optional[Path] = WorkdirOpt) -> None:
+    """Parked jobs per error class and the oldest one's age: the daily dead-letter-summary flow's report."""
+    from tasks.dead_letter import Summary
+    from tasks.failures import StoreUnavailable
+
+    store = open_dead_letters(workdir)
+    try:
+        typer.echo((store.summary() if store else Summary()).text())
+    except StoreUnavailable as exc:
+        fail(exc.message)
+
+
+@dead_letter_app.command("list")
+def list_dead_letters(
+    workdir: Optional[Path] = WorkdirOpt,
+    status: Optional[JobStatus] = typer.Option(None, "--status", help="Only parked or only recovered jobs (default: both)."),
+) -> None:
+    """One line per job: job id, error class, attempts, first and last seen (UTC), status, asset."""
+    from tasks.failures import StoreUnavailable
+
+    store = open_dead_letters(workdir)
+    try:
+        jobs = store.list(status=status.value if status else None) if store else []
+    except StoreUnavailable as exc:
+        fail(exc.message)
+    for job in jobs:
+        typer.echo(job.line())
+    if not jobs:
+        err.print(f"no {status.value if status else ''} jobs in the dead-letter store".replace("  ", " "))
 
 
 def main() -> None:

@@ -55,9 +55,9 @@ def replay_dead_letters(
 
     if dry_run:
         jobs = store.list(status="parked", error_class=error_class, limit=limit)
-        for job in jobs:
-            logger.info(dry_run_line(job))
-        report = ReplayReport(scanned=len(jobs), dry_run=True)
+        report = ReplayReport(scanned=len(jobs), dry_run=True, would_replay=[dry_run_line(job) for job in jobs])
+        for line in report.would_replay:
+            logger.info(line)
     else:
         claimant = f"replay-{runtime.flow_run.id}"
         report = replay_jobs(wd, settings, store, claimant, store.claim(claimant, limit=limit, error_class=error_class))

@@ -61,6 +61,11 @@ class ParkedJob:
     claimed_by: str | None = None
     claimed_at: int | None = None
 
+    def line(self) -> str:
+        """One line for ``microstock dead-letter list``: job id, error class, attempts, first and last seen, status, asset."""
+        return (f"{self.job_id}  {self.error_class}  attempts={self.attempts}  first_seen={utc(self.first_seen)}"
+                f"  last_seen={utc(self.last_seen)}  {self.status}  {self.asset_name}")
+
 
 @dataclass(frozen=True)
 class Summary:
@@ -94,6 +99,11 @@ class Summary:
             out += ["", "See them with `microstock dead-letter list`; replay with `microstock replay` "
                         "(dry run) and `microstock replay --apply`."]
         return "\n".join(out)
+
+
+def utc(unix_seconds: float) -> str:
+    """``2026-11-30T06:51:44Z``."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(unix_seconds))
 
 
 def format_age(seconds: float) -> str:

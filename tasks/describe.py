@@ -408,6 +408,8 @@ class ReplayReport:
     failing: dict[str, str] = field(default_factory=dict)
     #: Why the replay stopped calling the describer, if it did.
     stopped: str | None = None
+    #: A dry run's list: one :func:`dry_run_line` per job it would replay.
+    would_replay: list[str] = field(default_factory=list)
 
     def headline(self) -> str:
         if self.dry_run:
