@@ -58,6 +58,9 @@ from tasks.transports.targets import open_transport
 from tasks.workdir import Workdir
 
 _MAX_DELAY_S = 30.0
+#: How long a partial remote file must stay unchanged before it counts as abandoned.
+SETTLE_S = 3.0
+_MAX_SETTLE_ROUNDS = 10
 
 #: Makes the (unconnected) transport of an agency; tests and tools may pass their own.
 Opener = Callable[[str, AgencySettings, Workdir], Transport]
@@ -100,11 +103,14 @@ def upload_agency(
     *,
     opener: Opener = open_transport,
     sleep: Callable[[float], None] = time.sleep,
+    settle_s: float = SETTLE_S,
 ) -> AgencyUpload:
     """Upload every item not yet in the ledger for ``agency``; record each only once confirmed.
 
-    Never raises for what happens to a file or to the agency's server: it is
-    all in the returned report.
+    A partial remote file is watched for ``settle_s`` (longer while it
+    grows) before it is replaced: a killed run's last file may still be
+    arriving from the kernel's buffers. Never raises for what happens to a
+    file or to the agency's server: it is all in the returned report.
     """
     settings = settings or AgencySettings()
     log = _logger()
@@ -124,7 +130,7 @@ def upload_agency(
             if result.already:
                 log.info("%s: %d already in the ledger", agency, len(result.already))
             if pending:
-                _AgencyRun(wd, agency, settings, ledger, opener, sleep, log, result).run(pending)
+                _AgencyRun(wd, agency, settings, ledger, opener, sleep, settle_s, log, result).run(pending)
     except MicrostockError as exc:  # the lock or the ledger itself
         result.stopped = exc.message
         result.not_tried = [i.name for i in items if i.name not in result.already]
@@ -135,10 +141,10 @@ def upload_agency(
 class _AgencyRun:
     """The pending files of one agency, sent by ``parallel_files`` workers over their own connections."""
 
-    def __init__(self, wd: Workdir, agency: str, settings: AgencySettings, ledger: Ledger,
-                 opener: Opener, sleep: Callable[[float], None], log, result: AgencyUpload) -> None:
+    def __init__(self, wd: Workdir, agency: str, settings: AgencySettings, ledger: Ledger, opener: Opener,
+                 sleep: Callable[[float], None], settle_s: float, log, result: AgencyUpload) -> None:
         self.wd, self.agency, self.settings, self.ledger = wd, agency, settings, ledger
-        self.opener, self.sleep, self.log, self.result = opener, sleep, log, result
+        self.opener, self.sleep, self.settle_s, self.log, self.result = opener, sleep, settle_s, log, result
         self.lock = threading.Lock()
         self.stop = threading.Event()
 
@@ -207,6 +213,8 @@ class _AgencyRun:
                 if not transport.connected:
                     self._connect(transport)
                 remote = transport.remote_size(item.name)
+                if remote is not None and remote < local_size:
+                    remote = self._settled_size(transport, item.name, remote)
                 if remote == local_size:
                     entry = self.ledger.record(self.agency, item.name, item.sha256, transport.remote_path(item.name))
                     self._note("reconciled", item, f"already on the server whole ({remote} bytes): "
@@ -234,6 +242,20 @@ class _AgencyRun:
             except PermanentError as exc:
                 self._fail(item, exc.message)
                 return
+
+    def _settled_size(self, transport: Transport, name: str, size: int) -> int | None:
+        """The size of a partial remote file once it stops growing (a dead run's bytes may still arrive)."""
+        for _ in range(_MAX_SETTLE_ROUNDS):
+            self.sleep(self.settle_s)
+            now = transport.remote_size(name)
+            if now == size:
+                return size
+            self.log.info("%s: %s is still arriving on the server (%s → %s bytes); waiting",
+                          self.agency, name, size, now)
+            size = now
+            if size is None:
+                return None
+        return size
 
     def _connect(self, transport: Transport) -> None:
         """Connect; a permanent refusal here (no such folder, ...) stops the agency."""

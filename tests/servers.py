@@ -11,9 +11,10 @@ faults set in their :class:`Faults`: replies instead of accepting a file
 (421, 452), a connection dropped mid-transfer, a full disk, a slow or stalled
 server, a wrong password.
 
-The FTP data handler reads a *reset* data connection as an aborted upload, as
-vsftpd and ProFTPD do; pyftpdlib on its own treats a reset like a normal
-close, i.e. as the end of the file.
+The FTP server behaves like vsftpd where pyftpdlib differs: a *reset* data
+connection is an aborted upload (pyftpdlib takes it for the end of the file),
+and an upload in flight ends by its own data connection, not when the control
+connection goes away (pyftpdlib aborts it then).
 """
 
 from __future__ import annotations
@@ -192,7 +193,8 @@ class _FaultsOnData:
             limit = ctl.current_drop
             if limit is not None and self.tot_bytes_received + len(chunk) >= limit:
                 ctl.current_drop = None
-                self.cmd_channel.close()  # the server goes away mid-transfer
+                self.cmd_channel.close()  # the server goes away mid-transfer: both connections die
+                self.close()
                 return b""
             if ctl.faults.rate:
                 time.sleep(len(chunk) / ctl.faults.rate)
@@ -247,6 +249,24 @@ class _FaultyCommands:
             return None
         ctl.current_drop = ctl.faults.pop("drop_after")
         return super().ftp_STOR(file, mode)
+
+    def close(self):
+        """Like vsftpd, an upload in flight ends on its own terms — end of file or reset —
+        not when the control connection goes (pyftpdlib alone aborts it then)."""
+        dtp = self.data_channel
+        if not self._closed and dtp is not None and dtp.receive and not dtp._closed:
+            self.data_channel = None
+        super().close()
+
+    def respond(self, resp, logfun=_log.debug):
+        if not self._closed:
+            super().respond(resp, logfun)
+
+    def _on_dtp_close(self):
+        if self._closed:
+            self.data_channel = None
+        else:
+            super()._on_dtp_close()
 
     def on_file_received(self, file):
         self.ctl.log.add(file, complete=True)

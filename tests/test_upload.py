@@ -91,7 +91,7 @@ def test_reconcile_records_a_file_already_on_the_server_without_sending_it(workd
     items = make_items(workdir, 3)
     ftp_server.file(items[0].name).write_bytes(items[0].path.read_bytes())  # whole
     ftp_server.file(items[1].name).write_bytes(items[1].path.read_bytes()[:5000])  # partial
-    report = upload_agency(workdir, "dreamstime", items, ftp_settings)
+    report = upload_agency(workdir, "dreamstime", items, ftp_settings, settle_s=0.05)
     assert report.reconciled == [items[0].name]
     assert sorted(report.uploaded) == [items[1].name, items[2].name]
     assert ftp_server.log.received(items[0].name) == []  # never sent again
@@ -114,10 +114,12 @@ def test_transient_faults_are_retried_on_a_fresh_connection(workdir, ftp_server,
     ftp_server.faults.drop_after = [0, 10_000]  # applied to the STORs that get through
     sleeps = Sleeps()
     settings = ftp_settings.model_copy(update={"attempts": 5, "retry_delay_s": 0.1})
-    report = upload_agency(workdir, "dreamstime", items, settings, sleep=sleeps)
+    report = upload_agency(workdir, "dreamstime", items, settings, sleep=sleeps, settle_s=0)
     assert sorted(report.uploaded) == [i.name for i in items] and report.failed == {}
-    assert len(sleeps) == 4 and all(0 < s <= 0.8 for s in sleeps)  # doubling with jitter
-    assert sleeps[1] > 0.1 * 0.5 * 2 - 1e-9
+    backoff = [s for s in sleeps if s]
+    assert len(backoff) == 4 and all(0.05 <= s <= 0.8 for s in backoff)  # doubling with jitter
+    assert backoff[3] >= 0.1 * 2 ** 3 * 0.5
+    assert sleeps.count(0) == 2  # the partial files left by the two drops were watched before replacing
     for item in items:
         assert len(ftp_server.log.received(item.name)) == 1
         assert ftp_server.file(item.name).read_bytes() == item.path.read_bytes()

@@ -175,11 +175,11 @@ def map_transport_errors(where: str, secret: str | None = None,
         raise StageStopped(say(f"the server's TLS certificate cannot be verified ({exc.verify_message}); "
                                "set trust_unknown_host = true to skip the check"), error_class="tls:certificate") from None
     except (TimeoutError, socket.timeout) as exc:
-        raise ServiceTimeout(say(f"no answer in time ({exc or 'timed out'})")) from None
+        raise ServiceTimeout(say(f"no answer in time ({str(exc) or 'timed out'})")) from None
     except ssl.SSLError as exc:
         raise NetworkError(say(f"TLS failure ({exc.reason or exc})"), error_class="network:tls") from None
     except (paramiko.SSHException, EOFError) as exc:
-        raise NetworkError(say(f"connection lost ({type(exc).__name__}: {exc or 'closed'})")) from None
+        raise NetworkError(say(f"connection lost ({type(exc).__name__}: {str(exc) or 'closed'})")) from None
     except NoValidConnectionsError as exc:
         raise NetworkError(say(f"connection failed ({exc.strerror})")) from None
     except socket.gaierror as exc:

@@ -2,9 +2,7 @@
 
 ``ftps://`` is explicit TLS (``AUTH TLS`` before the password is sent) with a
 protected data channel (``PROT P``); the certificate is verified against the
-system CAs unless the agency is set to ``trust_unknown_host``. The TLS
-session of the control connection is reused on the data connection, which
-servers such as vsftpd require.
+system CAs unless the agency is set to ``trust_unknown_host``.
 
 Files are stored under their final name, not a temporary one: agencies
 ingest what appears in their folder, and a rename after the fact can fail
@@ -14,11 +12,14 @@ docs/UPLOADS.md.
 A killed upload must not look finished. In FTP's stream mode the end of the
 file *is* the data connection closing, so a client that dies mid-transfer
 and closes normally (FIN) makes the server believe a truncated file was
-complete. The data socket therefore lingers with a zero timeout: any close
-that is not the end of a fully sent file — an exception, or the kernel
-closing the socket of a killed process — resets the connection (RST), which
-servers report as an aborted transfer. Only after the last byte is sent is
-the linger switched off, so the normal close says "end of file".
+complete. The data socket therefore lingers with a zero timeout from the
+moment it is opened: any close that is not the end of a fully sent file —
+an exception, or the kernel closing the socket of a killed process — resets
+the connection (RST), which servers report as an aborted transfer. Only
+after the last byte is handed to the kernel is the linger switched off, so
+the normal close says "end of file". (A kill in the microseconds between
+those two steps still resets a file whose bytes may all have arrived; see
+docs/UPLOADS.md.)
 """
 
 from __future__ import annotations
@@ -37,15 +38,41 @@ _RESET_ON_CLOSE = struct.pack("ii", 1, 0)
 _FIN_ON_CLOSE = struct.pack("ii", 0, 0)
 
 
-class _ReusingFTP_TLS(ftplib.FTP_TLS):
-    """FTP_TLS whose data connections resume the control connection's TLS session."""
+class _PassiveData:
+    """Passive data connections; for STOR one that resets on close from the moment it exists.
+
+    ftplib's own ``ntransfercmd`` sends STOR before handing the socket over:
+    a process killed in between would close it normally and leave an empty
+    file that looks complete. For FTPS, the data connection resumes the
+    control connection's TLS session, which servers such as vsftpd require.
+    """
 
     def ntransfercmd(self, cmd, rest=None):
-        conn, size = ftplib.FTP.ntransfercmd(self, cmd, rest)
-        if self._prot_p:
-            session = self.sock.session if isinstance(self.sock, ssl.SSLSocket) else None
-            conn = self.context.wrap_socket(conn, server_hostname=self.host, session=session)
-        return conn, size
+        host, port = self.makepasv()
+        conn = socket.create_connection((host, port), self.timeout, source_address=self.source_address)
+        try:
+            if cmd.startswith("STOR"):
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_ON_CLOSE)
+            resp = self.sendcmd(cmd)
+            if resp[0] == "2":  # some servers send a 2xx before the 1xx
+                resp = self.getresp()
+            if resp[0] != "1":
+                raise ftplib.error_reply(resp)
+            if isinstance(self, ftplib.FTP_TLS) and self._prot_p:
+                session = self.sock.session if isinstance(self.sock, ssl.SSLSocket) else None
+                conn = self.context.wrap_socket(conn, server_hostname=self.host, session=session)
+        except BaseException:
+            conn.close()
+            raise
+        return conn, None
+
+
+class _FTP(_PassiveData, ftplib.FTP):
+    pass
+
+
+class _FTPS(_PassiveData, ftplib.FTP_TLS):
+    pass
 
 
 class FtpTarget(Transport):
@@ -87,8 +114,7 @@ class FtpTarget(Transport):
         """Connect, switch to TLS first for ftps, log in, binary mode, change to the folder."""
         self.close()
         with map_transport_errors(self.display, self._password):
-            ftp = _ReusingFTP_TLS(context=self._context, timeout=self.timeout) if self.tls \
-                else ftplib.FTP(timeout=self.timeout)
+            ftp = _FTPS(context=self._context, timeout=self.timeout) if self.tls else _FTP(timeout=self.timeout)
             try:
                 ftp.connect(self.host, self.port)
                 if isinstance(ftp, ftplib.FTP_TLS):
@@ -163,9 +189,8 @@ class FtpTarget(Transport):
         size = local.stat().st_size
         with open(local, "rb") as src, map_transport_errors(self.display, self._password):
             ftp.voidcmd("TYPE I")  # binary, every time: a listing switches ftplib to ASCII
-            conn = ftp.transfercmd(f"STOR {name}")
+            conn = ftp.transfercmd(f"STOR {name}")  # resets on close until the last byte is handed over
             try:
-                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_ON_CLOSE)
                 while chunk := src.read(_BLOCK):
                     conn.sendall(chunk)
                 conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _FIN_ON_CLOSE)
