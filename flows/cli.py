@@ -125,6 +125,93 @@ def run(
 
 
 @app.command()
+def serve(
+    workdir: Optional[Path] = WorkdirOpt,
+    port: int = typer.Option(4200, "--port", help="Port of the local Prefect server (when PREFECT_API_URL is not set)."),
+    timezone: Optional[str] = typer.Option(None, "--timezone", help="Timezone of every schedule (IANA name), "
+                                                                   "instead of prefect.yaml's."),
+) -> None:
+    """Serve the deployments of prefect.yaml with their schedules, without a worker.
+
+    Without PREFECT_API_URL a local Prefect server (SQLite in <workdir>/.prefect, 127.0.0.1 only)
+    runs as long as this command does. SIGTERM or Ctrl-C stops both cleanly.
+    """
+    from tasks.deployments import serve_all
+    from tasks.workdir import Workdir
+
+    wd_path = resolve_workdir(workdir)
+    try:
+        Workdir(wd_path).prepare()
+        if timezone:
+            from zoneinfo import ZoneInfo
+
+            ZoneInfo(timezone)
+    except ConfigError as exc:
+        fail(exc.message)
+    except (ValueError, LookupError):
+        fail(f"unknown timezone {timezone!r} (use an IANA name such as Europe/Berlin)")
+    prefect_env(wd_path, verbose=True)
+    try:
+        serve_all(wd_path, port=port, timezone=timezone, say=lambda line: console.print(line, highlight=False))
+    except ConfigError as exc:
+        fail(exc.message)
+
+
+secrets_app = typer.Typer(help="The Gemini key and agency passwords as Prefect Secret blocks.", no_args_is_help=True)
+app.add_typer(secrets_app, name="secrets")
+
+
+def secret_names() -> list[str]:
+    from tasks.config import AGENCIES
+    from tasks.secrets import password_block_name
+
+    return ["gemini-api-key", *(password_block_name(a) for a in AGENCIES)]
+
+
+@secrets_app.command("set")
+def secrets_set(
+    name: str = typer.Argument(..., help="gemini-api-key, microstock-adobe-password, microstock-vecteezy-password "
+                                         "or microstock-dreamstime-password."),
+    workdir: Optional[Path] = WorkdirOpt,
+) -> None:
+    """Save a secret as a Prefect Secret block; the value comes from a hidden prompt, or stdin when piped."""
+    if name not in secret_names():
+        fail(f"unknown secret {name!r} (choose from {', '.join(secret_names())})")
+    if sys.stdin.isatty():
+        value = typer.prompt(f"{name}", hide_input=True, confirmation_prompt=True)
+    else:
+        value = sys.stdin.read().strip()
+    if not value:
+        fail("empty value: nothing saved")
+    wd_path = resolve_workdir(workdir)
+    prefect_env(wd_path)
+    from prefect.blocks.system import Secret
+
+    Secret(value=value).save(name, overwrite=True)
+    where = os.environ.get("PREFECT_API_URL") or f"the local Prefect database in {os.environ['PREFECT_HOME']}"
+    console.print(f"saved Prefect Secret block {name!r} on {where}", highlight=False)
+
+
+@secrets_app.command("list")
+def secrets_list(workdir: Optional[Path] = WorkdirOpt) -> None:
+    """Which secrets are set, in the environment and as Secret blocks (never their values)."""
+    from rich.table import Table
+
+    wd_path = resolve_workdir(workdir)
+    prefect_env(wd_path)
+    from tasks.secrets import password_env_var, secret_block
+
+    table = Table("secret block", "block", "environment variable")
+    for name in secret_names():
+        env_vars = (["GOOGLE_API_KEY", "GEMINI_API_KEY"] if name == "gemini-api-key"
+                    else [password_env_var(name.removeprefix("microstock-").removesuffix("-password"))])
+        env_set = [v for v in env_vars if os.environ.get(v)]
+        table.add_row(name, "set" if secret_block(name) else "—",
+                      ", ".join(f"{v} set" for v in env_set) or f"{' / '.join(env_vars)} not set")
+    console.print(table)
+
+
+@app.command()
 def replay(
     workdir: Optional[Path] = WorkdirOpt,
     limit: int = typer.Option(20, "--limit", min=1, help="At most this many parked jobs, oldest first."),

@@ -17,7 +17,7 @@ from pydantic import Field
 
 from tasks import events
 from tasks.assets import Gathered, gather, image_maker, prompts_from
-from tasks.artifacts import publish_batch, publish_dead_letters
+from tasks.artifacts import publish_batch, publish_dead_letters, publish_validation
 from tasks.config import AgencyName, AgencySettings, Settings, load_settings
 from tasks.describe import describe_assets
 from tasks.metadata_csv import CsvReport, described_sidecars, write_agency_csvs
@@ -42,7 +42,9 @@ def assets_stage(wd: Workdir, settings: Settings, count: int, source: str | None
 
 @task(name="csv", tags=["csv"], cache_policy=NO_CACHE)
 def csv_stage(wd: Workdir, agencies: list[str], settings: Settings) -> CsvReport:
-    return write_agency_csvs(wd, agencies, settings)
+    report = write_agency_csvs(wd, agencies, settings)
+    publish_validation(report)
+    return report
 
 
 @task(name="pack", tags=["pack"], cache_policy=NO_CACHE)

@@ -10,11 +10,11 @@ key                               type      what
 ``batch-summary``                 markdown  the run's headline, counts and paths to the CSVs, ZIP, targets
 ``batch-counts``                  table     assets, described, parked, pending, rejected, tokens, per agency
 ``dead-letter-jobs``              table     every parked job: asset, error class, attempts, first/last seen
+``csv-validation``                markdown  rows per agency CSV, automatic fixes, assets skipped and the rule
 ``progress-<stage>``              progress  made by :mod:`tasks.progress` while a stage runs
 ================================  ========  ==============================================
 
-The dead-letter summary (``dead-letter-summary``) and the CSV validation
-report are published by the flows that produce them. Nothing here shows an
+The daily ``dead-letter-summary`` markdown is published by its flow. Nothing here shows an
 error message beyond what the dead-letter store already holds (redacted),
 and never a password or key.
 """
@@ -28,12 +28,14 @@ from prefect.logging import get_run_logger
 
 from tasks.dead_letter import ParkedJob, format_age, open_store
 from tasks.failures import StoreUnavailable
+from tasks.metadata_csv import CsvReport, validation_markdown
 from tasks.report import BatchSummary, summary_markdown
 from tasks.workdir import Workdir
 
 BATCH_SUMMARY = "batch-summary"
 BATCH_COUNTS = "batch-counts"
 DEAD_LETTER_JOBS = "dead-letter-jobs"
+CSV_VALIDATION = "csv-validation"
 
 #: At most this many parked jobs in the table (the CLI lists them all).
 MAX_DEAD_LETTER_ROWS = 500
@@ -83,6 +85,13 @@ def publish_batch(summary: BatchSummary) -> None:
     create_markdown_artifact(summary_markdown(summary), key=BATCH_SUMMARY,
                              description=f"stock-batch: {summary.headline()}")
     create_table_artifact(batch_rows(summary), key=BATCH_COUNTS, description=f"stock-batch: {summary.headline()}")
+
+
+def publish_validation(report: CsvReport) -> None:
+    """The ``csv-validation`` markdown of one CSV stage (tasks.metadata_csv renders it)."""
+    skipped = sum(1 for p in report.problems if p.asset)
+    create_markdown_artifact(validation_markdown(report), key=CSV_VALIDATION,
+                             description=f"agency CSVs: {skipped} asset/agency pair(s) skipped")
 
 
 def publish_dead_letters(wd: Workdir) -> int | None:
