@@ -301,6 +301,87 @@ def list_dead_letters(
         err.print(f"no {status.value if status else ''} jobs in the dead-letter store".replace("  ", " "))
 
 
+ledger_app = typer.Typer(help="The upload ledger: what is uploaded, what is pending.", no_args_is_help=True)
+app.add_typer(ledger_app, name="ledger")
+
+
+def ledger_agencies(workdir: Path, only: Optional[str]) -> list[str]:
+    """The enabled agencies of the workdir's config (or just ``only``); fails with the config's reason."""
+    from tasks.config import load_settings
+    from tasks.workdir import Workdir
+
+    try:
+        return load_settings(Workdir(workdir).config_file).enabled_agencies([only] if only else None)
+    except ConfigError as exc:
+        fail(exc.message)
+
+
+def warn_ledger_problems(state) -> None:
+    for number, reason in state.problems:
+        err.print(f"uploads.ledger line {number}: {reason}", highlight=False, soft_wrap=True)
+
+
+@ledger_app.command("pending")
+def ledger_pending(
+    agency: Optional[str] = typer.Option(None, "--agency", help="Only this agency."),
+    workdir: Optional[Path] = WorkdirOpt,
+) -> None:
+    """What the next run uploads: one line per agency and file (described, packed, not in the ledger)."""
+    from tasks.upload import ledger_overview
+    from tasks.workdir import Workdir
+
+    wd_path = resolve_workdir(workdir)
+    rows, state = ledger_overview(Workdir(wd_path), ledger_agencies(wd_path, agency))
+    warn_ledger_problems(state)
+    for row in rows:
+        for item in row.pending:
+            typer.echo(f"{row.agency}\t{item.name}")
+    if not any(row.pending for row in rows):
+        err.print("nothing pending")
+
+
+@ledger_app.command("done")
+def ledger_done(
+    agency: str = typer.Argument(..., help="adobe, vecteezy or dreamstime."),
+    file: str = typer.Argument(..., help="The asset's file name (assets/) or its upload-ready name (packs/ready/)."),
+    workdir: Optional[Path] = WorkdirOpt,
+) -> None:
+    """Record by hand that FILE is uploaded to AGENCY (the key is the SHA-256 of its source image)."""
+    from tasks.config import AGENCIES
+    from tasks.failures import BadInput, StoreUnavailable
+    from tasks.upload import mark_done
+    from tasks.workdir import Workdir
+
+    if agency not in AGENCIES:
+        fail(f"unknown agency {agency!r} (choose from {', '.join(AGENCIES)})")
+    try:
+        entry = mark_done(Workdir(resolve_workdir(workdir)), agency, file)
+    except (BadInput, StoreUnavailable) as exc:
+        fail(exc.message)
+    if entry is None:
+        console.print(f"{file} is already recorded as uploaded to {agency}: nothing added", highlight=False)
+    else:
+        console.print(f"recorded {entry.filename} as uploaded to {agency} (sha256 {entry.sha256[:12]}…)",
+                      highlight=False)
+
+
+@ledger_app.command("status")
+def ledger_status(workdir: Optional[Path] = WorkdirOpt) -> None:
+    """Uploads done and pending per agency."""
+    from rich.table import Table
+
+    from tasks.upload import ledger_overview
+    from tasks.workdir import Workdir
+
+    wd_path = resolve_workdir(workdir)
+    rows, state = ledger_overview(Workdir(wd_path), ledger_agencies(wd_path, None))
+    table = Table("agency", "done", "pending", "held back", title=f"uploads.ledger · {wd_path}", title_justify="left")
+    for row in rows:
+        table.add_row(row.agency, str(row.done), str(len(row.pending)), str(len(row.held_back)))
+    console.print(table)
+    warn_ledger_problems(state)
+
+
 def main() -> None:
     """Console-script entry point."""
     try:

@@ -75,8 +75,10 @@ def publish_described(wd: Workdir, settings: Settings, chosen: list[str]) -> Pub
     packed = pack_stage(wd, settings, chosen)
 
     sha = {s.name: s.asset_id for s in described_sidecars(wd)}
-    items = {agency: [UploadItem(ready_name(name), path, sha[name]) for name, path in packed.ready_for(agency).items()]
-             for agency in chosen}  # an asset held back for an agency is not sent there
+    # An asset goes to an agency only with a valid CSV row there and not held back by its image rules.
+    items = {agency: [UploadItem(ready_name(name), path, sha[name]) for name, path in packed.ready_for(agency).items()
+                      if csvs.accepted(agency, name)]
+             for agency in chosen}
     futures = {}
     for agency in chosen:
         with tags(agency):  # the UI filters task runs by agency

@@ -1,0 +1,98 @@
+"""`microstock ledger pending | done | status` on a real workdir (typer's runner, in process)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from typer.testing import CliRunner
+
+from flows.cli import app
+from tasks.assets import Asset
+from tasks.files import sha256_file
+from tasks.ledger import Ledger
+from tasks.metadata import Metadata, write_sidecar
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def described(workdir):
+    """Four assets: three described and packed (one held back for adobe), one not yet described."""
+    ready = workdir.packs / "ready"
+    ready.mkdir(parents=True)
+    for i, name in enumerate(["sunset.jpg", "city.png", "dunes.jpg", "raw.jpg"]):
+        path = workdir.assets / name
+        path.write_bytes(os.urandom(3000 + i))
+        if name == "raw.jpg":
+            continue  # not described: never pending
+        asset = Asset(name=name, asset_id=sha256_file(path), path=path)
+        write_sidecar(workdir.sidecar(name), asset, Metadata(title=name, description=name, keywords=["x"]))
+        (ready / (path.stem + ".jpg")).write_bytes(b"packed " + name.encode())
+    (workdir.reports / "pack.json").write_text(json.dumps({"held_back": {"adobe": {"dunes.jpg": "too small"}}}))
+    return workdir
+
+
+def cli(workdir, *args):
+    return runner.invoke(app, ["ledger", *args, "--workdir", str(workdir.root)])
+
+
+def test_pending_lists_described_packed_files_per_agency(described):
+    result = cli(described, "pending")
+    assert result.exit_code == 0, result.output
+    lines = sorted(result.stdout.splitlines())
+    assert lines == sorted([
+        "adobe\tcity.jpg", "adobe\tsunset.jpg",  # dunes is held back for adobe
+        "vecteezy\tcity.jpg", "vecteezy\tdunes.jpg", "vecteezy\tsunset.jpg",
+        "dreamstime\tcity.jpg", "dreamstime\tdunes.jpg", "dreamstime\tsunset.jpg",
+    ])
+    only = cli(described, "pending", "--agency", "adobe")
+    assert sorted(only.stdout.splitlines()) == ["adobe\tcity.jpg", "adobe\tsunset.jpg"]
+
+
+def test_done_records_the_source_digest_and_pending_shrinks(described):
+    result = cli(described, "done", "adobe", "city.png")
+    assert result.exit_code == 0 and "recorded city.jpg as uploaded to adobe" in result.stdout
+    [entry] = Ledger(described.ledger).read().entries
+    assert (entry.agency, entry.filename) == ("adobe", "city.jpg")
+    assert entry.sha256 == sha256_file(described.assets / "city.png")  # the source image, not the packed file
+    assert "adobe\tcity.jpg" not in cli(described, "pending").stdout
+    again = cli(described, "done", "adobe", "city.jpg")  # by its upload-ready name: the same asset
+    assert again.exit_code == 0 and "already recorded" in again.stdout
+    assert len(Ledger(described.ledger).read().entries) == 1
+
+
+def test_done_refuses_unknown_files_and_agencies(described):
+    unknown = cli(described, "done", "adobe", "nothing.jpg")
+    assert unknown.exit_code == 2 and "nothing.jpg: not an asset in" in unknown.output
+    sidecar = cli(described, "done", "adobe", "sunset.json")
+    assert sidecar.exit_code == 2
+    agency = cli(described, "done", "shutterstock", "sunset.jpg")
+    assert agency.exit_code == 2 and "unknown agency 'shutterstock'" in agency.output
+    assert not described.ledger.exists()
+
+
+def test_status_table_counts_done_pending_and_held_back(described):
+    cli(described, "done", "vecteezy", "sunset.jpg")
+    cli(described, "done", "vecteezy", "dunes.jpg")
+    result = cli(described, "status")
+    assert result.exit_code == 0
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:5]]
+            for line in result.stdout.splitlines() if line.startswith("│")}
+    assert rows == {"adobe": ["0", "2", "1"], "vecteezy": ["2", "1", "0"], "dreamstime": ["0", "3", "0"]}
+
+
+def test_ledger_problems_are_reported_with_line_numbers(described):
+    described.ledger.write_text("# header\ngarbage line\n")
+    result = cli(described, "status")
+    assert result.exit_code == 0
+    assert "uploads.ledger line 2: expected 5 tab-separated fields" in result.stderr
+
+
+def test_status_follows_the_enabled_agencies(described):
+    described.config_file.write_text("[agencies.dreamstime]\nenabled = false\n")
+    result = cli(described, "status")
+    assert "dreamstime" not in result.stdout and "adobe" in result.stdout
+    bad = cli(described, "pending", "--agency", "istock")
+    assert bad.exit_code == 2 and "unknown agency 'istock'" in bad.output
