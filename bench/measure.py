@@ -1,0 +1,205 @@
+"""What the issue-8 benchmarks measure with: the machine, memory, Prefect's own record of a run, small assets.
+
+Every benchmark runs in a fresh process with its own ``PREFECT_HOME`` (the
+embedded default: an ephemeral Prefect server on SQLite), so figures of one
+do not leak into another.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from io import BytesIO
+from pathlib import Path
+
+from PIL import Image
+
+OUT = Path(__file__).resolve().parent / "out"
+
+
+def machine() -> str:
+    """One line: CPU model, cores, memory, OS, Python."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (f"{cpu}, {os.cpu_count()} cores, {mem_gb:.0f} GB RAM, {platform.system()} {platform.release()}, "
+            f"Python {platform.python_version()}")
+
+
+def prefect_env(home: Path) -> dict[str, str]:
+    """Environment for a child process on the embedded default, with its own Prefect home."""
+    env = dict(os.environ)
+    for key in ("PREFECT_API_URL", "GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL"):
+        env.pop(key, None)
+    env.update(PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false",
+               PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="180", PREFECT_LOGGING_LEVEL="WARNING")
+    return env
+
+
+# --- memory ------------------------------------------------------------------------------------
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set size so far (``getrusage``; Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            text = Path(f"/proc/{pid}/task/{tid}/children").read_text().split()
+            out.extend(int(c) for c in text)
+    except OSError:
+        pass
+    return out
+
+
+class ChildRssSampler:
+    """Samples the peak RSS of this process's descendants (the ephemeral Prefect server) every ``every`` s."""
+
+    def __init__(self, every: float = 0.25) -> None:
+        self.every = every
+        self.peak_kb = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+
+    def __enter__(self) -> "ChildRssSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        me = os.getpid()
+        while not self._stop.wait(self.every):
+            todo, total = _children(me), 0
+            while todo:
+                pid = todo.pop()
+                total += _rss_kb(pid)
+                todo.extend(_children(pid))
+            self.peak_kb = max(self.peak_kb, total)
+
+    @property
+    def peak_mb(self) -> float:
+        return self.peak_kb / 1024
+
+
+# --- Prefect's record of a flow run ---------------------------------------------------------------
+
+
+@dataclass
+class StageTimes:
+    """Per stage (task name before the first ``-``): wall span from first start to last end, and task-run count."""
+
+    span_s: dict[str, float] = field(default_factory=dict)
+    runs: dict[str, int] = field(default_factory=dict)
+    not_completed: int = 0
+    flow_s: float = 0.0
+    flow_state: str = ""
+
+
+def stage_times(flow_run_id) -> StageTimes:
+    """Read the flow run and its task runs back from the Prefect API (paged; works for thousands)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    out = StageTimes()
+    with get_client(sync_client=True) as client:
+        fr = client.read_flow_run(flow_run_id)
+        out.flow_state = fr.state.type.value if fr.state else ""
+        if fr.start_time and fr.end_time:
+            out.flow_s = (fr.end_time - fr.start_time).total_seconds()
+        spans: dict[str, list] = {}
+        offset = 0
+        while True:
+            page = client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[fr.id])), limit=200, offset=offset)
+            for tr in page:
+                stage = tr.name.split("-", 1)[0]
+                out.runs[stage] = out.runs.get(stage, 0) + 1
+                if tr.state is None or not tr.state.is_completed():
+                    out.not_completed += 1
+                if tr.start_time and tr.end_time:
+                    s = spans.setdefault(stage, [tr.start_time, tr.end_time])
+                    s[0], s[1] = min(s[0], tr.start_time), max(s[1], tr.end_time)
+            if len(page) < 200:
+                break
+            offset += 200
+        out.span_s = {k: (b - a).total_seconds() for k, (a, b) in spans.items()}
+    return out
+
+
+def latest_flow_run_id(flow_name: str):
+    """The id of the most recent run of ``flow_name`` in this Prefect home."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+    from prefect.client.schemas.sorting import FlowRunSort
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=[flow_name])),
+                                     sort=FlowRunSort.START_TIME_DESC, limit=1)
+    return runs[0].id
+
+
+# --- assets -----------------------------------------------------------------------------------------
+
+
+def tiny_jpeg(i: int, size: tuple[int, int] = (96, 64)) -> bytes:
+    """A small JPEG whose bytes differ for every ``i`` (so every asset has its own SHA-256)."""
+    im = Image.new("RGB", size, (i % 251, (i // 251) % 251, (i * 7) % 253))
+    im.putpixel((0, 0), (i & 255, (i >> 8) & 255, (i >> 16) & 255))
+    buf = BytesIO()
+    im.save(buf, "JPEG", quality=90)
+    return buf.getvalue()
+
+
+def write_tiny_assets(assets_dir: Path, n: int, prefix: str = "asset") -> list[Path]:
+    """``n`` tiny distinct JPEGs named ``<prefix>_00000.jpg`` … in ``assets_dir``."""
+    assets_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(n):
+        p = assets_dir / f"{prefix}_{i:05d}.jpg"
+        p.write_bytes(tiny_jpeg(i))
+        paths.append(p)
+    return paths
+
+
+def run_child(args: list[str], env: dict[str, str], log: Path, timeout: float) -> tuple[int, float, str]:
+    """Run a child process with output to ``log``; (exit code, wall seconds, the log's text)."""
+    t0 = time.perf_counter()
+    with log.open("wb") as fh:
+        rc = subprocess.run(args, env=env, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout).returncode
+    return rc, time.perf_counter() - t0, log.read_text(errors="replace")
+
+
+#: What a Prefect server in trouble says in a client's log (503s, SQLite lock, crashed runs).
+SERVER_TROUBLE = ("503", "Service Unavailable", "database is locked", "Crashed")
+
+
+def server_trouble(log_text: str) -> list[str]:
+    """Lines of a child's log that show server errors."""
+    return [line for line in log_text.splitlines() if any(s in line for s in SERVER_TROUBLE)]

@@ -1,0 +1,154 @@
+"""Benchmarks 2 and 3: orchestration overhead per asset and peak memory, for 100, 1,000 and 5,000 assets.
+
+    .venv/bin/python -m bench.scale                      # sizes 100 1000 5000
+    .venv/bin/python -m bench.scale --sizes 100 1000
+
+Each size runs the whole ``stock-batch`` flow once, in a fresh process on the
+embedded default (ephemeral Prefect server on SQLite, offline describer: zero
+model latency), over that many tiny distinct JPEGs placed in ``assets/``.
+Prefect's own record of the run gives each stage's wall time; the describe
+stage is one task run per asset (its retries and parking hook are why), the
+other stages are one task each (per agency for uploads).
+
+Reported per size: wall time of the whole process, the flow run and each
+stage; the describe stage per asset, the offline describer's own work per
+asset (describe + sidecar, timed bare in the same process), and the
+difference = Prefect's per-asset overhead; peak RSS of the flow process
+(``getrusage``) and of the ephemeral server process (sampled); whether any
+task run did not complete and any server trouble (503, locked database) in
+the log. Linear growth shows as a flat per-asset time across sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.measure import OUT, prefect_env, run_child, server_trouble
+
+SIZES = (100, 1000, 5000)
+
+
+def child(n: int, root: Path, out: Path) -> None:
+    """Runs inside the fresh process: make the assets, run the flow, read its record back, write JSON."""
+    from bench.measure import ChildRssSampler, peak_rss_mb, stage_times, write_tiny_assets
+
+    wd_root = root / "work"
+    paths = write_tiny_assets(wd_root / "assets", n)
+    rss_before = peak_rss_mb()
+
+    from flows.stock_batch import stock_batch
+
+    with ChildRssSampler() as server_rss:
+        t0 = time.perf_counter()
+        state = stock_batch(workdir=str(wd_root), count=0, return_state=True)
+        flow_call_s = time.perf_counter() - t0
+    rss_flow = peak_rss_mb()
+    times = stage_times(state.state_details.flow_run_id)
+    described = sum(1 for p in (wd_root / "assets").glob("*.json"))
+
+    # The describer's own work per asset, without Prefect: describe + write the sidecar.
+    from tasks.assets import Asset
+    from tasks.describers.offline import OfflineDescriber
+    from tasks.metadata import write_sidecar
+
+    sample = paths[: min(n, 300)]
+    bare_dir = root / "bare"
+    bare_dir.mkdir()
+    describer = OfflineDescriber()
+    t0 = time.perf_counter()
+    for p in sample:
+        asset = Asset(name=p.name, asset_id="0" * 64, path=p)
+        write_sidecar(bare_dir / f"{p.stem}.json", asset, describer.describe(asset))
+    bare_per_asset = (time.perf_counter() - t0) / len(sample)
+
+    out.write_text(json.dumps({
+        "assets": n,
+        "state": state.type.value,
+        "message": state.message,
+        "described": described,
+        "flow_call_s": flow_call_s,
+        "flow_run_s": times.flow_s,
+        "stage_s": times.span_s,
+        "task_runs": times.runs,
+        "task_runs_not_completed": times.not_completed,
+        "bare_describe_ms": bare_per_asset * 1000,
+        "peak_rss_mb_before_flow": rss_before,
+        "peak_rss_mb": rss_flow,
+        "server_peak_rss_mb": server_rss.peak_mb,
+    }))
+
+
+def measure(n: int, timeout: float = 3600) -> dict:
+    """One size in a fresh process; its figures, with the process's wall time and server trouble added."""
+    with tempfile.TemporaryDirectory(prefix=f"bench-scale-{n}-") as tmp:
+        root = Path(tmp)
+        out = root / "result.json"
+        rc, wall, log = run_child([sys.executable, "-m", "bench.scale", "--child", str(n), "--dir", tmp, "--out", str(out)],
+                                  prefect_env(root / "prefect"), root / "child.log", timeout)
+        result = json.loads(out.read_text()) if out.exists() else {"assets": n}
+        result.update(exit_code=rc, process_wall_s=wall, server_trouble=server_trouble(log)[:10])
+        if rc != 0:
+            result["log_tail"] = log[-3000:]
+    d = result.get("stage_s", {}).get("describe")
+    if d:
+        result["describe_ms_per_asset"] = 1000 * d / n
+        result["overhead_ms_per_asset"] = result["describe_ms_per_asset"] - result["bare_describe_ms"]
+    if result.get("flow_run_s"):
+        result["flow_ms_per_asset"] = 1000 * result["flow_run_s"] / n
+    return result
+
+
+def report(results: list[dict]) -> str:
+    """The figures as a markdown table, and the growth verdict."""
+    stages = ["assets", "describe", "csv", "pack", "upload"]
+    lines = ["| assets | process s | flow run s | " + " | ".join(f"{s} s" for s in stages)
+             + " | describe ms/asset | bare ms/asset | overhead ms/asset | flow ms/asset | peak RSS MB (flow) | peak RSS MB (server) | not completed | server errors |",
+             "|---:|---:|---:|" + "---:|" * len(stages) + "---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in results:
+        st = r.get("stage_s", {})
+        lines.append(
+            f"| {r['assets']:,} | {r.get('process_wall_s', 0):.1f} | {r.get('flow_run_s', 0):.1f} | "
+            + " | ".join(f"{st[s]:.1f}" if s in st else "–" for s in stages)
+            + f" | {r.get('describe_ms_per_asset', 0):.1f} | {r.get('bare_describe_ms', 0):.1f} | "
+            f"{r.get('overhead_ms_per_asset', 0):.1f} | {r.get('flow_ms_per_asset', 0):.1f} | "
+            f"{r.get('peak_rss_mb', 0):.0f} | {r.get('server_peak_rss_mb', 0):.0f} | "
+            f"{r.get('task_runs_not_completed', '?')} | {len(r.get('server_trouble', []))} |")
+    per = [(r["assets"], r["describe_ms_per_asset"]) for r in results if "describe_ms_per_asset" in r]
+    if len(per) >= 2:
+        (n0, a), (n1, b) = per[0], per[-1]
+        lines.append("")
+        lines.append(f"Describe time per asset at {n1:,} assets is {b / a:.2f}× that at {n0:,} "
+                     f"({'linear: flat per asset' if b / a < 1.5 else 'NOT linear: grows per asset'}).")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    ap = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
+    ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        child(args.child, args.dir, args.out)
+        return []
+    results = []
+    for n in args.sizes:
+        print(f"scale: {n:,} assets …", flush=True)
+        r = measure(n)
+        results.append(r)
+        print(f"  exit {r['exit_code']}, {r.get('state')}, {r.get('described')} described, "
+              f"process {r['process_wall_s']:.1f} s, peak RSS {r.get('peak_rss_mb', 0):.0f} MB", flush=True)
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "scale.json").write_text(json.dumps(results, indent=2))
+    print(report(results))
+    return results
+
+
+if __name__ == "__main__":
+    main()
