@@ -277,7 +277,10 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
             if progress.done % _SAVE_EVERY == 0:
                 _save_manifest(wd, manifest)
     _save_manifest(wd, manifest)
+    # Workers finish in any order; the report does not show it.
     report.ready = dict(sorted(report.ready.items()))
+    report.rejected = dict(sorted(report.rejected.items()))
+    report.held_back = {a: dict(sorted(held.items())) for a, held in sorted(report.held_back.items())}
     report.packed_now.sort()
     report.reused.sort()
     return report
