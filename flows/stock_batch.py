@@ -28,7 +28,7 @@ from tasks.upload import AgencyUpload, UploadItem, upload_agency
 from tasks.workdir import Workdir, default_workdir
 
 
-@task(name="assets", tags=["assets"], cache_policy=NO_CACHE)
+@task(name="assets", task_run_name="assets", tags=["assets"], cache_policy=NO_CACHE)
 def assets_stage(wd: Workdir, settings: Settings, count: int, source: str | None) -> Gathered:
     seed = settings.generate.seed
     gathered = gather(wd.assets, count, Path(source) if source else None, prompts_from(settings.generate.prompts),
@@ -40,19 +40,19 @@ def assets_stage(wd: Workdir, settings: Settings, count: int, source: str | None
     return gathered
 
 
-@task(name="csv", tags=["csv"], cache_policy=NO_CACHE)
+@task(name="csv", task_run_name="csv", tags=["csv"], cache_policy=NO_CACHE)
 def csv_stage(wd: Workdir, agencies: list[str], settings: Settings) -> CsvReport:
     report = write_agency_csvs(wd, agencies, settings)
     publish_validation(report)
     return report
 
 
-@task(name="pack", tags=["pack"], cache_policy=NO_CACHE)
+@task(name="pack", task_run_name="pack", tags=["pack"], cache_policy=NO_CACHE)
 def pack_stage(wd: Workdir, settings: Settings, agencies: list[str]) -> PackReport:
     return pack_batch(wd, settings.pack, described_sidecars(wd), agencies)
 
 
-@task(task_run_name="upload-{agency}", tags=["upload"], cache_policy=NO_CACHE)
+@task(name="upload", task_run_name="upload-{agency}", tags=["upload"], cache_policy=NO_CACHE)
 def upload_stage(wd: Workdir, agency: str, items: list[UploadItem], settings: AgencySettings) -> AgencyUpload:
     result = upload_agency(wd, agency, items, settings)
     events.upload_completed(agency, result.uploaded, already=len(result.already) + len(result.reconciled),

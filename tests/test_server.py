@@ -206,7 +206,7 @@ def test_batch_through_the_api_tells_the_story_in_names_tags_artifacts_and_event
     task_runs = api(url, "POST", "/task_runs/filter", {"flow_runs": {"id": {"any_": [run["id"]]}}})
     by_name = {t["name"]: t for t in task_runs}
     assert any(re.fullmatch(r"describe-.+\.jpg", n) for n in by_name), sorted(by_name)
-    assert {"upload-adobe", "upload-vecteezy"} <= set(by_name)
+    assert {"assets", "csv", "pack", "upload-adobe", "upload-vecteezy"} <= set(by_name)
     assert {"upload", "adobe"} <= set(by_name["upload-adobe"]["tags"])
     assert "describe" in next(t for n, t in by_name.items() if n.startswith("describe-"))["tags"]
 
