@@ -40,7 +40,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from pyftpdlib.authorizers import DummyAuthorizer
 from pyftpdlib.filesystems import AbstractedFS
 from pyftpdlib.handlers import DTPHandler, FTPHandler, TLS_DTPHandler, TLS_FTPHandler
-from pyftpdlib.ioloop import _ERRNOS_DISCONNECTED, _ERRNOS_RETRY, _RetryError
+from pyftpdlib.ioloop import _ERRNOS_DISCONNECTED, _ERRNOS_RETRY, IOLoop, _RetryError
 from pyftpdlib.servers import ThreadedFTPServer
 
 USER = "alice"
@@ -297,7 +297,8 @@ class FtpServer:
             handler = type("Handler", (_FaultyCommands, FTPHandler), {
                 "ctl": self, "authorizer": authorizer, "dtp_handler": _PlainDTP,
             })
-        self._server = ThreadedFTPServer(("127.0.0.1", 0), handler)
+        # its own IO loop: pyftpdlib's default is one per process, and two servers would share it
+        self._server = ThreadedFTPServer(("127.0.0.1", 0), handler, ioloop=IOLoop())
         self.port = self._server.address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"timeout": 0.2, "handle_exit": False},
                                         daemon=True, name=f"ftp-{self.port}")
