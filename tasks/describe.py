@@ -125,7 +125,7 @@ class DescribeRun:
                    if describer.name.startswith("gemini:") else None)
         self.gate = DescriberGate(describer, limiter, pause_s=gemini.retry_delay_s)
         self.store = store
-        #: asset_id → attempts made this run (the backstop's attempt count).
+        #: asset name → attempts made this run (the backstop's attempt count).
         self.attempts: dict[str, int] = {}
 
     def __repr__(self) -> str:  # shown by Prefect in parameter reprs; never the describer's key
@@ -233,7 +233,7 @@ def park_failed_job(task, task_run, state) -> None:
 )
 def describe_asset(asset: Asset, run: DescribeRun) -> Metadata | None:
     """Describe one asset and write its sidecar; None when the stage stopped before this call."""
-    run.attempts[asset.asset_id] = TaskRunContext.get().task_run.run_count
+    run.attempts[asset.name] = TaskRunContext.get().task_run.run_count
     if run.gate.stopped is not None:
         get_run_logger().info("not calling the describer for %s: the stage stopped (%s)", asset.name, run.gate.stopped.message)
         return None
@@ -272,7 +272,7 @@ def _settle(run: DescribeRun, asset: Asset, future: PrefectFuture) -> Outcome:
     task_run_id = str(future.task_run_id)
     job = run.store.get(asset.asset_id)
     if job is None or job.status != "parked" or job.task_run_id != task_run_id:
-        job = run.park(asset, exc, run.attempts.get(asset.asset_id, 1), task_run_id)
+        job = run.park(asset, exc, run.attempts.get(asset.name, 1), task_run_id)
         get_run_logger().warning("parked %s as %s (the failure hook had not)", asset.name, job.error_class)
     return Outcome(asset, "parked", job.error_class)
 
@@ -296,13 +296,13 @@ def describe_jobs(run: DescribeRun, assets: list[Asset], concurrency: int) -> li
     def settle_one(future: PrefectFuture) -> None:
         asset = in_flight.pop(future)
         try:
-            outcomes[asset.asset_id] = _settle(run, asset, future)
+            outcomes[asset.name] = _settle(run, asset, future)
         except StoreUnavailable as exc:
-            outcomes[asset.asset_id] = Outcome(asset, "pending", exc.message)
+            outcomes[asset.name] = Outcome(asset, "pending", exc.message)
         except Exception as exc:  # one job's bookkeeping must not stop the others
             logger.error("describe %s: could not settle the job (%s: %s); it stays pending",
                          asset.name, type(exc).__name__, redact(str(exc)))
-            outcomes[asset.asset_id] = Outcome(asset, "pending", f"{type(exc).__name__}: {redact(str(exc))}")
+            outcomes[asset.name] = Outcome(asset, "pending", f"{type(exc).__name__}: {redact(str(exc))}")
         progress.advance()
 
     with StageProgress("describe", len(assets)) as progress:
@@ -314,13 +314,13 @@ def describe_jobs(run: DescribeRun, assets: list[Asset], concurrency: int) -> li
                 break
             settle_one(next(as_completed(list(in_flight))))
         for asset in queue:
-            outcomes[asset.asset_id] = Outcome(asset, "pending", "stage stopped before this call")
+            outcomes[asset.name] = Outcome(asset, "pending", "stage stopped before this call")
             progress.advance()
     if run.gate.stopped is not None:
         waiting = sum(1 for o in outcomes.values() if o.status == "pending")
         logger.error("describe stopped: %s. No further Gemini calls this run; %d asset(s) left pending for the next run.",
                      run.gate.stopped.message, waiting)
-    return [outcomes[a.asset_id] for a in assets]
+    return [outcomes[a.name] for a in assets]
 
 
 # --- the stage the stock-batch flow calls ----------------------------------------------------
