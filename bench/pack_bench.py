@@ -7,12 +7,13 @@ Part 1 generates ``--images`` distinct 24 MP (6000×4000) JPEGs with photo-like
 detail (cached in ``bench/out/``) and makes a 1000 px preview and a 400 px
 thumbnail of each, encoded as JPEG, with ``tasks.ready_image.preview_jpegs``
 and with pyvips (``thumbnail`` = shrink-on-load, then ``thumbnail_image``),
-one image at a time, ``--rounds`` times each; it reports the mean over
-images of the median time and the ratio. libvips runs with its default
-thread pool and again with one thread (``VIPS_CONCURRENCY=1``, in a
-subprocess), since our side is one thread per image. Then the batch
-throughput: all images through our worker pool (as the pack stage runs)
-against libvips one image after another with its own threads.
+one image at a time, ``--rounds`` times each, the contenders alternating
+(so load from elsewhere hits both alike), libvips' operation cache off;
+it reports the mean over images of the median time and the ratios. libvips
+runs with its default thread pool and again with one thread, since our side
+is one thread per image. Then the batch throughput: all images through our
+worker pool (as the pack stage runs) against libvips one image after
+another with its own threads.
 
 Part 2 packs ``--pack-count`` assets (hard links to the generated images, so
 the sources cost no disk) through ``tasks.pack.pack_assets`` in a fresh
@@ -112,18 +113,38 @@ def vips(path: Path) -> int:
     return len(a) + len(b)
 
 
-def timed(fn, paths: list[Path], rounds: int) -> list[float]:
-    """Median seconds per image over ``rounds`` passes (the first image pass warms caches)."""
-    fn(paths[0])
-    per_image = []
+def compare(paths: list[Path], rounds: int, fns: dict) -> dict[str, tuple[float, float]]:
+    """(wall, CPU) seconds per image for each of ``fns``: mean over images of the median of ``rounds``.
+
+    The contenders alternate on every image and round, so a busy neighbour
+    on a shared machine slows them alike; CPU time (``process_time``, which
+    counts libvips' worker threads too) is the figure such a neighbour
+    disturbs least. Each one first warms up once.
+    """
+    per: dict[str, list[tuple[float, float]]] = {name: [] for name in fns}
+    for fn in fns.values():
+        fn(paths[0])
     for p in paths:
-        times = []
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in fns}
         for _ in range(rounds):
-            t = time.perf_counter()
-            fn(p)
-            times.append(time.perf_counter() - t)
-        per_image.append(statistics.median(times))
-    return per_image
+            for name, fn in fns.items():
+                wall, cpu = time.perf_counter(), time.process_time()
+                fn(p)
+                times[name].append((time.perf_counter() - wall, time.process_time() - cpu))
+        for name in fns:
+            per[name].append((statistics.median(w for w, _ in times[name]),
+                              statistics.median(c for _, c in times[name])))
+    return {name: (statistics.mean(w for w, _ in v), statistics.mean(c for _, c in v)) for name, v in per.items()}
+
+
+def vips_threads(n: int):
+    """``vips`` with libvips' thread pool set to ``n`` threads."""
+    import pyvips
+
+    def run(path: Path) -> int:
+        pyvips.concurrency_set(n)
+        return vips(path)
+    return run
 
 
 def batch_wall(fn, paths: list[Path], workers: int) -> float:
@@ -144,23 +165,22 @@ def speed(paths: list[Path], rounds: int) -> dict:
 
     from tasks.pack import DEFAULT_WORKERS
 
+    pyvips.cache_set_max(0)  # no operation cache: every call decodes the file again, as ours does
+    threads = pyvips.concurrency_get()
     load_before = os.getloadavg()[0]
-    ours_t = timed(ours, paths, rounds)
-    vips_t = timed(vips, paths, rounds)
+    t = compare(paths, rounds, {"ours": ours, "vips": vips_threads(threads), "vips1": vips_threads(1)})
+    pyvips.concurrency_set(threads)
     ours_pool = batch_wall(ours, paths, DEFAULT_WORKERS)
     vips_seq = batch_wall(vips, paths, 1)
-    one_thread = json.loads(subprocess.run(
-        [sys.executable, "-m", "bench.pack_bench", "--vips-only", "--rounds", str(rounds), "--images", str(len(paths))],
-        env={**os.environ, "VIPS_CONCURRENCY": "1"}, capture_output=True, text=True, check=True,
-        cwd=Path(__file__).resolve().parents[1]).stdout)
     return {
         "images": len(paths),
         "mean_mb": round(statistics.mean(p.stat().st_size for p in paths) / 1e6, 1),
-        "ours_s": round(statistics.mean(ours_t), 4),
-        "vips_s": round(statistics.mean(vips_t), 4),
-        "vips_1thread_s": one_thread["vips_s"],
-        "ratio": round(statistics.mean(ours_t) / statistics.mean(vips_t), 2),
-        "ratio_1thread": round(statistics.mean(ours_t) / one_thread["vips_s"], 2),
+        "vips_threads": threads,
+        **{f"{name}_{kind}_s": round(t[name][i], 4) for name in t for i, kind in enumerate(("wall", "cpu"))},
+        "ratio_wall": round(t["ours"][0] / t["vips"][0], 2),
+        "ratio_wall_1thread": round(t["ours"][0] / t["vips1"][0], 2),
+        "ratio_cpu": round(t["ours"][1] / t["vips"][1], 2),
+        "ratio_cpu_1thread": round(t["ours"][1] / t["vips1"][1], 2),
         "batch_ours_pool_s": round(ours_pool, 4),
         "batch_vips_s": round(vips_seq, 4),
         "batch_ratio": round(ours_pool / vips_seq, 2),
@@ -233,7 +253,6 @@ def main() -> None:
     ap.add_argument("--pack-count", type=int, default=500, help="assets packed in the memory part (0: skip)")
     ap.add_argument("--rotated", action="store_true", help="memory part on EXIF-rotated copies (re-encode path)")
     ap.add_argument("--skip-speed", action="store_true")
-    ap.add_argument("--vips-only", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--pack-child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--sources", nargs="*", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -241,9 +260,6 @@ def main() -> None:
         pack_child(args.pack_child, args.sources, steps=10)
         return
     paths = photos(args.images)
-    if args.vips_only:
-        print(json.dumps({"vips_s": round(statistics.mean(timed(vips, paths, args.rounds)), 4)}))
-        return
     result = {"machine": machine()}
     if not args.skip_speed:
         result["preview_thumb"] = speed(paths, args.rounds)
