@@ -143,7 +143,7 @@ def test_an_unforeseen_failure_rejects_only_that_file(tmp_path, monkeypatch):
 # --- agencies --------------------------------------------------------------------------------
 
 
-def test_held_back_per_agency_with_the_rule_at_the_real_limits(tmp_path):
+def test_held_back_per_agency_with_the_rule_at_the_real_limits(tmp_path, caplog):
     wd = workdir(tmp_path)
     s.jpeg(wd.assets / "big.jpg", size=(2400, 1800))     # 4.32 MP: every agency
     s.jpeg(wd.assets / "mid.jpg", size=(2000, 1600))     # 3.2 MP: Dreamstime only
@@ -157,6 +157,7 @@ def test_held_back_per_agency_with_the_rule_at_the_real_limits(tmp_path):
     with Image.open(report.ready["mid.jpg"]) as im:
         assert im.size == (2000, 1600)  # never upsampled to reach a minimum
     assert json.loads((wd.reports / "pack.json").read_text())["held_back"] == report.held_back
+    assert f"held back from adobe: mid.jpg: {rule.format('adobe')}" in caplog.text
 
 
 def test_held_back_only_for_the_agencies_in_the_run(tmp_path):
@@ -267,3 +268,16 @@ def test_a_damaged_output_is_rewritten(tmp_path, damage):
     report = run(wd, names)
     assert report.packed_now == ["cmyk.jpg"]
     assert _outputs(wd) == before
+
+
+def test_split_use_packs_first_and_zips_the_csvs_written_after(tmp_path):
+    wd = workdir(tmp_path)
+    names = good_batch(wd)
+    report = pack.pack_assets(wd, SETTINGS, [sidecar(n) for n in names], rules=SMALL_RULES)
+    assert report.zip_path is None and not (wd.packs / "batch.zip").exists()
+    (wd.csv / "dreamstime.csv").write_text("Filename,Image Name\n", encoding="utf-8")  # CSVs from what was packed
+    pack.finish_batch(wd, report)
+    with zipfile.ZipFile(report.zip_path) as zf:
+        assert zf.read("csv/dreamstime.csv") == b"Filename,Image Name\n"
+        assert sorted(n for n in zf.namelist() if n.startswith("ready/")) == sorted(
+            f"ready/{pack.ready_name(n)}" for n in names)
