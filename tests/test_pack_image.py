@@ -231,3 +231,16 @@ def test_segment_rewrite_rejects_a_stream_without_end(tmp_path):
         replace_metadata(data[: len(data) - 40], [])
     with pytest.raises(ValueError, match="start-of-image"):
         replace_metadata(b"GIF89a", [])
+
+
+@pytest.mark.parametrize("options", [{"progressive": True}, {"restart_marker_blocks": 1},
+                                     {"progressive": True, "restart_marker_rows": 2}],
+                         ids=["progressive", "restart-markers", "progressive-restarts"])
+def test_kept_pixels_survive_every_scan_layout(tmp_path, options):
+    p = tmp_path / "layout.jpg"
+    Image.effect_noise((96, 64), 50).convert("RGB").save(p, "JPEG", quality=90, exif=s.camera_exif(), **options)
+    r, im = ready(p)
+    assert not r.reencoded
+    with Image.open(p) as original:
+        assert im.tobytes() == original.convert("RGB").tobytes()  # the same pixels, decoded from the same scans
+    assert im.getexif()[s.MAKE] == "Canon"
