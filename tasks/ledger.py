@@ -78,28 +78,18 @@ class LedgerState:
     done: dict[str, set[str]] = field(default_factory=dict)
     #: (line number, reason) for every malformed line and a torn last line.
     problems: list[tuple[int, str]] = field(default_factory=list)
-    #: The file's text as read (one string: cheaper than a million parsed lines).
-    text: str = field(default="", repr=False)
+    #: The file read (for :attr:`entries`); None for a ledger that does not exist.
+    path: Path | None = field(default=None, repr=False)
 
     @property
     def entries(self) -> list[Entry]:
-        """Every well-formed entry, in file order, parsed from ``text`` on first use.
+        """Every well-formed entry in file order, parsed from the file on first use.
 
-        For people and tests; deciding what is done needs only :attr:`done`.
+        For people and tests: it reads the file again, line by line (deciding
+        what is done needs only :attr:`done`, which is far smaller).
         """
         if self._entries is None:
-            self._entries = []
-            lines = self.text.split("\n")
-            tail = lines.pop()
-            for line in lines:
-                if line.strip() and not line.lstrip().startswith("#"):
-                    try:
-                        self._entries.append(parse_line(line))
-                    except ValueError:
-                        pass
-            fields = tail.split("\t")
-            if _tail_key(tail):
-                self._entries.append(parse_line("\t".join(fields[:5])))
+            self._entries = [] if self.path is None else list(_iter_entries(self.path))
         return self._entries
 
     _entries: list[Entry] | None = field(default=None, init=False, repr=False)
@@ -163,64 +153,67 @@ class Ledger:
     def read(self) -> LedgerState:
         """Every confirmed upload in the file; never raises for bad content.
 
-        Raises StoreUnavailable only when the file exists but cannot be read.
-        About 1 s per million lines (bench/ledger_bench.py).
+        Streams the file: memory holds the digests, not the lines. Raises
+        StoreUnavailable only when the file exists but cannot be read.
+        About 2 s of CPU per million lines (bench/ledger_bench.py).
         """
-        state = LedgerState()
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            return state
-        except OSError as exc:
-            raise StoreUnavailable(f"{self.path}: cannot read the ledger ({exc.strerror or exc})") from None
-        text = data.decode("utf-8", errors="replace")
-        lines = text.split("\n")
-        tail = lines.pop()  # "" when the file ends with a newline
         # A million small strings trip the cyclic GC over and over (3× slower);
         # nothing here makes reference cycles.
         gc_was_on = gc.isenabled()
         gc.disable()
         try:
-            self._scan(state, lines, check_hex=False)
-            if not all(_all_hex("".join(shas)) for shas in state.done.values()):
-                state = LedgerState()  # a digest is not lower-case hex: once more, line by line
-                self._scan(state, lines, check_hex=True)
+            state = self._scan(check_hex=False)
+            if state is not None and not all(_all_hex("".join(shas)) for shas in state.done.values()):
+                state = self._scan(check_hex=True)  # a digest is not lower-case hex: once more, line by line
+        except OSError as exc:
+            raise StoreUnavailable(f"{self.path}: cannot read the ledger ({exc.strerror or exc})") from None
         finally:
             if gc_was_on:
                 gc.enable()
-        state.text = text
-        done = state.done
-        if tail.strip() and not tail.lstrip().startswith("#"):
-            key = _tail_key(tail)
-            number = len(lines) + 1
-            if key:
-                done[key[0]].add(key[1])
-                state.problems.append((number, "last line has no newline (an append was cut short); "
-                                               "it names its agency and SHA-256, so it counts"))
-            else:
-                state.problems.append((number, "torn last line (no newline: an append was cut short); ignored"))
-        return state
+        return state or LedgerState()
 
-    @classmethod
-    def _scan(cls, state: LedgerState, lines: list[str], check_hex: bool) -> None:
-        """Take every line; the fast path is a line exactly as record() writes it.
+    def _scan(self, check_hex: bool) -> LedgerState | None:
+        """One pass over the file (None when it does not exist); the fast path is a line as record() writes it.
 
         Without ``check_hex`` the digests are checked for hex afterwards, all
         at once (``read`` scans again with it when one is not).
         """
+        state = LedgerState(path=self.path)
         done = state.done
         for agency in AGENCIES:
             done[agency] = set()
-        for number, line in enumerate(lines, start=1):
-            if not line or line[0] == "#":
-                continue
-            fields = line.split("\t")
-            if len(fields) == 5:
-                agency, sha = fields[1], fields[3]
-                if agency in done and len(sha) == 64 and not (check_hex and sha.strip(_HEX)):
-                    done[agency].add(sha)
+        try:
+            fh = open(self.path, encoding="utf-8", errors="replace", newline="\n")
+        except FileNotFoundError:
+            return None
+        with fh:
+            for number, line in enumerate(fh, start=1):
+                if line[0] == "#" or line == "\n":
                     continue
-            cls._read_odd_line(state, number, line)
+                fields = line.split("\t")
+                if len(fields) == 5 and line[-1] == "\n":
+                    agency, sha = fields[1], fields[3]
+                    if agency in done and len(sha) == 64 and not (check_hex and sha.strip(_HEX)):
+                        done[agency].add(sha)
+                        continue
+                if line[-1] != "\n":
+                    self._read_torn_tail(state, number, line)
+                else:
+                    self._read_odd_line(state, number, line[:-1])
+        return state
+
+    @staticmethod
+    def _read_torn_tail(state: LedgerState, number: int, line: str) -> None:
+        """An unterminated last line the fast path did not take."""
+        if not line.strip() or line.lstrip().startswith("#"):
+            return
+        key = _tail_key(line)
+        if key:
+            state.done[key[0]].add(key[1])
+            state.problems.append((number, "last line has no newline (an append was cut short); "
+                                           "it names its agency and SHA-256, so it counts"))
+        else:
+            state.problems.append((number, "torn last line (no newline: an append was cut short); ignored"))
 
     @staticmethod
     def _read_odd_line(state: LedgerState, number: int, line: str) -> None:
@@ -339,6 +332,24 @@ class Ledger:
             yield
         finally:
             os.close(fd)
+
+
+def _iter_entries(path: Path) -> Iterator[Entry]:
+    """The well-formed entries of the file, and a cut-off last line that names its key."""
+    try:
+        fh = open(path, encoding="utf-8", errors="replace", newline="\n")
+    except FileNotFoundError:
+        return
+    with fh:
+        for line in fh:
+            if line.endswith("\n"):
+                if line.strip() and not line.lstrip().startswith("#"):
+                    try:
+                        yield parse_line(line[:-1])
+                    except ValueError:
+                        pass
+            elif _tail_key(line):
+                yield parse_line("\t".join(line.split("\t")[:5]))
 
 
 def _tail_key(tail: str) -> tuple[str, str] | None:
