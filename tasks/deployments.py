@@ -150,6 +150,11 @@ def serve_all(workdir: Path, *, port: int, timezone: str | None, say=print) -> N
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, interrupt)
+    def as_sigterm(signum, frame):  # Ctrl-C takes SIGTERM's way: Prefect's runner pauses the schedules on it
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    # Installed explicitly: it also works when the caller started us with SIGINT ignored (a background job).
+    previous_int = signal.signal(signal.SIGINT, as_sigterm)
     try:
         if os.environ.get("PREFECT_API_URL"):
             _serve(workdir, timezone, os.environ["PREFECT_API_URL"].removesuffix("/api"), say)
@@ -164,6 +169,7 @@ def serve_all(workdir: Path, *, port: int, timezone: str | None, say=print) -> N
         say("stopped")
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 def _serve(workdir: Path, timezone: str | None, ui_url: str, say) -> None:

@@ -50,6 +50,15 @@ def healthy(api_url: str, timeout_s: float = 2.0) -> bool:
         return False
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: on Linux, SIGTERM it when the serving process dies, even by SIGKILL."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 class LocalServer:
     """``prefect server start --host 127.0.0.1 --port PORT`` with its database in ``home``.
 
@@ -103,8 +112,13 @@ class LocalServer:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "prefect", "server", "start", "--host", HOST, "--port", str(self.port)],
                 env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
-        self._wait_healthy()
+        try:
+            self._wait_healthy()
+        except BaseException:  # also Ctrl-C / SIGTERM while waiting: __exit__ does not run when __enter__ raises
+            self.stop()
+            raise
 
     def _wait_healthy(self) -> None:
         deadline = time.monotonic() + self.startup_timeout_s
@@ -115,7 +129,6 @@ class LocalServer:
             if healthy(self.api_url):
                 return
             time.sleep(0.5)
-        self.stop()
         raise ConfigError(f"the local Prefect server did not answer on {self.api_url} within "
                           f"{self.startup_timeout_s:.0f} s (log: {self.log_path})")
 

@@ -153,3 +153,17 @@ def test_example_automation_is_valid_and_triggers_on_a_microstock_event(path):
 
 def test_there_is_an_example_automation_for_parked_jobs():
     assert any(events.JOB_PARKED in p.read_text() for p in AUTOMATIONS)
+
+
+def test_local_server_refuses_a_busy_port_and_says_what_to_do(tmp_path):
+    import socket
+
+    from tasks.local_server import LocalServer
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(ConfigError, match=f"port {port} .* already in use.*PREFECT_API_URL"):
+            LocalServer(tmp_path / "home", port).start()
+    assert not (tmp_path / "home").exists(), "nothing started, nothing written"

@@ -300,14 +300,14 @@ def test_example_automation_notifies_when_a_job_is_parked(served, tmp_path):
         hook.shutdown()
 
 
-def test_sigterm_stops_serving_and_the_local_server(served):
+def test_ctrl_c_pauses_the_schedules_then_stops_the_local_server(served):
     proc = served["proc"]
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signal.SIGINT)  # takes SIGTERM's path (systemctl stop): the same graceful shutdown
     assert proc.wait(90) == 0
     assert not port_in_use(served["port"]), "the local Prefect server was stopped too"
     served["log"].seek(0)
     out = served["log"].read()
-    assert "local Prefect server stopped" in out
+    assert out.index("All deployments have been paused") < out.index("local Prefect server stopped")
 
 
 @pytest.fixture(scope="module")
