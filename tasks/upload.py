@@ -215,9 +215,11 @@ class _AgencyRun:
             self._fail(item, f"upload-ready file unreadable ({exc.strerror or exc})")
             return
         for attempt in range(1, attempts + 1):
+            connecting = not transport.connected
             try:
-                if not transport.connected:
+                if connecting:
                     self._connect(transport)
+                connecting = False
                 remote = transport.remote_size(item.name)
                 if remote is not None and remote < local_size:
                     remote = self._settled_size(transport, item.name, remote)
@@ -238,6 +240,9 @@ class _AgencyRun:
                 return
             except TransientError as exc:
                 transport.close()  # the next attempt starts on a fresh connection
+                if attempt == attempts and connecting:  # the server, not this file: spare the others the wait
+                    raise StageStopped(f"cannot connect after {attempts} attempts: {exc.message}",
+                                       error_class=exc.error_class) from None
                 if attempt == attempts:
                     self._fail(item, f"gave up after {attempts} attempts: {exc.message}")
                     return

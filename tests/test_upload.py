@@ -259,3 +259,20 @@ def test_nothing_pending_means_no_connection(workdir):
         raise AssertionError("connected although nothing was pending")
 
     assert upload_agency(workdir, "adobe", [], opener=opener).uploaded == []
+
+
+def test_an_unreachable_server_stops_the_agency_after_one_files_attempts(workdir, monkeypatch):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens here once closed
+    monkeypatch.setenv("MICROSTOCK_DREAMSTIME_PASSWORD", PASSWORD)
+    items = make_items(workdir, 4)
+    sleeps = Sleeps()
+    report = upload_agency(workdir, "dreamstime", items,
+                           AgencySettings(target=f"ftp://{USER}@127.0.0.1:{port}/", timeout_s=2, attempts=3),
+                           sleep=sleeps)
+    assert "cannot connect after 3 attempts" in report.stopped and "refused" in report.stopped
+    assert sorted(report.not_tried) == [i.name for i in items] and report.failed == {}
+    assert len(sleeps) == 2  # one file's backoff, not four
