@@ -95,11 +95,16 @@ def test_secret_blocks_are_used_when_the_environment_has_none(prefect_harness, m
     monkeypatch.delenv("MICROSTOCK_DREAMSTIME_PASSWORD", raising=False)
     Secret(value="from-block").save("microstock-adobe-password", overwrite=True)
     Secret(value="gm-key").save("gemini-api-key", overwrite=True)
-    assert secrets.agency_password("adobe") == "from-block"
-    assert secrets.agency_password("dreamstime") is None  # no such block: None, no exception
-    assert secrets.gemini_key() == "gm-key"
-    monkeypatch.setenv("GEMINI_API_KEY", "env-key")
-    assert secrets.gemini_key() == "env-key"
+    try:
+        assert secrets.agency_password("adobe") == "from-block"
+        assert secrets.agency_password("dreamstime") is None  # no such block: None, no exception
+        assert secrets.gemini_key() == "gm-key"
+        monkeypatch.setenv("GEMINI_API_KEY", "env-key")
+        assert secrets.gemini_key() == "env-key"
+    finally:  # the harness is shared by the session: a Gemini key left here would switch later runs to Gemini
+        Secret.delete("microstock-adobe-password")
+        Secret.delete("gemini-api-key")
+    assert secrets.agency_password("adobe") is None
 
 
 def test_an_unreachable_prefect_api_means_no_password_and_a_warning(monkeypatch, caplog):
