@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import gc
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -158,19 +157,12 @@ class Ledger:
         StoreUnavailable only when the file exists but cannot be read.
         About 1 s of CPU per million lines (bench/ledger_bench.py).
         """
-        # A million small strings trip the cyclic GC over and over (3× slower);
-        # nothing here makes reference cycles.
-        gc_was_on = gc.isenabled()
-        gc.disable()
         try:
             state = self._scan(check_hex=False)
             if state is not None and not all(_all_hex("".join(shas)) for shas in state.done.values()):
                 state = self._scan(check_hex=True)  # a digest is not lower-case hex: once more, line by line
         except OSError as exc:
             raise StoreUnavailable(f"{self.path}: cannot read the ledger ({exc.strerror or exc})") from None
-        finally:
-            if gc_was_on:
-                gc.enable()
         return state or LedgerState()
 
     def _scan(self, check_hex: bool) -> LedgerState | None:
