@@ -30,7 +30,7 @@ import errno
 import fcntl
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -383,7 +383,3 @@ def _fsync_dir(folder: Path) -> None:
     finally:
         os.close(fd)
 
-
-def pending(done: set[str], candidates: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The (filename, sha256) candidates whose digest is not in ``done`` (one agency's digests)."""
-    return [(name, sha) for name, sha in candidates if sha not in done]
