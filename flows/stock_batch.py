@@ -21,7 +21,7 @@ from tasks.artifacts import publish_batch, publish_dead_letters, publish_validat
 from tasks.config import AgencyName, AgencySettings, Settings, load_settings
 from tasks.describe import describe_assets
 from tasks.metadata_csv import CsvReport, described_sidecars, write_agency_csvs
-from tasks.pack import PackReport, pack_batch, ready_name
+from tasks.pack import PackReport, finish_batch, pack_assets, ready_name
 from tasks.secrets import gemini_key
 from tasks.report import BatchSummary
 from tasks.upload import AgencyUpload, UploadItem, upload_agency
@@ -41,15 +41,20 @@ def assets_stage(wd: Workdir, settings: Settings, count: int, source: str | None
 
 
 @task(name="csv", task_run_name="csv", tags=["csv"], cache_policy=NO_CACHE)
-def csv_stage(wd: Workdir, agencies: list[str], settings: Settings) -> CsvReport:
-    report = write_agency_csvs(wd, agencies, settings)
+def csv_stage(wd: Workdir, agencies: list[str], settings: Settings, packed: PackReport) -> CsvReport:
+    report = write_agency_csvs(wd, agencies, settings, left_out={a: packed.left_out(a) for a in agencies})
     publish_validation(report)
     return report
 
 
 @task(name="pack", task_run_name="pack", tags=["pack"], cache_policy=NO_CACHE)
 def pack_stage(wd: Workdir, settings: Settings, agencies: list[str]) -> PackReport:
-    return pack_batch(wd, settings.pack, described_sidecars(wd), agencies)
+    return pack_assets(wd, settings.pack, described_sidecars(wd), agencies)
+
+
+@task(name="zip", task_run_name="zip", tags=["pack"], cache_policy=NO_CACHE)
+def zip_stage(wd: Workdir, packed: PackReport) -> PackReport:
+    return finish_batch(wd, packed)
 
 
 @task(name="upload", task_run_name="upload-{agency}", tags=["upload"], cache_policy=NO_CACHE)
@@ -71,8 +76,9 @@ def publish_described(wd: Workdir, settings: Settings, chosen: list[str]) -> Pub
 
     Shared with ``replay-dead-letters``, so a recovered asset takes the same way.
     """
-    csvs = csv_stage(wd, chosen, settings)
     packed = pack_stage(wd, settings, chosen)
+    csvs = csv_stage(wd, chosen, settings, packed)  # rejected and held-back assets get no row
+    packed = zip_stage(wd, packed)
 
     sha = {s.name: s.asset_id for s in described_sidecars(wd)}
     # An asset goes to an agency only with a valid CSV row there and not held back by its image rules.
@@ -118,10 +124,12 @@ def stock_batch(
         described=len(described.described) + len(described.already),
         described_now=len(described.described),
         parked=len(described.parked),
+        still_parked=len(described.still_parked),
         pending=len(described.pending),
+        not_generated=gathered.not_generated,
         rejected={**gathered.rejected, **packed.rejected},
         held_back=packed.held_back,
-        stopped=described.stopped,
+        stopped="; ".join(filter(None, [gathered.stopped, described.stopped])) or None,
         describer=described.describer,
         tokens=described.tokens,
         csv_rows=csvs.rows,

@@ -12,6 +12,7 @@ import hashlib
 import random
 import re
 import shutil
+import time
 from dataclasses import dataclass, field
 from io import BytesIO
 from pathlib import Path
@@ -21,7 +22,7 @@ from PIL import Image, ImageDraw, ImageFilter
 from pydantic import BaseModel
 
 from tasks.config import GeminiSettings
-from tasks.failures import BadInput
+from tasks.failures import BadInput, MicrostockError, StageStopped, TransientError
 from tasks.files import atomic_write_bytes, sha256_file
 from tasks.progress import StageProgress
 from tasks.inspect import ACCEPTED_EXTENSIONS, IMAGE_EXTENSIONS, inspect_image
@@ -195,18 +196,59 @@ def generated_name(prompt: DemoPrompt, seed: int, index: int) -> str:
 ImageMaker = Callable[[DemoPrompt, int], bytes]
 
 
-def generate(assets_dir: Path, count: int, prompts: list[DemoPrompt], seed: int, make: ImageMaker) -> list[Asset]:
-    """Ensure generated images 0..count-1 exist in ``assets_dir``; existing ones are kept as they are."""
-    out = []
+@dataclass
+class Generated:
+    """What generation left: the images made or already there, and the ones it could not make this run."""
+
+    assets: list[Asset] = field(default_factory=list)
+    #: name -> reason; nothing is written for them, so the next run tries again.
+    failed: dict[str, str] = field(default_factory=dict)
+    #: Why generation stopped early (daily quota, refused key), if it did.
+    stopped: str | None = None
+
+
+#: Attempts per image for transient failures (the next run tries again after that).
+GENERATE_ATTEMPTS = 3
+
+
+def _make_with_retries(make: ImageMaker, prompt: DemoPrompt, index: int, sleep=time.sleep) -> bytes:
+    for attempt in range(1, GENERATE_ATTEMPTS + 1):
+        try:
+            return make(prompt, index)
+        except TransientError as exc:
+            if attempt == GENERATE_ATTEMPTS:
+                raise
+            sleep(max(exc.retry_after or 0.0, min(2.0**attempt, 30.0)))
+    raise AssertionError("unreachable")
+
+
+def generate(assets_dir: Path, count: int, prompts: list[DemoPrompt], seed: int, make: ImageMaker,
+             sleep=time.sleep) -> Generated:
+    """Ensure generated images 0..count-1 exist in ``assets_dir``; existing ones are kept as they are.
+
+    An image that cannot be made (after a few attempts for transient
+    failures) is reported and left for the next run; the others go on. A
+    StageStopped failure (quota, refused key) stops generation at once.
+    """
+    result = Generated()
     with StageProgress("generate", count) as progress:
         for i in range(count):
             prompt = prompts[i % len(prompts)]
             path = assets_dir / generated_name(prompt, seed, i)
             if not path.exists():
-                atomic_write_bytes(path, make(prompt, i))
-            out.append(Asset(name=path.name, asset_id=sha256_file(path), path=path))
+                try:
+                    atomic_write_bytes(path, _make_with_retries(make, prompt, i, sleep))
+                except StageStopped as exc:
+                    result.stopped = f"generation stopped: {exc.message}"
+                    result.failed[path.name] = exc.message
+                    break
+                except MicrostockError as exc:
+                    result.failed[path.name] = exc.message
+                    progress.advance()
+                    continue
+            result.assets.append(Asset(name=path.name, asset_id=sha256_file(path), path=path))
             progress.advance()
-    return out
+    return result
 
 
 # --- ingestion ------------------------------------------------------------------
@@ -281,6 +323,9 @@ class Gathered:
     assets: list[Asset]
     new: list[str] = field(default_factory=list)
     rejected: dict[str, str] = field(default_factory=dict)
+    #: Generated images that could not be made this run (name -> reason); tried again next run.
+    not_generated: dict[str, str] = field(default_factory=dict)
+    stopped: str | None = None
 
 
 def image_maker(gemini: GeminiSettings, seed: int, api_key: str | None) -> ImageMaker:
@@ -297,9 +342,11 @@ def gather(assets_dir: Path, count: int, source: Path | None, prompts: list[Demo
     """Ingest ``source`` when given, else make ``count`` images with ``make``; then list every asset."""
     before = {p.name for p in iter_asset_files(assets_dir)}
     rejected: dict[str, str] = {}
+    generated = Generated()
     if source is not None:
         rejected = ingest(source, assets_dir).rejected
     elif count > 0:
-        generate(assets_dir, count, prompts, seed, make)
+        generated = generate(assets_dir, count, prompts, seed, make)
     assets = list_assets(assets_dir)
-    return Gathered(assets=assets, new=[a.name for a in assets if a.name not in before], rejected=rejected)
+    return Gathered(assets=assets, new=[a.name for a in assets if a.name not in before], rejected=rejected,
+                    not_generated=generated.failed, stopped=generated.stopped)

@@ -150,11 +150,14 @@ def write_agency_csvs(
     settings: Settings | None = None,
     *,
     specs: Mapping[str, AgencySpec] | None = None,
+    left_out: Mapping[str, Mapping[str, str]] | None = None,
 ) -> CsvReport:
     """Regenerate ``csv/<agency>.csv`` (and continuations) for each agency from every sidecar.
 
     ``settings`` gives each agency's ``csv_defaults``; ``specs`` overrides the
-    packaged specs (tests use small limits). Agencies not listed keep their
+    packaged specs (tests use small limits). ``left_out[agency]`` maps the
+    assets the pack stage rejected or held back for that agency to the reason:
+    they get no row there, and the reason is reported. Agencies not listed keep their
     files. An agency whose settings are invalid gets no file this run and an
     agency-wide problem. The report is also saved as ``reports/validation.json``.
     """
@@ -171,7 +174,10 @@ def write_agency_csvs(
             report.problems.extend(config_problems)
             result.written = False
             continue
-        rows = agency_rows(spec, sidecars, defaults)
+        excluded = (left_out or {}).get(agency, {})
+        report.problems.extend(Problem(agency=agency, asset=name, rule="image", message=reason)
+                               for name, reason in sorted(excluded.items()))
+        rows = agency_rows(spec, [s for s in sidecars if s.name not in excluded], defaults)
         fixes: Counter[str] = Counter(f.rule for r in rows for f in r.fixes)
         valid = [r for r in rows if r.ok]
         report.problems.extend(p for r in rows for p in r.problems)

@@ -120,6 +120,10 @@ class PackReport:
     packed_now: list[str] = field(default_factory=list)
     reused: list[str] = field(default_factory=list)
 
+    def left_out(self, agency: str) -> dict[str, str]:
+        """Assets that must not reach ``agency`` (its CSV or its upload): rejected, or held back for it."""
+        return {**self.rejected, **self.held_back.get(agency, {})}
+
     def ready_for(self, agency: str) -> dict[str, Path]:
         """The upload-ready files ``agency`` takes: the packed ones not held back for it."""
         held = self.held_back.get(agency, {})

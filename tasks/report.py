@@ -14,7 +14,11 @@ class BatchSummary(BaseModel):
     described: int = 0
     described_now: int = 0
     parked: int = 0
+    #: Parked by earlier runs and waiting for a replay (not called again).
+    still_parked: int = 0
     pending: int = 0
+    #: Generated images that could not be made this run (name -> reason); the next run tries again.
+    not_generated: dict[str, str] = Field(default_factory=dict)
     rejected: dict[str, str] = Field(default_factory=dict)
     describer: str = ""
     stopped: str | None = None
@@ -42,6 +46,8 @@ class BatchSummary(BaseModel):
         parts = [f"{self.described_now} described", f"{self.parked} parked"]
         if self.pending:
             parts.append(f"{self.pending} pending")
+        if self.not_generated:
+            parts.append(f"{len(self.not_generated)} not generated")
         if self.rejected:
             parts.append(f"{len(self.rejected)} rejected")
         parts.append(f"{sum(self.uploaded_now.values())} uploaded")
@@ -69,9 +75,15 @@ def summary_table(s: BatchSummary) -> Table:
     t.add_row("assets", str(s.assets), f"{s.workdir}/assets")
     t.add_row("described", str(s.described),
               " · ".join(filter(None, [f"{s.described_now} this run by {s.describer or '—'}", s.tokens_note()])))
-    t.add_row("parked", str(s.parked), "microstock dead-letter list" if s.parked else "")
+    parked_note = f"{s.parked} this run, {s.still_parked} from earlier runs · microstock dead-letter list"
+    t.add_row("parked", str(s.parked + s.still_parked), parked_note if s.parked + s.still_parked else "")
     if s.pending:
         t.add_row("pending", str(s.pending), s.stopped or "left for the next run")
+    if s.not_generated:
+        t.add_row("not generated", str(len(s.not_generated)),
+                  "; ".join(f"{k}: {v}" for k, v in sorted(s.not_generated.items())) + " · the next run tries again")
+    if s.stopped and not s.pending:
+        t.add_row("stopped", "", s.stopped)
     if s.rejected:
         t.add_row("rejected", str(len(s.rejected)), "; ".join(f"{k}: {v}" for k, v in sorted(s.rejected.items())))
     for agency, rows in s.csv_rows.items():
@@ -95,7 +107,10 @@ def summary_markdown(s: BatchSummary) -> str:
     lines = [f"# stock-batch: {s.headline()}", "", "| what | count | detail |", "|---|---:|---|"]
     lines.append(f"| assets | {s.assets} | `{s.workdir}/assets` |")
     lines.append(f"| described | {s.described} | {s.described_now} this run ({s.describer or '—'}){', ' + s.tokens_note() if s.tokens else ''} |")
-    lines.append(f"| parked | {s.parked} | |")
+    lines.append(f"| parked | {s.parked + s.still_parked} | {s.parked} this run, {s.still_parked} from earlier runs |")
+    if s.not_generated:
+        lines.append(f"| not generated | {len(s.not_generated)} | "
+                     f"{'; '.join(f'{k}: {v}' for k, v in sorted(s.not_generated.items()))} |")
     lines.append(f"| pending | {s.pending} | {s.stopped or ''} |")
     lines.append(f"| rejected | {len(s.rejected)} | {'; '.join(f'{k}: {v}' for k, v in sorted(s.rejected.items()))} |")
     for agency, rows in s.csv_rows.items():

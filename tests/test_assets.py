@@ -40,8 +40,8 @@ def test_generate_keeps_existing_images(tmp_path):
         calls.append(i)
         return demo_jpeg_bytes(prompt, 0, i)
 
-    first = generate(tmp_path, 2, list(DEMO_PROMPTS), 0, make)
-    again = generate(tmp_path, 3, list(DEMO_PROMPTS), 0, make)
+    first = generate(tmp_path, 2, list(DEMO_PROMPTS), 0, make).assets
+    again = generate(tmp_path, 3, list(DEMO_PROMPTS), 0, make).assets
     assert calls == [0, 1, 2]
     assert [a.asset_id for a in again[:2]] == [a.asset_id for a in first]
 

@@ -127,3 +127,18 @@ def test_an_asset_an_agency_refuses_is_skipped_there_only(prefect_harness, tmp_p
     assert not wd.outbox("vecteezy").exists() or not any(wd.outbox("vecteezy").iterdir())
     assert csv_rows(wd.csv / "vecteezy.csv")[1] == []
     assert [r["Filename"] for r in csv_rows(wd.csv / "adobe.csv")[1]] == ["two_words.jpg"]
+
+
+def test_an_image_below_an_agencys_minimum_gets_no_row_or_upload_there(prefect_harness, tmp_path):
+    source = tmp_path / "photos"
+    source.mkdir()
+    Image.new("RGB", (2000, 1600), "navy").save(source / "small_sky.jpg", quality=80)  # 3.2 MP: Dreamstime only
+    with pyexiv2.Image(str(source / "small_sky.jpg")) as img:
+        img.modify_xmp({"Xmp.dc.subject": KEYWORDS})
+    wd = Workdir(tmp_path / "work").prepare()
+    result = run_batch(wd, source=str(source))
+    assert result["uploaded_now"] == {"adobe": 0, "vecteezy": 0, "dreamstime": 1}
+    assert set(result["held_back"]) == {"adobe", "vecteezy"}
+    assert "4" in result["held_back"]["adobe"]["small_sky.jpg"]  # the rule names the 4 MP minimum
+    assert csv_rows(wd.csv / "adobe.csv")[1] == [] and csv_rows(wd.csv / "vecteezy.csv")[1] == []
+    assert [r["Filename"] for r in csv_rows(wd.csv / "dreamstime.csv")[1]] == ["small_sky.jpg"]

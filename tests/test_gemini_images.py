@@ -72,10 +72,10 @@ def test_jpeg_answer_is_kept_as_jpeg_and_tagged(fake_gemini, maker):
 
 def test_works_as_the_asset_generators_image_maker(fake_gemini, maker, tmp_path):
     fake_gemini.default = lambda req: answer_image(png_bytes())
-    first = generate(tmp_path, 2, list(DEMO_PROMPTS), 0, maker)
+    first = generate(tmp_path, 2, list(DEMO_PROMPTS), 0, maker).assets
     assert len(fake_gemini.requests) == 2
     assert [read_embedded(a.path)["description"] for a in first] == [DEMO_PROMPTS[0].prompt, DEMO_PROMPTS[1].prompt]
-    again = generate(tmp_path, 2, list(DEMO_PROMPTS), 0, maker)
+    again = generate(tmp_path, 2, list(DEMO_PROMPTS), 0, maker).assets
     assert len(fake_gemini.requests) == 2  # existing images are kept, not generated again
     assert [a.asset_id for a in again] == [a.asset_id for a in first]
 
@@ -93,3 +93,29 @@ def test_failures_map_like_the_describers(fake_gemini, maker, reply, cls, error_
         maker(PROMPT, 0)
     assert info.value.error_class == error_class
     assert FAKE_KEY not in str(info.value) and FAKE_KEY not in repr(maker)
+
+
+def test_an_image_that_cannot_be_made_is_left_for_the_next_run_and_the_others_go_on(fake_gemini, maker, tmp_path):
+    from tests.fake_gemini import error
+
+    fake_gemini.push(finished("IMAGE_SAFETY"))  # image 0: permanent, no retry
+    fake_gemini.push(error(503), error(503), answer_image(png_bytes()))  # image 1: two transient faults, then fine
+    fake_gemini.push(answer_image(png_bytes()))  # image 2
+    waits = []
+    result = generate(tmp_path, 3, list(DEMO_PROMPTS), 0, maker, sleep=waits.append)
+    names = [p.name for p in sorted(tmp_path.glob("*.jpg"))]
+    assert [a.name for a in result.assets] == [DEMO_PROMPTS[1].slug + "_001.jpg", DEMO_PROMPTS[2].slug + "_002.jpg"]
+    assert sorted(a.name for a in result.assets) == names
+    assert list(result.failed) == [DEMO_PROMPTS[0].slug + "_000.jpg"]
+    assert "IMAGE_SAFETY" in result.failed[DEMO_PROMPTS[0].slug + "_000.jpg"]
+    assert len(waits) == 2 and result.stopped is None
+    assert len(fake_gemini.requests) == 5
+
+
+def test_a_daily_quota_stops_generation_at_once(fake_gemini, maker, tmp_path):
+    from tests.fake_gemini import daily_quota
+
+    fake_gemini.push(answer_image(png_bytes()), daily_quota())
+    result = generate(tmp_path, 4, list(DEMO_PROMPTS), 0, maker, sleep=lambda s: None)
+    assert len(result.assets) == 1 and len(fake_gemini.requests) == 2
+    assert result.stopped and "quota" in result.stopped.lower()
