@@ -31,3 +31,19 @@ def workdir(tmp_path):
     from tasks.workdir import Workdir
 
     return Workdir(tmp_path / "work").prepare()
+
+
+#: Environment a test must leave as it found it: a leaked key or API URL switches later runs to Gemini or
+#: to another server, and the failure shows up far from its cause.
+_GUARDED_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "PREFECT_API_URL", "PREFECT_HOME",
+                "MICROSTOCK_WORKDIR", "MICROSTOCK_ADOBE_PASSWORD", "MICROSTOCK_VECTEEZY_PASSWORD",
+                "MICROSTOCK_DREAMSTIME_PASSWORD")
+
+
+@pytest.fixture(autouse=True)
+def _environment_is_left_as_found(request):
+    before = {k: os.environ.get(k) for k in _GUARDED_ENV}
+    yield
+    after = {k: os.environ.get(k) for k in _GUARDED_ENV}
+    leaked = sorted(k for k in _GUARDED_ENV if before[k] != after[k])
+    assert not leaked, f"{request.node.nodeid} left the environment changed: {leaked}"

@@ -39,12 +39,16 @@ def test_run_twice_second_does_nothing_new(cli_env, tmp_path):
     assert len([line for line in (wd / "uploads.ledger").read_text().splitlines() if not line.startswith("#")]) == 6
 
 
-def test_workdir_defaults_to_env_then_local_folder(cli_env, tmp_path):
-    env = dict(cli_env, MICROSTOCK_WORKDIR=str(tmp_path / "from-env"))
+def test_workdir_defaults_to_env_then_local_folder(cli_env, prefect_harness, tmp_path):
+    from prefect.settings import PREFECT_API_URL
+
+    # Against the session's test server (PREFECT_API_URL set): no ephemeral start-up to wait for.
+    env = dict(cli_env, MICROSTOCK_WORKDIR=str(tmp_path / "from-env"), PREFECT_API_URL=PREFECT_API_URL.value())
     result = microstock(["run", "--count", "1", "--agency", "adobe"], env, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "from-env" / "outbox" / "adobe").is_dir()
     assert not (tmp_path / "microstock-data").exists()
+    assert not (tmp_path / "from-env" / ".prefect").exists()  # with PREFECT_API_URL set, no local Prefect home
 
 
 @pytest.mark.parametrize(
