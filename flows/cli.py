@@ -51,8 +51,8 @@ def prefect_env(workdir: Path, verbose: bool = False) -> None:
         os.environ["PREFECT_HOME"] = str(home)
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
-    if not verbose:
-        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    if not verbose:  # quiet terminal; the run's INFO logs still reach the API (and the UI of a real server)
+        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
 
 
 @contextmanager
@@ -93,6 +93,7 @@ def run(
 ) -> None:
     """Run the stock-batch flow once: assets → describe → CSVs → pack → upload."""
     from tasks.config import load_settings
+    from tasks.transports.targets import parse_target
 
     wd_path = resolve_workdir(workdir)
     if config is not None and not config.is_file():
@@ -101,12 +102,14 @@ def run(
         fail(f"{source}: source folder not found")
     try:
         settings = load_settings(config or wd_path / "microstock.toml")
-        settings.enabled_agencies(agency)
+        for name in settings.enabled_agencies(agency):
+            parse_target(name, settings.agency(name).target or f"file://{wd_path / 'outbox' / name}")
     except ConfigError as exc:
         fail(exc.message)
 
     prefect_env(wd_path, verbose)
     from flows.stock_batch import stock_batch
+    from tasks.metadata_csv import CsvReport, validation_table
     from tasks.report import BatchSummary, skip_notes, summary_table
 
     with stage_bars(console):
@@ -119,6 +122,9 @@ def run(
         exc = state.result(raise_on_failure=False)
         fail(exc.message if isinstance(exc, ConfigError) else f"the run failed: {state.message}", code=1)
     summary = BatchSummary.model_validate(state.result())
+    validation = wd_path / "reports" / "validation.json"
+    if validation.is_file():  # this run's CSV validation report: rows, fixes, skipped assets with the rule
+        console.print(validation_table(CsvReport.model_validate_json(validation.read_text(encoding="utf-8"))))
     console.print(summary_table(summary))
     for line in skip_notes(summary):
         console.print(line, highlight=False)

@@ -137,6 +137,8 @@ def stock_batch(
         uploaded_now={a: len(u.uploaded) for a, u in uploads.items()},
         uploaded_total={a: len(u.uploaded) + len(u.reconciled) + len(u.already) for a, u in uploads.items()},
         upload_failed={a: u.failed for a, u in uploads.items() if u.failed},
+        upload_stopped={a: u.stopped for a, u in uploads.items() if u.stopped},
+        upload_not_tried={a: len(u.not_tried) for a, u in uploads.items() if u.not_tried},
         targets={a: u.target or str(wd.outbox(a)) for a, u in uploads.items()},
         zip_path=str(packed.zip_path) if packed.zip_path else None,
     )

@@ -32,14 +32,13 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from prefect.exceptions import MissingContextError
-from prefect.logging import get_run_logger
 
 from tasks.agencies.rows import EmbeddedFields, embedded_fields
 from tasks.agencies.spec import all_specs, spec_names
 from tasks.config import AGENCIES, PackSettings
 from tasks.embed import embed_metadata
 from tasks.failures import BadInput
+from tasks.logs import stage_logger
 from tasks.files import atomic_write_bytes, sha256_file
 from tasks.inspect import ImageRules, image_rules, too_small
 from tasks.metadata import Sidecar
@@ -76,11 +75,7 @@ def _return_freed_images_to_the_os() -> None:
 
 
 def _logger() -> logging.Logger | logging.LoggerAdapter:
-    """The Prefect run logger inside a flow or task run (shown in the UI), else this module's."""
-    try:
-        return get_run_logger()
-    except MissingContextError:
-        return logging.getLogger(__name__)
+    return stage_logger(__name__)
 
 
 def ready_name(asset_name: str) -> str:

@@ -8,9 +8,6 @@ from __future__ import annotations
 
 from typing import Callable
 
-from prefect.artifacts import create_progress_artifact, update_progress_artifact
-from prefect.context import FlowRunContext, TaskRunContext
-
 #: listener(stage, done, total) — called on start, every advance and finish.
 Listener = Callable[[str, int, int], None]
 _listeners: list[Listener] = []
@@ -35,6 +32,10 @@ class StageProgress:
         self._last_pct = -1.0
 
     def __enter__(self) -> "StageProgress":
+        # Prefect is loaded here, not at import, so commands that never run a flow start fast.
+        from prefect.artifacts import create_progress_artifact
+        from prefect.context import FlowRunContext, TaskRunContext
+
         if FlowRunContext.get() or TaskRunContext.get():
             self._artifact_id = create_progress_artifact(
                 progress=0.0, key=f"progress-{self.stage}", description=f"{self.stage}: items done"
@@ -54,5 +55,7 @@ class StageProgress:
             listener(self.stage, self.done, self.total)
         pct = 100.0 * self.done / self.total if self.total else 100.0
         if self._artifact_id is not None and (force or pct - self._last_pct >= 5):
+            from prefect.artifacts import update_progress_artifact
+
             update_progress_artifact(self._artifact_id, pct)
             self._last_pct = pct

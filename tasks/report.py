@@ -28,6 +28,10 @@ class BatchSummary(BaseModel):
     uploaded_now: dict[str, int] = Field(default_factory=dict)
     uploaded_total: dict[str, int] = Field(default_factory=dict)
     upload_failed: dict[str, dict[str, str]] = Field(default_factory=dict)
+    #: Agencies that stopped early (refused login, unreachable server): agency -> why.
+    upload_stopped: dict[str, str] = Field(default_factory=dict)
+    #: Files left pending without being tried because their agency stopped: agency -> count.
+    upload_not_tried: dict[str, int] = Field(default_factory=dict)
     held_back: dict[str, dict[str, str]] = Field(default_factory=dict)
     targets: dict[str, str] = Field(default_factory=dict)
     zip_path: str | None = None
@@ -96,6 +100,9 @@ def summary_table(s: BatchSummary) -> Table:
         held = s.held_back.get(agency) or {}
         if held:
             detail += f" · {len(held)} held back"
+        if agency in s.upload_stopped:
+            detail += (f" · STOPPED: {s.upload_stopped[agency]}"
+                       f" ({s.upload_not_tried.get(agency, 0)} not tried, left pending)")
         t.add_row(f"uploads · {agency}", str(total), detail)
     if s.zip_path:
         t.add_row("batch ZIP", "", s.zip_path)
@@ -117,5 +124,7 @@ def summary_markdown(s: BatchSummary) -> str:
         files = ", ".join(f"`{f}`" for f in s.csv_files.get(agency, []))
         lines.append(f"| CSV rows · {agency} | {rows} | {files} |")
     for agency, total in s.uploaded_total.items():
-        lines.append(f"| uploads · {agency} | {total} | {s.uploaded_now.get(agency, 0)} this run → {s.targets.get(agency, '')} |")
+        stopped = f" · stopped: {s.upload_stopped[agency]}" if agency in s.upload_stopped else ""
+        lines.append(f"| uploads · {agency} | {total} | {s.uploaded_now.get(agency, 0)} this run → "
+                     f"{s.targets.get(agency, '')}{stopped} |")
     return "\n".join(lines) + "\n"

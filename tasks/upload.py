@@ -54,6 +54,7 @@ from tasks.failures import (
 )
 from tasks.assets import iter_asset_files
 from tasks.files import sha256_file
+from tasks.logs import stage_logger
 from tasks.ledger import Entry, Ledger, LedgerState
 from tasks.metadata_csv import described_sidecars
 from tasks.pack import ready_name
@@ -378,10 +379,4 @@ def _backoff(base: float, attempt: int, retry_after: float | None) -> float:
 
 
 def _logger():
-    """Prefect's run logger inside a flow or task run, the standard logger elsewhere."""
-    try:
-        from prefect.logging import get_run_logger
-
-        return get_run_logger()
-    except Exception:  # MissingContextError outside a run
-        return logging.getLogger("microstock.upload")
+    return stage_logger("microstock.upload")

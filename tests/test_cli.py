@@ -58,6 +58,7 @@ def test_workdir_defaults_to_env_then_local_folder(cli_env, prefect_harness, tmp
         ("[gemini]\nrequests_per_minute = 'fast'\n", "gemini.requests_per_minute"),
         ("[agencies.shutterstock]\nenabled = true\n", "agencies.shutterstock"),
         ("[pack\n", "cannot read"),
+        ("[agencies.adobe]\ntarget = 'gopher://example/'\n", "agencies.adobe.target"),
     ],
 )
 def test_bad_config_is_one_line_naming_the_key_and_writes_nothing(cli_env, tmp_path, toml, expected):

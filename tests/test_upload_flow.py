@@ -66,6 +66,9 @@ timeout_s = 10
     assert list(ftp_server.root.iterdir()) == []  # the refused login sent nothing
     assert summary["uploaded_now"] == {"adobe": 3, "vecteezy": 3, "dreamstime": 0}
     assert summary["targets"]["adobe"] == sftp_server.url()
+    assert list(summary["upload_stopped"]) == ["dreamstime"]  # the refused login reaches the summary, once
+    assert "not-the-password" not in summary["upload_stopped"]["dreamstime"]
+    assert summary["upload_not_tried"]["dreamstime"] >= 2
     entries = Ledger(workdir.ledger).read().entries
     assert sorted((e.agency, e.filename) for e in entries) == sorted(
         (a, n) for a in ("adobe", "vecteezy") for n in assets)

@@ -1,0 +1,20 @@
+"""Where a stage's log lines go: Prefect's run logger inside a run (the UI shows them), else a plain logger."""
+
+from __future__ import annotations
+
+import logging
+
+
+def stage_logger(name: str) -> logging.Logger | logging.LoggerAdapter:
+    """Prefect's run logger inside a flow or task run, ``logging.getLogger(name)`` elsewhere.
+
+    Prefect is imported here, not at module import, so commands that never
+    run a flow (``microstock ledger …``) start fast.
+    """
+    from prefect.exceptions import MissingContextError
+    from prefect.logging import get_run_logger
+
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return logging.getLogger(name)
