@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from tasks.config import GeminiSettings
 from tasks.failures import BadInput, MicrostockError, StageStopped, TransientError
-from tasks.files import atomic_write_bytes, sha256_file
+from tasks.files import atomic_file, atomic_write_bytes, sha256_file
 from tasks.progress import StageProgress
 from tasks.inspect import ACCEPTED_EXTENSIONS, IMAGE_EXTENSIONS, inspect_image
 
@@ -290,9 +290,8 @@ def ingest(source: Path, assets_dir: Path) -> IngestReport:
         target = assets_dir / path.name
         if target.exists():
             target = assets_dir / f"{path.stem}_{digest[:8]}{path.suffix}"
-        tmp = target.with_name(f".{target.name}.tmp")
-        shutil.copyfile(path, tmp)
-        tmp.replace(target)
+        with open(path, "rb") as src, atomic_file(target) as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
         known[digest] = target.name
         report.added.append(Asset(name=target.name, asset_id=digest, path=target))
     return report

@@ -9,11 +9,11 @@ ZIP64, and the archive's own ZIP64 records appear when it needs them.
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 import zipfile
 from pathlib import Path
+
+from tasks.files import atomic_file
 
 #: The earliest time a ZIP can hold; nothing about the run leaks into the archive.
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)
@@ -31,26 +31,13 @@ def _info(arcname: str, size: int) -> zipfile.ZipInfo:
 
 
 def write_zip(target: Path, entries: dict[str, Path]) -> None:
-    """Write ``entries`` (name in the archive → file) to ``target``, atomically.
-
-    A temp file in the same folder is filled, fsynced and renamed: a reader
-    sees the old archive or the new one, never half of one.
-    """
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            with zipfile.ZipFile(fh, "w", allowZip64=True) as zf:
-                for arcname in sorted(entries):
-                    src = entries[arcname]
-                    info = _info(arcname, src.stat().st_size)
-                    # zipfile's own rule (size × 1.05 for deflate overhead), made explicit.
-                    large = info.file_size * 1.05 > zipfile.ZIP64_LIMIT
-                    with open(src, "rb") as f_in, zf.open(info, "w", force_zip64=large) as f_out:
-                        shutil.copyfileobj(f_in, f_out, _CHUNK)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write ``entries`` (name in the archive → file) to ``target``, atomically (a reader
+    sees the old archive or the new one, never half of one)."""
+    with atomic_file(target) as fh, zipfile.ZipFile(fh, "w", allowZip64=True) as zf:
+        for arcname in sorted(entries):
+            src = entries[arcname]
+            info = _info(arcname, src.stat().st_size)
+            # zipfile's own rule (size × 1.05 for deflate overhead), made explicit.
+            large = info.file_size * 1.05 > zipfile.ZIP64_LIMIT
+            with open(src, "rb") as f_in, zf.open(info, "w", force_zip64=large) as f_out:
+                shutil.copyfileobj(f_in, f_out, _CHUNK)
