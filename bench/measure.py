@@ -197,7 +197,7 @@ def run_child(args: list[str], env: dict[str, str], log: Path, timeout: float) -
 
 
 #: What a Prefect server in trouble says in a client's log (503s, SQLite lock, crashed runs).
-SERVER_TROUBLE = ("503", "Service Unavailable", "database is locked", "Crashed")
+SERVER_TROUBLE = ("status code 503", "Service Unavailable", "database is locked", "Crashed")
 
 
 def server_trouble(log_text: str) -> list[str]:

@@ -51,6 +51,8 @@ def arrivals(times: list[float], rpm: int) -> dict:
         "quota_per_1s": rpm / 60,
         "min_gap_ms": 1000 * min(gaps) if gaps else None,
         "spacing_ms": 60_000 / rpm,
+        #: The rate while calling: requests after the first per second between the first and the last, / quota.
+        "calling_share_of_quota": (len(times) - 1) / (times[-1] - times[0]) * 60 / rpm if len(times) > 1 else None,
     }
 
 
@@ -62,6 +64,7 @@ def child(images: int, latency: float, rpm: int, concurrency: int, root: Path, o
     fake.default = lambda req: slow(latency)
     os.environ.update(GEMINI_API_KEY=FAKE_KEY, GOOGLE_GEMINI_BASE_URL=fake.url)
 
+    from google import genai  # noqa: F401  (the SDK's import, ≈ 0.5–1 s once per process, is timed on neither side)
     from prefect import flow
 
     from bench.measure import write_tiny_assets
@@ -78,20 +81,24 @@ def child(images: int, latency: float, rpm: int, concurrency: int, root: Path, o
 
     @flow(name="bench-describe-stage")
     def describe_stage() -> dict:
-        t0 = time.perf_counter()
+        t0 = time.monotonic()  # the fake server stamps arrivals with the same clock
         report = describe_assets(wd, settings, assets)
-        elapsed = time.perf_counter() - t0
-        return {"seconds": elapsed, "described": len(report.described), "parked": len(report.parked),
+        t1 = time.monotonic()
+        return {"seconds": t1 - t0, "started": t0, "ended": t1,
+                "described": len(report.described), "parked": len(report.parked),
                 "pending": len(report.pending), "tokens": report.tokens}
 
     ours = describe_stage()
     ours_arrivals = arrivals([r.at for r in fake.requests], rpm)
+    # Time the stage spent before its first request (setup, first task run) and after its last (tail).
+    ours["before_first_request_s"] = min(r.at for r in fake.requests) - ours.pop("started")
+    ours["after_last_request_s"] = ours.pop("ended") - max(r.at for r in fake.requests)
     ours_per_asset = len(fake.requests) / images
 
     fake.requests.clear()
     jobs = [{"job_id": a.asset_id, "path": str(a.path), "asset": a.name} for a in assets]
-    call_model = gemini_call_model(settings.gemini.model, FAKE_KEY, timeout_s=30)
     t0 = time.perf_counter()
+    call_model = gemini_call_model(settings.gemini.model, FAKE_KEY, timeout_s=30)  # as ours makes its client in the stage
     results = run_jobs(jobs, settings.gemini.model, call_model, str(root / "seed_dead_letter.db"))
     seed_s = time.perf_counter() - t0
     seed_arrivals = arrivals([r.at for r in fake.requests], rpm)
@@ -134,13 +141,21 @@ def report(r: dict) -> str:
     rows = [
         f"{r['images']} images, {1000 * r['latency_s']:.0f} ms per call, quota {r['rpm']} RPM, concurrency {r['concurrency']}",
         "",
-        "| | wall s | described | share of quota | requests/asset | most in any 60 s | most in any 1 s | min gap ms |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| | wall s | described | share of quota (wall) | share of quota (first→last request) | requests/asset "
+        "| most in any 60 s | most in any 1 s | min gap ms |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         f"| describe stage (limiter) | {o['seconds']:.2f} | {o['described']} | {100 * o['share_of_quota']:.1f} % | "
+        f"{100 * oa['calling_share_of_quota']:.1f} % | "
         f"{o['requests_per_asset']:.2f} | {oa['most_in_60s']} (≤ {r['rpm']}) | {oa['most_in_1s']} (quota/s {oa['quota_per_1s']:g}) | "
         f"{oa['min_gap_ms']:.1f} (spacing {oa['spacing_ms']:g}) |",
         f"| seed loop (sequential) | {s['seconds']:.2f} | {s['described']} | {100 * s['share_of_quota']:.1f} % | "
+        f"{100 * sa['calling_share_of_quota']:.1f} % | "
         f"{sa['requests'] / r['images']:.2f} | {sa['most_in_60s']} | {sa['most_in_1s']} | {sa['min_gap_ms']:.1f} |",
+        "",
+        f"Describe stage: {o['before_first_request_s']:.2f} s from its start to the first request (client, store, "
+        f"first task run), {o['after_last_request_s']:.2f} s from the last request to its end (that call's "
+        f"{1000 * r['latency_s']:.0f} ms, settling). The quota's own minimum for {r['images']} calls is "
+        f"{(r['images'] - 1) * 60 / r['rpm'] + r['latency_s']:.2f} s.",
         "",
         f"Ours / seed: {r['ratio_ours_to_seed']:.2f}×. Goal ≥ 95 % of quota: "
         f"{'met' if o['share_of_quota'] >= 0.95 else 'NOT met'}; no 60 s window over quota: "
