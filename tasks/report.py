@@ -58,6 +58,17 @@ class BatchSummary(BaseModel):
         return " · ".join(parts)
 
 
+#: Names listed in a summary row; a batch of thousands shows the first ones and a count.
+LISTED = 10
+
+
+def listed(reasons: dict[str, str]) -> str:
+    """``name: reason; …`` for the first :data:`LISTED` names, then ``… and N more``."""
+    names = sorted(reasons)
+    text = "; ".join(f"{k}: {reasons[k]}" for k in names[:LISTED])
+    return text + (f"; … and {len(names) - LISTED} more" if len(names) > LISTED else "")
+
+
 def skip_notes(s: BatchSummary) -> list[str]:
     """What a re-run skipped, said plainly (nothing is done twice)."""
     notes = []
@@ -85,11 +96,11 @@ def summary_table(s: BatchSummary) -> Table:
         t.add_row("pending", str(s.pending), s.stopped or "left for the next run")
     if s.not_generated:
         t.add_row("not generated", str(len(s.not_generated)),
-                  "; ".join(f"{k}: {v}" for k, v in sorted(s.not_generated.items())) + " · the next run tries again")
+                  listed(s.not_generated) + " · the next run tries again")
     if s.stopped and not s.pending:
         t.add_row("stopped", "", s.stopped)
     if s.rejected:
-        t.add_row("rejected", str(len(s.rejected)), "; ".join(f"{k}: {v}" for k, v in sorted(s.rejected.items())))
+        t.add_row("rejected", str(len(s.rejected)), listed(s.rejected))
     for agency, rows in s.csv_rows.items():
         t.add_row(f"CSV rows · {agency}", str(rows), ", ".join(s.csv_files.get(agency, [])))
     for agency, total in s.uploaded_total.items():
@@ -117,9 +128,9 @@ def summary_markdown(s: BatchSummary) -> str:
     lines.append(f"| parked | {s.parked + s.still_parked} | {s.parked} this run, {s.still_parked} from earlier runs |")
     if s.not_generated:
         lines.append(f"| not generated | {len(s.not_generated)} | "
-                     f"{'; '.join(f'{k}: {v}' for k, v in sorted(s.not_generated.items()))} |")
+                     f"{listed(s.not_generated)} |")
     lines.append(f"| pending | {s.pending} | {s.stopped or ''} |")
-    lines.append(f"| rejected | {len(s.rejected)} | {'; '.join(f'{k}: {v}' for k, v in sorted(s.rejected.items()))} |")
+    lines.append(f"| rejected | {len(s.rejected)} | {listed(s.rejected)} |")
     for agency, rows in s.csv_rows.items():
         files = ", ".join(f"`{f}`" for f in s.csv_files.get(agency, []))
         lines.append(f"| CSV rows · {agency} | {rows} | {files} |")
