@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import sys
 import threading
 from typing import Callable
 
@@ -24,6 +25,12 @@ def add_listener(listener: Listener) -> None:
 def remove_listener(listener: Listener) -> None:
     if listener in _listeners:
         _listeners.remove(listener)
+
+
+def _in_a_run() -> bool:
+    from prefect.context import FlowRunContext, TaskRunContext
+
+    return bool(FlowRunContext.get() or TaskRunContext.get())
 
 
 class StageProgress:
@@ -43,10 +50,9 @@ class StageProgress:
         self._publisher: threading.Thread | None = None
 
     def __enter__(self) -> "StageProgress":
-        # Prefect is loaded here, not at import, so commands that never run a flow start fast.
-        from prefect.context import FlowRunContext, TaskRunContext
-
-        if FlowRunContext.get() or TaskRunContext.get():
+        # No run can be in progress unless Prefect is loaded: never load it here (a plain
+        # ``upload_agency`` call or ``microstock ledger`` would wait seconds for the import).
+        if "prefect" in sys.modules and _in_a_run():
             run_context = contextvars.copy_context()  # the artifact belongs to this flow or task run
             self._publisher = threading.Thread(target=run_context.run, args=(self._publish,),
                                                name=f"progress-{self.stage}", daemon=True)
