@@ -219,3 +219,27 @@ def test_what_is_recorded_is_read_back(tmp_path_factory, entries):
     state = ledger.read()
     assert state.problems == []
     assert state.done_keys() == {(agency, sha(n)) for agency, _, n, _ in entries}
+
+
+_KINDS = {
+    "clean": lambda i: f"2026-11-30T00:00:00Z\tadobe\tf{i}.jpg\t{i:064x}\t/r/f{i}.jpg",
+    "clean-other": lambda i: f"2026-11-30T00:00:00Z\tdreamstime\tf{i}.jpg\t{i:064x}\t/r/f{i}.jpg",
+    "comment": lambda i: f"# note {i}",
+    "blank": lambda i: "",
+    "garbage": lambda i: f"garbage line {i}",
+    "upper-hex": lambda i: f"2026-11-30T00:00:00Z\tvecteezy\tf{i}.jpg\t{i:064X}\t/r/f{i}.jpg",
+    "spaces": lambda i: f"2026-11-30T00:00:00Z adobe f{i}.jpg {i:064x} /r/f{i}.jpg",
+    "unknown-agency": lambda i: f"2026-11-30T00:00:00Z\tshutterstock\tf{i}.jpg\t{i:064x}\t/r",
+}
+
+
+@settings(max_examples=150, deadline=None)
+@given(kinds=st.lists(st.sampled_from(sorted(_KINDS)), max_size=30), torn=st.booleans())
+def test_the_one_pass_read_agrees_with_the_hex_checking_read(tmp_path_factory, kinds, torn):
+    path = tmp_path_factory.mktemp("ledger") / "uploads.ledger"
+    text = "\n".join(_KINDS[k](i) for i, k in enumerate(kinds)) + ("" if torn or not kinds else "\n")
+    path.write_text(text, encoding="utf-8")
+    careful = Ledger(path)._scan(check_hex=True)
+    fast = Ledger(path).read()
+    assert fast.done == careful.done
+    assert fast.problems == careful.problems
