@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tasks.config import gemini_api_key
+from tasks.secrets import redact as redact_secrets
 from tasks.failures import InvalidOutput, MicrostockError, StoreUnavailable, TransientError
 from tasks.workdir import Workdir
 
@@ -119,9 +120,8 @@ def format_age(seconds: float) -> str:
 
 
 def redact(text: str) -> str:
-    """``text`` with the Gemini API key (if one is set) replaced by ``***``."""
-    key = gemini_api_key()
-    return text.replace(key, "***") if key else text
+    """``text`` with the Gemini API key from the environment, and anything key-shaped, replaced by ``***``."""
+    return redact_secrets(text, gemini_api_key())
 
 
 def parked_error_class(exc: BaseException) -> str:

@@ -302,8 +302,8 @@ def describe_jobs(run: DescribeRun, assets: list[Asset], concurrency: int) -> li
             outcomes[asset.name] = Outcome(asset, "pending", exc.message)
         except Exception as exc:  # one job's bookkeeping must not stop the others
             logger.error("describe %s: could not settle the job (%s: %s); it stays pending",
-                         asset.name, type(exc).__name__, redact(str(exc)))
-            outcomes[asset.name] = Outcome(asset, "pending", f"{type(exc).__name__}: {redact(str(exc))}")
+                         asset.name, type(exc).__name__, run.redact(str(exc)))
+            outcomes[asset.name] = Outcome(asset, "pending", f"{type(exc).__name__}: {run.redact(str(exc))}")
         progress.advance()
 
     with StageProgress("describe", len(assets)) as progress:

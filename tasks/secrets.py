@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 
 from tasks.config import gemini_api_key
 
@@ -52,3 +53,19 @@ def secret_block(name: str) -> str | None:
         logger.warning("could not read Prefect Secret block %r (%s)", name, type(exc).__name__)
         return None
     return str(value) if value else None
+
+
+#: Google API keys and ``key=…`` query parameters, wherever they turn up in a service's text.
+KEY_SHAPED = re.compile(r"AIza[0-9A-Za-z_\-]{20,}|(?i:key=)[^&\s\"']+")
+
+
+def redact(text: str, *secrets: str | None, mark: str = "***") -> str:
+    """``text`` with each given secret and anything key-shaped replaced by ``mark``.
+
+    The one redaction of the project: messages that may reach a log, an
+    exception shown to a user, an artifact or the dead-letter store pass here.
+    """
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, mark)
+    return KEY_SHAPED.sub(mark, text)

@@ -68,6 +68,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tasks.assets import Asset
 from tasks.config import GeminiSettings
+from tasks.secrets import redact
 from tasks.failures import (
     AuthenticationFailed,
     BadInput,
@@ -152,7 +153,6 @@ def gemini_client(settings: GeminiSettings, api_key: str) -> genai.Client:
 
 # --- the mapping boundary ---------------------------------------------------------------
 
-_KEY_SHAPED = re.compile(r"AIza[0-9A-Za-z_\-]{20,}|(?i:key=)[^&\s\"']+")
 _BLOCK_REASONS = frozenset({"SAFETY", "IMAGE_SAFETY", "PROHIBITED_CONTENT", "IMAGE_PROHIBITED_CONTENT",
                             "BLOCKLIST", "SPII"})
 _PERMANENT_CODES = frozenset({400, 404, 422})
@@ -161,10 +161,7 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?)s\s*$")
 
 def _clean(text: Any, api_key: str | None) -> str:
     """The service's text without the key or anything key-shaped, on one line, at most 200 characters."""
-    text = " ".join(str(text or "").split())
-    if api_key:
-        text = text.replace(api_key, "[redacted]")
-    text = _KEY_SHAPED.sub("[redacted]", text)
+    text = redact(" ".join(str(text or "").split()), api_key, mark="[redacted]")
     return text[:200] + ("…" if len(text) > 200 else "")
 
 

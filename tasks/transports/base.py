@@ -24,6 +24,7 @@ from types import TracebackType
 import paramiko
 from paramiko.ssh_exception import NoValidConnectionsError
 
+from tasks.secrets import redact
 from tasks.failures import (
     AuthenticationFailed,
     MicrostockError,
@@ -145,8 +146,7 @@ def map_transport_errors(where: str, secret: str | None = None,
     """
 
     def say(text: object) -> str:
-        message = f"{where}: {text}"
-        return message.replace(secret, "***") if secret else message
+        return redact(f"{where}: {text}", secret)
 
     try:
         yield
