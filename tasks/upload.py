@@ -328,11 +328,28 @@ def packed_assets(wd: Workdir) -> list[tuple[str, UploadItem]]:
 
 
 def held_back(wd: Workdir) -> dict[str, dict[str, str]]:
-    """agency -> asset name -> rule, as the last pack run wrote it to ``reports/pack.json``."""
+    """agency -> asset name -> why the last run does not send it there.
+
+    The pack stage's image rules (``reports/pack.json``) and the assets the
+    CSV stage gave no valid row (``reports/validation.json``): the flow
+    uploads neither, so neither is pending.
+    """
+    held: dict[str, dict[str, str]] = {}
+    for agency, rules in (_report(wd, "pack.json").get("held_back") or {}).items():
+        held.setdefault(agency, {}).update(rules)
+    for problem in _report(wd, "validation.json").get("problems") or []:
+        if problem.get("asset"):
+            held.setdefault(problem["agency"], {}).setdefault(problem["asset"], problem.get("message", ""))
+    return held
+
+
+def _report(wd: Workdir, name: str) -> dict:
+    """A JSON report of the last run from ``reports/``; empty when missing or unreadable."""
     try:
-        return dict(json.loads((wd.reports / "pack.json").read_text(encoding="utf-8")).get("held_back") or {})
-    except (OSError, ValueError, AttributeError):
+        found = json.loads((wd.reports / name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return {}
+    return found if isinstance(found, dict) else {}
 
 
 def ledger_overview(wd: Workdir, agencies: list[str]) -> tuple[list[AgencyLedger], LedgerState]:

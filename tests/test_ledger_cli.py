@@ -96,3 +96,13 @@ def test_status_follows_the_enabled_agencies(described):
     assert "dreamstime" not in result.stdout and "adobe" in result.stdout
     bad = cli(described, "pending", "--agency", "istock")
     assert bad.exit_code == 2 and "unknown agency 'istock'" in bad.output
+
+
+def test_an_asset_without_a_valid_csv_row_for_an_agency_is_not_pending_there(described):
+    (described.reports / "validation.json").write_text(json.dumps({"problems": [
+        {"agency": "vecteezy", "asset": "city.png", "rule": "keywords.min", "message": "1 keyword; Vecteezy needs 5"},
+        {"agency": "dreamstime", "asset": "", "rule": "csv_defaults", "message": "agency-wide: not about one asset"},
+    ]}))
+    result = cli(described, "pending", "--agency", "vecteezy")
+    assert sorted(result.stdout.splitlines()) == ["vecteezy\tdunes.jpg", "vecteezy\tsunset.jpg"]
+    assert len(cli(described, "pending", "--agency", "dreamstime").stdout.splitlines()) == 3
