@@ -9,6 +9,7 @@ from io import BytesIO
 import pytest
 from PIL import Image
 
+from tests.pack_samples import quadrant_jpeg
 from tasks.assets import Asset
 from tasks.config import GeminiSettings
 from tasks.describers.gemini import ADOBE_CATEGORIES, GeminiDescriber
@@ -82,14 +83,16 @@ def test_small_image_is_not_enlarged_and_png_alpha_becomes_jpeg(fake_gemini, des
 
 
 def test_sideways_jpeg_is_sent_upright(fake_gemini, describer, tmp_path):
-    path = tmp_path / "turned.jpg"
-    exif = Image.Exif()
-    exif[0x0112] = 6  # Orientation: rotate 90° clockwise to display
-    Image.new("RGB", (1600, 1200), (10, 20, 30)).save(path, "JPEG", exif=exif)
+    # stored left half red, right half blue, Orientation 6 (turn 90° clockwise to display):
+    # upright, the red half is on top and the blue half below
+    path = quadrant_jpeg(tmp_path / "turned.jpg", size=(1600, 1200), orientation=6)
     describer.describe(Asset(name=path.name, asset_id=sha256_file(path), path=path))
     [(_, data)] = fake_gemini.requests[0].inline_images()
     with Image.open(BytesIO(data)) as sent:
         assert sent.size == (768, 1024)
+        top, bottom = sent.getpixel((384, 100)), sent.getpixel((384, 924))
+    assert top[0] > 150 and top[2] < 80, top  # red
+    assert bottom[2] > 150 and bottom[0] < 80, bottom  # blue
 
 
 def test_language_setting_reaches_prompt_and_metadata(fake_gemini, tmp_path):

@@ -97,6 +97,8 @@ def test_open_image_reads_only_the_header(tmp_path):
     p = s.truncated_jpeg(tmp_path / "cut.jpg")
     with open_image(p) as im:  # the truncation shows only when decoding
         assert im.size == (64, 48)
+        with pytest.raises(OSError):
+            im.load()  # so opening did not decode the pixels
 
 
 def test_agency_limits_name_the_rule():
