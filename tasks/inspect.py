@@ -88,10 +88,6 @@ class ImageFacts:
     format: str
     mode: str
 
-    @property
-    def megapixels(self) -> float:
-        return self.width * self.height / 1e6
-
 
 @contextmanager
 def pillow_errors(name: str) -> Iterator[None]:

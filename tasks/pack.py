@@ -309,18 +309,6 @@ def write_batch_zip(wd: Workdir, report: PackReport) -> Path:
     return target
 
 
-def pack_batch(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], agencies: list[str] | None = None,
-               *, rules: dict[str, ImageRules] | None = None, workers: int = DEFAULT_WORKERS) -> PackReport:
-    """Pack every described asset, then :func:`finish_batch` (log, ZIP, ``reports/pack.json``).
-
-    The arguments are :func:`pack_assets`'s. Returns the report the run
-    summary shows: ``ready_for(agency)`` is what the upload stage sends there.
-    A flow that wants the CSVs to leave out rejected and held-back assets
-    calls :func:`pack_assets`, writes the CSVs, then :func:`finish_batch`.
-    """
-    return finish_batch(wd, pack_assets(wd, settings, sidecars, agencies, rules=rules, workers=workers))
-
-
 def finish_batch(wd: Workdir, report: PackReport) -> PackReport:
     """Log each rejected and held-back asset, write the batch ZIP (with the CSVs as they are now) and
     ``reports/pack.json``; returns ``report`` with ``zip_path`` set."""

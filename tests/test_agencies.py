@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tasks.agencies.rows import build_row, check_csv_defaults, embedded_fields, hint_to_id, split_keywords
@@ -276,3 +278,10 @@ def test_embedded_fields_use_the_strictest_limits():
     fields = embedded_fields(m, all_specs().values())
     assert len(fields.title) <= 70
     assert list(fields.keywords) == [f"k{i}" for i in range(50)]
+
+
+def test_a_spec_whose_agency_takes_no_jpeg_is_refused():
+    text = (Path(__file__).parent.parent / "tasks" / "agencies" / "adobe.toml").read_text(encoding="utf-8")
+    assert 'formats = ["JPEG"]' in text
+    with pytest.raises(ConfigError, match="x.toml: image.*leave out JPEG"):
+        parse_spec(text.replace('formats = ["JPEG"]', 'formats = ["TIFF"]'), "x.toml")

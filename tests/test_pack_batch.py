@@ -1,4 +1,4 @@
-"""pack_batch over a workdir: bad files rejected alone, repairs, held back per agency, determinism, reruns."""
+"""The pack stage over a workdir (pack_assets, then finish_batch, as the flow calls them): bad files rejected alone, repairs, held back per agency, determinism, reruns."""
 
 from __future__ import annotations
 
@@ -13,9 +13,14 @@ import tasks.pack as pack
 from tasks.config import PackSettings
 from tasks.inspect import ImageRules
 from tasks.metadata import Metadata, Sidecar
-from tasks.pack import PackedFiles, pack_batch
+from tasks.pack import PackedFiles, finish_batch, pack_assets
 from tasks.workdir import Workdir
 from tests import pack_samples as s
+
+
+def pack_batch(wd, settings, sidecars, agencies=None, **kwargs):
+    """The flow's order: pack every asset, then log, ZIP and report."""
+    return finish_batch(wd, pack_assets(wd, settings, sidecars, agencies, **kwargs))
 
 SETTINGS = PackSettings(preview_px=64, thumbnail_px=32)
 #: Tiny stand-ins for the agencies' rules so the images stay small (the real ones are used below).

@@ -116,10 +116,17 @@ class Categories(_Spec):
 class ImageLimits(_Spec):
     """What the agency accepts as an image file; the pack stage checks these."""
 
+    #: Formats the agency takes. The pack stage makes JPEGs only, so JPEG must be among them.
     formats: tuple[str, ...] = ("JPEG",)
     min_megapixels: float | None = None
     max_megapixels: float | None = None
     max_bytes: int | None = None
+
+    @model_validator(mode="after")
+    def _takes_what_pack_makes(self) -> "ImageLimits":
+        if "JPEG" not in self.formats:
+            raise ValueError(f"formats {list(self.formats)} leave out JPEG, the only format the pack stage makes")
+        return self
 
     @property
     def min_pixels(self) -> int | None:
