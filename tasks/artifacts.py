@@ -63,7 +63,7 @@ def batch_rows(s: BatchSummary) -> list[dict[str, str | int]]:
             detail += f" · {len(failed)} failed, left pending"
         if held:
             detail += f" · {len(held)} held back"
-        rows.append({"what": f"uploaded · {agency}", "total": total,
+        rows.append({"what": f"uploads · {agency}", "total": total,
                      "this run": s.uploaded_now.get(agency, 0), "detail": detail})
     return rows
 

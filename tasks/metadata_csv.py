@@ -26,6 +26,7 @@ from tasks.agencies.rows import Problem, RowResult, bom_bytes, build_row, check_
 from tasks.agencies.spec import AgencySpec, load_spec
 from tasks.assets import iter_asset_files
 from tasks.config import Settings
+from tasks.report import md_cell
 from tasks.files import atomic_write_bytes
 from tasks.metadata import Sidecar, read_sidecar
 from tasks.pack import ready_name
@@ -239,29 +240,24 @@ def validation_table(report: CsvReport) -> Group:
     return Group(*parts)
 
 
-def _md(text: str) -> str:
-    """Text safe inside a markdown table cell."""
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("`", "'").replace("\n", " ")
-
-
 def validation_markdown(report: CsvReport) -> str:
     """The validation report as markdown (for a Prefect artifact)."""
     lines = ["## Agency CSVs", "", "| agency | rows | fixed | skipped | files |", "|---|---:|---:|---:|---|"]
     skipped = Counter(p.agency for p in report.problems if p.asset)
     for agency, result in report.agencies.items():
-        files = ", ".join(f"`{_md(f)}`" for f in result.files) if result.written else "not written"
-        lines.append(f"| {_md(result.display_name)} | {result.rows} | {sum(result.fixes.values())} "
+        files = ", ".join(f"`{md_cell(f)}`" for f in result.files) if result.written else "not written"
+        lines.append(f"| {md_cell(result.display_name)} | {result.rows} | {sum(result.fixes.values())} "
                      f"| {skipped[agency]} | {files} |")
     fixes = Counter()
     for result in report.agencies.values():
         fixes.update({f"{result.agency}: {rule}": n for rule, n in result.fixes.items()})
     if fixes:
-        lines += ["", "Fixed automatically: " + ", ".join(f"{_md(k)} ×{n}" for k, n in sorted(fixes.items()))]
+        lines += ["", "Fixed automatically: " + ", ".join(f"{md_cell(k)} ×{n}" for k, n in sorted(fixes.items()))]
     if report.problems:
         lines += ["", "### Skipped for an agency", "", "| asset | agency | rule | problem |", "|---|---|---|---|"]
-        lines += [f"| {_md(p.asset or '(all)')} | {p.agency} | `{_md(p.rule)}` | {_md(p.message)} |"
+        lines += [f"| {md_cell(p.asset or '(all)')} | {p.agency} | `{md_cell(p.rule)}` | {md_cell(p.message)} |"
                   for p in report.problems]
     steps = next_steps(report)
     if steps:
-        lines += ["", "### Next steps", ""] + [f"- {_md(s)}" for s in steps]
+        lines += ["", "### Next steps", ""] + [f"- {md_cell(s)}" for s in steps]
     return "\n".join(lines) + "\n"

@@ -120,22 +120,28 @@ def summary_table(s: BatchSummary) -> Table:
     return t
 
 
+def md_cell(text: object) -> str:
+    """Text safe inside a markdown table cell (file names and reasons are the contributor's, not ours)."""
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("`", "'").replace("\n", " ")
+
+
 def summary_markdown(s: BatchSummary) -> str:
     """The batch summary as markdown, for the ``batch-summary`` artifact."""
+    m = md_cell
     lines = [f"# stock-batch: {s.headline()}", "", "| what | count | detail |", "|---|---:|---|"]
-    lines.append(f"| assets | {s.assets} | `{s.workdir}/assets` |")
-    lines.append(f"| described | {s.described} | {s.described_now} this run ({s.describer or '—'}){', ' + s.tokens_note() if s.tokens else ''} |")
+    lines.append(f"| assets | {s.assets} | `{m(s.workdir)}/assets` |")
+    lines.append(f"| described | {s.described} | {s.described_now} this run ({s.describer or '—'})"
+                 f"{', ' + s.tokens_note() if s.tokens else ''} |")
     lines.append(f"| parked | {s.parked + s.still_parked} | {s.parked} this run, {s.still_parked} from earlier runs |")
     if s.not_generated:
-        lines.append(f"| not generated | {len(s.not_generated)} | "
-                     f"{listed(s.not_generated)} |")
-    lines.append(f"| pending | {s.pending} | {s.stopped or ''} |")
-    lines.append(f"| rejected | {len(s.rejected)} | {listed(s.rejected)} |")
+        lines.append(f"| not generated | {len(s.not_generated)} | {m(listed(s.not_generated))} |")
+    lines.append(f"| pending | {s.pending} | {m(s.stopped or '')} |")
+    lines.append(f"| rejected | {len(s.rejected)} | {m(listed(s.rejected))} |")
     for agency, rows in s.csv_rows.items():
-        files = ", ".join(f"`{f}`" for f in s.csv_files.get(agency, []))
+        files = ", ".join(f"`{m(f)}`" for f in s.csv_files.get(agency, []))
         lines.append(f"| CSV rows · {agency} | {rows} | {files} |")
     for agency, total in s.uploaded_total.items():
         stopped = f" · stopped: {s.upload_stopped[agency]}" if agency in s.upload_stopped else ""
         lines.append(f"| uploads · {agency} | {total} | {s.uploaded_now.get(agency, 0)} this run → "
-                     f"{s.targets.get(agency, '')}{stopped} |")
+                     f"{m(s.targets.get(agency, '') + stopped)} |")
     return "\n".join(lines) + "\n"

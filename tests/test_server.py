@@ -215,7 +215,7 @@ def test_batch_through_the_api_tells_the_story_in_names_tags_artifacts_and_event
     assert arts["batch-summary"]["type"] == "markdown" and "csv/adobe.csv" in arts["batch-summary"]["data"]
     counts = {r["what"]: r for r in json.loads(arts["batch-counts"]["data"])}
     assert counts["described"]["this run"] >= 1 and counts["parked"]["total"] == 0
-    assert {"uploaded · adobe", "uploaded · vecteezy", "tokens used", "rejected"} <= set(counts)
+    assert {"uploads · adobe", "uploads · vecteezy", "tokens used", "rejected"} <= set(counts)
     assert "vecteezy" in arts["csv-validation"]["data"]
 
     def batch_events():
