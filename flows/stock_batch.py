@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, NamedTuple
 
-from prefect import flow, tags, task
+from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 from prefect.states import Completed
@@ -28,7 +28,10 @@ from tasks.upload import AgencyUpload, UploadItem, upload_agency
 from tasks.workdir import Workdir, default_workdir
 
 
-@task(name="assets", task_run_name="assets", tags=["assets"], cache_policy=NO_CACHE)
+# No tags on these tasks: a tagged task run first asks the server for tag concurrency slots, a
+# synchronous write that queues behind the server's backlog of per-asset describe runs; at 5,000
+# assets it got 503 and failed the flow (docs/BENCHMARKS.md, issue 8). Task run names say the stage.
+@task(name="assets", task_run_name="assets", cache_policy=NO_CACHE)
 def assets_stage(wd: Workdir, settings: Settings, count: int, source: str | None) -> Gathered:
     seed = settings.generate.seed
     gathered = gather(wd.assets, count, Path(source) if source else None, prompts_from(settings.generate.prompts),
@@ -40,24 +43,24 @@ def assets_stage(wd: Workdir, settings: Settings, count: int, source: str | None
     return gathered
 
 
-@task(name="csv", task_run_name="csv", tags=["csv"], cache_policy=NO_CACHE)
+@task(name="csv", task_run_name="csv", cache_policy=NO_CACHE)
 def csv_stage(wd: Workdir, agencies: list[str], settings: Settings, packed: PackReport) -> CsvReport:
     report = write_agency_csvs(wd, agencies, settings, left_out={a: packed.left_out(a) for a in agencies})
     publish_validation(report)
     return report
 
 
-@task(name="pack", task_run_name="pack", tags=["pack"], cache_policy=NO_CACHE)
+@task(name="pack", task_run_name="pack", cache_policy=NO_CACHE)
 def pack_stage(wd: Workdir, settings: Settings, agencies: list[str]) -> PackReport:
     return pack_assets(wd, settings.pack, described_sidecars(wd), agencies)
 
 
-@task(name="zip", task_run_name="zip", tags=["pack"], cache_policy=NO_CACHE)
+@task(name="zip", task_run_name="zip", cache_policy=NO_CACHE)
 def zip_stage(wd: Workdir, packed: PackReport) -> PackReport:
     return finish_batch(wd, packed)
 
 
-@task(name="upload", task_run_name="upload-{agency}", tags=["upload"], cache_policy=NO_CACHE)
+@task(name="upload", task_run_name="upload-{agency}", cache_policy=NO_CACHE)
 def upload_stage(wd: Workdir, agency: str, items: list[UploadItem], settings: AgencySettings) -> AgencyUpload:
     result = upload_agency(wd, agency, items, settings)
     events.upload_completed(agency, result.uploaded, already=len(result.already) + len(result.reconciled),
@@ -87,8 +90,7 @@ def publish_described(wd: Workdir, settings: Settings, chosen: list[str]) -> Pub
              for agency in chosen}
     futures = {}
     for agency in chosen:
-        with tags(agency):  # the UI filters task runs by agency
-            futures[agency] = upload_stage.submit(wd, agency, items[agency], settings.agency(agency))
+        futures[agency] = upload_stage.submit(wd, agency, items[agency], settings.agency(agency))
     return Published(csvs, packed, {agency: f.result() for agency, f in futures.items()})
 
 

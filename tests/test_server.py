@@ -207,8 +207,8 @@ def test_batch_through_the_api_tells_the_story_in_names_tags_artifacts_and_event
     by_name = {t["name"]: t for t in task_runs}
     assert any(re.fullmatch(r"describe-.+\.jpg", n) for n in by_name), sorted(by_name)
     assert {"assets", "csv", "pack", "upload-adobe", "upload-vecteezy"} <= set(by_name)
-    assert {"upload", "adobe"} <= set(by_name["upload-adobe"]["tags"])
-    assert "pack" in by_name["pack"]["tags"]
+    # No task run carries tags: each tag is a server round trip per run (docs/BENCHMARKS.md, issue 8).
+    assert all(not t["tags"] for t in task_runs), {n: t["tags"] for n, t in by_name.items() if t["tags"]}
 
     arts = artifacts_of(url, run["id"])
     assert {"batch-summary", "batch-counts", "csv-validation", "dead-letter-jobs", "progress-describe"} <= set(arts)
