@@ -120,15 +120,33 @@ class StageTimes:
     not_completed: int = 0
     flow_s: float = 0.0
     flow_state: str = ""
+    #: Seconds after the flow run returned until the server had recorded every task run as finished.
+    server_lag_s: float = 0.0
 
 
-def stage_times(flow_run_id) -> StageTimes:
-    """Read the flow run and its task runs back from the Prefect API (paged; works for thousands)."""
+def stage_times(flow_run_id, described: int = 0, wait_s: float = 600) -> StageTimes:
+    """Read the flow run and its task runs back from the Prefect API (paged; works for thousands).
+
+    The server records task runs from the flow's events, behind the flow: this first waits (up
+    to ``wait_s``) until ``described`` ``describe-…`` task runs are recorded as finished, and
+    says how long that took after the flow returned.
+    """
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
     out = StageTimes()
     with get_client(sync_client=True) as client:
+        if described:
+            t0 = time.monotonic()
+            finished = {"flow_runs": {"id": {"any_": [str(flow_run_id)]}},
+                        "task_runs": {"name": {"like_": "describe-"},
+                                      "state": {"type": {"any_": ["COMPLETED", "FAILED", "CRASHED", "CANCELLED"]}}}}
+            while time.monotonic() - t0 < wait_s:
+                done = client.request("POST", "/task_runs/count", json=finished).json()
+                if done >= described:
+                    break
+                time.sleep(1)
+            out.server_lag_s = time.monotonic() - t0
         fr = client.read_flow_run(flow_run_id)
         out.flow_state = fr.state.type.value if fr.state else ""
         if fr.start_time and fr.end_time:
@@ -197,7 +215,8 @@ def run_child(args: list[str], env: dict[str, str], log: Path, timeout: float) -
 
 
 #: What a Prefect server in trouble says in a client's log (503s, SQLite lock, crashed runs).
-SERVER_TROUBLE = ("status code 503", "Service Unavailable", "database is locked", "Crashed")
+SERVER_TROUBLE = ("status code 503", "Service Unavailable", "database is locked", "Crashed",
+                  "Subscription queue is full")
 
 
 def server_trouble(log_text: str) -> list[str]:

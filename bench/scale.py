@@ -31,6 +31,8 @@ from pathlib import Path
 from bench.measure import OUT, prefect_env, run_child, server_trouble
 
 SIZES = (100, 1000, 5000)
+#: The flow's stages in order (task name before the first ``-``).
+STAGES = ["assets", "describe", "pack", "csv", "zip", "upload"]
 
 
 def child(n: int, root: Path, out: Path) -> None:
@@ -48,8 +50,8 @@ def child(n: int, root: Path, out: Path) -> None:
         state = stock_batch(workdir=str(wd_root), count=0, return_state=True)
         flow_call_s = time.perf_counter() - t0
     rss_flow = peak_rss_mb()
-    times = stage_times(state.state_details.flow_run_id)
     described = sum(1 for p in (wd_root / "assets").glob("*.json"))
+    times = stage_times(state.state_details.flow_run_id, described)
 
     # The describer's own work per asset, without Prefect: describe + write the sidecar.
     from tasks.assets import Asset
@@ -76,6 +78,7 @@ def child(n: int, root: Path, out: Path) -> None:
         "stage_s": times.span_s,
         "task_runs": times.runs,
         "task_runs_not_completed": times.not_completed,
+        "server_lag_s": times.server_lag_s,
         "bare_describe_ms": bare_per_asset * 1000,
         "peak_rss_mb_before_flow": rss_before,
         "peak_rss_mb": rss_flow,
@@ -105,18 +108,20 @@ def measure(n: int, timeout: float = 3600) -> dict:
 
 def report(results: list[dict]) -> str:
     """The figures as a markdown table, and the growth verdict."""
-    stages = ["assets", "describe", "csv", "pack", "upload"]
-    lines = ["| assets | process s | flow run s | " + " | ".join(f"{s} s" for s in stages)
-             + " | describe ms/asset | bare ms/asset | overhead ms/asset | flow ms/asset | peak RSS MB (flow) | peak RSS MB (server) | not completed | server errors |",
-             "|---:|---:|---:|" + "---:|" * len(stages) + "---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| assets | state | process s | flow run s | " + " | ".join(f"{s} s" for s in STAGES)
+             + " | between stages s | describe ms/asset | bare ms/asset | overhead ms/asset | flow ms/asset "
+             "| peak RSS MB (flow) | peak RSS MB (server) | server recorded all describe runs after s "
+             "| task runs not completed | server errors |",
+             "|---:|---|---:|---:|" + "---:|" * len(STAGES) + "---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         st = r.get("stage_s", {})
+        between = r.get("flow_run_s", 0) - sum(st.values())
         lines.append(
-            f"| {r['assets']:,} | {r.get('process_wall_s', 0):.1f} | {r.get('flow_run_s', 0):.1f} | "
-            + " | ".join(f"{st[s]:.1f}" if s in st else "–" for s in stages)
-            + f" | {r.get('describe_ms_per_asset', 0):.1f} | {r.get('bare_describe_ms', 0):.1f} | "
+            f"| {r['assets']:,} | {r.get('state', 'no result')} | {r.get('process_wall_s', 0):.1f} | {r.get('flow_run_s', 0):.1f} | "
+            + " | ".join(f"{st[s]:.1f}" if s in st else "–" for s in STAGES)
+            + f" | {between:.1f} | {r.get('describe_ms_per_asset', 0):.1f} | {r.get('bare_describe_ms', 0):.1f} | "
             f"{r.get('overhead_ms_per_asset', 0):.1f} | {r.get('flow_ms_per_asset', 0):.1f} | "
-            f"{r.get('peak_rss_mb', 0):.0f} | {r.get('server_peak_rss_mb', 0):.0f} | "
+            f"{r.get('peak_rss_mb', 0):.0f} | {r.get('server_peak_rss_mb', 0):.0f} | {r.get('server_lag_s', 0):.1f} | "
             f"{r.get('task_runs_not_completed', '?')} | {len(r.get('server_trouble', []))} |")
     per = [(r["assets"], r["describe_ms_per_asset"]) for r in results if "describe_ms_per_asset" in r]
     if len(per) >= 2:
