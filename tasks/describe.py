@@ -56,6 +56,7 @@ from tasks.metadata import Metadata, read_sidecar, write_sidecar
 from tasks.progress import StageProgress
 from tasks.ratelimit import RateLimiter, shared_limiter
 from tasks.secrets import gemini_key
+from tasks.server_pace import pace_for_flow_run
 from tasks.workdir import Workdir
 
 #: The seed's backoff: first delay doubling per retry, capped at 30 s.
@@ -293,6 +294,8 @@ def describe_jobs(run: DescribeRun, assets: list[Asset], concurrency: int) -> li
     outcomes: dict[str, Outcome] = {}
     in_flight: dict[PrefectFuture, Asset] = {}
     queue = list(assets)
+    pace = pace_for_flow_run("describe-")  # never far ahead of what Prefect's server has recorded
+    submitted = 0
 
     def settle_one(future: PrefectFuture) -> None:
         asset = in_flight.pop(future)
@@ -309,14 +312,19 @@ def describe_jobs(run: DescribeRun, assets: list[Asset], concurrency: int) -> li
     with StageProgress("describe", len(assets)) as progress:
         while queue or in_flight:
             while queue and len(in_flight) < concurrency and run.gate.stopped is None:
+                if pace is not None:
+                    pace.before_submit(submitted)
                 asset = queue.pop(0)
                 in_flight[task.submit(asset, run)] = asset
+                submitted += 1
             if not in_flight:
                 break
             settle_one(next(as_completed(list(in_flight))))
         for asset in queue:
             outcomes[asset.name] = Outcome(asset, "pending", "stage stopped before this call")
             progress.advance()
+    if pace is not None and pace.waited_s:
+        logger.info("waited %.0f s in all for Prefect's server to record describe runs", pace.waited_s)
     if run.gate.stopped is not None:
         waiting = sum(1 for o in outcomes.values() if o.status == "pending")
         logger.error("describe stopped: %s. No further Gemini calls this run; %d asset(s) left pending for the next run.",
