@@ -13,7 +13,9 @@ spent outside the flow run is Prefect's start-up and shutdown.
 With ``--gemini-latency`` a fake Gemini server on 127.0.0.1 answers after
 that many seconds and the command gets ``GEMINI_API_KEY`` and
 ``GOOGLE_GEMINI_BASE_URL``: the describe stage then runs at the configured
-quota (``requests_per_minute = 60`` by default: 40 images take ≈ 40 s).
+quota (``requests_per_minute = 60`` by default). The fake does not draw
+images, so that variant ingests the same 40 demo images, made beforehand,
+with ``microstock run --source DIR`` instead of generating them.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import tempfile
 from pathlib import Path
 
 from bench.measure import OUT, prefect_env, run_child, server_trouble
+from tasks.assets import DEMO_PROMPTS, demo_jpeg_bytes, generated_name
 
 STAGES = ["assets", "describe", "pack", "csv", "zip", "upload"]
 
@@ -55,13 +58,21 @@ def measure(count: int = 40, gemini_latency: float | None = None, timeout: float
             fake = FakeGemini().start()
             fake.default = lambda req: slow(gemini_latency)
             env.update(GEMINI_API_KEY=FAKE_KEY, GOOGLE_GEMINI_BASE_URL=fake.url)
+        command = [microstock, "run", "--count", str(count), "--workdir", str(wd)]
+        if fake is not None:
+            source = root / "source"
+            source.mkdir()
+            for i in range(count):
+                prompt = DEMO_PROMPTS[i % len(DEMO_PROMPTS)]
+                (source / generated_name(prompt, 0, i)).write_bytes(demo_jpeg_bytes(prompt, 0, i))
+            command = [microstock, "run", "--source", str(source), "--workdir", str(wd)]
+        result_command = " ".join(["microstock"] + command[1:3] + ["…"])
         try:
-            rc, wall, log = run_child([microstock, "run", "--count", str(count), "--workdir", str(wd)],
-                                      env, root / "run.log", timeout)
+            rc, wall, log = run_child(command, env, root / "run.log", timeout)
         finally:
             if fake is not None:
                 fake.stop()
-        result: dict = {"count": count, "describer": "fake Gemini" if fake else "offline",
+        result: dict = {"count": count, "command": result_command, "describer": "fake Gemini" if fake else "offline",
                         "gemini_latency_s": gemini_latency, "exit_code": rc, "process_wall_s": wall,
                         "server_trouble": server_trouble(log)[:10], "gemini_requests": len(fake.requests) if fake else 0}
         if rc != 0:
@@ -83,7 +94,7 @@ def report(r: dict) -> str:
     if "stage_s" not in r:
         return f"e2e benchmark failed (exit {r.get('exit_code')}):\n{r.get('log_tail', '')}"
     st = r["stage_s"]
-    lines = [f"`microstock run --count {r['count']}`, {r['describer']} describer"
+    lines = [f"`{r['command']}` ({r['count']} images), {r['describer']} describer"
              + (f" ({1000 * r['gemini_latency_s']:.0f} ms per call, {r['gemini_requests']} requests)" if r["gemini_latency_s"] else ""),
              "",
              "| process | Prefect start-up + shutdown | flow run | " + " | ".join(STAGES)
