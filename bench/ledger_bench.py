@@ -72,7 +72,7 @@ what = sys.argv[2]
 if what == "read":
     from tasks.ledger import Ledger
 else:
-    from tasks.upload import ledger_overview
+    from tasks.pending import ledger_overview
 from tasks.workdir import Workdir
 wd = Workdir(Path(sys.argv[1]))
 rss_imports = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -333,7 +333,7 @@ def ledger_pending(
     workdir: Optional[Path] = WorkdirOpt,
 ) -> None:
     """What the next run uploads: one line per agency and file (described, packed, not in the ledger)."""
-    from tasks.upload import ledger_overview
+    from tasks.pending import ledger_overview
     from tasks.workdir import Workdir
 
     wd_path = resolve_workdir(workdir)
@@ -355,7 +355,7 @@ def ledger_done(
     """Record by hand that FILE is uploaded to AGENCY (the key is the SHA-256 of its source image)."""
     from tasks.config import AGENCIES
     from tasks.failures import BadInput, StoreUnavailable
-    from tasks.upload import mark_done
+    from tasks.pending import mark_done
     from tasks.workdir import Workdir
 
     if agency not in AGENCIES:
@@ -376,7 +376,7 @@ def ledger_status(workdir: Optional[Path] = WorkdirOpt) -> None:
     """Uploads done and pending per agency."""
     from rich.table import Table
 
-    from tasks.upload import ledger_overview
+    from tasks.pending import ledger_overview
     from tasks.workdir import Workdir
 
     wd_path = resolve_workdir(workdir)
