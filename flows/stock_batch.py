@@ -25,13 +25,14 @@ from tasks.pack import PackReport, finish_batch, pack_assets, ready_name
 from tasks.secrets import gemini_key
 from tasks.report import BatchSummary
 from tasks.upload import AgencyUpload, UploadItem, upload_agency
+from tasks.upload_runs import FileTaskRuns
 from tasks.workdir import Workdir, default_workdir
 
 
-# No tags on these tasks: a tagged task run first asks the server for tag concurrency slots, a
-# synchronous write that queues behind the server's backlog of per-asset describe runs; at 5,000
-# assets it got 503 and failed the flow (docs/BENCHMARKS.md, issue 8). Task run names say the stage.
-@task(name="assets", task_run_name="assets", cache_policy=NO_CACHE)
+# Tags on the stage and agency task runs only: a tagged run asks the server for tag concurrency
+# slots, one request each, so the per-asset describe and per-file upload runs stay untagged
+# (docs/OPERATIONS.md, "Tags"); their names say stage, agency and file.
+@task(name="assets", task_run_name="assets", tags=["stage:assets"], cache_policy=NO_CACHE)
 def assets_stage(wd: Workdir, settings: Settings, count: int, source: str | None) -> Gathered:
     seed = settings.generate.seed
     gathered = gather(wd.assets, count, Path(source) if source else None, prompts_from(settings.generate.prompts),
@@ -43,26 +44,26 @@ def assets_stage(wd: Workdir, settings: Settings, count: int, source: str | None
     return gathered
 
 
-@task(name="csv", task_run_name="csv", cache_policy=NO_CACHE)
+@task(name="csv", task_run_name="csv", tags=["stage:csv"], cache_policy=NO_CACHE)
 def csv_stage(wd: Workdir, agencies: list[str], settings: Settings, packed: PackReport) -> CsvReport:
     report = write_agency_csvs(wd, agencies, settings, left_out={a: packed.left_out(a) for a in agencies})
     publish_validation(report)
     return report
 
 
-@task(name="pack", task_run_name="pack", cache_policy=NO_CACHE)
+@task(name="pack", task_run_name="pack", tags=["stage:pack"], cache_policy=NO_CACHE)
 def pack_stage(wd: Workdir, settings: Settings, agencies: list[str]) -> PackReport:
     return pack_assets(wd, settings.pack, described_sidecars(wd), agencies)
 
 
-@task(name="zip", task_run_name="zip", cache_policy=NO_CACHE)
+@task(name="zip", task_run_name="zip", tags=["stage:zip"], cache_policy=NO_CACHE)
 def zip_stage(wd: Workdir, packed: PackReport) -> PackReport:
     return finish_batch(wd, packed)
 
 
 @task(name="upload", task_run_name="upload-{agency}", cache_policy=NO_CACHE)
 def upload_stage(wd: Workdir, agency: str, items: list[UploadItem], settings: AgencySettings) -> AgencyUpload:
-    result = upload_agency(wd, agency, items, settings)
+    result = upload_agency(wd, agency, items, settings, run_file=FileTaskRuns(agency))
     events.upload_completed(agency, result.uploaded, already=len(result.already) + len(result.reconciled),
                             failed=len(result.failed))
     return result
@@ -90,7 +91,8 @@ def publish_described(wd: Workdir, settings: Settings, chosen: list[str]) -> Pub
              for agency in chosen}
     futures = {}
     for agency in chosen:
-        futures[agency] = upload_stage.submit(wd, agency, items[agency], settings.agency(agency))
+        upload_to = upload_stage.with_options(tags=["stage:upload", f"agency:{agency}"])  # not a tags() block:
+        futures[agency] = upload_to.submit(wd, agency, items[agency], settings.agency(agency))  # files untagged
     return Published(csvs, packed, {agency: f.result() for agency, f in futures.items()})
 
 

@@ -21,17 +21,18 @@ the agency) stops this agency at once with one message, the other agencies go
 on. One connection per agency is reused for every file; ``parallel_files``
 opens that many, each taking files from one queue.
 
-Prefect visibility: one task run per agency (``upload-adobe``), a log line
-per file and the ``progress-upload-<agency>`` artifact. Not a task run per
-file: task runs cost ≈ 5 ms each and thousands overload the SQLite-backed
-server, and a file's retries and an agency-wide stop are decisions this loop
-makes with one shared connection, not something Prefect's per-task retries
-can express.
+Prefect visibility: the caller passes ``run_file``, which runs each file's
+reconcile-send-confirm-record inside its own task run (``tasks.upload_runs``:
+``upload-adobe-sunset_017.jpg``), a log line per file and the
+``progress-upload-<agency>`` artifact. The file's retries and an agency-wide
+stop stay decisions of this loop, made with one shared connection: Prefect's
+per-task retries cannot reuse a connection or stop the other files.
+Without ``run_file`` (tests, tools) the same work runs without Prefect.
 """
 
 from __future__ import annotations
 
-import logging
+import contextvars
 import queue
 import random
 import threading
@@ -67,6 +68,24 @@ _MAX_SETTLE_ROUNDS = 10
 Opener = Callable[[str, AgencySettings, Workdir], Transport]
 
 
+@dataclass(frozen=True)
+class FileOutcome:
+    """What one file's upload came to: ``uploaded``, ``reconciled`` or ``failed`` (left pending), and why."""
+
+    kind: str
+    detail: str
+
+
+#: Runs one file: ``run_file(agency, item, send)`` calls ``send()`` exactly once, in this thread,
+#: and lets its exceptions through (a StageStopped must still stop the agency).
+FileRunner = Callable[[str, "UploadItem", Callable[[], FileOutcome]], object]
+
+
+def run_here(agency: str, item: "UploadItem", send: Callable[[], FileOutcome]) -> FileOutcome:
+    """The plain FileRunner: just send."""
+    return send()
+
+
 @dataclass
 class AgencyUpload:
     """One agency's result."""
@@ -96,6 +115,7 @@ def upload_agency(
     opener: Opener = open_transport,
     sleep: Callable[[float], None] = time.sleep,
     settle_s: float = SETTLE_S,
+    run_file: FileRunner = run_here,
 ) -> AgencyUpload:
     """Upload every item not yet in the ledger for ``agency``; record each only once confirmed.
 
@@ -122,7 +142,7 @@ def upload_agency(
             if result.already:
                 log.info("%s: %d already in the ledger", agency, len(result.already))
             if pending:
-                _AgencyRun(wd, agency, settings, ledger, opener, sleep, settle_s, log, result).run(pending)
+                _AgencyRun(wd, agency, settings, ledger, opener, sleep, settle_s, log, result, run_file).run(pending)
     except MicrostockError as exc:  # the lock or the ledger itself
         result.stopped = exc.message
         result.not_tried = [i.name for i in items if i.name not in result.already]
@@ -134,9 +154,11 @@ class _AgencyRun:
     """The pending files of one agency, sent by ``parallel_files`` workers over their own connections."""
 
     def __init__(self, wd: Workdir, agency: str, settings: AgencySettings, ledger: Ledger, opener: Opener,
-                 sleep: Callable[[float], None], settle_s: float, log, result: AgencyUpload) -> None:
+                 sleep: Callable[[float], None], settle_s: float, log, result: AgencyUpload,
+                 run_file: FileRunner) -> None:
         self.wd, self.agency, self.settings, self.ledger = wd, agency, settings, ledger
         self.opener, self.sleep, self.settle_s, self.log, self.result = opener, sleep, settle_s, log, result
+        self.run_file = run_file
         self.lock = threading.Lock()
         self.stop = threading.Event()
 
@@ -149,8 +171,9 @@ class _AgencyRun:
             if workers == 1:
                 self._work(todo, progress)
             else:
-                threads = [threading.Thread(target=self._work, args=(todo, progress), daemon=True,
-                                            name=f"upload-{self.agency}-{n}") for n in range(workers)]
+                # each worker runs in a copy of this context, so its files' task runs belong to this one
+                threads = [threading.Thread(target=contextvars.copy_context().run, args=(self._work, todo, progress),
+                                            daemon=True, name=f"upload-{self.agency}-{n}") for n in range(workers)]
                 for t in threads:
                     t.start()
                 for t in threads:
@@ -179,7 +202,7 @@ class _AgencyRun:
                 except queue.Empty:
                     return
                 try:
-                    self._one_file(transport, item)
+                    self.run_file(self.agency, item, lambda: self._one_file(transport, item))
                 except StageStopped as exc:
                     self._stop(self._explain(exc))
                     with self.lock:
@@ -192,14 +215,13 @@ class _AgencyRun:
         finally:
             transport.close()
 
-    def _one_file(self, transport: Transport, item: UploadItem) -> None:
+    def _one_file(self, transport: Transport, item: UploadItem) -> FileOutcome:
         """Reconcile, send, confirm, record one file, retrying transient failures within the budget."""
         attempts = self.settings.attempts
         try:
             local_size = item.path.stat().st_size
         except OSError as exc:
-            self._fail(item, f"upload-ready file unreadable ({exc.strerror or exc})")
-            return
+            return self._fail(item, f"upload-ready file unreadable ({exc.strerror or exc})")
         for attempt in range(1, attempts + 1):
             connecting = not transport.connected
             try:
@@ -211,9 +233,8 @@ class _AgencyRun:
                     remote = self._settled_size(transport, item.name, remote)
                 if remote == local_size:
                     entry = self.ledger.record(self.agency, item.name, item.sha256, transport.remote_path(item.name))
-                    self._note("reconciled", item, f"already on the server whole ({remote} bytes): "
-                                                   f"recorded without sending → {entry.remote_path}")
-                    return
+                    return self._note("reconciled", item, f"already on the server whole ({remote} bytes): "
+                                                          f"recorded without sending → {entry.remote_path}")
                 if remote is not None and remote > local_size:
                     raise PermanentError(f"{transport.remote_path(item.name)}: a different, larger file "
                                          f"({remote} bytes, this one {local_size}) is already there; "
@@ -221,24 +242,22 @@ class _AgencyRun:
                 started = time.monotonic()
                 remote_path = transport.put(item.path, item.name)
                 self.ledger.record(self.agency, item.name, item.sha256, remote_path)
-                self._note("uploaded", item, f"→ {remote_path} ({local_size} bytes, "
-                                             f"{time.monotonic() - started:.1f} s)")
-                return
+                return self._note("uploaded", item, f"→ {remote_path} ({local_size} bytes, "
+                                                    f"{time.monotonic() - started:.1f} s)")
             except TransientError as exc:
                 transport.close()  # the next attempt starts on a fresh connection
                 if attempt == attempts and connecting:  # the server, not this file: spare the others the wait
                     raise StageStopped(f"cannot connect after {attempts} attempts: {exc.message}",
                                        error_class=exc.error_class) from None
                 if attempt == attempts:
-                    self._fail(item, f"gave up after {attempts} attempts: {exc.message}")
-                    return
+                    return self._fail(item, f"gave up after {attempts} attempts: {exc.message}")
                 delay = _backoff(self.settings.retry_delay_s, attempt, exc.retry_after)
                 self.log.warning("%s: %s attempt %d/%d failed (%s); retrying in %.1f s",
                                  self.agency, item.name, attempt, attempts, exc.message, delay)
                 self.sleep(delay)
             except PermanentError as exc:
-                self._fail(item, exc.message)
-                return
+                return self._fail(item, exc.message)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _settled_size(self, transport: Transport, name: str, size: int) -> int | None:
         """The size of a partial remote file once it stops growing (a dead run's bytes may still arrive)."""
@@ -263,15 +282,17 @@ class _AgencyRun:
 
     # --- bookkeeping -----------------------------------------------------------------
 
-    def _note(self, what: str, item: UploadItem, detail: str) -> None:
+    def _note(self, what: str, item: UploadItem, detail: str) -> FileOutcome:
         with self.lock:
             getattr(self.result, what).append(item.name)
         self.log.info("%s: %s %s %s", self.agency, what, item.name, detail)
+        return FileOutcome(what, detail)
 
-    def _fail(self, item: UploadItem, reason: str) -> None:
+    def _fail(self, item: UploadItem, reason: str) -> FileOutcome:
         with self.lock:
             self.result.failed[item.name] = reason
         self.log.warning("%s: %s left pending: %s", self.agency, item.name, reason)
+        return FileOutcome("failed", reason)
 
     def _stop(self, reason: str) -> None:
         with self.lock:
