@@ -78,10 +78,10 @@ class FileOutcome:
 
 #: Runs one file: ``run_file(agency, item, send)`` calls ``send()`` exactly once, in this thread,
 #: and lets its exceptions through (a StageStopped must still stop the agency).
-FileRunner = Callable[[str, "UploadItem", Callable[[], FileOutcome]], object]
+FileRunner = Callable[[str, UploadItem, Callable[[], FileOutcome]], object]
 
 
-def run_here(agency: str, item: "UploadItem", send: Callable[[], FileOutcome]) -> FileOutcome:
+def run_here(agency: str, item: UploadItem, send: Callable[[], FileOutcome]) -> FileOutcome:
     """The plain FileRunner: just send."""
     return send()
 

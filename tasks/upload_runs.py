@@ -18,7 +18,8 @@ from prefect.cache_policies import NO_CACHE
 from prefect.states import Completed, Failed, State
 
 from tasks.server_pace import pace_for_flow_run
-from tasks.upload import FileOutcome, UploadItem
+from tasks.pending import UploadItem
+from tasks.upload import FileOutcome
 
 
 @task(name="upload-file", task_run_name="upload-{agency}-{item.name}", cache_policy=NO_CACHE)
