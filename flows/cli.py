@@ -77,6 +77,22 @@ def stage_bars(out: Console):
             stage_progress.remove_listener(listener)
 
 
+def wait_for_prefects_record(state) -> None:
+    """On the ephemeral server, let it record the run's last task runs before this process stops it.
+
+    It records them from events, behind the flow; without the wait the last
+    ones (the uploads) could be missing from Prefect's history. A real server
+    (PREFECT_API_URL) keeps running and catches up on its own.
+    """
+    if os.environ.get("PREFECT_API_URL"):
+        return
+    from tasks.server_pace import task_run_counts, wait_until_recorded
+
+    if not wait_until_recorded(task_run_counts(state.state_details.flow_run_id)):
+        err.print("note: Prefect's server had not recorded every task run of this run when it stopped; "
+                  "the workdir is complete, only the run's history in Prefect may be short", highlight=False)
+
+
 def fail(message: str, code: int = 2) -> None:
     err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
@@ -118,6 +134,7 @@ def run(
             agencies=list(agency) if agency else None, config=str(config.resolve()) if config else None,
             return_state=True,
         )
+    wait_for_prefects_record(state)
     if not state.is_completed():
         exc = state.result(raise_on_failure=False)
         fail(exc.message if isinstance(exc, ConfigError) else f"the run failed: {state.message}", code=1)
@@ -236,6 +253,7 @@ def replay(
     with stage_bars(console):
         state = replay_dead_letters(limit=limit, dry_run=not apply, error_class=error_class, workdir=str(wd_path),
                                     return_state=True)
+    wait_for_prefects_record(state)
     if not state.is_completed():
         exc = state.result(raise_on_failure=False)
         fail(exc.message if isinstance(exc, MicrostockError) else f"the replay failed: {state.message}", code=1)

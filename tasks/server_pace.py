@@ -97,3 +97,53 @@ def pace_for_flow_run(name_prefix: str, ahead: int = DEFAULT_AHEAD) -> ServerPac
     if ctx is None or ctx.flow_run is None:
         return None
     return ServerPace(finished_task_runs(ctx.flow_run.id, name_prefix), ahead=ahead)
+
+
+def task_run_counts(flow_run_id: UUID) -> Callable[[], tuple[int, int]]:
+    """``counts`` for :func:`wait_until_recorded`: (task runs, finished ones) of the flow run on the server.
+
+    Two ``POST /task_runs/count`` per call; an API error raises (the waiter gives up on it).
+    """
+    from prefect.client.orchestration import get_client
+
+    runs = {"flow_runs": {"id": {"any_": [str(flow_run_id)]}}}
+    finished = {**runs, "task_runs": {"state": {"type": {"any_": _FINISHED}}}}
+
+    def counts() -> tuple[int, int]:
+        with get_client(sync_client=True) as client:
+            found = []
+            for body in (runs, finished):
+                response = client.request("POST", "/task_runs/count", json=body)
+                response.raise_for_status()
+                found.append(int(response.json()))
+        return found[0], found[1]
+
+    return counts
+
+
+def wait_until_recorded(counts: Callable[[], tuple[int, int]], quiet_s: float = 1.5, limit_s: float = 60.0,
+                        poll_s: float = 0.25, clock: Callable[[], float] = time.monotonic,
+                        sleep: Callable[[float], None] = time.sleep) -> bool:
+    """Wait until the server has recorded every task run of a flow run as finished; True when it has.
+
+    The server records task runs from events, behind the flow; a process that
+    stops its own (ephemeral) server right after the flow would lose the last
+    records. Recorded means: every task run the server knows is finished, and
+    the number has not moved for ``quiet_s`` (runs it has not heard of yet
+    would move it). Gives up after ``limit_s`` or on an API error: the
+    workdir is complete either way, only Prefect's history would be short.
+    """
+    start = clock()
+    last, since = None, start
+    while clock() - start < limit_s:
+        try:
+            total, finished = counts()
+        except Exception:
+            return False
+        now = clock()
+        if (total, finished) != last:
+            last, since = (total, finished), now
+        elif total == finished and now - since >= quiet_s:
+            return True
+        sleep(poll_s)
+    return False

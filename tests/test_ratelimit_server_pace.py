@@ -11,7 +11,7 @@ import time
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.server_pace import ServerPace, finished_task_runs
+from tasks.server_pace import ServerPace, finished_task_runs, task_run_counts, wait_until_recorded
 
 
 class SlowServer:
@@ -88,3 +88,44 @@ def test_the_count_asked_for_is_the_flow_runs_finished_runs_of_that_name(prefect
     while recorded() < 3 and time.monotonic() < deadline:
         time.sleep(0.5)
     assert recorded() == 3
+
+
+class Clock:
+    """Simulated time for ``wait_until_recorded``: sleeping advances it."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.t += s
+
+
+def test_waiting_for_the_record_ends_once_every_known_run_is_finished_and_no_new_one_appears():
+    clock = Clock()
+    # (total, finished) as the server records: runs keep appearing until t = 3 s, finish by t = 4 s
+    def counts():
+        t = clock()
+        return (min(10, 4 + int(2 * t)), min(10, int(2.5 * t)))
+
+    assert wait_until_recorded(counts, quiet_s=1.5, clock=clock, sleep=clock.sleep)
+    assert 4 + 1.5 <= clock() < 4 + 1.5 + 0.5  # not before the last run was recorded and quiet, not much after
+
+
+def test_waiting_gives_up_at_the_limit_or_on_an_api_error():
+    clock = Clock()
+    assert not wait_until_recorded(lambda: (5, 4), limit_s=10, clock=clock, sleep=clock.sleep)
+    assert 10 <= clock() < 10.5
+
+    def broken():
+        raise OSError("server gone")
+
+    assert not wait_until_recorded(broken, clock=Clock(), sleep=Clock().sleep)
+
+
+def test_the_counts_are_the_flow_runs_task_runs_and_its_finished_ones(prefect_harness):
+    flow_run_id = _three_describe_runs_and_one_other()
+    assert wait_until_recorded(task_run_counts(flow_run_id), quiet_s=0.5)
+    assert task_run_counts(flow_run_id)() == (4, 4)
