@@ -195,6 +195,29 @@ def tiny_jpeg(i: int, size: tuple[int, int] = (96, 64)) -> bytes:
     return buf.getvalue()
 
 
+def write_uploadable_assets(assets_dir: Path, n: int, prefix: str = "asset") -> list[Path]:
+    """``n`` distinct 2400×1800 JPEGs (4.3 MP: every agency takes them), named like the tiny ones.
+
+    One plain image encoded once; each copy gets its own EXIF segment right
+    after the SOI marker — a description of its own, which also gives the
+    offline describer the five keywords Vecteezy asks for — so each has its
+    own SHA-256 at no encoding cost.
+    """
+    assets_dir.mkdir(parents=True, exist_ok=True)
+    buf = BytesIO()
+    Image.new("RGB", (2400, 1800), (70, 120, 170)).save(buf, "JPEG", quality=90)
+    body = buf.getvalue()
+    paths = []
+    for i in range(n):
+        exif = Image.Exif()
+        exif[0x010E] = f"Calm blue sky background gradient texture, benchmark asset number {i}"
+        segment = exif.tobytes()
+        p = assets_dir / f"{prefix}_{i:05d}.jpg"
+        p.write_bytes(body[:2] + b"\xff\xe1" + (len(segment) + 2).to_bytes(2, "big") + segment + body[2:])
+        paths.append(p)
+    return paths
+
+
 def write_tiny_assets(assets_dir: Path, n: int, prefix: str = "asset") -> list[Path]:
     """``n`` tiny distinct JPEGs named ``<prefix>_00000.jpg`` … in ``assets_dir``."""
     assets_dir.mkdir(parents=True, exist_ok=True)

@@ -2,13 +2,21 @@
 
     .venv/bin/python -m bench.scale                      # sizes 100 1000 5000
     .venv/bin/python -m bench.scale --sizes 100 1000
+    .venv/bin/python -m bench.scale --sizes 1000 --uploadable   # every stage, uploads included
 
 Each size runs the whole ``stock-batch`` flow once, in a fresh process on the
 embedded default (ephemeral Prefect server on SQLite, offline describer: zero
 model latency), over that many tiny distinct JPEGs placed in ``assets/``.
 Prefect's own record of the run gives each stage's wall time; the describe
 stage is one task run per asset (its retries and parking hook are why), the
-other stages are one task each (per agency for uploads).
+other stages are one task each (per agency for uploads, with one per file
+inside).
+
+With ``--uploadable`` the assets are 2400×1800 JPEGs every agency takes, so
+every stage has work: pack makes upload-ready files, previews and
+thumbnails, and the upload stage sends each asset to the three local
+outboxes, one task run per file (``upload-<agency>-<file>``). Then the
+server's record is awaited for every task run, not only the describe runs.
 
 Reported per size: wall time of the whole process, the flow run and each
 stage; the describe stage per asset, the offline describer's own work per
@@ -35,12 +43,14 @@ SIZES = (100, 1000, 5000)
 STAGES = ["assets", "describe", "pack", "csv", "zip", "upload"]
 
 
-def child(n: int, root: Path, out: Path) -> None:
+def child(n: int, root: Path, out: Path, uploadable: bool = False) -> None:
     """Runs inside the fresh process: make the assets, run the flow, read its record back, write JSON."""
-    from bench.measure import ChildRssSampler, peak_rss_mb, stage_times, write_tiny_assets
+    from bench.measure import (ChildRssSampler, peak_rss_mb, stage_times, write_tiny_assets,
+                               write_uploadable_assets)
+    from tasks.server_pace import task_run_counts, wait_until_recorded
 
     wd_root = root / "work"
-    paths = write_tiny_assets(wd_root / "assets", n)
+    paths = (write_uploadable_assets if uploadable else write_tiny_assets)(wd_root / "assets", n)
     rss_before = peak_rss_mb()
 
     from flows.stock_batch import stock_batch
@@ -51,7 +61,13 @@ def child(n: int, root: Path, out: Path) -> None:
         flow_call_s = time.perf_counter() - t0
     rss_flow = peak_rss_mb()
     described = sum(1 for p in (wd_root / "assets").glob("*.json"))
+    all_recorded_s = None
+    if uploadable:  # the upload runs come last: wait for the server to record every run, not just describe's
+        t0 = time.perf_counter()
+        if wait_until_recorded(task_run_counts(state.state_details.flow_run_id), quiet_s=3.0, limit_s=1800):
+            all_recorded_s = time.perf_counter() - t0
     times = stage_times(state.state_details.flow_run_id, described)
+    summary = state.result() if state.is_completed() else {}
 
     # The describer's own work per asset, without Prefect: describe + write the sidecar.
     from tasks.assets import Asset
@@ -79,6 +95,11 @@ def child(n: int, root: Path, out: Path) -> None:
         "task_runs": times.runs,
         "task_runs_not_completed": times.not_completed,
         "server_lag_s": times.server_lag_s,
+        "uploadable": uploadable,
+        "all_recorded_after_s": all_recorded_s,
+        "uploaded": summary.get("uploaded_now", {}),
+        "ledger_lines": sum(1 for line in open(wd_root / "uploads.ledger") if not line.startswith("#"))
+        if (wd_root / "uploads.ledger").exists() else 0,
         "bare_describe_ms": bare_per_asset * 1000,
         "peak_rss_mb_before_flow": rss_before,
         "peak_rss_mb": rss_flow,
@@ -86,12 +107,13 @@ def child(n: int, root: Path, out: Path) -> None:
     }))
 
 
-def measure(n: int, timeout: float = 3600) -> dict:
+def measure(n: int, uploadable: bool = False, timeout: float = 5400) -> dict:
     """One size in a fresh process; its figures, with the process's wall time and server trouble added."""
     with tempfile.TemporaryDirectory(prefix=f"bench-scale-{n}-") as tmp:
         root = Path(tmp)
         out = root / "result.json"
-        rc, wall, log = run_child([sys.executable, "-m", "bench.scale", "--child", str(n), "--dir", tmp, "--out", str(out)],
+        rc, wall, log = run_child([sys.executable, "-m", "bench.scale", "--child", str(n), "--dir", tmp, "--out", str(out)]
+                                  + (["--uploadable"] if uploadable else []),
                                   prefect_env(root / "prefect"), root / "child.log", timeout)
         result = json.loads(out.read_text()) if out.exists() else {"assets": n}
         result.update(exit_code=rc, process_wall_s=wall, server_trouble=server_trouble(log)[:10])
@@ -143,22 +165,27 @@ def report(results: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> list[dict]:
     ap = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
+    ap.add_argument("--uploadable", action="store_true",
+                    help="assets every agency takes (2400×1800), so pack, zip and upload have work too")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        child(args.child, args.dir, args.out)
+        child(args.child, args.dir, args.out, args.uploadable)
         return []
     results = []
     for n in args.sizes:
         print(f"scale: {n:,} assets …", flush=True)
-        r = measure(n)
+        r = measure(n, args.uploadable)
         results.append(r)
         print(f"  exit {r['exit_code']}, {r.get('state')}, {r.get('described')} described, "
               f"process {r['process_wall_s']:.1f} s, peak RSS {r.get('peak_rss_mb', 0):.0f} MB", flush=True)
+        if args.uploadable:
+            print(f"  uploaded {r.get('uploaded')}, {r.get('ledger_lines')} ledger lines, task runs {r.get('task_runs')}, "
+                  f"every run recorded {r.get('all_recorded_after_s')} s after the flow", flush=True)
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "scale.json").write_text(json.dumps(results, indent=2))
+    (OUT / ("scale-uploadable.json" if args.uploadable else "scale.json")).write_text(json.dumps(results, indent=2))
     print(report(results))
     return results
 
