@@ -58,7 +58,15 @@ _CHUNK = 1 << 20
 #: A ledger this long (or this many lines longer than its index) gets its digest index (re)written.
 INDEX_MIN_LINES = 20_000
 _one_reader = threading.Lock()
-os.register_at_fork(after_in_child=lambda: globals().update(_one_reader=threading.Lock()))
+
+
+def _new_reader_lock() -> None:
+    """In a forked child, a fresh lock (the parent's may have been held by a thread that is not there)."""
+    global _one_reader
+    _one_reader = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_reader_lock)
 
 
 @dataclass(frozen=True)
@@ -262,6 +270,7 @@ class Ledger:
             raise StoreUnavailable(f"{self.path}: cannot read the ledger ({exc.strerror or exc})") from None
 
     def _read(self) -> LedgerState:
+        """The index's prefix (when valid) plus the lines after it; writes or drops the index as needed."""
         try:
             fh = open(self.path, "rb")
         except FileNotFoundError:
@@ -274,11 +283,12 @@ class Ledger:
             scan = _scan(fh, start, lines, prefix_hash, check_hex=False)
             if not all(_all_hex("".join(shas)) for shas in scan.done.values()):
                 scan = _scan(fh, start, lines, prefix_hash, check_hex=True)  # a digest is not lower-case hex
+            mode = os.fstat(fh.fileno()).st_mode & 0o666
         if scan.lines - lines >= INDEX_MIN_LINES:
             digests = {agency: base.digests[agency].merged(shas) if base else SortedDigests.from_hex(shas)
                        for agency, shas in scan.done.items()}
             problems = (base.problems if base else []) + scan.problems
-            save_index(index_file, IndexedPrefix(scan.end, scan.lines, problems, digests), scan.hash.hexdigest())
+            save_index(index_file, IndexedPrefix(scan.end, scan.lines, problems, digests), scan.hash.hexdigest(), mode)
         elif base is None:
             discard_index(index_file)
         state = LedgerState(path=self.path)

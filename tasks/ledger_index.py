@@ -221,8 +221,9 @@ def load_index(path: Path, ledger: BinaryIO, agencies: tuple[str, ...]) -> tuple
     return prefix, digest
 
 
-def save_index(path: Path, prefix: IndexedPrefix, prefix_sha256: str) -> None:
-    """Write the index whole (temp file + rename); a failure is logged at debug level, never raised."""
+def save_index(path: Path, prefix: IndexedPrefix, prefix_sha256: str, mode: int = 0o644) -> None:
+    """Write the index whole (temp file + rename) with permissions ``mode`` (the ledger's, so whoever
+    reads the ledger can use it); a failure is logged at debug level, never raised."""
     parts: list[bytes] = []
     for digests in prefix.digests.values():
         fanout = array("I", digests.fanout)
@@ -238,6 +239,7 @@ def save_index(path: Path, prefix: IndexedPrefix, prefix_sha256: str) -> None:
         crc = zlib.crc32(part, crc)
     try:
         with atomic_file(path) as fh:
+            os.fchmod(fh.fileno(), mode)
             fh.write(MAGIC + struct.pack("<II", len(header), crc) + header)
             for part in parts:
                 fh.write(part)

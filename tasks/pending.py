@@ -13,6 +13,8 @@ Free of Prefect and of the transports (paramiko, ftplib, TLS), so the
 from __future__ import annotations
 
 import json
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,11 +51,17 @@ class AgencyLedger:
 
 def packed_assets(wd: Workdir) -> list[tuple[str, UploadItem]]:
     """(asset name, upload item) of every described asset whose upload-ready file exists."""
+    folder = wd.packs / "ready"
+    try:
+        with os.scandir(folder) as entries:  # one listing, not a stat per asset
+            ready = {entry.name for entry in entries if entry.is_file()}
+    except FileNotFoundError:
+        return []
     found = []
     for sidecar in described_sidecars(wd):
-        path = wd.packs / "ready" / ready_name(sidecar.name)
-        if path.is_file():
-            found.append((sidecar.name, UploadItem(path.name, path, sidecar.asset_id)))
+        name = ready_name(sidecar.name)
+        if name in ready:
+            found.append((sidecar.name, UploadItem(name, folder / name, sidecar.asset_id)))
     return found
 
 
@@ -83,10 +91,16 @@ def _report(wd: Workdir, name: str) -> dict:
 
 
 def ledger_overview(wd: Workdir, agencies: list[str]) -> tuple[list[AgencyLedger], LedgerState]:
-    """Done and pending per agency, and the ledger as read (its ``problems`` included)."""
-    state = Ledger(wd.ledger).read()
-    packed = packed_assets(wd)
-    held = held_back(wd)
+    """Done and pending per agency, and the ledger as read (its ``problems`` included).
+
+    The ledger is read in a second thread while the workdir is listed: on a
+    long ledger much of the read is hashing, which lets the other thread run.
+    """
+    with ThreadPoolExecutor(1, thread_name_prefix="ledger-read") as pool:
+        reading = pool.submit(Ledger(wd.ledger).read)
+        packed = packed_assets(wd)
+        held = held_back(wd)
+        state = reading.result()
     rows = []
     for agency in agencies:
         done, rules = state.done_for(agency), held.get(agency, {})

@@ -179,6 +179,14 @@ def test_the_index_is_written_only_for_long_ledgers_and_covers_whole_lines(tmp_p
     assert isinstance(Ledger(path).read().done["adobe"], DoneDigests)
 
 
+def test_the_index_can_be_read_by_whoever_can_read_the_ledger(tmp_path, small_threshold):
+    path = tmp_path / "uploads.ledger"
+    path.write_text("".join(line("adobe", n) for n in range(4)))
+    path.chmod(0o640)
+    Ledger(path).read()
+    assert index_path(path).stat().st_mode & 0o777 == 0o640
+
+
 def test_appends_after_indexing_are_seen_and_counted_once(tmp_path, small_threshold):
     ledger = Ledger(tmp_path / "uploads.ledger")
     for n in range(4):
