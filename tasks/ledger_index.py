@@ -50,7 +50,7 @@ VERSION = 1
 MAGIC = b"microstock ledger index\n"
 _RECORD = 32
 _HEX = "0123456789abcdef"
-_CHUNK = 1 << 20
+_CHUNK = 16 << 20  # big: hashing releases the GIL per chunk, and getting it back may wait a switch interval
 _log = logging.getLogger("microstock.ledger")
 
 
