@@ -106,3 +106,29 @@ def test_an_asset_without_a_valid_csv_row_for_an_agency_is_not_pending_there(des
     result = cli(described, "pending", "--agency", "vecteezy")
     assert sorted(result.stdout.splitlines()) == ["vecteezy\tdunes.jpg", "vecteezy\tsunset.jpg"]
     assert len(cli(described, "pending", "--agency", "dreamstime").stdout.splitlines()) == 3
+
+
+def test_with_the_ledger_index_a_line_deleted_by_hand_is_pending_again(described, monkeypatch):
+    monkeypatch.setattr("tasks.ledger.INDEX_MIN_LINES", 2)  # index even this short ledger
+    cli(described, "done", "adobe", "city.png")
+    cli(described, "done", "adobe", "sunset.jpg")
+    assert "adobe\tcity.jpg" not in cli(described, "pending").stdout
+    assert (described.root / ".uploads.ledger.index").is_file()
+    lines = described.ledger.read_text().splitlines(keepends=True)
+    described.ledger.write_text("".join(line for line in lines if "\tcity.jpg\t" not in line))
+    pending = cli(described, "pending", "--agency", "adobe").stdout.splitlines()
+    assert pending == ["adobe\tcity.jpg"]
+
+
+def test_the_ledger_commands_load_neither_prefect_nor_the_transports(described):
+    """They must start fast: Prefect (seconds) and paramiko/TLS are for runs, not for reading the ledger."""
+    import subprocess
+    import sys
+
+    code = ("import atexit, sys; atexit.register(lambda: print('LOADED', sorted(m for m in sys.modules "
+            "if m.split('.')[0] in ('prefect', 'paramiko', 'ftplib') or m in ('tasks.upload', 'tasks.transports'))));"
+            f"sys.argv = ['microstock', 'ledger', 'status', '--workdir', {str(described.root)!r}];"
+            "from flows.cli import main; main()")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "adobe" in out.stdout and "LOADED []" in out.stdout
