@@ -62,8 +62,9 @@ def zip_stage(wd: Workdir, packed: PackReport) -> PackReport:
 
 
 @task(name="upload", task_run_name="upload-{agency}", cache_policy=NO_CACHE)
-def upload_stage(wd: Workdir, agency: str, items: list[UploadItem], settings: AgencySettings) -> AgencyUpload:
-    result = upload_agency(wd, agency, items, settings, run_file=FileTaskRuns(agency))
+def upload_stage(wd: Workdir, agency: str, items: list[UploadItem], settings: AgencySettings,
+                 file_runs: FileTaskRuns) -> AgencyUpload:
+    result = upload_agency(wd, agency, items, settings, run_file=file_runs)
     events.upload_completed(agency, result.uploaded, already=len(result.already) + len(result.reconciled),
                             failed=len(result.failed))
     return result
@@ -89,10 +90,11 @@ def publish_described(wd: Workdir, settings: Settings, chosen: list[str]) -> Pub
     items = {agency: [UploadItem(ready_name(name), path, sha[name]) for name, path in packed.ready_for(agency).items()
                       if csvs.accepted(agency, name)]
              for agency in chosen}
-    futures = {}
+    futures, file_runs = {}, FileTaskRuns()  # one pace for every agency's file runs
     for agency in chosen:
-        upload_to = upload_stage.with_options(tags=["stage:upload", f"agency:{agency}"])  # not a tags() block:
-        futures[agency] = upload_to.submit(wd, agency, items[agency], settings.agency(agency))  # files untagged
+        # tags on the agency's run only: a tags() block would reach every file run, a server request each
+        upload_to = upload_stage.with_options(tags=["stage:upload", f"agency:{agency}"])
+        futures[agency] = upload_to.submit(wd, agency, items[agency], settings.agency(agency), file_runs)
     return Published(csvs, packed, {agency: f.result() for agency, f in futures.items()})
 
 

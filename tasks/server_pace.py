@@ -121,7 +121,7 @@ def task_run_counts(flow_run_id: UUID) -> Callable[[], tuple[int, int]]:
     return counts
 
 
-def wait_until_recorded(counts: Callable[[], tuple[int, int]], quiet_s: float = 1.5, limit_s: float = 60.0,
+def wait_until_recorded(counts: Callable[[], tuple[int, int]], quiet_s: float = 1.5, limit_s: float = 120.0,
                         poll_s: float = 0.25, clock: Callable[[], float] = time.monotonic,
                         sleep: Callable[[float], None] = time.sleep) -> bool:
     """Wait until the server has recorded every task run of a flow run as finished; True when it has.

@@ -34,13 +34,15 @@ def upload_file(agency: str, item: UploadItem, send: Callable[[], FileOutcome]) 
 class FileTaskRuns:
     """A ``FileRunner`` for ``upload_agency``: each file in its own task run of the current flow run.
 
-    Paced like the describe stage (``tasks.server_pace``): never more than a
-    bound of file runs ahead of what Prefect's server has recorded, so a
-    large batch does not overflow the server's event queue.
+    Made once per flow run and shared by every agency, it paces them
+    together like the describe stage (``tasks.server_pace``): never more than
+    a bound of file runs ahead of what Prefect's server has recorded, so a
+    large batch neither overflows the server's event queue nor leaves it a
+    long backlog to record after the flow.
     """
 
-    def __init__(self, agency: str) -> None:
-        self._pace = pace_for_flow_run(f"upload-{agency}-")
+    def __init__(self) -> None:
+        self._pace = pace_for_flow_run("upload-")  # the agencies' own runs match too: three more, finished last
         self._lock = threading.Lock()
         self._started = 0
 
