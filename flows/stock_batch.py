@@ -23,6 +23,7 @@ from tasks.describe import describe_assets
 from tasks.metadata_csv import CsvReport, described_sidecars, write_agency_csvs
 from tasks.pack import PackReport, finish_batch, pack_assets, ready_name
 from tasks.secrets import gemini_key
+from tasks.stage_tags import tags_never_fail
 from tasks.report import BatchSummary
 from tasks.upload import AgencyUpload, UploadItem, upload_agency
 from tasks.upload_runs import FileTaskRuns
@@ -31,7 +32,9 @@ from tasks.workdir import Workdir, default_workdir
 
 # Tags on the stage and agency task runs only: a tagged run asks the server for tag concurrency
 # slots, one request each, so the per-asset describe and per-file upload runs stay untagged
-# (docs/OPERATIONS.md, "Tags"); their names say stage, agency and file.
+# (docs/OPERATIONS.md, "Tags"); their names say stage, agency and file. A busy server may refuse
+# the slots: tags_never_fail then runs the stage untagged rather than fail the flow.
+@tags_never_fail
 @task(name="assets", task_run_name="assets", tags=["stage:assets"], cache_policy=NO_CACHE)
 def assets_stage(wd: Workdir, settings: Settings, count: int, source: str | None) -> Gathered:
     seed = settings.generate.seed
@@ -44,6 +47,7 @@ def assets_stage(wd: Workdir, settings: Settings, count: int, source: str | None
     return gathered
 
 
+@tags_never_fail
 @task(name="csv", task_run_name="csv", tags=["stage:csv"], cache_policy=NO_CACHE)
 def csv_stage(wd: Workdir, agencies: list[str], settings: Settings, packed: PackReport) -> CsvReport:
     report = write_agency_csvs(wd, agencies, settings, left_out={a: packed.left_out(a) for a in agencies})
@@ -51,16 +55,19 @@ def csv_stage(wd: Workdir, agencies: list[str], settings: Settings, packed: Pack
     return report
 
 
+@tags_never_fail
 @task(name="pack", task_run_name="pack", tags=["stage:pack"], cache_policy=NO_CACHE)
 def pack_stage(wd: Workdir, settings: Settings, agencies: list[str]) -> PackReport:
     return pack_assets(wd, settings.pack, described_sidecars(wd), agencies)
 
 
+@tags_never_fail
 @task(name="zip", task_run_name="zip", tags=["stage:zip"], cache_policy=NO_CACHE)
 def zip_stage(wd: Workdir, packed: PackReport) -> PackReport:
     return finish_batch(wd, packed)
 
 
+@tags_never_fail
 @task(name="upload", task_run_name="upload-{agency}", cache_policy=NO_CACHE)
 def upload_stage(wd: Workdir, agency: str, items: list[UploadItem], settings: AgencySettings,
                  file_runs: FileTaskRuns) -> AgencyUpload:
