@@ -7,6 +7,8 @@ refuses (only when there are tags, as the real one is only made then).
 
 from __future__ import annotations
 
+import asyncio
+import time
 from contextlib import contextmanager
 
 import pytest
@@ -58,6 +60,28 @@ def test_a_refused_tag_slot_runs_the_stage_untagged_once_and_the_flow_completes(
     assert [set(names) for names in refused_slots] == [{"tag:stage:test"}, {"tag:stage:test", "tag:agency:adobe"}]
     warnings = [r.getMessage() for r in caplog.records if "running it untagged" in r.getMessage()]
     assert len(warnings) == 2 and "stage:test" in warnings[0] and "agency:adobe" in warnings[1]
+    # Prefect's record: each refused attempt is a tagged run left Pending, each rerun an untagged Completed one
+    runs = recorded_runs(state.state_details.flow_run_id, finished=2)
+    assert sorted((state_type, bool(tags)) for state_type, tags in runs) == [
+        ("COMPLETED", False), ("COMPLETED", False), ("PENDING", True), ("PENDING", True)]
+
+
+def recorded_runs(flow_run_id, finished: int) -> list[tuple[str, list[str]]]:
+    """(state type, tags) of the flow run's task runs, once the server has recorded ``finished`` as Completed."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    async def read():
+        async with get_client() as client:
+            runs = await client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+            return [(run.state.type.value if run.state else "", run.tags) for run in runs]
+
+    deadline = time.monotonic() + 30
+    while True:
+        runs = asyncio.run(read())
+        if sum(state == "COMPLETED" for state, _ in runs) >= finished or time.monotonic() > deadline:
+            return runs
+        time.sleep(0.2)
 
 
 def test_other_failures_of_a_stage_still_fail_it(prefect_harness):
