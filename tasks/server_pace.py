@@ -21,6 +21,7 @@ from uuid import UUID
 DEFAULT_AHEAD = 500
 
 _FINISHED = ["COMPLETED", "FAILED", "CRASHED", "CANCELLED"]
+_UNFINISHED = ["RUNNING", "SCHEDULED", "PAUSED", "CANCELLING"]  # started (or awaiting a retry), not finished
 
 
 class ServerPace:
@@ -100,19 +101,23 @@ def pace_for_flow_run(name_prefix: str, ahead: int = DEFAULT_AHEAD) -> ServerPac
 
 
 def task_run_counts(flow_run_id: UUID) -> Callable[[], tuple[int, int]]:
-    """``counts`` for :func:`wait_until_recorded`: (task runs, finished ones) of the flow run on the server.
+    """``counts`` for :func:`wait_until_recorded`: (started and unfinished, finished) task runs of the flow run.
 
-    Two ``POST /task_runs/count`` per call; an API error raises (the waiter gives up on it).
+    Pending runs count as neither: a run the server has seen only created may
+    never start (a stage whose tag slots were refused stays Pending for good,
+    ``tasks.stage_tags``). Two ``POST /task_runs/count`` per call; an API
+    error raises (the waiter gives up on it).
     """
     from prefect.client.orchestration import get_client
 
-    runs = {"flow_runs": {"id": {"any_": [str(flow_run_id)]}}}
-    finished = {**runs, "task_runs": {"state": {"type": {"any_": _FINISHED}}}}
+    of_run = {"flow_runs": {"id": {"any_": [str(flow_run_id)]}}}
+    unfinished = {**of_run, "task_runs": {"state": {"type": {"any_": _UNFINISHED}}}}
+    finished = {**of_run, "task_runs": {"state": {"type": {"any_": _FINISHED}}}}
 
     def counts() -> tuple[int, int]:
         with get_client(sync_client=True) as client:
             found = []
-            for body in (runs, finished):
+            for body in (unfinished, finished):
                 response = client.request("POST", "/task_runs/count", json=body)
                 response.raise_for_status()
                 found.append(int(response.json()))
@@ -128,22 +133,23 @@ def wait_until_recorded(counts: Callable[[], tuple[int, int]], quiet_s: float = 
 
     The server records task runs from events, behind the flow; a process that
     stops its own (ephemeral) server right after the flow would lose the last
-    records. Recorded means: every task run the server knows is finished, and
-    the number has not moved for ``quiet_s`` (runs it has not heard of yet
-    would move it). Gives up after ``limit_s`` or on an API error: the
-    workdir is complete either way, only Prefect's history would be short.
+    records. ``counts()`` gives (started and unfinished, finished) runs.
+    Recorded means: none started and unfinished, and neither number has moved
+    for ``quiet_s`` (runs it has not heard of yet would move them). Gives up
+    after ``limit_s`` or on an API error: the workdir is complete either way,
+    only Prefect's history would be short.
     """
     start = clock()
     last, since = None, start
     while clock() - start < limit_s:
         try:
-            total, finished = counts()
+            unfinished, finished = counts()
         except Exception:
             return False
         now = clock()
-        if (total, finished) != last:
-            last, since = (total, finished), now
-        elif total == finished and now - since >= quiet_s:
+        if (unfinished, finished) != last:
+            last, since = (unfinished, finished), now
+        elif unfinished == 0 and now - since >= quiet_s:
             return True
         sleep(poll_s)
     return False

@@ -105,10 +105,10 @@ class Clock:
 
 def test_waiting_for_the_record_ends_once_every_known_run_is_finished_and_no_new_one_appears():
     clock = Clock()
-    # (total, finished) as the server records: runs keep appearing until t = 3 s, finish by t = 4 s
+    # (started and unfinished, finished) as the server records: 10 runs start by t = 3 s, finish by t = 4 s
     def counts():
         t = clock()
-        return (min(10, 4 + int(2 * t)), min(10, int(2.5 * t)))
+        return (min(10, 4 + int(2 * t)) - min(10, int(2.5 * t)), min(10, int(2.5 * t)))
 
     assert wait_until_recorded(counts, quiet_s=1.5, clock=clock, sleep=clock.sleep)
     assert 4 + 1.5 <= clock() < 4 + 1.5 + 0.5  # not before the last run was recorded and quiet, not much after
@@ -116,7 +116,7 @@ def test_waiting_for_the_record_ends_once_every_known_run_is_finished_and_no_new
 
 def test_waiting_gives_up_at_the_limit_or_on_an_api_error():
     clock = Clock()
-    assert not wait_until_recorded(lambda: (5, 4), limit_s=10, clock=clock, sleep=clock.sleep)
+    assert not wait_until_recorded(lambda: (1, 4), limit_s=10, clock=clock, sleep=clock.sleep)
     assert 10 <= clock() < 10.5
 
     def broken():
@@ -125,7 +125,18 @@ def test_waiting_gives_up_at_the_limit_or_on_an_api_error():
     assert not wait_until_recorded(broken, clock=Clock(), sleep=Clock().sleep)
 
 
-def test_the_counts_are_the_flow_runs_task_runs_and_its_finished_ones(prefect_harness):
+def test_the_counts_are_the_flow_runs_unfinished_and_finished_task_runs(prefect_harness):
     flow_run_id = _three_describe_runs_and_one_other()
     assert wait_until_recorded(task_run_counts(flow_run_id), quiet_s=0.5)
-    assert task_run_counts(flow_run_id)() == (4, 4)
+    assert task_run_counts(flow_run_id)() == (0, 4)
+
+
+def test_a_run_that_never_started_does_not_hold_the_wait_up(prefect_harness):
+    from prefect.client.orchestration import get_client
+    from prefect.states import Pending
+
+    flow_run_id = _three_describe_runs_and_one_other()
+    with get_client(sync_client=True) as client:  # a stage whose tag slots were refused: created, never started
+        client.create_task_run(_other, flow_run_id=flow_run_id, dynamic_key="never-started", state=Pending())
+    assert wait_until_recorded(task_run_counts(flow_run_id), quiet_s=0.5, limit_s=30)
+    assert task_run_counts(flow_run_id)() == (0, 4)
