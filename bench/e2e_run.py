@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 
 from bench.measure import OUT, prefect_env, run_child, server_trouble
-from tasks.assets import DEMO_PROMPTS, demo_jpeg_bytes, generated_name
+from tasks.images.demo import DEMO_PROMPTS, demo_jpeg_bytes, generated_name
 
 STAGES = ["assets", "describe", "pack", "csv", "zip", "upload"]
 
@@ -53,7 +53,7 @@ def measure(count: int = 40, gemini_latency: float | None = None, timeout: float
         env = prefect_env(root / "unused")
         env.pop("PREFECT_HOME")  # the CLI's own default: <workdir>/.prefect
         if gemini_latency is not None:
-            from tests.fake_gemini import FAKE_KEY, FakeGemini, slow
+            from tests.fakes.gemini import FAKE_KEY, FakeGemini, slow
 
             fake = FakeGemini().start()
             fake.default = lambda req: slow(gemini_latency)

@@ -48,10 +48,10 @@ STATES = ("cold", "warm", "appended")
 
 def build(root: Path, lines: int, assets: int) -> Path:
     """A workdir with ``assets`` described + packed assets and a ``lines``-line ledger; returns its root."""
-    from tasks.assets import Asset
-    from tasks.ledger import HEADER
-    from tasks.metadata import Metadata, write_sidecar
-    from tasks.workdir import Workdir
+    from tasks.core.records import Asset
+    from tasks.stores.ledger import HEADER
+    from tasks.core.records import Metadata, write_sidecar
+    from tasks.core.workdir import Workdir
 
     wd = Workdir(root / "work").prepare()
     ready = wd.packs / "ready"
@@ -91,10 +91,10 @@ CHILD = r"""
 import json, resource, sys, time
 from pathlib import Path
 what, cold = sys.argv[2], sys.argv[3] == "cold"
-from tasks.ledger import Ledger
-from tasks.ledger_index import index_path
-from tasks.pending import ledger_overview
-from tasks.workdir import Workdir
+from tasks.stores.ledger import Ledger
+from tasks.stores.ledger_index import index_path
+from tasks.stores.pending import ledger_overview
+from tasks.core.workdir import Workdir
 wd = Workdir(Path(sys.argv[1]))
 rss_imports = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 best = None
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--appends", type=int, default=1_000)
     args = ap.parse_args(argv)
     from bench.measure import machine
-    from tasks.ledger_index import index_path
+    from tasks.stores.ledger_index import index_path
 
     results: dict[str, dict] = {state: {} for state in STATES}
     with tempfile.TemporaryDirectory(prefix="ledger-bench-") as tmp:

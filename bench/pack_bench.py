@@ -5,7 +5,7 @@
 
 Part 1 generates ``--images`` distinct 24 MP (6000×4000) JPEGs with photo-like
 detail (cached in ``bench/out/``) and makes a 1000 px preview and a 400 px
-thumbnail of each, encoded as JPEG, with ``tasks.ready_image.preview_jpegs``
+thumbnail of each, encoded as JPEG, with ``tasks.images.ready.preview_jpegs``
 and with pyvips (``thumbnail`` = shrink-on-load, then ``thumbnail_image``),
 one image at a time, ``--rounds`` times each, the contenders alternating
 (so load from elsewhere hits both alike), libvips' operation cache off;
@@ -16,7 +16,7 @@ worker pool (as the pack stage runs) against libvips one image after
 another with its own threads.
 
 Part 2 packs ``--pack-count`` assets (hard links to the generated images, so
-the sources cost no disk) through ``tasks.pack.pack_assets`` in a fresh
+the sources cost no disk) through ``tasks.stages.pack.pack_assets`` in a fresh
 subprocess with the default worker pool, and reports the peak RSS
 (``getrusage``) after every 10 % so flatness is visible; ``--rotated`` packs
 EXIF-rotated copies instead, which take the full decode + re-encode path.
@@ -97,7 +97,7 @@ def rotated(src: Path) -> Path:
 
 
 def ours(path: Path) -> int:
-    from tasks.ready_image import preview_jpegs
+    from tasks.images.ready import preview_jpegs
 
     preview, thumb = preview_jpegs(path, PREVIEW_PX, THUMB_PX)
     return len(preview) + len(thumb)
@@ -163,7 +163,7 @@ def batch_wall(fn, paths: list[Path], workers: int) -> float:
 def speed(paths: list[Path], rounds: int) -> dict:
     import pyvips
 
-    from tasks.pack import DEFAULT_WORKERS
+    from tasks.stages.pack import DEFAULT_WORKERS
 
     pyvips.cache_set_max(0)  # no operation cache: every call decodes the file again, as ours does
     threads = pyvips.concurrency_get()
@@ -195,10 +195,10 @@ def speed(paths: list[Path], rounds: int) -> dict:
 
 def pack_child(count: int, sources: list[str], steps: int) -> None:
     """Runs in a fresh process: pack ``count`` assets in growing slices, print peak RSS after each."""
-    from tasks.config import PackSettings
-    from tasks.metadata import Metadata, Sidecar
-    from tasks.pack import DEFAULT_WORKERS, pack_assets
-    from tasks.workdir import Workdir
+    from tasks.core.settings import PackSettings
+    from tasks.core.records import Metadata, Sidecar
+    from tasks.stages.pack import DEFAULT_WORKERS, pack_assets
+    from tasks.core.workdir import Workdir
 
     root = Path(tempfile.mkdtemp(prefix="pack-bench-", dir=OUT))
     try:

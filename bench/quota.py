@@ -8,7 +8,7 @@ every request with valid metadata after ``--latency`` seconds; the real
 google-genai SDK talks to it. In a fresh process on the embedded default
 Prefect server:
 
-1. the project's describe stage (``tasks.describe.describe_assets``: one task
+1. the project's describe stage (``tasks.stages.describe.describe_assets``: one task
    run per asset, the shared rate limiter, ``gemini.concurrency`` at once)
    describes ``--images`` assets at ``requests_per_minute = --rpm``;
 2. the seed's loop (``bench/seed_loop.py``: ``run_with_dead_letter`` one job
@@ -58,7 +58,7 @@ def arrivals(times: list[float], rpm: int) -> dict:
 
 def child(images: int, latency: float, rpm: int, concurrency: int, root: Path, out: Path) -> None:
     """Runs inside the fresh process."""
-    from tests.fake_gemini import FAKE_KEY, FakeGemini, slow
+    from tests.fakes.gemini import FAKE_KEY, FakeGemini, slow
 
     fake = FakeGemini().start()
     fake.default = lambda req: slow(latency)
@@ -69,10 +69,10 @@ def child(images: int, latency: float, rpm: int, concurrency: int, root: Path, o
 
     from bench.measure import write_tiny_assets
     from bench.seed_loop import gemini_call_model, run_jobs
-    from tasks.assets import list_assets
-    from tasks.config import GeminiSettings, Settings
-    from tasks.describe import describe_assets
-    from tasks.workdir import Workdir
+    from tasks.core.records import list_assets
+    from tasks.core.settings import GeminiSettings, Settings
+    from tasks.stages.describe import describe_assets
+    from tasks.core.workdir import Workdir
 
     wd = Workdir(root / "work").prepare()
     write_tiny_assets(wd.assets, images, prefix="photo")

@@ -47,7 +47,7 @@ def child(n: int, root: Path, out: Path, uploadable: bool = False) -> None:
     """Runs inside the fresh process: make the assets, run the flow, read its record back, write JSON."""
     from bench.measure import (ChildRssSampler, peak_rss_mb, stage_times, write_tiny_assets,
                                write_uploadable_assets)
-    from tasks.server_pace import task_run_counts, wait_until_recorded
+    from tasks.orchestration.server_pace import task_run_counts, wait_until_recorded
 
     wd_root = root / "work"
     paths = (write_uploadable_assets if uploadable else write_tiny_assets)(wd_root / "assets", n)
@@ -70,9 +70,9 @@ def child(n: int, root: Path, out: Path, uploadable: bool = False) -> None:
     summary = state.result() if state.is_completed() else {}
 
     # The describer's own work per asset, without Prefect: describe + write the sidecar.
-    from tasks.assets import Asset
-    from tasks.describers.offline import OfflineDescriber
-    from tasks.metadata import write_sidecar
+    from tasks.core.records import Asset
+    from tasks.stages.describers import OfflineDescriber
+    from tasks.core.records import write_sidecar
 
     sample = paths[: min(n, 300)]
     bare_dir = root / "bare"

@@ -109,9 +109,10 @@ def gemini_call_model(model: str, api_key: str, timeout_s: float = 60) -> Callab
     """The seed's ``call_model`` with the real SDK: payload ``{"path": ...}`` in, the answer's JSON out."""
     from google.genai import errors, types
 
-    from tasks.assets import Asset
-    from tasks.config import GeminiSettings
-    from tasks.describers.gemini import describe_prompt, gemini_client, image_for_model
+    from tasks.core.records import Asset
+    from tasks.core.settings import GeminiSettings
+    from tasks.gemini.describer import describe_prompt, image_for_model
+    from tasks.gemini.client import gemini_client
 
     client = gemini_client(GeminiSettings(model=model, timeout_s=timeout_s), api_key)
     prompt = describe_prompt("en")

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import os
 import sys
-from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Optional
+from typing import Optional, get_args
 
 import typer
 from rich.console import Console
 
-from tasks.failures import ConfigError
-from tasks.workdir import default_workdir
+from tasks.core.errors import ConfigError
+from tasks.core.workdir import default_workdir
 
 app = typer.Typer(help="Take a microstock batch from images to agencies, without losing or double-posting anything.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -41,54 +40,19 @@ def resolve_workdir(workdir: Optional[Path]) -> Path:
 
 
 def prefect_env(workdir: Path, verbose: bool = False) -> None:
-    """Set Prefect's environment before Prefect is imported."""
-    if not os.environ.get("PREFECT_HOME") and not os.environ.get("PREFECT_API_URL"):
-        home = workdir / ".prefect"
-        try:
-            home.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            fail(f"workdir {workdir} is not usable: {exc.strerror or exc}")
-        os.environ["PREFECT_HOME"] = str(home)
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
-    if not verbose:  # quiet terminal; the run's INFO logs still reach the API (and the UI of a real server)
-        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
+    """Prefect's environment for this command (before Prefect is imported)."""
+    from tasks.orchestration.environment import set_prefect_env
 
-
-@contextmanager
-def stage_bars(out: Console):
-    """Rich progress bars on the terminal, one per stage, fed by ``tasks.progress``."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from tasks import progress as stage_progress
-
-    bars: dict[str, int] = {}
-    with Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=out, transient=False) as bar:
-        def listener(stage: str, done: int, total: int) -> None:
-            if stage not in bars:
-                bars[stage] = bar.add_task(stage, total=total)
-            bar.update(bars[stage], completed=done, total=total)
-
-        stage_progress.add_listener(listener)
-        try:
-            yield
-        finally:
-            stage_progress.remove_listener(listener)
+    try:
+        set_prefect_env(workdir, verbose)
+    except ConfigError as exc:
+        fail(exc.message)
 
 
 def wait_for_prefects_record(state) -> None:
-    """On the ephemeral server, let it record the run's last task runs before this process stops it.
+    from tasks.orchestration.environment import wait_for_prefects_record as wait
 
-    It records them from events, behind the flow; without the wait the last
-    ones (the uploads) could be missing from Prefect's history. A real server
-    (PREFECT_API_URL) keeps running and catches up on its own.
-    """
-    if os.environ.get("PREFECT_API_URL"):
-        return
-    from tasks.server_pace import task_run_counts, wait_until_recorded
-
-    if not wait_until_recorded(task_run_counts(state.state_details.flow_run_id)):
+    if not wait(state):
         err.print("note: Prefect's server had not recorded every task run of this run when it stopped; "
                   "the workdir is complete, only the run's history in Prefect may be short", highlight=False)
 
@@ -108,8 +72,10 @@ def run(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's task logs on the terminal."),
 ) -> None:
     """Run the stock-batch flow once: assets → describe → CSVs → pack → upload."""
-    from tasks.config import load_settings
-    from tasks.transports.targets import parse_target
+    from tasks.agencies.catalog import enabled_agencies
+    from tasks.core.settings import load_settings
+    from tasks.core.workdir import Workdir
+    from tasks.transports.targets import check_targets
 
     wd_path = resolve_workdir(workdir)
     if config is not None and not config.is_file():
@@ -117,16 +83,16 @@ def run(
     if source is not None and not source.is_dir():
         fail(f"{source}: source folder not found")
     try:
-        settings = load_settings(config or wd_path / "microstock.toml")
-        for name in settings.enabled_agencies(agency):
-            parse_target(name, settings.agency(name).target or f"file://{wd_path / 'outbox' / name}")
+        settings = load_settings(Workdir(wd_path).config_path(config))
+        check_targets(settings, enabled_agencies(settings, agency))
     except ConfigError as exc:
         fail(exc.message)
 
     prefect_env(wd_path, verbose)
     from flows.stock_batch import stock_batch
-    from tasks.metadata_csv import CsvReport, validation_table
-    from tasks.report import BatchSummary, skip_notes, summary_table
+    from tasks.core.reports import CsvReport
+    from tasks.observe.summary import BatchSummary
+    from tasks.observe.terminal import skip_notes, stage_bars, summary_table, validation_table
 
     with stage_bars(console):
         state = stock_batch(
@@ -139,7 +105,7 @@ def run(
         exc = state.result(raise_on_failure=False)
         fail(exc.message if isinstance(exc, ConfigError) else f"the run failed: {state.message}", code=1)
     summary = BatchSummary.model_validate(state.result())
-    validation = wd_path / "reports" / "validation.json"
+    validation = Workdir(wd_path).reports / "validation.json"
     if validation.is_file():  # this run's CSV validation report: rows, fixes, skipped assets with the rule
         console.print(validation_table(CsvReport.model_validate_json(validation.read_text(encoding="utf-8"))))
     console.print(summary_table(summary))
@@ -159,8 +125,8 @@ def serve(
     Without PREFECT_API_URL a local Prefect server (SQLite in <workdir>/.prefect, 127.0.0.1 only)
     runs as long as this command does. SIGTERM or Ctrl-C stops both cleanly.
     """
-    from tasks.deployments import serve_all
-    from tasks.workdir import Workdir
+    from tasks.orchestration.deployments import serve_all
+    from tasks.core.workdir import Workdir
 
     wd_path = resolve_workdir(workdir)
     try:
@@ -185,10 +151,10 @@ app.add_typer(secrets_app, name="secrets")
 
 
 def secret_names() -> list[str]:
-    from tasks.config import AGENCIES
-    from tasks.secrets import password_block_name
+    from tasks.agencies.catalog import agency_names
+    from tasks.core.secrets import password_block_name
 
-    return ["gemini-api-key", *(password_block_name(a) for a in AGENCIES)]
+    return ["gemini-api-key", *(password_block_name(a) for a in agency_names())]
 
 
 @secrets_app.command("set")
@@ -222,7 +188,7 @@ def secrets_list(workdir: Optional[Path] = WorkdirOpt) -> None:
 
     wd_path = resolve_workdir(workdir)
     prefect_env(wd_path)
-    from tasks.secrets import password_env_var, secret_block
+    from tasks.core.secrets import password_env_var, secret_block
 
     table = Table("secret block", "block", "environment variable")
     for name in secret_names():
@@ -244,11 +210,12 @@ def replay(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's task logs on the terminal."),
 ) -> None:
     """Run the replay-dead-letters flow: list parked jobs (dry run), or --apply to replay them and publish the recovered."""
-    from tasks.failures import MicrostockError
+    from tasks.core.errors import MicrostockError
 
     wd_path = resolve_workdir(workdir)
     prefect_env(wd_path, verbose)
     from flows.replay import replay_dead_letters
+    from tasks.observe.terminal import stage_bars
 
     with stage_bars(console):
         state = replay_dead_letters(limit=limit, dry_run=not apply, error_class=error_class, workdir=str(wd_path),
@@ -273,16 +240,21 @@ dead_letter_app = typer.Typer(help="The dead-letter store: describe jobs parked 
 app.add_typer(dead_letter_app, name="dead-letter")
 
 
-class JobStatus(str, Enum):
-    parked = "parked"
-    recovered = "recovered"
+def _job_statuses() -> type[Enum]:
+    """The dead-letter store's statuses, as the choices of ``--status``."""
+    from tasks.stores.dead_letter import Status
+
+    return Enum("JobStatus", {s: s for s in get_args(Status)}, type=str)
+
+
+JobStatus = _job_statuses()
 
 
 def open_dead_letters(workdir: Optional[Path]):
     """The workdir's store, or None when it has none yet (nothing was ever parked)."""
-    from tasks.dead_letter import SQLiteDeadLetterStore
-    from tasks.failures import StoreUnavailable
-    from tasks.workdir import Workdir
+    from tasks.stores.dead_letter_sqlite import SQLiteDeadLetterStore
+    from tasks.core.errors import StoreUnavailable
+    from tasks.core.workdir import Workdir
 
     path = Workdir(resolve_workdir(workdir)).dead_letter_db
     if not path.exists():
@@ -296,8 +268,8 @@ def open_dead_letters(workdir: Optional[Path]):
 @dead_letter_app.command("summary")
 def show_dead_letter_summary(workdir: Optional[Path] = WorkdirOpt) -> None:
     """Parked jobs per error class and the oldest one's age: the daily dead-letter-summary flow's report."""
-    from tasks.dead_letter import Summary
-    from tasks.failures import StoreUnavailable
+    from tasks.stores.dead_letter import Summary
+    from tasks.core.errors import StoreUnavailable
 
     store = open_dead_letters(workdir)
     try:
@@ -312,7 +284,7 @@ def list_dead_letters(
     status: Optional[JobStatus] = typer.Option(None, "--status", help="Only parked or only recovered jobs (default: both)."),
 ) -> None:
     """One line per job: job id, error class, attempts, first and last seen (UTC), status, asset."""
-    from tasks.failures import StoreUnavailable
+    from tasks.core.errors import StoreUnavailable
 
     store = open_dead_letters(workdir)
     try:
@@ -331,11 +303,12 @@ app.add_typer(ledger_app, name="ledger")
 
 def ledger_agencies(workdir: Path, only: Optional[str]) -> list[str]:
     """The enabled agencies of the workdir's config (or just ``only``); fails with the config's reason."""
-    from tasks.config import load_settings
-    from tasks.workdir import Workdir
+    from tasks.agencies.catalog import enabled_agencies
+    from tasks.core.settings import load_settings
+    from tasks.core.workdir import Workdir
 
     try:
-        return load_settings(Workdir(workdir).config_file).enabled_agencies([only] if only else None)
+        return enabled_agencies(load_settings(Workdir(workdir).config_file), [only] if only else None)
     except ConfigError as exc:
         fail(exc.message)
 
@@ -351,8 +324,8 @@ def ledger_pending(
     workdir: Optional[Path] = WorkdirOpt,
 ) -> None:
     """What the next run uploads: one line per agency and file (described, packed, not in the ledger)."""
-    from tasks.pending import ledger_overview
-    from tasks.workdir import Workdir
+    from tasks.stores.pending import ledger_overview
+    from tasks.core.workdir import Workdir
 
     wd_path = resolve_workdir(workdir)
     rows, state = ledger_overview(Workdir(wd_path), ledger_agencies(wd_path, agency))
@@ -366,18 +339,18 @@ def ledger_pending(
 
 @ledger_app.command("done")
 def ledger_done(
-    agency: str = typer.Argument(..., help="adobe, vecteezy or dreamstime."),
+    agency: str = typer.Argument(..., help="The agency (one with a spec: adobe, vecteezy, dreamstime, …)."),
     file: str = typer.Argument(..., help="The asset's file name (assets/) or its upload-ready name (packs/ready/)."),
     workdir: Optional[Path] = WorkdirOpt,
 ) -> None:
     """Record by hand that FILE is uploaded to AGENCY (the key is the SHA-256 of its source image)."""
-    from tasks.config import AGENCIES
-    from tasks.failures import BadInput, StoreUnavailable
-    from tasks.pending import mark_done
-    from tasks.workdir import Workdir
+    from tasks.agencies.catalog import agency_names
+    from tasks.core.errors import BadInput, StoreUnavailable
+    from tasks.core.workdir import Workdir
+    from tasks.stores.pending import mark_done
 
-    if agency not in AGENCIES:
-        fail(f"unknown agency {agency!r} (choose from {', '.join(AGENCIES)})")
+    if agency not in agency_names():
+        fail(f"unknown agency {agency!r} (choose from {', '.join(agency_names())})")
     try:
         entry = mark_done(Workdir(resolve_workdir(workdir)), agency, file)
     except (BadInput, StoreUnavailable) as exc:
@@ -394,8 +367,8 @@ def ledger_status(workdir: Optional[Path] = WorkdirOpt) -> None:
     """Uploads done and pending per agency."""
     from rich.table import Table
 
-    from tasks.pending import ledger_overview
-    from tasks.workdir import Workdir
+    from tasks.stores.pending import ledger_overview
+    from tasks.core.workdir import Workdir
 
     wd_path = resolve_workdir(workdir)
     rows, state = ledger_overview(Workdir(wd_path), ledger_agencies(wd_path, None))

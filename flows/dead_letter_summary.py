@@ -8,15 +8,12 @@ flow's log and to the markdown artifact ``dead-letter-summary``.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from prefect import flow
-from prefect.artifacts import create_markdown_artifact
 from prefect.logging import get_run_logger
 
-from tasks.artifacts import publish_dead_letters
-from tasks.dead_letter import open_store
-from tasks.workdir import Workdir, default_workdir
+from tasks.core.workdir import Workdir
+from tasks.observe.artifacts import publish_dead_letter_summary, publish_dead_letters
+from tasks.stores.dead_letter_sqlite import open_store
 
 
 @flow(name="dead-letter-summary")
@@ -26,11 +23,10 @@ def dead_letter_summary(workdir: str | None = None) -> str:
     Args:
         workdir: The workdir (empty: $MICROSTOCK_WORKDIR, else ./microstock-data).
     """
-    wd = Workdir(Path(workdir) if workdir else default_workdir()).prepare()
+    wd = Workdir.open(workdir)
     summary = open_store(wd).summary()
     text = summary.text()
     get_run_logger().info(text)
-    create_markdown_artifact(summary.markdown(wd.dead_letter_db), key="dead-letter-summary",
-                             description="Parked describe jobs by error class")
+    publish_dead_letter_summary(summary, wd)
     publish_dead_letters(wd)
     return text

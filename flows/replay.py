@@ -13,18 +13,18 @@ attempts, ``last_seen`` and message updated.
 from __future__ import annotations
 
 from dataclasses import asdict
-from pathlib import Path
 
 from prefect import flow, runtime
 from prefect.logging import get_run_logger
 from prefect.states import Completed
 
 from flows.stock_batch import publish_described
-from tasks.artifacts import publish_dead_letters
-from tasks.config import load_settings
-from tasks.dead_letter import open_store
-from tasks.describe import ReplayReport, dry_run_line, replay_jobs
-from tasks.workdir import Workdir, default_workdir
+from tasks.agencies.catalog import enabled_agencies
+from tasks.core.settings import load_settings
+from tasks.core.workdir import Workdir
+from tasks.observe.artifacts import publish_dead_letters
+from tasks.stages.replay import list_replayable, replay_jobs
+from tasks.stores.dead_letter_sqlite import open_store
 
 
 @flow(name="replay-dead-letters")
@@ -49,20 +49,19 @@ def replay_dead_letters(
         config: Config file (empty: microstock.toml in the workdir).
     """
     logger = get_run_logger()
-    wd = Workdir(Path(workdir) if workdir else default_workdir()).prepare()
-    settings = load_settings(Path(config) if config else wd.config_file)
+    wd = Workdir.open(workdir)
+    settings = load_settings(wd.config_path(config))
     store = open_store(wd)
 
     if dry_run:
-        jobs = store.list(status="parked", error_class=error_class, limit=limit)
-        report = ReplayReport(scanned=len(jobs), dry_run=True, would_replay=[dry_run_line(job) for job in jobs])
+        report = list_replayable(store, limit, error_class)
         for line in report.would_replay:
             logger.info(line)
     else:
         claimant = f"replay-{runtime.flow_run.id}"
         report = replay_jobs(wd, settings, store, claimant, store.claim(claimant, limit=limit, error_class=error_class))
         if report.recovered_assets:
-            publish_described(wd, settings, settings.enabled_agencies())
+            publish_described(wd, settings, enabled_agencies(settings))
 
     logger.info(report.headline())
     publish_dead_letters(wd)

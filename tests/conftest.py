@@ -28,7 +28,7 @@ def prefect_harness():
 @pytest.fixture
 def workdir(tmp_path):
     """A fresh, empty workdir."""
-    from tasks.workdir import Workdir
+    from tasks.core.workdir import Workdir
 
     return Workdir(tmp_path / "work").prepare()
 

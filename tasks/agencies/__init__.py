@@ -1,2 +1,2 @@
 """Agencies: each one's requirements as data (``<agency>.toml``) and the rules that turn
-a canonical :class:`~tasks.metadata.Metadata` into a valid CSV row for it."""
+a canonical :class:`~tasks.core.records.Metadata` into a valid CSV row for it."""

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 
 from pydantic import BaseModel, ConfigDict
 
+from tasks.core.reports import Problem
 from tasks.agencies.spec import AgencySpec, Categories, Column, KeywordRule, TextRule
 from tasks.agencies.text import (
     capitalize_first,
@@ -28,21 +29,10 @@ from tasks.agencies.text import (
     keep_punctuation,
     shorten,
 )
-from tasks.metadata import Metadata
+from tasks.core.records import Metadata
 
 #: Separator between release names in a cell (a name never contains it).
 RELEASE_SEPARATOR = ","
-
-
-class Problem(BaseModel):
-    """Why an asset has no row for an agency (``asset`` is "" for an agency-wide problem)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    agency: str
-    asset: str
-    rule: str
-    message: str
 
 
 class Fix(BaseModel):

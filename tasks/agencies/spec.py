@@ -3,8 +3,8 @@
 Each TOML file says, for one agency, the exact CSV header and where each
 column's value comes from, the limits of every field, the per-file row and
 byte limits, the category table, the image limits the pack stage checks and
-how files reach the agency. Adding an agency is a new file, not new code
-(plus its name in ``tasks.config.AGENCIES``).
+how files reach the agency. Adding an agency is a new file, not new code:
+:mod:`tasks.agencies.catalog` lists the agencies from the files found.
 
 The loader checks a spec against itself (the header equals its columns, a
 category column has a table) so a broken file fails loudly at load, never by
@@ -20,8 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from tasks.config import AGENCIES
-from tasks.failures import ConfigError
+from tasks.core.errors import ConfigError
 
 
 class _Spec(BaseModel):
@@ -161,6 +160,8 @@ class TransportHint(_Spec):
 class AgencySpec(_Spec):
     name: str
     display_name: str
+    #: Where the agency stands in lists: lower first, then by name.
+    rank: int = 100
     #: The exact header of the CSV without optional columns, as one line.
     header: str
     #: Required metadata language (primary subtag, e.g. ``en``); "" = any.
@@ -223,24 +224,18 @@ def parse_spec(text: str, origin: str) -> AgencySpec:
         raise ConfigError(f"{origin}: {key}: {err['msg']}") from None
 
 
-def spec_names() -> list[str]:
-    """Every agency with a spec file: the known agencies first, in their fixed order, then the rest."""
-    found = {p.name[: -len(".toml")] for p in resources.files(__package__).iterdir() if p.name.endswith(".toml")}
-    return [a for a in AGENCIES if a in found] + sorted(found - set(AGENCIES))
+def shipped_spec_names() -> set[str]:
+    """The agencies with a spec file next to this module."""
+    return {p.name[: -len(".toml")] for p in resources.files(__package__).iterdir() if p.name.endswith(".toml")}
 
 
 @lru_cache(maxsize=None)
 def load_spec(name: str) -> AgencySpec:
     """The spec of agency ``name`` from the package data; ConfigError when there is none or it is broken."""
-    if name not in spec_names():
-        raise ConfigError(f"no agency spec for {name!r} (known: {', '.join(spec_names())})")
+    if name not in shipped_spec_names():
+        raise ConfigError(f"no agency spec for {name!r} (known: {', '.join(sorted(shipped_spec_names()))})")
     resource = resources.files(__package__) / f"{name}.toml"
     spec = parse_spec(resource.read_text(encoding="utf-8"), f"tasks/agencies/{name}.toml")
     if spec.name != name:
         raise ConfigError(f"tasks/agencies/{name}.toml: name is {spec.name!r}, expected {name!r}")
     return spec
-
-
-def all_specs() -> dict[str, AgencySpec]:
-    """Every agency's spec by name, in the fixed agency order."""
-    return {name: load_spec(name) for name in spec_names()}

@@ -28,14 +28,55 @@ import ftplib
 import socket
 import ssl
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from tasks.failures import PermanentError
-from tasks.transports.base import Transport, confirm_size, map_transport_errors
+from tasks.core.errors import (
+    AuthenticationFailed,
+    CertificateUntrusted,
+    FtpRefused,
+    FtpTemporary,
+    MicrostockError,
+    NoSizeCommand,
+    UnexpectedFtpReply,
+)
+from tasks.transports.base import Transport, network_errors, say
 
 _BLOCK = 64 * 1024
 _RESET_ON_CLOSE = struct.pack("ii", 1, 0)
 _FIN_ON_CLOSE = struct.pack("ii", 0, 0)
+
+
+@contextmanager
+def ftp_errors(where: str, secret: str | None = None) -> Iterator[None]:
+    """Turn ``ftplib``'s and TLS's errors into :mod:`tasks.core.errors` classes (on top of
+    :func:`~tasks.transports.base.network_errors`).
+
+    - 530/532 → AuthenticationFailed ``auth:ftp:<code>``
+    - other 4xx (421 busy/closing, 425/426 data connection, 450/451, 452 no
+      space) → FtpTemporary ``ftp:<code>`` (retry); other 5xx → FtpRefused ``ftp:<code>``
+    - a reply the protocol does not allow → UnexpectedFtpReply ``ftp:reply``
+    - an unverifiable certificate → CertificateUntrusted ``tls:certificate`` (stop)
+    """
+    with network_errors(where, secret):
+        try:
+            yield
+        except MicrostockError:
+            raise
+        except ftplib.error_temp as exc:
+            raise FtpTemporary(say(where, f"server busy or out of room ({exc})", secret), code=str(exc)[:3]) from None
+        except ftplib.error_perm as exc:
+            code = str(exc)[:3]
+            if code in ("530", "532"):
+                raise AuthenticationFailed(say(where, f"login refused ({exc})", secret), code=f"ftp:{code}") from None
+            raise FtpRefused(say(where, f"refused ({exc})", secret), code=code) from None
+        except (ftplib.error_reply, ftplib.error_proto) as exc:
+            raise UnexpectedFtpReply(say(where, f"unexpected FTP reply ({exc})", secret)) from None
+        except ssl.SSLCertVerificationError as exc:
+            raise CertificateUntrusted(say(where, f"the server's TLS certificate cannot be verified "
+                                                  f"({exc.verify_message}); set trust_unknown_host = true "
+                                                  "to skip the check", secret)) from None
 
 
 class _PassiveData:
@@ -113,7 +154,7 @@ class FtpTarget(Transport):
     def connect(self) -> None:
         """Connect, switch to TLS first for ftps, log in, binary mode, change to the folder."""
         self.close()
-        with map_transport_errors(self.display, self._password):
+        with ftp_errors(self.display, self._password):
             ftp = _FTPS(context=self._context, timeout=self.timeout) if self.tls else _FTP(timeout=self.timeout)
             try:
                 ftp.connect(self.host, self.port)
@@ -151,7 +192,7 @@ class FtpTarget(Transport):
         if not self.can_list:
             return None
         ftp = self._connected()
-        with map_transport_errors(self.display, self._password):
+        with ftp_errors(self.display, self._password):
             if not self._no_size_command:
                 try:
                     return ftp.size(name)
@@ -170,10 +211,9 @@ class FtpTarget(Transport):
             ftp.voidcmd("TYPE I")  # mlsd() left the session in ASCII mode
         except ftplib.error_perm as exc:
             if str(exc)[:3] in ("500", "502", "504"):
-                raise PermanentError(
+                raise NoSizeCommand(
                     f"{self.display}: the server answers neither SIZE nor MLSD, so uploads cannot be "
-                    "confirmed; set remote_keeps_files = false to trust its success replies alone",
-                    error_class="ftp:no_size",
+                    "confirmed; set remote_keeps_files = false to trust its success replies alone"
                 ) from None
             raise
         for entry, facts in listing:
@@ -183,11 +223,10 @@ class FtpTarget(Transport):
 
     # --- sending ---------------------------------------------------------------
 
-    def put(self, local: Path, name: str) -> str:
-        """STOR ``name`` (replacing a partial one), wait for 226, then check the size."""
+    def send(self, local: Path, name: str) -> None:
+        """STOR ``name`` (replacing a partial one) and wait for 226; :meth:`put` then checks the size."""
         ftp = self._connected()
-        size = local.stat().st_size
-        with open(local, "rb") as src, map_transport_errors(self.display, self._password):
+        with open(local, "rb") as src, ftp_errors(self.display, self._password):
             ftp.voidcmd("TYPE I")  # binary, every time: a listing switches ftplib to ASCII
             conn = ftp.transfercmd(f"STOR {name}")  # resets on close until the last byte is handed over
             try:
@@ -202,8 +241,6 @@ class FtpTarget(Transport):
                 raise
             conn.close()
             ftp.voidresp()  # 226 Transfer complete (4xx/5xx raise)
-            confirm_size(self, name, size)
-        return self.remote_path(name)
 
     def _connected(self) -> ftplib.FTP:
         if self._ftp is None:

@@ -6,8 +6,8 @@ import os
 import shutil
 from pathlib import Path
 
-from tasks.failures import PermanentError
-from tasks.transports.base import Transport, confirm_size
+from tasks.core.errors import PermanentError
+from tasks.transports.base import Transport
 
 
 class LocalFolder(Transport):
@@ -43,7 +43,7 @@ class LocalFolder(Transport):
         except FileNotFoundError:
             return None
 
-    def put(self, local: Path, name: str) -> str:
+    def send(self, local: Path, name: str) -> None:
         target = self.folder / name
         tmp = self.folder / f".{name}.part"
         try:
@@ -60,8 +60,6 @@ class LocalFolder(Transport):
         except OSError as exc:
             tmp.unlink(missing_ok=True)
             raise PermanentError(f"{target}: write failed ({exc.strerror})") from None
-        confirm_size(self, name, local.stat().st_size)
-        return str(target)
 
     def remote_path(self, name: str) -> str:
         return str(self.folder / name)

@@ -18,14 +18,69 @@ checked with ``stat`` after the file is closed.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import paramiko
+from paramiko.ssh_exception import NoValidConnectionsError
 
-from tasks.failures import AuthenticationFailed, StageStopped
-from tasks.transports.base import HostKeyUnknown, Transport, confirm_size, map_transport_errors
+from tasks.core.errors import (
+    AuthenticationFailed,
+    HostKeyChanged,
+    HostKeyUnknown,
+    KeyFileUnreadable,
+    MicrostockError,
+    NetworkError,
+    SftpRefused,
+)
+from tasks.transports.base import REFUSED_ERRNOS, Transport, network_errors, say
 
 _BLOCK = 32 * 1024  # one SFTP write request
+
+
+class _UnknownHost(paramiko.SSHException):
+    """Raised by the host-key policy inside paramiko; :func:`sftp_errors` makes it HostKeyUnknown."""
+
+
+@contextmanager
+def sftp_errors(where: str, secret: str | None = None, alive: Callable[[], bool] | None = None) -> Iterator[None]:
+    """Turn paramiko's errors into :mod:`tasks.core.errors` classes (on top of
+    :func:`~tasks.transports.base.network_errors`).
+
+    ``alive`` tells whether the connection still stands: paramiko raises a
+    bare OSError both for an SFTP "failure" status and for a closed socket.
+
+    - authentication refused → AuthenticationFailed ``auth:ssh``
+    - unknown or changed host key → HostKeyUnknown / HostKeyChanged ``host_key`` (stop)
+    - SFTP "no such file", "permission denied", "failure" → SftpRefused ``sftp``
+    - SSH breakage, no connection → NetworkError
+    """
+    with network_errors(where, secret):
+        try:
+            yield
+        except MicrostockError:
+            raise
+        except paramiko.AuthenticationException as exc:
+            raise AuthenticationFailed(say(where, f"login refused ({type(exc).__name__}: {exc})", secret),
+                                       code="ssh") from None
+        except paramiko.BadHostKeyException as exc:
+            raise HostKeyChanged(say(where, f"the server's host key has CHANGED (got {exc.key.get_name()} "
+                                            f"{exc.key.fingerprint}); refusing to connect — if the change is "
+                                            "expected, remove its old line from known_hosts", secret)) from None
+        except _UnknownHost as exc:
+            raise HostKeyUnknown(say(where, str(exc), secret)) from None
+        except NoValidConnectionsError as exc:
+            raise NetworkError(say(where, f"connection failed ({exc.strerror})", secret)) from None
+        except paramiko.SSHException as exc:
+            raise NetworkError(say(where, f"connection lost ({type(exc).__name__}: {str(exc) or 'closed'})",
+                                   secret)) from None
+        except OSError as exc:
+            if isinstance(exc, TimeoutError):  # a stalled server, not a refusal: network_errors says so
+                raise
+            if exc.errno in REFUSED_ERRNOS or (exc.errno is None and alive is not None and alive()):
+                raise SftpRefused(say(where, f"refused ({exc.strerror or exc})", secret)) from None
+            raise
 
 
 def default_known_hosts() -> Path:
@@ -37,7 +92,7 @@ class _RefuseUnknown(paramiko.MissingHostKeyPolicy):
         self.known_hosts = known_hosts
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
-        raise HostKeyUnknown(
+        raise _UnknownHost(
             f"host {hostname} is not in {self.known_hosts} (its {key.get_name()} key is {key.fingerprint}); "
             "add it with `ssh-keyscan` after checking the fingerprint, or set trust_unknown_host = true "
             "to accept it on first use"
@@ -89,7 +144,7 @@ class SftpTarget(Transport):
         self.close()
         key = self._load_key() if self.key_file else None
         client = paramiko.SSHClient()
-        with map_transport_errors(self.display, self._password, self._alive):
+        with sftp_errors(self.display, self._password, self._alive):
             try:
                 if self.known_hosts.exists():
                     client.load_host_keys(str(self.known_hosts))
@@ -124,12 +179,10 @@ class SftpTarget(Transport):
         try:
             return paramiko.PKey.from_path(path, self._password.encode() if self._password else None)
         except OSError as exc:
-            raise StageStopped(f"{self.display}: key_file {path} cannot be read ({exc.strerror or exc})",
-                               error_class="key_file") from None
+            raise KeyFileUnreadable(f"{self.display}: key_file {path} cannot be read ({exc.strerror or exc})") from None
         except (paramiko.SSHException, ValueError) as exc:  # wrong or missing passphrase, unknown key type
             raise AuthenticationFailed(f"{self.display}: key_file {path} cannot be used ({type(exc).__name__}); "
-                                       "an encrypted key's passphrase is the agency password",
-                                       error_class="auth:key") from None
+                                       "an encrypted key's passphrase is the agency password", code="key") from None
 
     def close(self) -> None:
         sftp, client = self._sftp, self._client
@@ -145,23 +198,20 @@ class SftpTarget(Transport):
         if not self.can_list:
             return None
         sftp = self._connected()
-        with map_transport_errors(self.display, self._password, self._alive):
+        with sftp_errors(self.display, self._password, self._alive):
             try:
                 return sftp.stat(name).st_size
             except FileNotFoundError:
                 return None
 
-    def put(self, local: Path, name: str) -> str:
-        """Write ``name`` (truncating a partial one), close it, then check the size with stat."""
+    def send(self, local: Path, name: str) -> None:
+        """Write ``name`` (truncating a partial one) and close it; :meth:`put` then checks the size with stat."""
         sftp = self._connected()
-        size = local.stat().st_size
-        with open(local, "rb") as src, map_transport_errors(self.display, self._password, self._alive):
+        with open(local, "rb") as src, sftp_errors(self.display, self._password, self._alive):
             with sftp.open(name, "wb") as remote:
                 remote.set_pipelined(True)  # acknowledgements are collected at close
                 while chunk := src.read(_BLOCK):
                     remote.write(chunk)
-            confirm_size(self, name, size)
-        return self.remote_path(name)
 
     def _connected(self) -> paramiko.SFTPClient:
         if self._sftp is None:

@@ -23,14 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from tasks.config import AgencySettings
-from tasks.failures import ConfigError
-from tasks.secrets import agency_password, password_env_var
+from tasks.core.settings import AgencySettings, Settings
+from tasks.core.errors import ConfigError
+from tasks.core.secrets import agency_password, password_env_var
 from tasks.transports.base import Transport
 from tasks.transports.ftp import FtpTarget
 from tasks.transports.local import LocalFolder
 from tasks.transports.sftp import SftpTarget
-from tasks.workdir import Workdir
+from tasks.core.workdir import Workdir
 
 _PORTS = {"ftp": 21, "ftps": 21, "sftp": 22}
 
@@ -77,6 +77,14 @@ def parse_target(agency: str, url: str) -> Target:
     if "/" + folder == "/":
         folder = ""
     return Target(scheme, parts.hostname, port or _PORTS[scheme], unquote(parts.username or ""), folder)
+
+
+def check_targets(settings: Settings, agencies: list[str]) -> None:
+    """ConfigError naming the first of ``agencies`` whose target URL is unusable (before anything runs)."""
+    for agency in agencies:
+        target = settings.agency(agency).target
+        if target.strip():
+            parse_target(agency, target)
 
 
 def open_transport(agency: str, settings: AgencySettings, workdir: Workdir) -> Transport:

@@ -1,0 +1,315 @@
+"""What can go wrong, grouped by what the caller does about it.
+
+The tree (httpx draws its own the same way)::
+
+    MicrostockError
+    ├── TransientError              retry with backoff; park / leave pending when attempts run out
+    │   ├── ServiceTimeout          timeout
+    │   ├── NetworkError            network, network:tls, network:dns
+    │   │   └── UnexpectedFtpReply  ftp:reply
+    │   ├── ServiceUnavailable      retryable:<http code>
+    │   │   └── FtpTemporary        ftp:<code>         (421 busy, 425/426 data connection, 450/451/452)
+    │   ├── RateLimited             retryable:429      (``retry_after``: what the service asked)
+    │   ├── InvalidOutput           invalid_output     (the model answered, but not usable metadata)
+    │   └── SizeMismatch            size_mismatch      (the server kept fewer bytes than were sent)
+    ├── PermanentError              do not retry: park the job, or leave the file pending
+    │   ├── RequestRejected         permanent:<http code>
+    │   ├── ContentBlocked          blocked:<REASON>
+    │   ├── FtpRefused              ftp:<code>         (5xx other than a refused login)
+    │   ├── SftpRefused             sftp               (no such file, permission denied, failure)
+    │   ├── NoSizeCommand           ftp:no_size
+    │   └── RemoteFileDiffers       remote_differs     (a larger file of that name is there)
+    ├── StageStopped                every further call would fail alike: stop the stage, the rest stays pending
+    │   ├── AuthenticationFailed    auth, auth:ftp:<code>, auth:ssh, auth:key
+    │   ├── QuotaExhausted          quota:daily
+    │   ├── HostKeyUnknown          host_key
+    │   ├── HostKeyChanged          host_key
+    │   ├── CertificateUntrusted    tls:certificate
+    │   ├── KeyFileUnreadable       key_file
+    │   ├── Unconfirmed             unconfirmed        (stored, then gone: the agency took it)
+    │   ├── AgencyBusy              busy               (another run holds the agency)
+    │   └── TargetUnusable          target, target:<class of the cause>
+    ├── StoreUnavailable            a local store is locked or unreadable: the job stays pending, others go on
+    ├── BadInput                    this file cannot be used: reject it with its reason, go on
+    └── ConfigError                 the configuration or workdir is unusable: the run cannot start
+
+``error_class`` (stored in the dead-letter store, shown in messages) is
+derived from the class and its ``code``, never set by hand and never parsed
+back: ``kind`` is the class's, ``code`` the instance's (an HTTP or FTP code,
+a reason), and ``error_class`` is ``kind`` or ``kind:code``.
+:func:`error_class_of_parked` is the one place that names a parked job.
+
+The lower libraries' exceptions become these at one boundary each, next to
+the code that calls them: :func:`tasks.gemini.client.map_gemini_errors`,
+``tasks.transports.ftp``'s and ``tasks.transports.sftp``'s mappers (on top of
+:func:`tasks.transports.base.socket_errors`), :func:`tasks.images.inspect.pillow_errors`.
+
+Every message is safe to show a user: boundaries build messages from codes
+and reasons, never from request headers, URLs with credentials or keys.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class MicrostockError(Exception):
+    """Base of every error this project raises on purpose."""
+
+    #: The class's part of ``error_class``.
+    kind: ClassVar[str] = "unknown"
+
+    def __init__(self, message: str, *, code: str | int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        #: The instance's part of ``error_class`` (an HTTP or FTP code, a reason), if any.
+        self.code = None if code is None else str(code)
+
+    @property
+    def error_class(self) -> str:
+        """Short machine-readable class: ``kind`` or ``kind:code`` (``retryable:503``, ``blocked:SAFETY``)."""
+        return self.kind if self.code is None else f"{self.kind}:{self.code}"
+
+    def __reduce__(self):  # keep subclasses, code and extra fields across pickling (Prefect stores results)
+        return (_rebuild, (type(self), self.message, self.__dict__))
+
+
+def _rebuild(cls, message, state):
+    err = cls.__new__(cls)
+    Exception.__init__(err, message)
+    err.__dict__.update(state)
+    return err
+
+
+# --- retry: the same call may succeed after a wait ---------------------------------
+
+
+class TransientError(MicrostockError):
+    """A failure that may pass: retry with backoff, park (or leave pending) when attempts run out."""
+
+    kind = "transient"
+    #: Seconds the service asked us to wait before the next attempt, if it said.
+    retry_after: float | None = None
+
+
+class ServiceTimeout(TransientError):
+    """The service did not answer in time."""
+
+    kind = "timeout"
+
+
+class NetworkError(TransientError):
+    """The connection was refused, dropped or reset (``code``: ``tls``, ``dns`` when that is the cause)."""
+
+    kind = "network"
+
+
+class UnexpectedFtpReply(NetworkError):
+    """The FTP server answered something the protocol does not allow there."""
+
+    kind = "ftp"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="reply")
+
+
+class ServiceUnavailable(TransientError):
+    """The service answered with a temporary error (``code``: the HTTP status)."""
+
+    kind = "retryable"
+
+
+class FtpTemporary(ServiceUnavailable):
+    """An FTP 4xx reply: busy, data connection failed, out of room for now."""
+
+    kind = "ftp"
+
+
+class RateLimited(ServiceUnavailable):
+    """The service asked us to slow down (HTTP 429); ``retry_after`` says how long, when it said."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message, code=429)
+        self.retry_after = retry_after
+
+
+class InvalidOutput(TransientError):
+    """The model answered, but not with usable metadata: retry a few times, then park."""
+
+    kind = "invalid_output"
+
+
+class SizeMismatch(TransientError):
+    """The server kept fewer (or other) bytes than were sent."""
+
+    kind = "size_mismatch"
+
+
+# --- park: the same input will fail the same way ------------------------------------
+
+
+class PermanentError(MicrostockError):
+    """The request itself is at fault: park the job, or leave the file pending, without retrying."""
+
+    kind = "permanent"
+
+
+class RequestRejected(PermanentError):
+    """The service refused this request (``code``: the HTTP status)."""
+
+
+class ContentBlocked(PermanentError):
+    """The model refused the content (safety); ``error_class`` is ``blocked:<REASON>``."""
+
+    kind = "blocked"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"blocked by the model's safety filter ({reason})", code=reason)
+        self.reason = reason
+
+
+class FtpRefused(PermanentError):
+    """A permanent FTP reply (5xx) for this file."""
+
+    kind = "ftp"
+
+
+class SftpRefused(PermanentError):
+    """The SFTP server refused this file (no such file, permission denied, failure)."""
+
+    kind = "sftp"
+
+
+class NoSizeCommand(PermanentError):
+    """The FTP server answers neither SIZE nor MLSD, so no upload can be confirmed."""
+
+    kind = "ftp"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="no_size")
+
+
+class RemoteFileDiffers(PermanentError):
+    """A different, larger file of the same name is already on the server: it is not overwritten."""
+
+    kind = "remote_differs"
+
+
+# --- stop the stage: every further call would fail the same way ----------------------
+
+
+class StageStopped(MicrostockError):
+    """Calling again is pointless this run: stop the stage, leave the rest pending."""
+
+    kind = "stopped"
+
+
+class AuthenticationFailed(StageStopped):
+    """The key or password was refused (``code``: how, e.g. ``ftp:530``, ``ssh``, ``key``)."""
+
+    kind = "auth"
+
+
+class QuotaExhausted(StageStopped):
+    """The daily quota is used up; the rest waits for the next run."""
+
+    kind = "quota"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="daily")
+
+
+class HostKeyUnknown(StageStopped):
+    """The SFTP server is not in known_hosts and trust on first use is off."""
+
+    kind = "host_key"
+
+
+class HostKeyChanged(StageStopped):
+    """The SFTP server's host key is not the one known_hosts holds."""
+
+    kind = "host_key"
+
+
+class CertificateUntrusted(StageStopped):
+    """The FTPS server's certificate cannot be verified."""
+
+    kind = "tls"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="certificate")
+
+
+class KeyFileUnreadable(StageStopped):
+    """The SFTP key file set for the agency cannot be read."""
+
+    kind = "key_file"
+
+
+class Unconfirmed(StageStopped):
+    """The server said a file was stored, but it is not there: not recorded, not sent again."""
+
+    kind = "unconfirmed"
+
+
+class AgencyBusy(StageStopped):
+    """Another run is uploading to this agency right now."""
+
+    kind = "busy"
+
+
+class TargetUnusable(StageStopped):
+    """The agency's target cannot be reached or used this run (``code``: the cause's class)."""
+
+    kind = "target"
+
+
+# --- a local store cannot be used right now -----------------------------------------
+
+
+class StoreUnavailable(MicrostockError):
+    """A local store (e.g. ``dead_letter.db``) is locked past its busy timeout or unreadable.
+
+    The message names the file; the job that needed the store stays pending
+    and the other jobs go on.
+    """
+
+    kind = "store_unavailable"
+
+
+# --- reject the input: this file cannot be used -------------------------------------
+
+
+class BadInput(MicrostockError):
+    """A file cannot be used (corrupt, empty, too large, too small, wrong format)."""
+
+    kind = "bad_input"
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class ConfigError(MicrostockError):
+    """The configuration or workdir is unusable: the run cannot proceed."""
+
+    kind = "config"
+
+
+def error_class_of_parked(exc: BaseException) -> str:
+    """The ``error_class`` a failed describe job is parked under.
+
+    ``blocked:<REASON>`` and ``permanent:<code>`` as the describer said;
+    ``invalid_output`` when the model never gave usable metadata; other
+    transient failures whose attempts ran out become ``exhausted:<code>``
+    (``exhausted:429``, ``exhausted:503``, ``exhausted:timeout``); anything
+    unexpected is ``unknown:<ExceptionType>``.
+    """
+    if isinstance(exc, InvalidOutput):
+        return exc.error_class
+    if isinstance(exc, TransientError):
+        return f"exhausted:{exc.code or exc.kind}"
+    if isinstance(exc, MicrostockError):
+        return exc.error_class
+    return f"unknown:{type(exc).__name__}"

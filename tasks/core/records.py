@@ -1,0 +1,129 @@
+"""The records every stage shares: an asset, its canonical metadata and sidecar, an upload item.
+
+An asset's identity is its content: ``asset_id`` is the SHA-256 of the
+source image. A describer produces one :class:`Metadata` per asset; every
+agency's CSV row and the embedded XMP/IPTC are derived from it
+(``tasks.agencies``). The sidecar ``assets/<stem>.json`` is the proof that an
+asset is described. An :class:`UploadItem` is what the upload stage and
+``microstock ledger`` agree an upload is.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError
+
+from tasks.core.files import atomic_write_bytes, sha256_file
+from tasks.core.workdir import Workdir
+
+#: The image files an asset can be (what ingest accepts and every stage lists).
+ACCEPTED_EXTENSIONS = {".jpg", ".jpeg", ".png"}
+
+
+class Asset(BaseModel, frozen=True):
+    """One image of the batch, as it sits in ``assets/``."""
+
+    name: str
+    asset_id: str
+    path: Path
+
+
+class Metadata(BaseModel):
+    """What a describer knows about an image, before any agency's rules."""
+
+    title: str
+    description: str
+    #: Most important first.
+    keywords: list[str] = Field(default_factory=list)
+    #: Adobe Stock category id (1–21) when the describer has one.
+    adobe_category: int | None = None
+    #: Dreamstime category ids, most fitting first.
+    dreamstime_categories: list[int] = Field(default_factory=list)
+    #: Free-form subject words ("landscape", "food") that agencies map onto their ids.
+    category_hints: list[str] = Field(default_factory=list)
+    editorial: bool = False
+    releases: list[str] = Field(default_factory=list)
+    language: str = "en"
+    #: Who wrote it: ``offline`` or ``gemini:<model>``.
+    describer: str = "offline"
+    #: Tokens the describer used (``usage_metadata.total_token_count``), 0 offline.
+    tokens: int = 0
+
+
+class Sidecar(BaseModel):
+    """``assets/<stem>.json``: the asset and its metadata once described."""
+
+    asset_id: str
+    name: str
+    metadata: Metadata
+
+
+def write_sidecar(path: Path, asset: Asset, metadata: Metadata) -> None:
+    """Write the sidecar atomically (temp file, fsync, rename): it exists whole or not at all."""
+    body = Sidecar(asset_id=asset.asset_id, name=asset.name, metadata=metadata).model_dump_json(indent=2)
+    atomic_write_bytes(path, body.encode("utf-8"))
+
+
+def read_sidecar(path: Path) -> Sidecar | None:
+    """The sidecar at ``path``, or None when it is missing or unreadable (then the asset is pending)."""
+    try:
+        return Sidecar.model_validate_json(path.read_bytes())  # pydantic parses the JSON itself: half the time
+    except (OSError, ValueError, ValidationError):
+        return None
+
+
+def iter_asset_files(assets_dir: Path) -> list[Path]:
+    """The image files in ``assets_dir``, sorted by name (sidecars and temp files excluded).
+
+    One ``scandir`` (its entries know their type without a stat each): at
+    thousands of assets this listing is part of every ``ledger`` command.
+    """
+    try:
+        with os.scandir(assets_dir) as entries:
+            names = sorted(e.name for e in entries
+                           if not e.name.startswith(".") and os.path.splitext(e.name)[1].lower() in ACCEPTED_EXTENSIONS
+                           and e.is_file())
+    except FileNotFoundError:
+        return []
+    return [assets_dir / name for name in names]
+
+
+def list_assets(assets_dir: Path) -> list[Asset]:
+    """Every asset in ``assets_dir`` with its content hash."""
+    return [Asset(name=p.name, asset_id=sha256_file(p), path=p) for p in iter_asset_files(assets_dir)]
+
+
+def described_sidecars(wd: Workdir) -> list[Sidecar]:
+    """The sidecars of every described asset whose image is in ``assets/``, in file-name order."""
+    found = []
+    for path in iter_asset_files(wd.assets):
+        sidecar = read_sidecar(wd.sidecar(path.name))
+        # assets/a.jpg and assets/a.png share assets/a.json: it describes only the file it names.
+        if sidecar is not None and sidecar.name == path.name:
+            found.append(sidecar)
+    return found
+
+
+def ready_name(asset_name: str) -> str:
+    """The upload-ready file name: the asset's stem with ``.jpg``."""
+    return Path(asset_name).stem + ".jpg"
+
+
+@dataclass(frozen=True)
+class UploadItem:
+    """A file to upload: the upload-ready file and the SHA-256 of its source image."""
+
+    name: str
+    path: Path
+    sha256: str
+
+
+@dataclass(frozen=True)
+class FileOutcome:
+    """What one file's upload came to: ``uploaded``, ``reconciled`` or ``failed`` (left pending), and why."""
+
+    kind: str
+    detail: str

@@ -1,0 +1,175 @@
+"""What each stage did in one run: plain records the flows pass on and ``tasks.observe`` renders.
+
+They live here, below the stages, so the summary and the artifacts can read
+them without importing the stages that fill them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tasks.core.records import Asset
+
+
+@dataclass
+class Gathered:
+    """The batch after the assets stage: every asset in the workdir, and what was rejected."""
+
+    assets: list[Asset]
+    new: list[str] = field(default_factory=list)
+    rejected: dict[str, str] = field(default_factory=dict)
+    #: Generated images that could not be made this run (name -> reason); tried again next run.
+    not_generated: dict[str, str] = field(default_factory=dict)
+    stopped: str | None = None
+
+
+@dataclass
+class DescribeReport:
+    """What the describe stage did this run."""
+
+    #: Described now.
+    described: list[str] = field(default_factory=list)
+    #: Had a sidecar already.
+    already: list[str] = field(default_factory=list)
+    #: Parked now: name → error class.
+    parked: dict[str, str] = field(default_factory=dict)
+    #: Parked by an earlier run, left for a replay (not called).
+    still_parked: list[str] = field(default_factory=list)
+    #: Not described and not parked (stage stopped, store unavailable): the next run tries again.
+    pending: list[str] = field(default_factory=list)
+    #: Why the stage stopped calling the describer, if it did.
+    stopped: str | None = None
+    tokens: int = 0
+    #: The describer used this run (``offline``, ``gemini:<model>``), empty when none was needed.
+    describer: str = ""
+
+
+@dataclass
+class ReplayReport:
+    """What a replay did: the original design's four numbers, plus what became of each job."""
+
+    scanned: int = 0
+    recovered: int = 0
+    still_failing: int = 0
+    dry_run: bool = True
+    #: Names of the assets described by this replay (they go on to CSVs, pack and upload).
+    recovered_assets: list[str] = field(default_factory=list)
+    #: asset name (or job id) → why it is still parked.
+    failing: dict[str, str] = field(default_factory=dict)
+    #: Why the replay stopped calling the describer, if it did.
+    stopped: str | None = None
+    #: A dry run's list: one :func:`dry_run_line` per job it would replay.
+    would_replay: list[str] = field(default_factory=list)
+
+    def headline(self) -> str:
+        if self.dry_run:
+            return f"dry run: {self.scanned} parked job(s) would be replayed"
+        return f"{self.scanned} replayed · {self.recovered} recovered · {self.still_failing} still failing"
+
+
+class Problem(BaseModel):
+    """Why an asset has no row for an agency (``asset`` is "" for an agency-wide problem)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    agency: str
+    asset: str
+    rule: str
+    message: str
+
+
+class AgencyCsv(BaseModel):
+    """What was written for one agency."""
+
+    agency: str
+    display_name: str
+    rows: int = 0
+    #: Paths of the CSV files, first file first.
+    files: list[str] = Field(default_factory=list)
+    #: Asset names with a valid row.
+    accepted: list[str] = Field(default_factory=list)
+    #: Deterministic fixes made, by rule (``title.max_chars`` → 3).
+    fixes: dict[str, int] = Field(default_factory=dict)
+    #: How the contributor hands the CSV over (``portal``: uploaded by hand).
+    csv_upload: str = "portal"
+    #: False when the agency's settings are invalid: no file was written.
+    written: bool = True
+
+
+class CsvReport(BaseModel):
+    """The run's CSV stage: per agency what was written, and every problem found."""
+
+    agencies: dict[str, AgencyCsv] = Field(default_factory=dict)
+    #: Assets skipped for an agency (``asset`` is "" for an agency-wide problem).
+    problems: list[Problem] = Field(default_factory=list)
+
+    @property
+    def rows(self) -> dict[str, int]:
+        """Rows written per agency."""
+        return {a: r.rows for a, r in self.agencies.items()}
+
+    @property
+    def files(self) -> dict[str, list[str]]:
+        """CSV files written per agency."""
+        return {a: r.files for a, r in self.agencies.items()}
+
+    def accepted(self, agency: str, asset: str) -> bool:
+        """Has ``asset`` a valid row in the agency's CSV this run?"""
+        found = self.agencies.get(agency)
+        return found is not None and asset in found.accepted
+
+
+@dataclass
+class PackReport:
+    """Upload-ready files per asset name, and what was held back or rejected."""
+
+    #: asset name -> upload-ready JPEG (every packed asset, held back or not)
+    ready: dict[str, Path] = field(default_factory=dict)
+    #: agency -> asset name -> rule it broke (held back for that agency only)
+    held_back: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: asset name -> reason (nothing of it is packed, listed in a CSV or uploaded)
+    rejected: dict[str, str] = field(default_factory=dict)
+    zip_path: Path | None = None
+    #: asset names packed this run, and those whose files were already current
+    packed_now: list[str] = field(default_factory=list)
+    reused: list[str] = field(default_factory=list)
+
+    def left_out(self, agency: str) -> dict[str, str]:
+        """Assets that must not reach ``agency`` (its CSV or its upload): rejected, or held back for it."""
+        return {**self.rejected, **self.held_back.get(agency, {})}
+
+    def ready_for(self, agency: str) -> dict[str, Path]:
+        """The upload-ready files ``agency`` takes: the packed ones not held back for it."""
+        held = self.held_back.get(agency, {})
+        return {name: path for name, path in self.ready.items() if name not in held}
+
+    def as_json(self) -> dict:
+        return {
+            "packed": sorted(self.ready),
+            "held_back": {a: dict(sorted(v.items())) for a, v in sorted(self.held_back.items())},
+            "rejected": dict(sorted(self.rejected.items())),
+            "zip": self.zip_path.name if self.zip_path else None,
+        }
+
+
+@dataclass
+class AgencyUpload:
+    """One agency's result."""
+
+    #: Sent and confirmed this run.
+    uploaded: list[str] = field(default_factory=list)
+    #: Found whole on the server and recorded without sending (an earlier run was cut short).
+    reconciled: list[str] = field(default_factory=list)
+    #: Already in the ledger before this run.
+    already: list[str] = field(default_factory=list)
+    #: Left pending: name -> why.
+    failed: dict[str, str] = field(default_factory=dict)
+    #: Left pending without being tried, because the agency stopped.
+    not_tried: list[str] = field(default_factory=list)
+    #: Why the agency stopped early, if it did.
+    stopped: str | None = None
+    #: Where the files went (no password).
+    target: str = ""

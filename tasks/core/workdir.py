@@ -1,0 +1,82 @@
+"""The workdir: where every stage reads its input and leaves its result.
+
+The workdir is the truth. A stage derives what is left to do from what is
+here, never from memory of an earlier run (INTERFACE.md lists the layout).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from tasks.core.errors import ConfigError
+
+DEFAULT_WORKDIR = "./microstock-data"
+
+
+def default_workdir() -> Path:
+    """``$MICROSTOCK_WORKDIR``, else ``./microstock-data``."""
+    return Path(os.environ.get("MICROSTOCK_WORKDIR") or DEFAULT_WORKDIR)
+
+
+@dataclass(frozen=True)
+class Workdir:
+    root: Path
+
+    @classmethod
+    def open(cls, folder: str | Path | None = None) -> "Workdir":
+        """The workdir every flow and command uses: ``folder``, else :func:`default_workdir`; prepared."""
+        return cls(Path(folder) if folder else default_workdir()).prepare()
+
+    def config_path(self, config: str | Path | None = None) -> Path:
+        """The configuration file: ``config`` when given, else ``microstock.toml`` in the workdir."""
+        return Path(config) if config else self.config_file
+
+    @property
+    def config_file(self) -> Path:
+        return self.root / "microstock.toml"
+
+    @property
+    def assets(self) -> Path:
+        return self.root / "assets"
+
+    @property
+    def csv(self) -> Path:
+        return self.root / "csv"
+
+    @property
+    def packs(self) -> Path:
+        return self.root / "packs"
+
+    @property
+    def ledger(self) -> Path:
+        return self.root / "uploads.ledger"
+
+    @property
+    def dead_letter_db(self) -> Path:
+        return self.root / "dead_letter.db"
+
+    @property
+    def reports(self) -> Path:
+        """Run reports (rejected files, validation) as JSON, for people and tests."""
+        return self.root / "reports"
+
+    def outbox(self, agency: str) -> Path:
+        return self.root / "outbox" / agency
+
+    def sidecar(self, asset_name: str) -> Path:
+        """``assets/<stem>.json``: the asset's metadata once described."""
+        return self.assets / (Path(asset_name).stem + ".json")
+
+    def prepare(self) -> "Workdir":
+        """Create the folders every stage expects; ConfigError if the workdir is unusable."""
+        try:
+            for d in (self.root, self.assets, self.csv, self.packs, self.reports):
+                d.mkdir(parents=True, exist_ok=True)
+            probe = self.root / ".write-test"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise ConfigError(f"workdir {self.root} is not usable: {exc.strerror or exc}") from None
+        return self

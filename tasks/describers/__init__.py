@@ -1,1 +1,0 @@
-"""Describers: one interface, an offline implementation and a Gemini one."""

@@ -1,0 +1,176 @@
+"""The Gemini describer: an image in, stock metadata out, one ``generate_content`` call per asset.
+
+:class:`GeminiDescriber` sends the image itself (downscaled to at most 1024 px
+on the long side, JPEG) with a prompt asking for stock metadata, and a
+``response_schema`` (:class:`StockAnswer`); the answer becomes a
+:class:`~tasks.core.records.Metadata`. Its failures are mapped by
+:mod:`tasks.gemini.client` (the table there is the contract).
+"""
+
+from __future__ import annotations
+
+from io import BytesIO
+
+from google.genai import types
+from PIL import Image, ImageOps
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tasks.core.errors import BadInput, InvalidOutput
+from tasks.core.records import Asset, Metadata
+from tasks.core.settings import GeminiSettings
+from tasks.gemini.client import check_answer, gemini_client, map_gemini_errors
+from tasks.gemini.ratelimit import shared_limiter
+from tasks.images.pixels import has_alpha, rgb_on_white
+
+
+#: Long side of the image sent to the model: enough to describe it, few tokens.
+SEND_MAX_PX = 1024
+
+ADOBE_CATEGORIES: dict[int, str] = {
+    1: "Animals", 2: "Buildings and Architecture", 3: "Business", 4: "Drinks", 5: "The Environment",
+    6: "States of Mind", 7: "Food", 8: "Graphic Resources", 9: "Hobbies and Leisure", 10: "Industry",
+    11: "Landscapes", 12: "Lifestyle", 13: "People", 14: "Plants and Flowers", 15: "Culture and Religion",
+    16: "Science", 17: "Social Issues", 18: "Sports", 19: "Technology", 20: "Transport", 21: "Travel",
+}
+
+_LANGUAGES = {"en": "English", "ja": "Japanese", "de": "German", "fr": "French", "es": "Spanish",
+              "it": "Italian", "pt": "Portuguese", "nl": "Dutch", "pl": "Polish", "ko": "Korean", "zh": "Chinese"}
+
+
+class StockAnswer(BaseModel):
+    """The answer Gemini must give (sent as ``response_schema``)."""
+
+    model_config = ConfigDict(str_strip_whitespace=True)
+
+    title: str = Field(min_length=1, description="Factual title, at most 70 characters")
+    description: str = Field(min_length=1, description="One or two sentences, at most 200 characters")
+    keywords: list[str] = Field(min_length=1, description="Most important first")
+    adobe_category: int = Field(ge=1, le=21, description="Adobe Stock category number")
+    category_hints: list[str] = Field(description="General subject words, e.g. landscape, food")
+    dreamstime_hints: list[str] = Field(description="Words naming Dreamstime categories")
+
+
+def describe_prompt(language: str) -> str:
+    """The instruction sent with every image."""
+    lang = _LANGUAGES.get(language, f"the language with code '{language}'")
+    categories = "\n".join(f"  {n} {name}" for n, name in ADOBE_CATEGORIES.items())
+    return (
+        "Write stock-photo metadata for the attached image, for microstock agencies "
+        "(Adobe Stock, Vecteezy, Dreamstime).\n"
+        f"Write every text in {lang}. Describe only what is visible; never invent places, "
+        "brands, trademarks or names of people.\n"
+        "- title: a factual, descriptive title, at most 70 characters.\n"
+        "- description: one or two sentences, at most 200 characters.\n"
+        "- keywords: 25 to 49 single words or short phrases, most important first, no duplicates.\n"
+        "- adobe_category: the number of the one best-fitting Adobe Stock category:\n"
+        f"{categories}\n"
+        "- category_hints: 1 to 3 general subject words (e.g. landscape, food, business).\n"
+        "- dreamstime_hints: 1 to 3 words naming fitting Dreamstime categories "
+        "(e.g. sunsets, seascapes, abstract backgrounds)."
+    )
+
+
+def parse_answer(response: types.GenerateContentResponse) -> StockAnswer:
+    """The :class:`StockAnswer` in a 200 answer; InvalidOutput naming what is wrong otherwise."""
+    check_answer(response)
+    answer = response.parsed
+    if not isinstance(answer, StockAnswer):
+        text = response.text
+        if not text or not text.strip():
+            raise InvalidOutput("Gemini's answer has no text")
+        try:
+            answer = StockAnswer.model_validate_json(text)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            if first["type"] == "json_invalid":
+                raise InvalidOutput("Gemini's answer is not valid JSON") from None
+            where = ".".join(str(p) for p in first["loc"]) or "answer"
+            raise InvalidOutput(f"Gemini's answer does not fit the schema ({where}: {first['msg']})") from None
+    if not any(k.strip() for k in answer.keywords):
+        raise InvalidOutput("Gemini's answer does not fit the schema (keywords: all empty)")
+    return answer
+
+
+# --- the describer ----------------------------------------------------------------------
+
+
+def image_for_model(asset: Asset, max_px: int = SEND_MAX_PX) -> bytes:
+    """The asset as an upright RGB JPEG of at most ``max_px`` on the long side (never enlarged).
+
+    JPEGs are decoded at reduced size (Pillow draft mode), so a 24 MP file
+    costs little. Transparency is flattened onto white. Raises BadInput
+    naming the file when it cannot be read.
+    """
+    try:
+        with Image.open(asset.path) as src:
+            w, h = src.size
+            scale = max_px / max(w, h)
+            if src.format == "JPEG" and scale < 1:
+                src.draft("RGB", (max(1, int(w * scale)), max(1, int(h * scale))))
+            im = src
+            if im.mode not in ("RGB", "RGBA", "L"):  # resample in a mode that keeps the alpha
+                im = im.convert("RGBA" if has_alpha(im) else "RGB")
+            im.thumbnail((max_px, max_px), Image.Resampling.LANCZOS)
+            im = rgb_on_white(ImageOps.exif_transpose(im))
+            buf = BytesIO()
+            im.save(buf, "JPEG", quality=85)
+            return buf.getvalue()
+    except (OSError, ValueError, Image.DecompressionBombError) as exc:
+        raise BadInput(asset.name, f"cannot read the image ({type(exc).__name__})") from None
+
+
+def _unique(words: list[str]) -> list[str]:
+    seen: dict[str, str] = {}
+    for w in words:
+        w = " ".join(w.split())
+        if w:
+            seen.setdefault(w.lower(), w)
+    return list(seen.values())
+
+
+class GeminiDescriber:
+    """Metadata from Gemini: one ``generate_content`` call per asset.
+
+    Thread-safe (one shared client). Raises only :mod:`tasks.core.errors`
+    classes, as tabled in :mod:`tasks.gemini.client`; BadInput when the image
+    cannot be read (no request is made then). Every call waits for the
+    process's shared :attr:`limiter` of this model (Gemini's quota).
+    """
+
+    def __init__(self, settings: GeminiSettings, api_key: str) -> None:
+        self.settings = settings
+        self.name = f"gemini:{settings.model}"
+        self.model = settings.model
+        self.limiter = shared_limiter(settings.model, settings.requests_per_minute, settings.concurrency)
+        self._api_key = api_key
+        self._client = gemini_client(settings, api_key)
+        self._config = types.GenerateContentConfig(
+            response_mime_type="application/json",
+            response_schema=StockAnswer,
+        )
+        self._prompt = describe_prompt(settings.language)
+
+    def __repr__(self) -> str:  # never show the key
+        return f"GeminiDescriber(model={self.settings.model!r})"
+
+    def replay_payload(self) -> dict:
+        return {"prompt": self._prompt, "image_max_px": SEND_MAX_PX}
+
+    def describe(self, asset: Asset) -> Metadata:
+        image = types.Part.from_bytes(data=image_for_model(asset), mime_type="image/jpeg")
+        with map_gemini_errors(self._api_key):
+            response = self._client.models.generate_content(
+                model=self.settings.model, contents=[image, self._prompt], config=self._config,
+            )
+        answer = parse_answer(response)
+        usage = response.usage_metadata
+        return Metadata(
+            title=" ".join(answer.title.split()),
+            description=" ".join(answer.description.split()),
+            keywords=_unique(answer.keywords),
+            adobe_category=answer.adobe_category,
+            category_hints=_unique(answer.category_hints + answer.dreamstime_hints),
+            language=self.settings.language,
+            describer=self.name,
+            tokens=(usage.total_token_count or 0) if usage else 0,
+        )

@@ -1,0 +1,173 @@
+"""Is this file an image we can use? One clear reason when it is not.
+
+Runs before anything is spent on a file (a Gemini call, a pack, an upload),
+so a bad file is named once and never reaches a CSV or an outbox. This module
+is the one boundary where Pillow's exceptions become
+:class:`~tasks.core.errors.BadInput` (:func:`pillow_errors`).
+
+Pillow's ``MAX_IMAGE_PIXELS`` guard stays on: :func:`open_image` refuses a
+decompression bomb from its header, before a pixel is decoded. Pillow itself
+refuses anything over twice its limit; between its limit (≈ 89 MP) and the
+largest agency maximum (Adobe's 100 MP) the image is accepted, because an
+agency takes it, and above that it is refused.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from PIL import Image, UnidentifiedImageError
+
+from tasks.agencies.catalog import agency_names
+from tasks.agencies.spec import load_spec
+from tasks.core.errors import BadInput
+
+SUPPORTED_FORMATS = {"JPEG", "PNG"}
+#: Extensions that look like images; anything else in a source folder is ignored.
+IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".tif", ".tiff", ".webp", ".gif", ".bmp", ".heic", ".heif", ".avif"}
+
+
+# --- what the agencies take ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImageRules:
+    """One agency's pixel and file-size rules for an upload-ready image."""
+
+    agency: str
+    min_pixels: int
+    max_pixels: int | None = None
+    max_bytes: int | None = None
+
+    def broken_rule(self, width: int, height: int, size_bytes: int) -> str | None:
+        """The rule an image of this size breaks, in words, or None when it passes."""
+        px = width * height
+        if px < self.min_pixels:
+            return f"{width}×{height} = {px / 1e6:.1f} MP is below {self.agency}'s minimum of {_mp(self.min_pixels)}"
+        if self.max_pixels is not None and px > self.max_pixels:
+            return f"{width}×{height} = {px / 1e6:.1f} MP is above {self.agency}'s maximum of {_mp(self.max_pixels)}"
+        if self.max_bytes is not None and size_bytes > self.max_bytes:
+            return (f"file is {size_bytes / 1e6:.1f} MB, above {self.agency}'s maximum of "
+                    f"{self.max_bytes / 1e6:g} MB")
+        return None
+
+
+def _mp(pixels: int) -> str:
+    return f"{pixels / 1e6:g} MP"
+
+
+def image_rules(agency: str) -> ImageRules:
+    """The pixel and size rules of ``agency``, from its spec file (``tasks/agencies/<agency>.toml``)."""
+    limits = load_spec(agency).image
+    return ImageRules(agency, limits.min_pixels or 0, limits.max_pixels, limits.max_bytes)
+
+
+def all_rules() -> list[ImageRules]:
+    """The rules of every agency with a spec."""
+    return [image_rules(a) for a in agency_names()]
+
+
+def pixel_range() -> tuple[int, int]:
+    """(smallest minimum, largest maximum) over every agency: outside it no agency takes the image."""
+    rules = all_rules()
+    return min(r.min_pixels for r in rules), max(r.max_pixels or 0 for r in rules)
+
+
+# --- opening safely ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImageFacts:
+    width: int
+    height: int
+    format: str
+    mode: str
+
+
+@contextmanager
+def pillow_errors(name: str) -> Iterator[None]:
+    """Turn what Pillow raises while reading ``name`` into BadInput with a plain reason."""
+    try:
+        yield
+    except BadInput:
+        raise
+    except Image.DecompressionBombError as exc:
+        raise BadInput(name, f"decompression bomb refused ({exc})") from None
+    except UnidentifiedImageError:
+        raise BadInput(name, "not an image (the content is no JPEG or PNG, whatever the extension says)") from None
+    except MemoryError:
+        raise BadInput(name, "too large to decode in the memory available") from None
+    except (OSError, SyntaxError, ValueError, EOFError, IndexError, KeyError, TypeError) as exc:
+        # Pillow reports truncated and corrupt streams with any of these.
+        raise BadInput(name, f"truncated or corrupt image data ({exc})") from None
+
+
+#: ``warnings.catch_warnings`` swaps process-wide state: one opener at a time.
+#: Only the header is read under the lock, which takes microseconds.
+_OPEN_LOCK = threading.Lock()
+
+
+def open_image(path: Path, *, max_pixels: int | None = None) -> Image.Image:
+    """Open ``path`` lazily (header only) and check it before any pixel is decoded.
+
+    Raises BadInput when the file is missing, empty, not an image, not a
+    JPEG/PNG, or a decompression bomb (over ``max_pixels``, by default the
+    largest agency maximum, or over Pillow's own hard limit). The caller
+    closes the returned image.
+    """
+    name = path.name
+    if max_pixels is None:
+        max_pixels = pixel_range()[1]
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise BadInput(name, f"cannot read file ({exc.strerror})") from None
+    if size == 0:
+        raise BadInput(name, "empty file (0 bytes)")
+    with pillow_errors(name), _OPEN_LOCK, warnings.catch_warnings():
+        # Pillow warns (not raises) between its limit and twice its limit;
+        # we decide with our own limit below, so the warning is not shown.
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        im = Image.open(path)
+    fmt = im.format or "?"
+    if fmt not in SUPPORTED_FORMATS:
+        im.close()
+        raise BadInput(name, f"unsupported format {fmt} (only JPEG and PNG are accepted)")
+    if im.width * im.height > max_pixels:
+        w, h = im.size
+        im.close()
+        raise BadInput(name, f"decompression bomb refused: {w}×{h} = {w * h / 1e6:.0f} MP, "
+                             f"above every agency's maximum ({_mp(max_pixels)})")
+    return im
+
+
+def inspect_image(path: Path, *, min_pixels: int | None = None, max_pixels: int | None = None) -> ImageFacts:
+    """Open, decode and size-check ``path``; raise BadInput naming the reason.
+
+    A JPEG is decoded at 1/8 scale (draft mode): every compressed byte is
+    still read, so truncation is caught, without the full-size pixels in
+    memory. The limits default to the agencies' (tests pass smaller ones).
+    """
+    name = path.name
+    if min_pixels is None:
+        min_pixels = pixel_range()[0]
+    with open_image(path, max_pixels=max_pixels) as im:
+        facts = ImageFacts(im.width, im.height, im.format or "?", im.mode)
+        with pillow_errors(name):
+            if facts.format == "JPEG":
+                im.draft(None, (max(1, im.width // 8), max(1, im.height // 8)))
+            im.load()
+    if facts.width * facts.height < min_pixels:
+        raise too_small(name, facts.width, facts.height, min_pixels)
+    return facts
+
+
+def too_small(name: str, width: int, height: int, min_pixels: int) -> BadInput:
+    """The rejection of an image no agency takes because it has too few pixels."""
+    return BadInput(name, f"too small: {width}×{height} = {width * height / 1e6:.1f} MP, "
+                          f"below every agency's minimum ({_mp(min_pixels)})")

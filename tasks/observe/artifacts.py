@@ -1,0 +1,120 @@
+"""The Prefect artifacts a run leaves for the UI, under stable keys.
+
+A keyed artifact keeps its history: the UI's Artifacts page shows the latest
+of each key and every earlier version, and each flow run's Artifacts tab shows
+the ones it made. The keys are a contract (docs/OPERATIONS.md lists them):
+
+================================  ========  ==============================================
+key                               type      what
+================================  ========  ==============================================
+``batch-summary``                 markdown  the run's headline, counts and paths to the CSVs, ZIP, targets
+``batch-counts``                  table     assets, described, parked, pending, rejected, tokens, per agency
+``dead-letter-jobs``              table     every parked job: asset, error class, attempts, first/last seen
+``csv-validation``                markdown  rows per agency CSV, automatic fixes, assets skipped and the rule
+``dead-letter-summary``           markdown  the daily summary: parked jobs per error class, how to replay
+``progress-<stage>``              progress  made by :mod:`tasks.orchestration.progress` while a stage runs
+================================  ========  ==============================================
+
+Nothing here shows an
+error message beyond what the dead-letter store already holds (redacted),
+and never a password or key.
+"""
+
+from __future__ import annotations
+
+import time
+
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.logging import get_run_logger
+
+from tasks.core.errors import StoreUnavailable
+from tasks.core.reports import CsvReport
+from tasks.core.workdir import Workdir
+from tasks.observe.markdown import summary_markdown, validation_markdown
+from tasks.observe.summary import BatchSummary
+from tasks.stores.dead_letter import ParkedJob, Summary, format_age
+from tasks.stores.dead_letter_sqlite import open_store
+
+BATCH_SUMMARY = "batch-summary"
+BATCH_COUNTS = "batch-counts"
+DEAD_LETTER_JOBS = "dead-letter-jobs"
+CSV_VALIDATION = "csv-validation"
+DEAD_LETTER_SUMMARY = "dead-letter-summary"
+
+#: At most this many parked jobs in the table (the CLI lists them all).
+MAX_DEAD_LETTER_ROWS = 500
+
+
+def batch_rows(s: BatchSummary) -> list[dict[str, str | int]]:
+    """The ``batch-counts`` table: one row per count, ``total`` and ``this run``."""
+    rows: list[dict[str, str | int]] = [
+        {"what": "assets", "total": s.assets, "this run": "", "detail": f"{s.workdir}/assets"},
+        {"what": "described", "total": s.described, "this run": s.described_now, "detail": s.describer or ""},
+        {"what": "parked", "total": s.parked, "this run": s.parked,
+         "detail": "see dead-letter-jobs" if s.parked else ""},
+        {"what": "pending", "total": s.pending, "this run": s.pending, "detail": s.stopped or ""},
+        {"what": "rejected", "total": len(s.rejected), "this run": len(s.rejected),
+         "detail": "; ".join(f"{k}: {v}" for k, v in sorted(s.rejected.items()))},
+        {"what": "tokens used", "total": s.tokens, "this run": s.tokens, "detail": ""},
+    ]
+    for agency, n in s.csv_rows.items():
+        rows.append({"what": f"CSV rows · {agency}", "total": n, "this run": "",
+                     "detail": ", ".join(s.csv_files.get(agency, []))})
+    for agency, total in s.uploaded_total.items():
+        failed, held = s.upload_failed.get(agency) or {}, s.held_back.get(agency) or {}
+        detail = s.targets.get(agency, "")
+        if failed:
+            detail += f" · {len(failed)} failed, left pending"
+        if held:
+            detail += f" · {len(held)} held back"
+        rows.append({"what": f"uploads · {agency}", "total": total,
+                     "this run": s.uploaded_now.get(agency, 0), "detail": detail})
+    return rows
+
+
+def dead_letter_rows(jobs: list[ParkedJob], now: float | None = None) -> list[dict[str, str | int]]:
+    """The ``dead-letter-jobs`` table: one row per parked job, oldest first."""
+    now = time.time() if now is None else now
+    return [
+        {"asset": j.asset_name or str(j.payload.get("asset", "")), "error class": j.error_class,
+         "attempts": j.attempts, "parked for": format_age(now - j.first_seen),
+         "last seen": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(j.last_seen)),
+         "message": j.error_message[:200], "job id": j.job_id[:16]}
+        for j in sorted(jobs, key=lambda j: (j.first_seen, j.job_id))
+    ]
+
+
+def publish_batch(summary: BatchSummary) -> None:
+    """The ``batch-summary`` markdown and the ``batch-counts`` table of one stock-batch run."""
+    create_markdown_artifact(summary_markdown(summary), key=BATCH_SUMMARY,
+                             description=f"stock-batch: {summary.headline()}")
+    create_table_artifact(batch_rows(summary), key=BATCH_COUNTS, description=f"stock-batch: {summary.headline()}")
+
+
+def publish_validation(report: CsvReport) -> None:
+    """The ``csv-validation`` markdown of one CSV stage (tasks.metadata_csv renders it)."""
+    skipped = sum(1 for p in report.problems if p.asset)
+    create_markdown_artifact(validation_markdown(report), key=CSV_VALIDATION,
+                             description=f"agency CSVs: {skipped} asset/agency pair(s) skipped")
+
+
+def publish_dead_letters(wd: Workdir) -> int | None:
+    """The ``dead-letter-jobs`` table of every parked job (an empty table says "nothing parked").
+
+    Returns the number of rows; None, with a warning in the log, when the store cannot be read
+    (the run goes on: the table is a view, the store is the truth).
+    """
+    try:
+        jobs = open_store(wd).list(status="parked", limit=MAX_DEAD_LETTER_ROWS)
+    except StoreUnavailable as exc:
+        get_run_logger().warning("dead-letter table not published: %s", exc.message)
+        return None
+    create_table_artifact(dead_letter_rows(jobs), key=DEAD_LETTER_JOBS,
+                          description=f"{len(jobs)} parked describe job(s); replay with `microstock replay --apply`")
+    return len(jobs)
+
+
+def publish_dead_letter_summary(summary: Summary, wd: Workdir) -> None:
+    """The ``dead-letter-summary`` markdown of the daily flow."""
+    create_markdown_artifact(summary.markdown(wd.dead_letter_db), key=DEAD_LETTER_SUMMARY,
+                             description="Parked describe jobs by error class")

@@ -1,0 +1,68 @@
+"""Markdown for the Prefect UI: the batch summary and the CSV validation report, escaped safely."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from tasks.core.reports import CsvReport
+from tasks.observe.summary import BatchSummary, listed
+
+
+def md_cell(text: object) -> str:
+    """Text safe inside a markdown table cell (file names and reasons are the contributor's, not ours)."""
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("`", "'").replace("\n", " ")
+
+
+def next_steps(report: CsvReport) -> list[str]:
+    """What the contributor does with the CSVs by hand (Adobe and Vecteezy: upload them in the portal)."""
+    steps = []
+    for result in report.agencies.values():
+        if result.written and result.rows and result.csv_upload == "portal":
+            files = ", ".join(result.files)
+            steps.append(f"{result.display_name}: upload {files} in the contributor portal once the images have arrived")
+    return steps
+
+
+def summary_markdown(s: BatchSummary) -> str:
+    """The batch summary as markdown, for the ``batch-summary`` artifact."""
+    m = md_cell
+    lines = [f"# stock-batch: {s.headline()}", "", "| what | count | detail |", "|---|---:|---|"]
+    lines.append(f"| assets | {s.assets} | `{m(s.workdir)}/assets` |")
+    lines.append(f"| described | {s.described} | {s.described_now} this run ({s.describer or '—'})"
+                 f"{', ' + s.tokens_note() if s.tokens else ''} |")
+    lines.append(f"| parked | {s.parked + s.still_parked} | {s.parked} this run, {s.still_parked} from earlier runs |")
+    if s.not_generated:
+        lines.append(f"| not generated | {len(s.not_generated)} | {m(listed(s.not_generated))} |")
+    lines.append(f"| pending | {s.pending} | {m(s.stopped or '')} |")
+    lines.append(f"| rejected | {len(s.rejected)} | {m(listed(s.rejected))} |")
+    for agency, rows in s.csv_rows.items():
+        files = ", ".join(f"`{m(f)}`" for f in s.csv_files.get(agency, []))
+        lines.append(f"| CSV rows · {agency} | {rows} | {files} |")
+    for agency, total in s.uploaded_total.items():
+        stopped = f" · stopped: {s.upload_stopped[agency]}" if agency in s.upload_stopped else ""
+        lines.append(f"| uploads · {agency} | {total} | {s.uploaded_now.get(agency, 0)} this run → "
+                     f"{m(s.targets.get(agency, '') + stopped)} |")
+    return "\n".join(lines) + "\n"
+
+
+def validation_markdown(report: CsvReport) -> str:
+    """The validation report as markdown (for a Prefect artifact)."""
+    lines = ["## Agency CSVs", "", "| agency | rows | fixed | skipped | files |", "|---|---:|---:|---:|---|"]
+    skipped = Counter(p.agency for p in report.problems if p.asset)
+    for agency, result in report.agencies.items():
+        files = ", ".join(f"`{md_cell(f)}`" for f in result.files) if result.written else "not written"
+        lines.append(f"| {md_cell(result.display_name)} | {result.rows} | {sum(result.fixes.values())} "
+                     f"| {skipped[agency]} | {files} |")
+    fixes = Counter()
+    for result in report.agencies.values():
+        fixes.update({f"{result.agency}: {rule}": n for rule, n in result.fixes.items()})
+    if fixes:
+        lines += ["", "Fixed automatically: " + ", ".join(f"{md_cell(k)} ×{n}" for k, n in sorted(fixes.items()))]
+    if report.problems:
+        lines += ["", "### Skipped for an agency", "", "| asset | agency | rule | problem |", "|---|---|---|---|"]
+        lines += [f"| {md_cell(p.asset or '(all)')} | {p.agency} | `{md_cell(p.rule)}` | {md_cell(p.message)} |"
+                  for p in report.problems]
+    steps = next_steps(report)
+    if steps:
+        lines += ["", "### Next steps", ""] + [f"- {md_cell(s)}" for s in steps]
+    return "\n".join(lines) + "\n"

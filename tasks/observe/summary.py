@@ -1,0 +1,102 @@
+"""The run summary: one record, built from the stages' reports, shown as a terminal table
+(:mod:`tasks.observe.terminal`), Prefect artifacts (:mod:`tasks.observe.artifacts`) and the
+final state message."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from tasks.core.reports import AgencyUpload, CsvReport, DescribeReport, Gathered, PackReport
+from tasks.core.workdir import Workdir
+
+
+class BatchSummary(BaseModel):
+    """What one stock-batch run left in the workdir, counted."""
+
+    workdir: str
+    assets: int = 0
+    described: int = 0
+    described_now: int = 0
+    parked: int = 0
+    #: Parked by earlier runs and waiting for a replay (not called again).
+    still_parked: int = 0
+    pending: int = 0
+    #: Generated images that could not be made this run (name -> reason); the next run tries again.
+    not_generated: dict[str, str] = Field(default_factory=dict)
+    rejected: dict[str, str] = Field(default_factory=dict)
+    describer: str = ""
+    stopped: str | None = None
+    tokens: int = 0
+    csv_rows: dict[str, int] = Field(default_factory=dict)
+    csv_files: dict[str, list[str]] = Field(default_factory=dict)
+    uploaded_now: dict[str, int] = Field(default_factory=dict)
+    uploaded_total: dict[str, int] = Field(default_factory=dict)
+    upload_failed: dict[str, dict[str, str]] = Field(default_factory=dict)
+    #: Agencies that stopped early (refused login, unreachable server): agency -> why.
+    upload_stopped: dict[str, str] = Field(default_factory=dict)
+    #: Files left pending without being tried because their agency stopped: agency -> count.
+    upload_not_tried: dict[str, int] = Field(default_factory=dict)
+    held_back: dict[str, dict[str, str]] = Field(default_factory=dict)
+    targets: dict[str, str] = Field(default_factory=dict)
+    zip_path: str | None = None
+
+    @classmethod
+    def from_stages(cls, wd: Workdir, gathered: Gathered, described: DescribeReport, csvs: CsvReport,
+                    packed: PackReport, uploads: dict[str, AgencyUpload]) -> "BatchSummary":
+        """The summary of one run, from what each of its stages reported."""
+        return cls(
+            workdir=str(wd.root),
+            assets=len(gathered.assets),
+            described=len(described.described) + len(described.already),
+            described_now=len(described.described),
+            parked=len(described.parked),
+            still_parked=len(described.still_parked),
+            pending=len(described.pending),
+            not_generated=gathered.not_generated,
+            rejected={**gathered.rejected, **packed.rejected},
+            held_back=packed.held_back,
+            stopped="; ".join(filter(None, [gathered.stopped, described.stopped])) or None,
+            describer=described.describer,
+            tokens=described.tokens,
+            csv_rows=csvs.rows,
+            csv_files=csvs.files,
+            uploaded_now={a: len(u.uploaded) for a, u in uploads.items()},
+            uploaded_total={a: len(u.uploaded) + len(u.reconciled) + len(u.already) for a, u in uploads.items()},
+            upload_failed={a: u.failed for a, u in uploads.items() if u.failed},
+            upload_stopped={a: u.stopped for a, u in uploads.items() if u.stopped},
+            upload_not_tried={a: len(u.not_tried) for a, u in uploads.items() if u.not_tried},
+            targets={a: u.target or str(wd.outbox(a)) for a, u in uploads.items()},
+            zip_path=str(packed.zip_path) if packed.zip_path else None,
+        )
+
+    @property
+    def tokens_per_asset(self) -> float:
+        """Average Gemini tokens per asset described this run (0 when none was)."""
+        return self.tokens / self.described_now if self.described_now else 0.0
+
+    def tokens_note(self) -> str:
+        """``3,852 tokens (321 per asset)``, or empty when no tokens were used (offline)."""
+        return f"{self.tokens:,} tokens ({self.tokens_per_asset:,.0f} per asset)" if self.tokens else ""
+
+    def headline(self) -> str:
+        """The final state message: ``12 described · 1 parked · 36 uploaded``."""
+        parts = [f"{self.described_now} described", f"{self.parked} parked"]
+        if self.pending:
+            parts.append(f"{self.pending} pending")
+        if self.not_generated:
+            parts.append(f"{len(self.not_generated)} not generated")
+        if self.rejected:
+            parts.append(f"{len(self.rejected)} rejected")
+        parts.append(f"{sum(self.uploaded_now.values())} uploaded")
+        return " · ".join(parts)
+
+
+#: Names listed in a summary row; a batch of thousands shows the first ones and a count.
+LISTED = 10
+
+
+def listed(reasons: dict[str, str]) -> str:
+    """``name: reason; …`` for the first :data:`LISTED` names, then ``… and N more``."""
+    names = sorted(reasons)
+    text = "; ".join(f"{k}: {reasons[k]}" for k in names[:LISTED])
+    return text + (f"; … and {len(names) - LISTED} more" if len(names) > LISTED else "")

@@ -1,0 +1,108 @@
+"""What the terminal shows: rich progress bars per stage, the CSV validation tables, the run summary."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from rich.console import Console, Group
+from rich.table import Table
+
+from tasks.core.reports import CsvReport
+from tasks.observe.markdown import next_steps
+from tasks.observe.summary import BatchSummary, listed
+from tasks.orchestration import progress as stage_progress
+
+
+@contextmanager
+def stage_bars(out: Console) -> Iterator[None]:
+    """Rich progress bars on the terminal, one per stage, fed by :mod:`tasks.orchestration.progress`."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bars: dict[str, int] = {}
+    with Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=out, transient=False) as bar:
+        def listener(stage: str, done: int, total: int) -> None:
+            if stage not in bars:
+                bars[stage] = bar.add_task(stage, total=total)
+            bar.update(bars[stage], completed=done, total=total)
+
+        stage_progress.add_listener(listener)
+        try:
+            yield
+        finally:
+            stage_progress.remove_listener(listener)
+
+
+def validation_table(report: CsvReport) -> Group:
+    """The validation report for the terminal: rows per agency, then every skipped asset with its rule."""
+    summary = Table(title="Agency CSVs", title_justify="left")
+    for column in ("agency", "rows", "fixed", "skipped", "files"):
+        summary.add_column(column, justify="right" if column in ("rows", "fixed", "skipped") else "left")
+    skipped = Counter(p.agency for p in report.problems if p.asset)
+    for agency, result in report.agencies.items():
+        files = "\n".join(result.files) if result.written else "not written (see problems)"
+        summary.add_row(result.display_name, str(result.rows), str(sum(result.fixes.values())),
+                        str(skipped[agency]), files)
+    parts: list = [summary]
+    if report.problems:
+        problems = Table(title="Skipped for an agency (the rule it broke)", title_justify="left")
+        for column in ("asset", "agency", "rule", "problem"):
+            problems.add_column(column, overflow="fold")
+        for p in report.problems:
+            problems.add_row(p.asset or "(all)", p.agency, p.rule, p.message)
+        parts.append(problems)
+    parts.extend(next_steps(report))
+    return Group(*parts)
+
+
+def skip_notes(s: BatchSummary) -> list[str]:
+    """What a re-run skipped, said plainly (nothing is done twice)."""
+    notes = []
+    if s.described > s.described_now:
+        notes.append(f"skipped {s.described - s.described_now} assets already described")
+    for agency, total in s.uploaded_total.items():
+        already = total - s.uploaded_now.get(agency, 0)
+        if already:
+            notes.append(f"skipped {already} uploads to {agency} already in the ledger")
+    return notes
+
+
+def summary_table(s: BatchSummary) -> Table:
+    """The terminal table printed at the end of ``microstock run``."""
+    t = Table(title=f"stock-batch · {s.headline()}", show_header=False, title_justify="left")
+    t.add_column("what", style="bold")
+    t.add_column("count", justify="right")
+    t.add_column("where / detail")
+    t.add_row("assets", str(s.assets), f"{s.workdir}/assets")
+    t.add_row("described", str(s.described),
+              " · ".join(filter(None, [f"{s.described_now} this run by {s.describer or '—'}", s.tokens_note()])))
+    parked_note = f"{s.parked} this run, {s.still_parked} from earlier runs · microstock dead-letter list"
+    t.add_row("parked", str(s.parked + s.still_parked), parked_note if s.parked + s.still_parked else "")
+    if s.pending:
+        t.add_row("pending", str(s.pending), s.stopped or "left for the next run")
+    if s.not_generated:
+        t.add_row("not generated", str(len(s.not_generated)),
+                  listed(s.not_generated) + " · the next run tries again")
+    if s.stopped and not s.pending:
+        t.add_row("stopped", "", s.stopped)
+    if s.rejected:
+        t.add_row("rejected", str(len(s.rejected)), listed(s.rejected))
+    for agency, rows in s.csv_rows.items():
+        t.add_row(f"CSV rows · {agency}", str(rows), ", ".join(s.csv_files.get(agency, [])))
+    for agency, total in s.uploaded_total.items():
+        detail = f"{s.uploaded_now.get(agency, 0)} this run → {s.targets.get(agency, '')}"
+        failed = s.upload_failed.get(agency) or {}
+        if failed:
+            detail += f" · {len(failed)} failed, left pending"
+        held = s.held_back.get(agency) or {}
+        if held:
+            detail += f" · {len(held)} held back"
+        if agency in s.upload_stopped:
+            detail += (f" · STOPPED: {s.upload_stopped[agency]}"
+                       f" ({s.upload_not_tried.get(agency, 0)} not tried, left pending)")
+        t.add_row(f"uploads · {agency}", str(total), detail)
+    if s.zip_path:
+        t.add_row("batch ZIP", "", s.zip_path)
+    return t

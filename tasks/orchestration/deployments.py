@@ -1,0 +1,183 @@
+"""The deployments of ``prefect.yaml``, read once for ``prefect deploy`` and ``microstock serve`` alike.
+
+``prefect.yaml`` at the project root is the one definition of the three
+deployments (names, entrypoints, schedules, parameters, concurrency). This
+module reads it with Prefect's own model of the file and turns each entry
+into a deployment that ``prefect.serve`` can run in this process, so the
+served deployments are the deployed ones.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+
+from tasks.core.errors import ConfigError
+
+#: The project root: where prefect.yaml, flows/ and tasks/ are.
+PROJECT_DIR = Path(__file__).resolve().parents[2]
+PREFECT_YAML = PROJECT_DIR / "prefect.yaml"
+
+
+@dataclass(frozen=True)
+class CronSpec:
+    cron: str
+    timezone: str | None = None
+
+
+@dataclass(frozen=True)
+class DeploymentSpec:
+    """One ``deployments:`` entry of prefect.yaml, as far as serving needs it."""
+
+    name: str
+    entrypoint: str
+    description: str = ""
+    tags: list[str] = field(default_factory=list)
+    schedules: list[CronSpec] = field(default_factory=list)
+    parameters: dict[str, Any] = field(default_factory=dict)
+    concurrency_limit: int | None = None
+    work_pool: str | None = None
+
+    @property
+    def module(self) -> str:
+        """``flows/stock_batch.py:stock_batch`` → ``flows.stock_batch``."""
+        path = self.entrypoint.split(":", 1)[0]
+        return path.removesuffix(".py").replace("/", ".")
+
+    @property
+    def function(self) -> str:
+        return self.entrypoint.split(":", 1)[1]
+
+
+def load_specs(path: Path = PREFECT_YAML) -> list[DeploymentSpec]:
+    """Every deployment of ``path``; ConfigError naming the file and the problem when it is unusable.
+
+    Only cron schedules are used by this project; another kind is refused
+    here rather than silently dropped.
+    """
+    from prefect.cli.deploy._models import PrefectYamlModel
+
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        model = PrefectYamlModel.model_validate(raw)
+    except (OSError, yaml.YAMLError, ValueError) as exc:
+        raise ConfigError(f"{path}: cannot read deployments: {exc}") from None
+    specs = []
+    for d in model.deployments:
+        if not d.name or not d.entrypoint or ":" not in d.entrypoint:
+            raise ConfigError(f"{path}: every deployment needs a name and an entrypoint 'file.py:function'")
+        crons = []
+        for s in d.schedules or []:
+            cron = getattr(s, "cron", None)
+            if not cron:
+                raise ConfigError(f"{path}: deployment {d.name}: only cron schedules are supported")
+            crons.append(CronSpec(cron, getattr(s, "timezone", None)))
+        limit = d.concurrency_limit if isinstance(d.concurrency_limit, int) or d.concurrency_limit is None \
+            else d.concurrency_limit.limit
+        specs.append(DeploymentSpec(
+            name=d.name, entrypoint=d.entrypoint, description=d.description or "",
+            tags=list(d.tags or []) if not isinstance(d.tags, str) else [d.tags],
+            schedules=crons, parameters=dict(d.parameters or {}), concurrency_limit=limit,
+            work_pool=d.work_pool.name if d.work_pool else None,
+        ))
+    return specs
+
+
+def load_flow(spec: DeploymentSpec):
+    """The flow object of ``spec``'s entrypoint, imported as a module of this package."""
+    from prefect import Flow
+
+    try:
+        obj = getattr(importlib.import_module(spec.module), spec.function)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"deployment {spec.name}: cannot load {spec.entrypoint}: {exc}") from None
+    if not isinstance(obj, Flow):
+        raise ConfigError(f"deployment {spec.name}: {spec.entrypoint} is not a Prefect flow")
+    return obj
+
+
+def runner_deployments(specs: list[DeploymentSpec], workdir: Path, timezone: str | None = None) -> list:
+    """Deployments to pass to ``prefect.serve``: the specs' schedules (``timezone`` overrides theirs),
+    parameters and limits, with ``workdir`` as every flow's workdir."""
+    from prefect.schedules import Cron
+    from prefect.types.entrypoint import EntrypointType
+
+    out = []
+    for spec in specs:
+        flow = load_flow(spec)
+        schedules = []
+        for s in spec.schedules:
+            tz = timezone or s.timezone or "UTC"
+            try:
+                ZoneInfo(tz)
+            except (ValueError, ZoneInfoNotFoundError):
+                raise ConfigError(f"deployment {spec.name}: unknown timezone {tz!r} (use an IANA name such as "
+                                  "Europe/Berlin)") from None
+            schedules.append(Cron(s.cron, timezone=tz))
+        out.append(flow.to_deployment(
+            name=spec.name,
+            description=spec.description or None,
+            tags=spec.tags,
+            schedules=schedules,
+            parameters={**spec.parameters, "workdir": str(workdir)},
+            concurrency_limit=spec.concurrency_limit,
+            # Runs import the flow by module (the package is installed), whatever the current folder.
+            entrypoint_type=EntrypointType.MODULE_PATH,
+        ))
+    return out
+
+
+def serve_all(workdir: Path, *, port: int, timezone: str | None, say=print) -> None:
+    """Serve every deployment of prefect.yaml until SIGTERM or SIGINT.
+
+    With ``PREFECT_API_URL`` set, against that server. Without it, a
+    :class:`~tasks.orchestration.local_server.LocalServer` (database in ``$PREFECT_HOME``)
+    runs for exactly as long as the deployments are served: started and
+    healthy before them, stopped after ``serve`` has paused their schedules.
+    Prefect must not have been imported yet when no server is set.
+    """
+    import os
+    import signal
+
+    from tasks.orchestration.local_server import LocalServer
+
+    def interrupt(signum, frame):  # SIGTERM before Prefect's runner installs its own handler
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    def as_sigterm(signum, frame):  # Ctrl-C takes SIGTERM's way: Prefect's runner pauses the schedules on it
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    # Installed explicitly: it also works when the caller started us with SIGINT ignored (a background job).
+    previous_int = signal.signal(signal.SIGINT, as_sigterm)
+    try:
+        if os.environ.get("PREFECT_API_URL"):
+            _serve(workdir, timezone, os.environ["PREFECT_API_URL"].removesuffix("/api"), say)
+            return
+        server = LocalServer(Path(os.environ["PREFECT_HOME"]), port)
+        say(f"starting a local Prefect server on {server.url} (database in {server.home}, log {server.log_path})")
+        with server:
+            os.environ["PREFECT_API_URL"] = server.api_url
+            _serve(workdir, timezone, server.url, say)
+        say("local Prefect server stopped")
+    except KeyboardInterrupt:
+        say("stopped")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
+
+
+def _serve(workdir: Path, timezone: str | None, ui_url: str, say) -> None:
+    from prefect import serve
+
+    deployments = runner_deployments(load_specs(), workdir, timezone)
+    for d in deployments:
+        when = ", ".join(f"{s.schedule.cron} {s.schedule.timezone}" for s in d.schedules) or "manual"
+        say(f"  {d.flow_name}/{d.name}: {when}")
+    say(f"workdir {workdir}; Prefect UI {ui_url}; Ctrl-C or SIGTERM stops serving")
+    serve(*deployments, print_starting_message=False)

@@ -1,0 +1,154 @@
+"""A local ``prefect server start`` as a child process: SQLite, loopback only.
+
+Schedules never fire on Prefect's ephemeral server, so ``microstock serve``
+without ``PREFECT_API_URL`` runs a real server for as long as it serves:
+:class:`LocalServer` starts it, waits until ``/api/health`` answers, and stops
+it (SIGTERM, then SIGKILL after a grace period) when the ``with`` block ends.
+
+Nothing here imports Prefect: the server's address must be in the
+environment before Prefect is imported by the serving process.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from tasks.core.errors import ConfigError
+
+DEFAULT_PORT = 4200
+HOST = "127.0.0.1"
+
+
+def port_in_use(port: int, host: str = HOST) -> bool:
+    """True when something already accepts connections on ``host:port``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def free_port(host: str = HOST) -> int:
+    """A port nothing listens on right now (for tests)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def healthy(api_url: str, timeout_s: float = 2.0) -> bool:
+    """True when ``<api_url>/health`` answers 200."""
+    try:
+        with urllib.request.urlopen(f"{api_url}/health", timeout=timeout_s) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: on Linux, SIGTERM it when the serving process dies, even by SIGKILL."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class LocalServer:
+    """``prefect server start --host 127.0.0.1 --port PORT`` with its database in ``home``.
+
+    Use as a context manager: entering starts the server and returns once it
+    is healthy (ConfigError with the log's last lines if it exits or does not
+    answer within ``startup_timeout_s``); leaving stops it. The server's
+    output goes to ``<home>/server.log``.
+    """
+
+    def __init__(self, home: Path, port: int = DEFAULT_PORT, *, startup_timeout_s: float = 180.0,
+                 stop_timeout_s: float = 20.0) -> None:
+        self.home = home
+        self.port = port
+        self.startup_timeout_s = startup_timeout_s
+        self.stop_timeout_s = stop_timeout_s
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        """The UI's address."""
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def api_url(self) -> str:
+        """The value for ``PREFECT_API_URL``."""
+        return f"{self.url}/api"
+
+    @property
+    def log_path(self) -> Path:
+        return self.home / "server.log"
+
+    def __enter__(self) -> "LocalServer":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        if port_in_use(self.port):
+            raise ConfigError(
+                f"port {self.port} on {HOST} is already in use; if a Prefect server runs there, use it with "
+                f"PREFECT_API_URL={self.url}/api, else choose another port with --port"
+            )
+        self.home.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, PREFECT_HOME=str(self.home), PREFECT_SERVER_ANALYTICS_ENABLED="false")
+        env.pop("PREFECT_API_URL", None)
+        with open(self.log_path, "ab") as log:
+            # Its own session: a Ctrl-C in the terminal reaches the serving process only, which
+            # pauses its deployments through this server before stopping it.
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "prefect", "server", "start", "--host", HOST, "--port", str(self.port)],
+                env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+        try:
+            self._wait_healthy()
+        except BaseException:  # also Ctrl-C / SIGTERM while waiting: __exit__ does not run when __enter__ raises
+            self.stop()
+            raise
+
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ConfigError(f"the local Prefect server exited with code {self.proc.returncode}: "
+                                  f"{self._log_tail()} (log: {self.log_path})")
+            if healthy(self.api_url):
+                return
+            time.sleep(0.5)
+        raise ConfigError(f"the local Prefect server did not answer on {self.api_url} within "
+                          f"{self.startup_timeout_s:.0f} s (log: {self.log_path})")
+
+    def stop(self) -> None:
+        """SIGTERM the server's process group, SIGKILL it after ``stop_timeout_s``; idempotent."""
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=self.stop_timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        except ProcessLookupError:
+            proc.wait()
+
+    def _log_tail(self, lines: int = 5) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:] if line.strip())

@@ -1,0 +1,179 @@
+"""The assets stage: the images of a batch, generated or ingested into ``assets/``.
+
+Generation is deterministic (the offline generator) or made by Gemini's image
+model; an image that exists is never made again. Ingestion copies the
+contributor's files unchanged and rejects unusable ones with a reason.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from prefect.logging import get_run_logger
+
+from tasks.core.errors import BadInput, MicrostockError, StageStopped, TransientError
+from tasks.core.files import atomic_file, atomic_write_bytes, sha256_file
+from tasks.core.records import ACCEPTED_EXTENSIONS, Asset, iter_asset_files, list_assets
+from tasks.core.reports import Gathered
+from tasks.core.retry import delay_before_retry
+from tasks.core.secrets import gemini_key
+from tasks.core.settings import GeminiSettings, Settings
+from tasks.core.workdir import Workdir
+from tasks.images.demo import DemoPrompt, demo_jpeg_bytes, generated_name, prompts_from
+from tasks.images.inspect import IMAGE_EXTENSIONS, inspect_image
+from tasks.orchestration.progress import StageProgress
+from tasks.orchestration.stage_tags import tags_never_fail
+
+
+#: Makes the JPEG bytes of image ``index`` for a prompt (offline or with Gemini).
+ImageMaker = Callable[[DemoPrompt, int], bytes]
+
+
+@dataclass
+class Generated:
+    """What generation left: the images made or already there, and the ones it could not make this run."""
+
+    assets: list[Asset] = field(default_factory=list)
+    #: name -> reason; nothing is written for them, so the next run tries again.
+    failed: dict[str, str] = field(default_factory=dict)
+    #: Why generation stopped early (daily quota, refused key), if it did.
+    stopped: str | None = None
+
+
+#: Attempts per image for transient failures (the next run tries again after that).
+GENERATE_ATTEMPTS = 3
+#: Wait before the second attempt of an image (:mod:`tasks.core.retry` doubles it).
+GENERATE_RETRY_DELAY_S = 2.0
+
+
+def _make_with_retries(make: ImageMaker, prompt: DemoPrompt, index: int, sleep=time.sleep) -> bytes:
+    for attempt in range(1, GENERATE_ATTEMPTS + 1):
+        try:
+            return make(prompt, index)
+        except TransientError as exc:
+            if attempt == GENERATE_ATTEMPTS:
+                raise
+            sleep(delay_before_retry(GENERATE_RETRY_DELAY_S, attempt, exc))
+    raise AssertionError("unreachable")
+
+
+def generate(assets_dir: Path, count: int, prompts: list[DemoPrompt], seed: int, make: ImageMaker,
+             sleep=time.sleep) -> Generated:
+    """Ensure generated images 0..count-1 exist in ``assets_dir``; existing ones are kept as they are.
+
+    An image that cannot be made (after a few attempts for transient
+    failures) is reported and left for the next run; the others go on. A
+    StageStopped failure (quota, refused key) stops generation at once.
+    """
+    result = Generated()
+    with StageProgress("generate", count) as progress:
+        for i in range(count):
+            prompt = prompts[i % len(prompts)]
+            path = assets_dir / generated_name(prompt, seed, i)
+            if not path.exists():
+                try:
+                    atomic_write_bytes(path, _make_with_retries(make, prompt, i, sleep))
+                except StageStopped as exc:
+                    result.stopped = f"generation stopped: {exc.message}"
+                    result.failed[path.name] = exc.message
+                    break
+                except MicrostockError as exc:
+                    result.failed[path.name] = exc.message
+                    progress.advance()
+                    continue
+            result.assets.append(Asset(name=path.name, asset_id=sha256_file(path), path=path))
+            progress.advance()
+    return result
+
+
+# --- ingestion ------------------------------------------------------------------
+
+
+@dataclass
+class IngestReport:
+    """What ingesting a folder did: new assets, files already there, files rejected (name → reason)."""
+
+    added: list[Asset] = field(default_factory=list)
+    already: list[str] = field(default_factory=list)
+    rejected: dict[str, str] = field(default_factory=dict)
+
+
+def ingest(source: Path, assets_dir: Path) -> IngestReport:
+    """Copy the usable JPEG/PNG files of ``source`` into ``assets_dir``, unchanged.
+
+    A file whose content is already an asset (under any name) is not copied
+    again. A different image with a name already taken gets the name with its
+    hash appended. Unusable files are rejected with a reason; they never stop
+    the others.
+    """
+    report = IngestReport()
+    known = {sha256_file(p): p.name for p in iter_asset_files(assets_dir)}
+    for path in sorted(source.iterdir()):
+        if not path.is_file() or path.name.startswith(".") or path.suffix.lower() not in IMAGE_EXTENSIONS:
+            continue
+        try:
+            if path.suffix.lower() not in ACCEPTED_EXTENSIONS:
+                raise BadInput(path.name, f"unsupported file type {path.suffix} (only JPEG and PNG are accepted)")
+            inspect_image(path)
+        except BadInput as exc:
+            report.rejected[path.name] = exc.reason
+            continue
+        digest = sha256_file(path)
+        if digest in known:
+            report.already.append(path.name)
+            continue
+        target = assets_dir / path.name
+        if target.exists():
+            target = assets_dir / f"{path.stem}_{digest[:8]}{path.suffix}"
+        with open(path, "rb") as src, atomic_file(target) as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        known[digest] = target.name
+        report.added.append(Asset(name=target.name, asset_id=digest, path=target))
+    return report
+
+
+# --- the assets stage -------------------------------------------------------------
+
+
+def image_maker(gemini: GeminiSettings, seed: int, api_key: str | None) -> ImageMaker:
+    """Gemini's image model when a key is set, else the offline demo generator."""
+    if api_key:
+        from tasks.gemini.images import GeminiImageMaker  # imports this module: load late
+
+        return GeminiImageMaker(gemini, api_key)
+    return lambda prompt, i: demo_jpeg_bytes(prompt, seed, i)
+
+
+def gather(assets_dir: Path, count: int, source: Path | None, prompts: list[DemoPrompt], seed: int,
+           make: ImageMaker) -> Gathered:
+    """Ingest ``source`` when given, else make ``count`` images with ``make``; then list every asset."""
+    before = {p.name for p in iter_asset_files(assets_dir)}
+    rejected: dict[str, str] = {}
+    generated = Generated()
+    if source is not None:
+        rejected = ingest(source, assets_dir).rejected
+    elif count > 0:
+        generated = generate(assets_dir, count, prompts, seed, make)
+    assets = list_assets(assets_dir)
+    return Gathered(assets=assets, new=[a.name for a in assets if a.name not in before], rejected=rejected,
+                    not_generated=generated.failed, stopped=generated.stopped)
+
+
+@tags_never_fail
+@task(name="assets", task_run_name="assets", tags=["stage:assets"], cache_policy=NO_CACHE)
+def assets_stage(wd: Workdir, settings: Settings, count: int, source: str | None) -> Gathered:
+    """The assets stage: ingest ``source``, or make ``count`` images; every asset of the workdir after it."""
+    seed = settings.generate.seed
+    gathered = gather(wd.assets, count, Path(source) if source else None, prompts_from(settings.generate.prompts),
+                      seed, image_maker(settings.gemini, seed, gemini_key()))
+    logger = get_run_logger()
+    for name, reason in sorted(gathered.rejected.items()):
+        logger.warning("rejected %s: %s", name, reason)
+    logger.info("%d assets (%d new)", len(gathered.assets), len(gathered.new))
+    return gathered

@@ -1,0 +1,146 @@
+"""Agency CSVs, regenerated from every sidecar each run: one valid row per described asset, never twice.
+
+For each agency, every described asset's metadata goes through the agency's
+rules (:mod:`tasks.agencies.rows`); valid rows are written to
+``csv/<agency>.csv`` in asset-name order, continuing in ``<agency>-2.csv``,
+``<agency>-3.csv``… past the spec's row or byte limit (continuation files
+left from an earlier, larger run are removed). An asset whose row breaks a
+rule is skipped for that agency only, and the report says which rule. Files
+are written whole or not at all, and only when their bytes change.
+
+The upload stage sends an asset to an agency only when :meth:`CsvReport.accepted`
+says it has a row there, so nothing goes to an agency whose CSV lacks it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from tasks.agencies.rows import RowResult, bom_bytes, build_row, check_csv_defaults, csv_bytes
+from tasks.agencies.spec import AgencySpec, load_spec
+from tasks.core.files import atomic_write_bytes
+from tasks.core.records import Sidecar, described_sidecars, ready_name
+from tasks.core.reports import AgencyCsv, CsvReport, PackReport, Problem
+from tasks.core.settings import Settings
+from tasks.core.workdir import Workdir
+from tasks.observe.artifacts import publish_validation
+from tasks.orchestration.stage_tags import tags_never_fail
+
+
+def agency_rows(spec: AgencySpec, sidecars: list[Sidecar], csv_defaults: Mapping[str, str]) -> list[RowResult]:
+    """Every described asset's row for one agency, in order; the same image or upload file name is used once."""
+    results: list[RowResult] = []
+    names: dict[str, str] = {}
+    images: dict[str, str] = {}
+    for sidecar in sidecars:
+        filename = ready_name(sidecar.name)
+        result = build_row(spec, sidecar.metadata, filename, csv_defaults, asset=sidecar.name)
+        twin = names.get(filename) or images.get(sidecar.asset_id)
+        if twin is not None:
+            result = RowResult(agency=spec.name, asset=sidecar.name, filename=filename, cells=None, problems=(
+                Problem(agency=spec.name, asset=sidecar.name, rule="row.duplicate",
+                        message=f"same upload file or image as {twin}; written once"),))
+        else:
+            names[filename] = images[sidecar.asset_id] = sidecar.name
+        results.append(result)
+    return results
+
+
+def split_files(spec: AgencySpec, header: list[str], rows: list[tuple[str, ...]]) -> list[bytes]:
+    """The CSV files' bytes: each starts with the header (and BOM when the spec says) and stays
+    within the spec's row and byte limits. Always at least one file (the header alone when no rows)."""
+    max_rows, max_bytes = spec.csv.max_rows, spec.csv.max_bytes
+    start = bom_bytes(spec) + csv_bytes([header])
+    files: list[bytes] = []
+    chunk: list[bytes] = []
+    size = len(start)
+    for cells in rows:
+        line = csv_bytes([cells])
+        full = (max_rows is not None and len(chunk) >= max_rows) or (
+            max_bytes is not None and size + len(line) > max_bytes)
+        if chunk and full:
+            files.append(start + b"".join(chunk))
+            chunk, size = [], len(start)
+        chunk.append(line)
+        size += len(line)
+    files.append(start + b"".join(chunk))
+    return files
+
+
+def csv_file_name(agency: str, index: int) -> str:
+    """``<agency>.csv`` for the first file, ``<agency>-<n>.csv`` for the n-th (n ≥ 2)."""
+    return f"{agency}.csv" if index == 1 else f"{agency}-{index}.csv"
+
+
+def _write_files(wd: Workdir, agency: str, contents: list[bytes]) -> list[str]:
+    paths = []
+    for i, data in enumerate(contents, start=1):
+        path = wd.csv / csv_file_name(agency, i)
+        if not path.exists() or path.read_bytes() != data:
+            atomic_write_bytes(path, data)
+        paths.append(str(path))
+    stale = re.compile(rf"{re.escape(agency)}-(\d+)\.csv")
+    for path in wd.csv.glob(f"{agency}-*.csv"):
+        match = stale.fullmatch(path.name)
+        if match and int(match[1]) > len(contents):
+            path.unlink(missing_ok=True)
+    return paths
+
+
+def write_agency_csvs(
+    wd: Workdir,
+    agencies: list[str],
+    settings: Settings | None = None,
+    *,
+    specs: Mapping[str, AgencySpec] | None = None,
+    left_out: Mapping[str, Mapping[str, str]] | None = None,
+) -> CsvReport:
+    """Regenerate ``csv/<agency>.csv`` (and continuations) for each agency from every sidecar.
+
+    ``settings`` gives each agency's ``csv_defaults``; ``specs`` overrides the
+    packaged specs (tests use small limits). ``left_out[agency]`` maps the
+    assets the pack stage rejected or held back for that agency to the reason:
+    they get no row there, and the reason is reported. Agencies not listed keep their
+    files. An agency whose settings are invalid gets no file this run and an
+    agency-wide problem. The report is also saved as ``reports/validation.json``.
+    """
+    settings = settings or Settings()
+    sidecars = described_sidecars(wd)
+    report = CsvReport()
+    for agency in agencies:
+        spec = (specs or {}).get(agency) or load_spec(agency)
+        defaults = settings.agency(agency).csv_defaults
+        result = AgencyCsv(agency=agency, display_name=spec.display_name, csv_upload=spec.transport.csv_upload)
+        report.agencies[agency] = result
+        config_problems = check_csv_defaults(spec, defaults)
+        if config_problems:
+            report.problems.extend(config_problems)
+            result.written = False
+            continue
+        excluded = (left_out or {}).get(agency, {})
+        report.problems.extend(Problem(agency=agency, asset=name, rule="image", message=reason)
+                               for name, reason in sorted(excluded.items()))
+        rows = agency_rows(spec, [s for s in sidecars if s.name not in excluded], defaults)
+        fixes: Counter[str] = Counter(f.rule for r in rows for f in r.fixes)
+        valid = [r for r in rows if r.ok]
+        report.problems.extend(p for r in rows for p in r.problems)
+        result.rows = len(valid)
+        result.accepted = [r.asset for r in valid]
+        result.fixes = dict(sorted(fixes.items()))
+        result.files = _write_files(wd, agency, split_files(spec, spec.header_row(defaults), [r.cells for r in valid]))
+    atomic_write_bytes(wd.reports / "validation.json", report.model_dump_json(indent=2).encode("utf-8"))
+    return report
+
+
+@tags_never_fail
+@task(name="csv", task_run_name="csv", tags=["stage:csv"], cache_policy=NO_CACHE)
+def csv_stage(wd: Workdir, agencies: list[str], settings: Settings, packed: PackReport) -> CsvReport:
+    """The CSV stage: every agency's CSVs, leaving out what pack rejected or held back there."""
+    report = write_agency_csvs(wd, agencies, settings, left_out={a: packed.left_out(a) for a in agencies})
+    publish_validation(report)
+    return report

@@ -1,0 +1,224 @@
+"""The describe stage: one metadata sidecar per asset, retried by Prefect, parked when it cannot succeed.
+
+An asset with a sidecar is described and never described again; an asset
+whose job is parked in the dead-letter store waits for a replay and is not
+called again by a normal run. Every other asset becomes one ``describe``
+task run (``describe-<asset name>``), submitted at most
+``gemini.concurrency`` at a time.
+
+What happens to a failure depends only on its :mod:`tasks.core.errors` class:
+
+* TransientError — Prefect retries it (``retries`` = ``max_attempts - 1``,
+  the schedule of :mod:`tasks.core.retry`). A RateLimited is retried no
+  sooner than the service asked: the gate reports it to the shared rate
+  limiter, which holds back every Gemini call of the process, this job's
+  retry included, for ``retry_after`` (RetryInfo's ``retryDelay``; else
+  ``gemini.retry_delay_s``). One mechanism for the whole process, rather
+  than a per-task sleep that other callers would not see.
+* PermanentError, BadInput, anything unexpected — no retry.
+* StageStopped (daily quota, refused key) — no retry, not parked: the
+  :class:`~tasks.stages.describing.DescriberGate` closes, no further call is
+  made this run, the assets not yet described stay pending for the next run.
+
+A task that ends Failed (other than StageStopped) is parked by its
+``on_failure`` hook, :func:`park_failed_job`, with ``attempts`` =
+``task_run.run_count``. Prefect only logs a hook's exceptions, so the stage
+checks every task's final state afterwards and parks what the hook did not
+(:func:`describe_jobs`). The stage never calls ``.result()`` on a failed
+future, so the flow ends Completed with parked jobs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from prefect.context import TaskRunContext
+from prefect.futures import PrefectFuture
+from prefect.logging import get_run_logger
+
+from tasks.core.errors import StageStopped, StoreUnavailable, TransientError
+from tasks.core.records import Asset, Metadata, read_sidecar, write_sidecar
+from tasks.core.reports import DescribeReport
+from tasks.core.retry import JITTER_FACTOR, backoff_schedule
+from tasks.core.settings import Settings
+from tasks.core.workdir import Workdir
+from tasks.orchestration.progress import StageProgress
+from tasks.orchestration.windowed import submit_in_window
+from tasks.stages.describing import DescribeRun
+from tasks.stores.dead_letter_sqlite import open_store
+
+
+# --- the Prefect task, its retry condition and its hook ----------------------------------
+
+
+def retry_only_transient(task, task_run, state) -> bool:
+    """Prefect's ``retry_condition_fn``: retry TransientError only; anything else fails at once."""
+    return isinstance(state.result(raise_on_failure=False), TransientError)
+
+
+def park_failed_job(task, task_run, state) -> None:
+    """``on_failure`` hook: park the job with ``attempts = task_run.run_count``.
+
+    StageStopped is not parked (the asset stays pending). A store that cannot
+    be written is logged in one line; the stage's backstop tries again.
+    """
+    exc = state.result(raise_on_failure=False)
+    if isinstance(exc, StageStopped):
+        return
+    params = TaskRunContext.get().parameters
+    run: DescribeRun = params["run"]
+    asset: Asset = params["asset"]
+    logger = get_run_logger()
+    try:
+        job = run.park(asset, exc, task_run.run_count, str(task_run.id))
+    except StoreUnavailable as err:
+        logger.error("could not park %s: %s", asset.name, err.message)
+        return
+    logger.warning("parked %s as %s after %d attempt(s): %s", asset.name, job.error_class, task_run.run_count, job.error_message)
+
+
+@task(
+    name="describe",
+    task_run_name="describe-{asset.name}",
+    # No tags: Prefect asks the server for tag concurrency slots on every run of a tagged task
+    # (a write to its database), ≈ 40–60 ms per asset against ≈ 6 ms untagged (docs/BENCHMARKS.md).
+    retries=3,
+    retry_delay_seconds=backoff_schedule(2.0, 3),
+    retry_jitter_factor=JITTER_FACTOR,
+    retry_condition_fn=retry_only_transient,
+    on_failure=[park_failed_job],
+    cache_policy=NO_CACHE,
+)
+def describe_asset(asset: Asset, run: DescribeRun) -> Metadata | None:
+    """Describe one asset and write its sidecar; None when the stage stopped before this call."""
+    run.attempts[asset.name] = TaskRunContext.get().task_run.run_count
+    if run.gate.stopped is not None:
+        get_run_logger().info("not calling the describer for %s: the stage stopped (%s)", asset.name, run.gate.stopped.message)
+        return None
+    metadata = run.gate.describe(asset)
+    write_sidecar(run.wd.sidecar(asset.name), asset, metadata)
+    return metadata
+
+
+# --- running many jobs --------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """How one job ended: ``described``, ``parked`` (detail = error class) or ``pending`` (detail = why)."""
+
+    asset: Asset
+    status: Literal["described", "parked", "pending"]
+    detail: str = ""
+    tokens: int = 0
+
+
+def _settle(run: DescribeRun, asset: Asset, future: PrefectFuture) -> Outcome:
+    """The outcome of a finished task; parks a failed job the hook did not (the backstop)."""
+    future.wait()
+    state = future.state
+    if state.is_completed():
+        metadata = future.result()
+        if metadata is None:
+            return Outcome(asset, "pending", "stage stopped before this call")
+        return Outcome(asset, "described", tokens=metadata.tokens)
+    exc = state.result(raise_on_failure=False)
+    if isinstance(exc, StageStopped):
+        return Outcome(asset, "pending", exc.message)
+    if not isinstance(exc, BaseException):  # crashed or cancelled: no exception to classify
+        exc = RuntimeError(state.message or state.name)
+    task_run_id = str(future.task_run_id)
+    job = run.store.get(asset.asset_id)
+    if job is None or job.status != "parked" or job.task_run_id != task_run_id:
+        job = run.park(asset, exc, run.attempts.get(asset.name, 1), task_run_id)
+        get_run_logger().warning("parked %s as %s (the failure hook had not)", asset.name, job.error_class)
+    return Outcome(asset, "parked", job.error_class)
+
+
+def describe_jobs(run: DescribeRun, assets: list[Asset], concurrency: int) -> list[Outcome]:
+    """Run the describe task for ``assets``, at most ``concurrency`` at once; one outcome per asset.
+
+    Stops submitting when the gate closes; the assets never submitted are
+    pending. A job whose outcome cannot be settled (e.g. the store is locked
+    past its timeout) is pending with that reason, and the others go on.
+    """
+    logger = get_run_logger()
+    gemini = run.settings.gemini
+    task = describe_asset.with_options(retries=gemini.max_attempts - 1,
+                                       retry_delay_seconds=backoff_schedule(gemini.retry_delay_s, gemini.max_attempts - 1))
+    outcomes: dict[str, Outcome] = {}
+
+    def settle_one(asset: Asset, future: PrefectFuture) -> None:
+        try:
+            outcomes[asset.name] = _settle(run, asset, future)
+        except StoreUnavailable as exc:
+            outcomes[asset.name] = Outcome(asset, "pending", exc.message)
+        except Exception as exc:  # one job's bookkeeping must not stop the others
+            logger.error("describe %s: could not settle the job (%s: %s); it stays pending",
+                         asset.name, type(exc).__name__, run.redact(str(exc)))
+            outcomes[asset.name] = Outcome(asset, "pending", f"{type(exc).__name__}: {run.redact(str(exc))}")
+        progress.advance()
+
+    with StageProgress("describe", len(assets)) as progress:
+        never = submit_in_window(task, assets, concurrency, lambda asset: (asset, run), on_done=settle_one,
+                                 stop=lambda: run.gate.stopped is not None, run_name_prefix="describe-")
+        for asset in never:
+            outcomes[asset.name] = Outcome(asset, "pending", "stage stopped before this call")
+            progress.advance()
+    if run.gate.stopped is not None:
+        waiting = sum(1 for o in outcomes.values() if o.status == "pending")
+        logger.error("describe stopped: %s. No further Gemini calls this run; %d asset(s) left pending for the next run.",
+                     run.gate.stopped.message, waiting)
+    return [outcomes[a.name] for a in assets]
+
+
+# --- the stage the stock-batch flow calls ----------------------------------------------------
+
+
+def describe_assets(wd: Workdir, settings: Settings, assets: list[Asset]) -> DescribeReport:
+    """Describe every asset that has no sidecar and is not parked; never raises for one job's failure."""
+    logger = get_run_logger()
+    report = DescribeReport()
+    try:
+        store = open_store(wd)
+        parked = {job.job_id for job in store.list(status="parked")}
+    except StoreUnavailable as exc:
+        store, parked, report.stopped = None, set(), exc.message
+    todo = []
+    for asset in assets:
+        sidecar = read_sidecar(wd.sidecar(asset.name))
+        if sidecar is not None and sidecar.asset_id == asset.asset_id:
+            report.already.append(asset.name)
+        elif asset.asset_id in parked:
+            report.still_parked.append(asset.name)
+        else:
+            todo.append(asset)
+    if report.still_parked:
+        logger.info("%d asset(s) parked by an earlier run are left for `microstock replay`", len(report.still_parked))
+    if store is None:
+        logger.error("describe skipped: %s", report.stopped)
+        report.pending = [a.name for a in todo]
+        return report
+    if not todo:
+        return report
+    run = DescribeRun.start(wd, settings, store)
+    report.describer = run.gate.describer.name
+    if report.describer == "offline":
+        logger.info("No Gemini key (GEMINI_API_KEY, GOOGLE_API_KEY or the gemini-api-key Secret block): the offline "
+                    "describer writes metadata from each image's prompt, embedded metadata or file name.")
+    for outcome in describe_jobs(run, todo, settings.gemini.concurrency):
+        if outcome.status == "described":
+            report.described.append(outcome.asset.name)
+            report.tokens += outcome.tokens
+        elif outcome.status == "parked":
+            report.parked[outcome.asset.name] = outcome.detail
+        else:
+            report.pending.append(outcome.asset.name)
+    if run.gate.stopped is not None:
+        report.stopped = run.gate.stopped.message
+    return report
+
+

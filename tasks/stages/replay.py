@@ -1,0 +1,114 @@
+"""Replaying parked describe jobs: the same task and retry policy as the batch, for jobs a replay claimed.
+
+The ``replay-dead-letters`` flow claims parked jobs atomically (two replays
+never take the same one), runs them through :func:`tasks.stages.describe.describe_jobs`
+and settles each: described → ``recovered``; still failing → parked again by
+the task's hook and released; image gone → released with that message.
+"""
+
+from __future__ import annotations
+
+from prefect.logging import get_run_logger
+
+from tasks.core.files import sha256_file
+from tasks.core.records import Asset, list_assets, read_sidecar
+from tasks.core.reports import ReplayReport
+from tasks.core.secrets import redact
+from tasks.core.settings import Settings
+from tasks.core.workdir import Workdir
+from tasks.observe import events
+from tasks.stages.describe import Outcome, describe_jobs
+from tasks.stages.describing import DescribeRun
+from tasks.stores.dead_letter import DeadLetterStore, ParkedJob
+
+
+def list_replayable(store: DeadLetterStore, limit: int, error_class: str | None = None) -> ReplayReport:
+    """A dry run: the parked jobs a replay would take (oldest first), changing nothing."""
+    jobs = store.list(status="parked", error_class=error_class, limit=limit)
+    return ReplayReport(scanned=len(jobs), dry_run=True, would_replay=[dry_run_line(job) for job in jobs])
+
+
+def dry_run_line(job: ParkedJob) -> str:
+    """The original design's dry-run line, with the asset and the attempts so far."""
+    return f"[dry-run] would replay {job.job_id} ({job.error_class}) {job.asset_name}, {job.attempts} attempt(s) so far"
+
+
+class _AssetFinder:
+    """Finds a parked job's image: by its recorded name, else by content (the file was renamed)."""
+
+    def __init__(self, wd: Workdir) -> None:
+        self.wd = wd
+        self._by_id: dict[str, Asset] | None = None
+
+    def find(self, job: ParkedJob) -> Asset | None:
+        path = self.wd.assets / (job.asset_name or str(job.payload.get("asset", "")))
+        if path.name and path.is_file() and sha256_file(path) == job.job_id:
+            return Asset(name=path.name, asset_id=job.job_id, path=path)
+        if self._by_id is None:
+            self._by_id = {a.asset_id: a for a in list_assets(self.wd.assets)}
+        return self._by_id.get(job.job_id)
+
+
+def replay_jobs(wd: Workdir, settings: Settings, store: DeadLetterStore, claimant: str, jobs: list[ParkedJob]) -> ReplayReport:
+    """Run jobs claimed by ``claimant`` through the describe task again, with the same retry policy.
+
+    A success writes the sidecar and marks the job ``recovered``; a failure
+    is parked again by the task's hook (attempts add up, ``last_seen``, class
+    and message updated) and released; a job whose image is gone is released
+    with that message. Every claimed job ends recovered or released, whatever
+    happens to the others (a released job with a claim that could not be
+    dropped is free again after ``CLAIM_TIMEOUT_S``).
+    """
+    logger = get_run_logger()
+    report = ReplayReport(scanned=len(jobs), dry_run=False)
+    finder = _AssetFinder(wd)
+    runnable: list[tuple[ParkedJob, Asset]] = []
+
+    def settle(job: ParkedJob, asset: Asset | None, outcome: Outcome | None, message: str | None = None) -> None:
+        label = asset.name if asset else (job.asset_name or job.job_id)
+        try:
+            if outcome is not None and outcome.status == "described":
+                if store.mark_recovered(job.job_id, claimant):
+                    events.job_recovered(job.job_id, label, job.attempts)
+                else:
+                    logger.warning("replay %s: described, but this replay no longer held the job", label)
+                report.recovered += 1
+                report.recovered_assets.append(label)
+                logger.info("replay %s: recovered", label)
+                return
+            report.still_failing += 1
+            report.failing[label] = message or (outcome.detail if outcome else "not replayed")
+            store.release(job.job_id, claimant, error_message=message)
+            logger.warning("replay %s: still failing (%s)", label, report.failing[label])
+        except Exception as exc:  # one job's bookkeeping never stops the others
+            logger.error("replay %s: %s", label, redact(getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"))
+
+    for job in jobs:
+        try:
+            asset = finder.find(job)
+        except OSError as exc:
+            asset, message = None, f"replay: cannot read the image ({exc.strerror or exc})"
+        else:
+            message = None if asset else "replay: the image is no longer in assets/ with this content"
+        if asset is None:
+            settle(job, None, None, message)
+            continue
+        sidecar = read_sidecar(wd.sidecar(asset.name))
+        if sidecar is not None and sidecar.asset_id == job.job_id:  # described meanwhile (e.g. by hand)
+            settle(job, asset, Outcome(asset, "described"))
+        else:
+            runnable.append((job, asset))
+    if not runnable:
+        return report
+    run = DescribeRun.start(wd, settings, store)
+    try:
+        outcomes = describe_jobs(run, [asset for _, asset in runnable], settings.gemini.concurrency)
+    except BaseException:
+        for job, _ in runnable:
+            store.release(job.job_id, claimant)
+        raise
+    for (job, asset), outcome in zip(runnable, outcomes):
+        settle(job, asset, outcome)
+    if run.gate.stopped is not None:
+        report.stopped = run.gate.stopped.message
+    return report

@@ -1,0 +1,314 @@
+"""The upload stage: ledger-gated, reconciled, confirmed — nothing is posted twice.
+
+For one agency (the flow runs agencies in parallel, one task each)::
+
+    lock the agency → read the ledger once → pending = items whose source
+    SHA-256 is not recorded for this agency → for each pending file:
+        reconcile: is it already on the server, whole? → record it, send nothing
+        send → confirm (success reply + remote size) → record one ledger line
+
+Reconciling first closes the crash window the ledger alone leaves open: an
+upload confirmed by the server, then the process killed before its ledger
+line was written. Where the server cannot be listed (``remote_keeps_files =
+false``) that window stays open; docs/UPLOADS.md says so.
+
+Failures (classified once, in ``tasks.transports.base.map_transport_errors``):
+a TransientError retries the file with backoff within ``attempts``, on a
+fresh connection; a file that keeps failing, or fails permanently, is
+reported and left pending — never recorded; a StageStopped (refused login,
+unknown host key, a server that lost a confirmed file, another run holding
+the agency) stops this agency at once with one message, the other agencies go
+on. One connection per agency is reused for every file; ``parallel_files``
+opens that many, each taking files from one queue.
+
+Prefect visibility: the caller passes ``run_file``, which runs each file's
+reconcile-send-confirm-record inside its own task run (``tasks.upload_runs``:
+``upload-adobe-sunset_017.jpg``), a log line per file and the
+``progress-upload-<agency>`` artifact. The file's retries and an agency-wide
+stop stay decisions of this loop, made with one shared connection: Prefect's
+per-task retries cannot reuse a connection or stop the other files.
+Without ``run_file`` (tests, tools) the same work runs without Prefect.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import queue
+import threading
+import time
+from collections.abc import Callable
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from tasks.core.errors import (
+    AuthenticationFailed,
+    ConfigError,
+    MicrostockError,
+    PermanentError,
+    RemoteFileDiffers,
+    StageStopped,
+    StoreUnavailable,
+    TargetUnusable,
+    TransientError,
+)
+from tasks.core.records import FileOutcome, UploadItem
+from tasks.core.reports import AgencyUpload
+from tasks.core.retry import delay_before_retry
+from tasks.core.secrets import password_block_name, password_env_var
+from tasks.core.settings import AgencySettings, Settings
+from tasks.core.workdir import Workdir
+from tasks.observe import events
+from tasks.orchestration.file_runs import FileTaskRuns
+from tasks.orchestration.logs import stage_logger
+from tasks.orchestration.progress import StageProgress
+from tasks.orchestration.stage_tags import tags_never_fail
+from tasks.stores.ledger import Ledger
+from tasks.transports.base import Transport
+from tasks.transports.targets import open_transport
+
+#: How long a partial remote file must stay unchanged before it counts as abandoned.
+SETTLE_S = 3.0
+_MAX_SETTLE_ROUNDS = 10
+
+#: Makes the (unconnected) transport of an agency; tests and tools may pass their own.
+Opener = Callable[[str, AgencySettings, Workdir], Transport]
+
+
+#: Runs one file: ``run_file(agency, item, send)`` calls ``send()`` exactly once, in this thread,
+#: and lets its exceptions through (a StageStopped must still stop the agency).
+FileRunner = Callable[[str, UploadItem, Callable[[], FileOutcome]], object]
+
+
+def run_here(agency: str, item: UploadItem, send: Callable[[], FileOutcome]) -> FileOutcome:
+    """The plain FileRunner: just send."""
+    return send()
+
+
+def upload_agency(
+    wd: Workdir,
+    agency: str,
+    items: list[UploadItem],
+    settings: AgencySettings | None = None,
+    *,
+    opener: Opener = open_transport,
+    sleep: Callable[[float], None] = time.sleep,
+    settle_s: float = SETTLE_S,
+    run_file: FileRunner = run_here,
+) -> AgencyUpload:
+    """Upload every item not yet in the ledger for ``agency``; record each only once confirmed.
+
+    A partial remote file is watched for ``settle_s`` (longer while it
+    grows) before it is replaced: a killed run's last file may still be
+    arriving from the kernel's buffers. Never raises for what happens to a
+    file or to the agency's server: it is all in the returned report.
+    """
+    settings = settings or AgencySettings()
+    log = _logger()
+    result = AgencyUpload()
+    ledger = Ledger(wd.ledger)
+    try:
+        with ledger.agency_lock(agency):
+            done = ledger.read().done_for(agency)
+            pending: list[UploadItem] = []
+            seen: set[str] = set()
+            for item in items:  # identity is content: the same image under two names goes once
+                if item.sha256 in done or item.sha256 in seen:
+                    result.already.append(item.name)
+                else:
+                    seen.add(item.sha256)
+                    pending.append(item)
+            if result.already:
+                log.info("%s: %d already in the ledger", agency, len(result.already))
+            if pending:
+                _AgencyRun(wd, agency, settings, ledger, opener, sleep, settle_s, log, result, run_file).run(pending)
+    except MicrostockError as exc:  # the lock or the ledger itself
+        result.stopped = exc.message
+        result.not_tried = [i.name for i in items if i.name not in result.already]
+        log.error("%s: stopped: %s", agency, exc.message)
+    return result
+
+
+class _AgencyRun:
+    """The pending files of one agency, sent by ``parallel_files`` workers over their own connections."""
+
+    def __init__(self, wd: Workdir, agency: str, settings: AgencySettings, ledger: Ledger, opener: Opener,
+                 sleep: Callable[[float], None], settle_s: float, log, result: AgencyUpload,
+                 run_file: FileRunner) -> None:
+        self.wd, self.agency, self.settings, self.ledger = wd, agency, settings, ledger
+        self.opener, self.sleep, self.settle_s, self.log, self.result = opener, sleep, settle_s, log, result
+        self.run_file = run_file
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+
+    def run(self, pending: list[UploadItem]) -> None:
+        todo: queue.SimpleQueue[UploadItem] = queue.SimpleQueue()
+        for item in pending:
+            todo.put(item)
+        workers = min(self.settings.parallel_files, len(pending))
+        with StageProgress(f"upload-{self.agency}", len(pending)) as progress:
+            if workers == 1:
+                self._work(todo, progress)
+            else:
+                # each worker runs in a copy of this context, so its files' task runs belong to this one
+                threads = [threading.Thread(target=contextvars.copy_context().run, args=(self._work, todo, progress),
+                                            daemon=True, name=f"upload-{self.agency}-{n}") for n in range(workers)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+        while not todo.empty():
+            self.result.not_tried.append(todo.get().name)
+        if self.result.stopped:
+            left = len(self.result.not_tried) + len(self.result.failed)
+            self.log.error("%s: stopped: %s (%d %s left pending)", self.agency, self.result.stopped,
+                           left, "file" if left == 1 else "files")
+
+    # --- one worker: one connection --------------------------------------------------
+
+    def _work(self, todo: "queue.SimpleQueue[UploadItem]", progress: StageProgress) -> None:
+        try:
+            transport = self.opener(self.agency, self.settings, self.wd)
+        except ConfigError as exc:
+            self._stop(exc.message)
+            return
+        with self.lock:
+            self.result.target = transport.display
+        try:
+            while not self.stop.is_set():
+                try:
+                    item = todo.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    self.run_file(self.agency, item, lambda: self._one_file(transport, item))
+                except StageStopped as exc:
+                    self._stop(self._explain(exc))
+                    with self.lock:
+                        self.result.not_tried.append(item.name)
+                except StoreUnavailable as exc:
+                    self._stop(f"{exc.message}; {item.name} may be on the server unrecorded: "
+                               "the next run finds it there and records it")
+                with self.lock:
+                    progress.advance()
+        finally:
+            transport.close()
+
+    def _one_file(self, transport: Transport, item: UploadItem) -> FileOutcome:
+        """Reconcile, send, confirm, record one file, retrying transient failures within the budget."""
+        attempts = self.settings.attempts
+        try:
+            local_size = item.path.stat().st_size
+        except OSError as exc:
+            return self._fail(item, f"upload-ready file unreadable ({exc.strerror or exc})")
+        for attempt in range(1, attempts + 1):
+            connecting = not transport.connected
+            try:
+                if connecting:
+                    self._connect(transport)
+                connecting = False
+                remote = transport.remote_size(item.name)
+                if remote is not None and remote < local_size:
+                    remote = self._settled_size(transport, item.name, remote)
+                if remote == local_size:
+                    entry = self.ledger.record(self.agency, item.name, item.sha256, transport.remote_path(item.name))
+                    return self._note("reconciled", item, f"already on the server whole ({remote} bytes): "
+                                                          f"recorded without sending → {entry.remote_path}")
+                if remote is not None and remote > local_size:
+                    raise RemoteFileDiffers(f"{transport.remote_path(item.name)}: a different, larger file "
+                                         f"({remote} bytes, this one {local_size}) is already there; "
+                                         "not overwritten — check it on the agency's side")
+                started = time.monotonic()
+                remote_path = transport.put(item.path, item.name)
+                self.ledger.record(self.agency, item.name, item.sha256, remote_path)
+                return self._note("uploaded", item, f"→ {remote_path} ({local_size} bytes, "
+                                                    f"{time.monotonic() - started:.1f} s)")
+            except TransientError as exc:
+                transport.close()  # the next attempt starts on a fresh connection
+                if attempt == attempts and connecting:  # the server, not this file: spare the others the wait
+                    raise TargetUnusable(f"cannot connect after {attempts} attempts: {exc.message}",
+                                         code=exc.error_class) from None
+                if attempt == attempts:
+                    return self._fail(item, f"gave up after {attempts} attempts: {exc.message}")
+                delay = delay_before_retry(self.settings.retry_delay_s, attempt, exc)
+                self.log.warning("%s: %s attempt %d/%d failed (%s); retrying in %.1f s",
+                                 self.agency, item.name, attempt, attempts, exc.message, delay)
+                self.sleep(delay)
+            except PermanentError as exc:
+                return self._fail(item, exc.message)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _settled_size(self, transport: Transport, name: str, size: int) -> int | None:
+        """The size of a partial remote file once it stops growing (a dead run's bytes may still arrive)."""
+        for _ in range(_MAX_SETTLE_ROUNDS):
+            self.sleep(self.settle_s)
+            now = transport.remote_size(name)
+            if now == size:
+                return size
+            self.log.info("%s: %s is still arriving on the server (%s → %s bytes); waiting",
+                          self.agency, name, size, now)
+            size = now
+            if size is None:
+                return None
+        return size
+
+    def _connect(self, transport: Transport) -> None:
+        """Connect; a permanent refusal here (no such folder, ...) stops the agency."""
+        try:
+            transport.connect()
+        except PermanentError as exc:
+            raise TargetUnusable(f"cannot use {transport.display}: {exc.message}", code=exc.error_class) from None
+
+    # --- bookkeeping -----------------------------------------------------------------
+
+    def _note(self, what: str, item: UploadItem, detail: str) -> FileOutcome:
+        with self.lock:
+            getattr(self.result, what).append(item.name)
+        self.log.info("%s: %s %s %s", self.agency, what, item.name, detail)
+        return FileOutcome(what, detail)
+
+    def _fail(self, item: UploadItem, reason: str) -> FileOutcome:
+        with self.lock:
+            self.result.failed[item.name] = reason
+        self.log.warning("%s: %s left pending: %s", self.agency, item.name, reason)
+        return FileOutcome("failed", reason)
+
+    def _stop(self, reason: str) -> None:
+        with self.lock:
+            if self.result.stopped is None:
+                self.result.stopped = reason
+        self.stop.set()
+
+    def _explain(self, exc: StageStopped) -> str:
+        if isinstance(exc, AuthenticationFailed):
+            return (f"{exc.message} — check {password_env_var(self.agency)} or the Prefect Secret block "
+                    f"{password_block_name(self.agency)} (and the user in the target URL or key_file)")
+        return exc.message
+
+
+def _logger():
+    return stage_logger("microstock.upload")
+
+
+# Tags on the stage's run only: a tagged run asks the server for tag concurrency slots, one request
+# each, so the per-file runs stay untagged (docs/OPERATIONS.md, "Tags"); the flow adds
+# ``stage:upload`` and ``agency:<name>`` per agency with ``with_options``.
+@tags_never_fail
+@task(name="upload", task_run_name="upload-{agency}", cache_policy=NO_CACHE)
+def upload_stage(wd: Workdir, agency: str, items: list[UploadItem], settings: AgencySettings,
+                 file_runs: FileRunner) -> AgencyUpload:
+    """The upload stage of one agency, each file in its own task run (``file_runs``)."""
+    result = upload_agency(wd, agency, items, settings, run_file=file_runs)
+    events.upload_completed(agency, result.uploaded, already=len(result.already) + len(result.reconciled),
+                            failed=len(result.failed))
+    return result
+
+
+def upload_agencies(wd: Workdir, settings: Settings, items: dict[str, list[UploadItem]]) -> dict[str, AgencyUpload]:
+    """Every agency's upload stage at once (``items``: agency -> what it takes), each file in its own task run."""
+    futures, file_runs = {}, FileTaskRuns()  # one server pace for every agency's file runs
+    for agency, agency_items in items.items():
+        # tags on the agency's run only: a tags() block would reach every file run, a server request each
+        upload_to = upload_stage.with_options(tags=["stage:upload", f"agency:{agency}"])
+        futures[agency] = upload_to.submit(wd, agency, agency_items, settings.agency(agency), file_runs)
+    return {agency: future.result() for agency, future in futures.items()}

@@ -1,0 +1,136 @@
+"""What is to upload, and what is pending: the ledger's three questions, answered from the workdir.
+
+The upload stage and ``microstock ledger pending`` / ``status`` / ``done``
+agree on what an upload is because both ask :func:`uploadable`: an
+:class:`~tasks.core.records.UploadItem` — a described asset's upload-ready
+file in ``packs/ready/`` and the SHA-256 of its source image — for every
+asset the last run's pack and CSV stages did not hold back for the agency.
+Pending = uploadable and not in the ledger.
+
+Free of Prefect and of the transports (paramiko, ftplib, TLS), so the
+``ledger`` commands start fast; ``tasks.upload`` builds on it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from tasks.core.errors import BadInput
+from tasks.core.files import sha256_file
+from tasks.core.records import UploadItem, described_sidecars, iter_asset_files, ready_name
+from tasks.core.workdir import Workdir
+from tasks.stores.ledger import Entry, Ledger, LedgerState
+
+
+@dataclass
+class AgencyLedger:
+    """One agency's line of ``microstock ledger status``, with its pending files."""
+
+    agency: str
+    #: Uploads recorded for this agency (also of assets no longer in the workdir).
+    done: int
+    #: Described and packed, not held back, not recorded: what the next run sends.
+    pending: list[UploadItem]
+    #: Asset name -> the agency rule it breaks (never sent there).
+    held_back: dict[str, str]
+
+
+def packed_assets(wd: Workdir) -> list[tuple[str, UploadItem]]:
+    """(asset name, upload item) of every described asset whose upload-ready file exists."""
+    folder = wd.packs / "ready"
+    try:
+        with os.scandir(folder) as entries:  # one listing, not a stat per asset
+            ready = {entry.name for entry in entries if entry.is_file()}
+    except FileNotFoundError:
+        return []
+    found = []
+    for sidecar in described_sidecars(wd):
+        name = ready_name(sidecar.name)
+        if name in ready:
+            found.append((sidecar.name, UploadItem(name, folder / name, sidecar.asset_id)))
+    return found
+
+
+def held_back(wd: Workdir) -> dict[str, dict[str, str]]:
+    """agency -> asset name -> why the last run does not send it there.
+
+    The pack stage's image rules (``reports/pack.json``) and the assets the
+    CSV stage gave no valid row (``reports/validation.json``): the flow
+    uploads neither, so neither is pending. An agency-wide CSV problem (its
+    settings are invalid, so no CSV was written) holds back every asset
+    there, under :data:`EVERY_ASSET`.
+    """
+    held: dict[str, dict[str, str]] = {}
+    for agency, rules in (_report(wd, "pack.json").get("held_back") or {}).items():
+        held.setdefault(agency, {}).update(rules)
+    for problem in _report(wd, "validation.json").get("problems") or []:
+        held.setdefault(problem["agency"], {}).setdefault(problem.get("asset") or EVERY_ASSET, problem.get("message", ""))
+    return held
+
+
+#: The key under which :func:`held_back` records a reason that holds back every asset of an agency.
+EVERY_ASSET = ""
+
+
+def uploadable(wd: Workdir, agencies: list[str]) -> dict[str, list[UploadItem]]:
+    """agency -> the upload items it takes: packed and not held back there (the ledger not asked)."""
+    packed, held = packed_assets(wd), held_back(wd)
+    return {agency: _taken(packed, held.get(agency, {})) for agency in agencies}
+
+
+def _taken(packed: list[tuple[str, UploadItem]], held: dict[str, str]) -> list[UploadItem]:
+    return [] if EVERY_ASSET in held else [item for asset, item in packed if asset not in held]
+
+
+def _report(wd: Workdir, name: str) -> dict:
+    """A JSON report of the last run from ``reports/``; empty when missing or unreadable."""
+    try:
+        found = json.loads((wd.reports / name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def ledger_overview(wd: Workdir, agencies: list[str]) -> tuple[list[AgencyLedger], LedgerState]:
+    """Done and pending per agency, and the ledger as read (its ``problems`` included).
+
+    The ledger is read in a second thread while the workdir is listed: on a
+    long ledger much of the read is hashing, which lets the other thread run.
+    """
+    with ThreadPoolExecutor(1, thread_name_prefix="ledger-read") as pool:
+        reading = pool.submit(Ledger(wd.ledger).read)
+        packed, held = packed_assets(wd), held_back(wd)
+        state = reading.result()
+    rows = []
+    for agency in agencies:
+        done, rules = state.done_for(agency), held.get(agency, {})
+        pending = [item for item in _taken(packed, rules) if item.sha256 not in done]
+        rows.append(AgencyLedger(agency, len(done), pending, dict(rules)))
+    return rows, state
+
+
+def mark_done(wd: Workdir, agency: str, file: str) -> Entry | None:
+    """Record an upload made by hand; None when the ledger already has it.
+
+    ``file`` is the asset's name in ``assets/`` or its upload-ready name in
+    ``packs/ready/``; the key is the SHA-256 of the asset's source image,
+    computed now. BadInput names the file when it is neither.
+    """
+    name = Path(file).name
+    assets = {p.name: p for p in iter_asset_files(wd.assets)}
+    source = assets.get(name)
+    if source is None:
+        by_upload_name = {ready_name(s.name): s.name for s in described_sidecars(wd)}
+        if name in by_upload_name:
+            source = assets.get(by_upload_name[name])
+    if source is None:
+        raise BadInput(name, f"not an asset in {wd.assets} nor the upload-ready file of one in {wd.packs / 'ready'}")
+    digest = sha256_file(source)
+    ledger = Ledger(wd.ledger)
+    if ledger.read().is_done(agency, digest):
+        return None
+    return ledger.record(agency, ready_name(source.name), digest, "(marked done by hand)")

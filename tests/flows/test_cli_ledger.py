@@ -1,0 +1,137 @@
+"""`microstock ledger pending | done | status` on a real workdir (typer's runner, in process)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from typer.testing import CliRunner
+
+from flows.cli import app
+from tasks.core.records import Asset
+from tasks.core.files import sha256_file
+from tasks.stores.ledger import Ledger
+from tasks.core.records import Metadata, write_sidecar
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def described(workdir):
+    """Four assets: three described and packed (one held back for adobe), one not yet described."""
+    ready = workdir.packs / "ready"
+    ready.mkdir(parents=True)
+    for i, name in enumerate(["sunset.jpg", "city.png", "dunes.jpg", "raw.jpg"]):
+        path = workdir.assets / name
+        path.write_bytes(os.urandom(3000 + i))
+        if name == "raw.jpg":
+            continue  # not described: never pending
+        asset = Asset(name=name, asset_id=sha256_file(path), path=path)
+        write_sidecar(workdir.sidecar(name), asset, Metadata(title=name, description=name, keywords=["x"]))
+        (ready / (path.stem + ".jpg")).write_bytes(b"packed " + name.encode())
+    (workdir.reports / "pack.json").write_text(json.dumps({"held_back": {"adobe": {"dunes.jpg": "too small"}}}))
+    return workdir
+
+
+def cli(workdir, *args):
+    return runner.invoke(app, ["ledger", *args, "--workdir", str(workdir.root)])
+
+
+def test_pending_lists_described_packed_files_per_agency(described):
+    result = cli(described, "pending")
+    assert result.exit_code == 0, result.output
+    lines = sorted(result.stdout.splitlines())
+    assert lines == sorted([
+        "adobe\tcity.jpg", "adobe\tsunset.jpg",  # dunes is held back for adobe
+        "vecteezy\tcity.jpg", "vecteezy\tdunes.jpg", "vecteezy\tsunset.jpg",
+        "dreamstime\tcity.jpg", "dreamstime\tdunes.jpg", "dreamstime\tsunset.jpg",
+    ])
+    only = cli(described, "pending", "--agency", "adobe")
+    assert sorted(only.stdout.splitlines()) == ["adobe\tcity.jpg", "adobe\tsunset.jpg"]
+
+
+def test_done_records_the_source_digest_and_pending_shrinks(described):
+    result = cli(described, "done", "adobe", "city.png")
+    assert result.exit_code == 0 and "recorded city.jpg as uploaded to adobe" in result.stdout
+    [entry] = Ledger(described.ledger).read().entries
+    assert (entry.agency, entry.filename) == ("adobe", "city.jpg")
+    assert entry.sha256 == sha256_file(described.assets / "city.png")  # the source image, not the packed file
+    assert "adobe\tcity.jpg" not in cli(described, "pending").stdout
+    again = cli(described, "done", "adobe", "city.jpg")  # by its upload-ready name: the same asset
+    assert again.exit_code == 0 and "already recorded" in again.stdout
+    assert len(Ledger(described.ledger).read().entries) == 1
+
+
+def test_done_refuses_unknown_files_and_agencies(described):
+    unknown = cli(described, "done", "adobe", "nothing.jpg")
+    assert unknown.exit_code == 2 and "nothing.jpg: not an asset in" in unknown.output
+    sidecar = cli(described, "done", "adobe", "sunset.json")
+    assert sidecar.exit_code == 2
+    agency = cli(described, "done", "shutterstock", "sunset.jpg")
+    assert agency.exit_code == 2 and "unknown agency 'shutterstock'" in agency.output
+    assert not described.ledger.exists()
+
+
+def test_status_table_counts_done_pending_and_held_back(described):
+    cli(described, "done", "vecteezy", "sunset.jpg")
+    cli(described, "done", "vecteezy", "dunes.jpg")
+    result = cli(described, "status")
+    assert result.exit_code == 0
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:5]]
+            for line in result.stdout.splitlines() if line.startswith("│")}
+    assert rows == {"adobe": ["0", "2", "1"], "vecteezy": ["2", "1", "0"], "dreamstime": ["0", "3", "0"]}
+
+
+def test_ledger_problems_are_reported_with_line_numbers(described):
+    described.ledger.write_text("# header\ngarbage line\n")
+    result = cli(described, "status")
+    assert result.exit_code == 0
+    assert "uploads.ledger line 2: expected 5 tab-separated fields" in result.stderr
+
+
+def test_status_follows_the_enabled_agencies(described):
+    described.config_file.write_text("[agencies.dreamstime]\nenabled = false\n")
+    result = cli(described, "status")
+    assert "dreamstime" not in result.stdout and "adobe" in result.stdout
+    bad = cli(described, "pending", "--agency", "istock")
+    assert bad.exit_code == 2 and "unknown agency 'istock'" in bad.output
+
+
+def test_an_asset_without_a_valid_csv_row_for_an_agency_is_not_pending_there(described):
+    (described.reports / "validation.json").write_text(json.dumps({"problems": [
+        {"agency": "vecteezy", "asset": "city.png", "rule": "keywords.min", "message": "1 keyword; Vecteezy needs 5"},
+        {"agency": "dreamstime", "asset": "", "rule": "csv_defaults", "message": "agency-wide: not about one asset"},
+    ]}))
+    result = cli(described, "pending", "--agency", "vecteezy")
+    assert sorted(result.stdout.splitlines()) == ["vecteezy\tdunes.jpg", "vecteezy\tsunset.jpg"]
+    # No CSV is written for an agency whose settings are refused, so a run uploads nothing there:
+    # `ledger pending` says the same (it used to list all three).
+    assert cli(described, "pending", "--agency", "dreamstime").stdout.splitlines() == []
+    assert "agency-wide" not in cli(described, "pending", "--agency", "adobe").output
+
+
+def test_with_the_ledger_index_a_line_deleted_by_hand_is_pending_again(described, monkeypatch):
+    monkeypatch.setattr("tasks.stores.ledger.INDEX_MIN_LINES", 2)  # index even this short ledger
+    cli(described, "done", "adobe", "city.png")
+    cli(described, "done", "adobe", "sunset.jpg")
+    assert "adobe\tcity.jpg" not in cli(described, "pending").stdout
+    assert (described.root / ".uploads.ledger.index").is_file()
+    lines = described.ledger.read_text().splitlines(keepends=True)
+    described.ledger.write_text("".join(line for line in lines if "\tcity.jpg\t" not in line))
+    pending = cli(described, "pending", "--agency", "adobe").stdout.splitlines()
+    assert pending == ["adobe\tcity.jpg"]
+
+
+def test_the_ledger_commands_load_neither_prefect_nor_the_transports(described):
+    """They must start fast: Prefect (seconds) and paramiko/TLS are for runs, not for reading the ledger."""
+    import subprocess
+    import sys
+
+    code = ("import atexit, sys; atexit.register(lambda: print('LOADED', sorted(m for m in sys.modules "
+            "if m.split('.')[0] in ('prefect', 'paramiko', 'ftplib') or m in ('tasks.stages.upload', 'tasks.transports'))));"
+            f"sys.argv = ['microstock', 'ledger', 'status', '--workdir', {str(described.root)!r}];"
+            "from flows.cli import main; main()")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "adobe" in out.stdout and "LOADED []" in out.stdout

@@ -1,0 +1,176 @@
+"""prefect.yaml is valid for `prefect deploy` and is what `microstock serve` serves; the example automation validates."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+import yaml
+from prefect.cli.deploy._models import PrefectYamlModel
+from prefect.events.schemas.automations import AutomationCore, EventTrigger
+from prefect.flows import load_flow_from_entrypoint
+from prefect.server.schemas.schedules import CronSchedule
+from prefect.utilities.callables import parameter_schema
+from prefect.utilities.templating import apply_values
+
+from tasks.observe import events
+from tasks.orchestration.deployments import (
+    PREFECT_YAML,
+    PROJECT_DIR,
+    CronSpec,
+    DeploymentSpec,
+    load_specs,
+    runner_deployments,
+)
+from tasks.core.errors import ConfigError
+
+EXPECTED = {"stock-batch", "dead-letter-summary", "replay-dead-letters"}
+
+
+@pytest.fixture(scope="module")
+def raw() -> dict:
+    return yaml.safe_load(PREFECT_YAML.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def deployments(raw) -> dict[str, dict]:
+    PrefectYamlModel.model_validate(raw)  # the model `prefect deploy` reads the file with
+    return {d["name"]: d for d in raw["deployments"]}
+
+
+@pytest.fixture(scope="module")
+def flows(deployments) -> dict:
+    """Each entrypoint loaded the way `prefect deploy` and a worker load it: by file path."""
+    return {name: load_flow_from_entrypoint(str(PROJECT_DIR / d["entrypoint"])) for name, d in deployments.items()}
+
+
+def test_three_deployments_each_named_after_its_flow(deployments, flows):
+    assert set(deployments) == EXPECTED
+    for name, flow in flows.items():
+        assert flow.name == name
+        assert deployments[name]["entrypoint"].startswith("flows/")
+        assert deployments[name]["work_pool"]["name"] == "microstock"
+
+
+def next_dates(schedule: dict, n: int = 3) -> list[dt.datetime]:
+    cron = CronSchedule(cron=schedule["cron"], timezone=schedule["timezone"])  # the server's own schedule model
+    return asyncio.run(cron.get_dates(n, start=dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc)))
+
+
+def test_batch_is_nightly_and_summary_daily_and_replay_manual(deployments):
+    (batch,) = deployments["stock-batch"]["schedules"]
+    dates = next_dates(batch)
+    assert [b - a for a, b in zip(dates, dates[1:])] == [dt.timedelta(days=1)] * 2
+    assert dates[0].astimezone(ZoneInfo(batch["timezone"])).hour < 6, "the batch runs at night"
+    (summary,) = deployments["dead-letter-summary"]["schedules"]
+    dates = next_dates(summary)
+    assert [b - a for a, b in zip(dates, dates[1:])] == [dt.timedelta(days=1)] * 2
+    assert deployments["replay-dead-letters"]["schedules"] == []
+
+
+def test_two_batches_never_overlap(deployments):
+    assert deployments["stock-batch"]["concurrency_limit"] == 1
+
+
+def test_replay_is_a_dry_run_unless_asked(deployments, flows):
+    assert deployments["replay-dead-letters"]["parameters"] == {"dry_run": True}
+    assert flows["replay-dead-letters"].parameters.properties["dry_run"]["default"] is True
+
+
+def test_deployment_parameters_are_valid_for_their_flows(deployments, flows):
+    for name, d in deployments.items():
+        flows[name].validate_parameters(d["parameters"])
+
+
+def test_every_flow_parameter_is_typed_and_described_for_the_ui_form(flows):
+    for name, flow in flows.items():
+        schema = parameter_schema(flow.fn).model_dump()
+        for param, prop in schema["properties"].items():
+            assert "type" in prop or "anyOf" in prop or "$ref" in prop or "allOf" in prop, f"{name}.{param} untyped"
+            assert prop.get("description"), f"{name}.{param} has no description in the UI form"
+
+
+def test_batch_form_offers_the_agencies_and_refuses_a_negative_count(flows):
+    from prefect.exceptions import ParameterTypeError
+
+    props = parameter_schema(flows["stock-batch"].fn).model_dump()["properties"]
+    assert props["count"]["minimum"] == 0
+    items = next(a["items"] for a in props["agencies"]["anyOf"] if a.get("type") == "array")
+    assert items["enum"] == ["adobe", "vecteezy", "dreamstime"]
+    with pytest.raises(ParameterTypeError):
+        flows["stock-batch"].validate_parameters({"count": -1})
+    with pytest.raises(ParameterTypeError):
+        flows["stock-batch"].validate_parameters({"agencies": ["shutterstock"]})
+
+
+def test_pull_step_starts_runs_in_the_folder_deploy_ran_from(raw, monkeypatch):
+    (step,) = raw["pull"]
+    directory = step["prefect.deployments.steps.set_working_directory"]["directory"]
+    monkeypatch.setenv("PWD", str(PROJECT_DIR))
+    resolved = Path(apply_values(directory, {}))  # what `prefect deploy` stores
+    assert resolved == PROJECT_DIR
+    for d in raw["deployments"]:
+        assert (resolved / d["entrypoint"].split(":")[0]).is_file()
+
+
+def test_serve_builds_the_same_deployments(tmp_path):
+    specs = load_specs()
+    built = {d.name: d for d in runner_deployments(specs, tmp_path / "wd", timezone="Asia/Tokyo")}
+    assert set(built) == EXPECTED
+    batch = built["stock-batch"]
+    assert batch.flow_name == "stock-batch"
+    assert batch.entrypoint == "flows.stock_batch.stock_batch"  # importable from any folder
+    assert batch.concurrency_limit == 1
+    assert batch.parameters["workdir"] == str(tmp_path / "wd")
+    (sched,) = batch.schedules
+    assert (sched.schedule.cron, sched.schedule.timezone) == ("0 2 * * *", "Asia/Tokyo")
+    assert built["replay-dead-letters"].schedules == []
+    assert built["replay-dead-letters"].parameters["dry_run"] is True
+
+
+def test_serve_refuses_an_unknown_timezone_and_a_non_cron_schedule(tmp_path):
+    spec = DeploymentSpec(name="stock-batch", entrypoint="flows/stock_batch.py:stock_batch",
+                          schedules=[CronSpec("0 2 * * *", "Mars/Olympus")])
+    with pytest.raises(ConfigError, match="Mars/Olympus"):
+        runner_deployments([spec], tmp_path)
+    bad = tmp_path / "prefect.yaml"
+    bad.write_text("deployments:\n  - name: x\n    entrypoint: flows/stock_batch.py:stock_batch\n"
+                   "    schedules:\n      - interval: 3600\n")
+    with pytest.raises(ConfigError, match="only cron"):
+        load_specs(bad)
+    bad.write_text("deployments: [\n")
+    with pytest.raises(ConfigError, match=str(bad)):
+        load_specs(bad)
+
+
+AUTOMATIONS = sorted((PROJECT_DIR / "docs" / "automations").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", AUTOMATIONS, ids=lambda p: p.name)
+def test_example_automation_is_valid_and_triggers_on_a_microstock_event(path):
+    automation = AutomationCore.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+    assert isinstance(automation.trigger, EventTrigger)
+    known = {events.JOB_PARKED, events.JOB_RECOVERED, events.UPLOAD_COMPLETED, events.BATCH_FINISHED}
+    assert automation.trigger.expect and automation.trigger.expect <= known
+    assert automation.actions
+
+
+def test_there_is_an_example_automation_for_parked_jobs():
+    assert any(events.JOB_PARKED in p.read_text() for p in AUTOMATIONS)
+
+
+def test_local_server_refuses_a_busy_port_and_says_what_to_do(tmp_path):
+    import socket
+
+    from tasks.orchestration.local_server import LocalServer
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(ConfigError, match=f"port {port} .* already in use.*PREFECT_API_URL"):
+            LocalServer(tmp_path / "home", port).start()
+    assert not (tmp_path / "home").exists(), "nothing started, nothing written"

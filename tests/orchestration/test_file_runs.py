@@ -1,0 +1,126 @@
+"""The stock-batch flow uploading to real SFTP, FTPS and FTP servers at once, in a Prefect test harness.
+
+Agencies run in parallel, one task run each (``upload-<agency>``) holding a
+task run per file (``upload-<agency>-<file>``); a refused login stops only its
+agency; the next run sends only what is missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from tasks.stores.ledger import Ledger
+from tasks.core.workdir import Workdir
+from tests.fakes.servers import PASSWORD, ftp_server, ftps_cert, ftps_server, sftp_server  # noqa: F401  (fixtures)
+
+
+def run_batch(wd: Workdir, **params) -> tuple[dict, str]:
+    from flows.stock_batch import stock_batch
+
+    state = stock_batch(workdir=str(wd.root), return_state=True, **params)
+    assert state.is_completed(), state.message
+    return state.result(), str(state.state_details.flow_run_id)
+
+
+def task_runs(flow_run_id: str, expected: int) -> dict[str, tuple[str, str]]:
+    """name -> (state type, state message) of the flow run's task runs, once the server has ``expected`` finished.
+
+    The server records task runs from events, a little after the flow returns.
+    """
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, TaskRunFilter
+
+    async def read():
+        async with get_client() as client:
+            runs = await client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
+                                               task_run_filter=TaskRunFilter())
+            return {run.name: (run.state.type.value, run.state.message or "") for run in runs if run.state}
+
+    deadline = time.monotonic() + 30
+    while True:
+        found = asyncio.run(read())
+        finished = [s for s, _ in found.values() if s in ("COMPLETED", "FAILED", "CRASHED")]
+        if len(finished) >= expected or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
+
+
+def test_batch_uploads_over_sftp_ftps_and_ftp_and_a_refused_login_stops_only_its_agency(
+        prefect_harness, workdir, sftp_server, ftps_server, ftps_cert, ftp_server, monkeypatch, tmp_path):
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "known_hosts").write_text(sftp_server.known_hosts_line())
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("SSL_CERT_FILE", str(ftps_cert))
+    monkeypatch.setenv("MICROSTOCK_ADOBE_PASSWORD", PASSWORD)
+    monkeypatch.setenv("MICROSTOCK_VECTEEZY_PASSWORD", PASSWORD)
+    monkeypatch.setenv("MICROSTOCK_DREAMSTIME_PASSWORD", "not-the-password")
+    workdir.config_file.write_text(f"""
+[agencies.adobe]
+target = "{sftp_server.url()}"
+timeout_s = 10
+
+[agencies.vecteezy]
+target = "{ftps_server.url()}"
+timeout_s = 10
+
+[agencies.dreamstime]
+target = "{ftp_server.url()}"
+timeout_s = 10
+""")
+    summary, flow_run_id = run_batch(workdir, count=3)
+    assets = sorted(p.name for p in workdir.assets.glob("*.jpg"))
+    assert len(assets) == 3
+    ready = {p.name: p.read_bytes() for p in (workdir.packs / "ready").iterdir()}
+    for server in (sftp_server, ftps_server):
+        assert {p.name: p.read_bytes() for p in server.root.iterdir()} == ready
+    assert list(ftp_server.root.iterdir()) == []  # the refused login sent nothing
+    assert summary["uploaded_now"] == {"adobe": 3, "vecteezy": 3, "dreamstime": 0}
+    assert summary["targets"]["adobe"] == sftp_server.url()
+    assert list(summary["upload_stopped"]) == ["dreamstime"]  # the refused login reaches the summary, once
+    assert "not-the-password" not in summary["upload_stopped"]["dreamstime"]
+    assert summary["upload_not_tried"]["dreamstime"] >= 2
+    entries = Ledger(workdir.ledger).read().entries
+    assert sorted((e.agency, e.filename) for e in entries) == sorted(
+        (a, n) for a in ("adobe", "vecteezy") for n in assets)
+    # stages (assets, pack, csv, zip) + 3 describe + 3 agencies + 3 adobe + 3 vecteezy + 1 dreamstime files
+    runs = task_runs(flow_run_id, expected=4 + 3 + 3 + 3 + 3 + 1)
+    assert {"upload-adobe", "upload-vecteezy", "upload-dreamstime"} <= set(runs)
+    for agency, server in (("adobe", sftp_server), ("vecteezy", ftps_server)):
+        for name in ready:  # one completed task run per file, its message saying where the file went
+            state, message = runs[f"upload-{agency}-{name}"]
+            assert state == "COMPLETED" and message.startswith(f"{name} uploaded → {server.url()}"), (state, message)
+    tried = {n: s for n, s in runs.items() if n.startswith("upload-dreamstime-")}
+    assert len(tried) == 1, tried  # the refused login failed the first file's run; the others were never started
+    [(state, message)] = tried.values()
+    assert state == "FAILED" and "not-the-password" not in message
+
+    # the password is fixed: the next run sends dreamstime's files and nothing else
+    monkeypatch.setenv("MICROSTOCK_DREAMSTIME_PASSWORD", PASSWORD)
+    second, _ = run_batch(workdir, count=3)
+    assert second["uploaded_now"] == {"adobe": 0, "vecteezy": 0, "dreamstime": 3}
+    assert {p.name: p.read_bytes() for p in ftp_server.root.iterdir()} == ready
+    for server in (sftp_server, ftps_server, ftp_server):
+        assert all(len(server.log.received(name)) == 1 for name in ready)
+    assert len(Ledger(workdir.ledger).read().entries) == 9
+
+
+def test_parallel_file_workers_run_each_file_in_a_task_run_of_the_flow_and_a_file_left_pending_fails_its_run(
+        prefect_harness, workdir):
+    workdir.config_file.write_text("[agencies.adobe]\nparallel_files = 3\n")
+    first, _ = run_batch(workdir, count=4, agencies=["vecteezy"])
+    ready = sorted(p.name for p in (workdir.packs / "ready").iterdir())
+    assert len(ready) == 4 and first["uploaded_now"] == {"vecteezy": 4}
+    blocker = workdir.outbox("adobe") / ready[0]  # a different, larger file already on the "server"
+    blocker.parent.mkdir(parents=True, exist_ok=True)
+    blocker.write_bytes(b"x" * ((workdir.packs / "ready" / ready[0]).stat().st_size + 1))
+
+    summary, flow_run_id = run_batch(workdir, count=4, agencies=["adobe"])
+    assert summary["uploaded_now"] == {"adobe": 3}
+    runs = task_runs(flow_run_id, expected=4 + 4 + 1)  # stages + the files' runs + the agency's run
+    files = {n: s for n, s in runs.items() if n.startswith("upload-adobe-")}
+    assert set(files) == {f"upload-adobe-{name}" for name in ready}  # the worker threads' runs belong to the flow run
+    state, message = files[f"upload-adobe-{ready[0]}"]
+    assert state == "FAILED" and message.startswith(f"{ready[0]} left pending: ") and "larger file" in message
+    assert all(files[f"upload-adobe-{name}"][0] == "COMPLETED" for name in ready[1:])

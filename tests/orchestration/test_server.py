@@ -1,0 +1,368 @@
+"""A real `prefect server start`: `microstock serve`, a replay triggered through the API, its artifacts and
+events, Secret blocks, an automation that fires, and the documented `prefect deploy` path with a worker."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from PIL import Image
+
+from tasks.stores.dead_letter_sqlite import open_store
+from tasks.orchestration.deployments import PROJECT_DIR
+from tasks.core.files import sha256_file
+from tasks.orchestration.local_server import LocalServer, free_port, healthy, port_in_use
+from tasks.core.workdir import Workdir
+
+pytestmark = pytest.mark.server
+
+MICROSTOCK = [sys.executable, "-c", "from flows.cli import main; main()"]
+PREFECT = [sys.executable, "-m", "prefect"]
+SECRET = "sk-test-9f8e7d6c5b4a-do-not-show"
+
+
+def base_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("GEMINI_", "GOOGLE_", "MICROSTOCK_", "PREFECT_"))}
+    env.update(PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false",
+               # Fast loops so the test does not wait on Prefect's production intervals.
+               PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS="2",
+               PREFECT_SERVER_SERVICES_EVENT_PERSISTER_FLUSH_INTERVAL="1",
+               PREFECT_RUNNER_POLL_FREQUENCY="2", PREFECT_WORKER_QUERY_SECONDS="2",
+               COLUMNS="200")
+    return env
+
+
+def api(url: str, method: str, path: str, body: dict | None = None):
+    """One REST call; a 503 (SQLite busy under load) is retried a few times, as Prefect's own client does."""
+    for attempt in range(6):
+        r = httpx.request(method, f"{url}{path}", json=body, timeout=30)
+        if r.status_code != 503:
+            break
+        time.sleep(1 + attempt)
+    r.raise_for_status()
+    return r.json() if r.content else None
+
+
+def wait_for(what: str, check, timeout_s: float = 120, every_s: float = 1.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(every_s)
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+def deployments_by_name(url: str) -> dict[str, dict]:
+    return {d["name"]: d for d in api(url, "POST", "/deployments/filter", {})}
+
+
+def run_and_wait(url: str, deployment_id: str, parameters: dict, timeout_s: float = 240) -> dict:
+    run = api(url, "POST", f"/deployments/{deployment_id}/create_flow_run", {"parameters": parameters})
+
+    def finished():
+        fr = api(url, "GET", f"/flow_runs/{run['id']}")
+        return fr if fr["state"]["type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED") else None
+
+    return wait_for(f"flow run {run['id']}", finished, timeout_s)
+
+
+def artifacts_of(url: str, flow_run_id: str) -> dict[str, dict]:
+    found = api(url, "POST", "/artifacts/filter", {"artifacts": {"flow_run_id": {"any_": [flow_run_id]}}})
+    return {a["key"]: a for a in found if a["key"]}
+
+
+def microstock_events(url: str) -> list[dict]:
+    page = api(url, "POST", "/events/filter", {"filter": {"event": {"prefix": ["microstock."]}}, "limit": 50})
+    return page["events"]
+
+
+def make_photo(path: Path, colour: str) -> None:
+    Image.new("RGB", (2400, 1800), colour).save(path, quality=80)
+
+
+@pytest.fixture(scope="module")
+def parked_workdir(tmp_path_factory) -> tuple[Workdir, str, str]:
+    """A workdir with two parked jobs: one whose image is there (recoverable), one whose image is gone."""
+    wd = Workdir(tmp_path_factory.mktemp("served") / "data").prepare()
+    make_photo(wd.assets / "red_barn.jpg", "red")
+    barn = sha256_file(wd.assets / "red_barn.jpg")
+    gone = "0" * 64
+    store = open_store(wd)
+    for job_id, name in ((barn, "red_barn.jpg"), (gone, "lost_lake.jpg")):
+        store.park(job_id, payload={"asset": name, "asset_id": job_id}, model="offline",
+                   error_class="exhausted:503", error_message="503 UNAVAILABLE", attempts=4, asset_name=name)
+    return wd, barn, gone
+
+
+@pytest.fixture(scope="module")
+def served(parked_workdir, tmp_path_factory):
+    """`microstock serve` with no PREFECT_API_URL: it starts its own local server, then serves."""
+    wd, _, _ = parked_workdir
+    home = tmp_path_factory.mktemp("serve-home")
+    port = free_port()
+    env = base_env(home)
+    log = open(home / "serve.out", "w+")
+    proc = subprocess.Popen(MICROSTOCK + ["serve", "--workdir", str(wd.root), "--port", str(port)],
+                            env=env, cwd=home, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/api"
+    try:
+        wait_for("three served deployments", lambda: proc.poll() is None and healthy(url)
+                 and len(deployments_by_name(url)) == 3 or (proc.poll() is not None and _died(proc, log)),
+                 timeout_s=300)
+        yield {"proc": proc, "url": url, "port": port, "env": env, "home": home, "log": log}
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        log.close()
+
+
+def _died(proc, log) -> bool:
+    log.seek(0)
+    raise AssertionError(f"microstock serve exited with {proc.returncode}:\n{log.read()[-3000:]}")
+
+
+def test_serve_registers_the_three_deployments_with_their_schedules(served, parked_workdir):
+    url = served["url"]
+    deps = deployments_by_name(url)
+    assert set(deps) == {"stock-batch", "dead-letter-summary", "replay-dead-letters"}
+    batch = deps["stock-batch"]
+    assert [s["schedule"]["cron"] for s in batch["schedules"]] == ["0 2 * * *"]
+    assert all(s["active"] for s in batch["schedules"])
+    assert batch["concurrency_limit"] == 1 or batch["global_concurrency_limit"]["limit"] == 1
+    assert batch["parameters"]["workdir"] == str(parked_workdir[0].root)
+    assert deps["replay-dead-letters"]["schedules"] == []
+    assert deps["replay-dead-letters"]["parameters"]["dry_run"] is True
+    # A real server's scheduler turns the cron into scheduled runs (the ephemeral server never does).
+    scheduled = wait_for("a scheduled nightly run", lambda: api(url, "POST", "/flow_runs/filter", {
+        "deployments": {"id": {"any_": [batch["id"]]}}, "flow_runs": {"state": {"type": {"any_": ["SCHEDULED"]}}}}))
+    assert all(r["expected_start_time"][11:16] == "02:00" for r in scheduled)
+
+
+def test_replay_through_the_api_completes_and_leaves_artifacts_and_events(served, parked_workdir):
+    url = served["url"]
+    wd, barn, gone = parked_workdir
+    replay = deployments_by_name(url)["replay-dead-letters"]
+
+    dry = run_and_wait(url, replay["id"], {})
+    assert dry["state"]["type"] == "COMPLETED", dry["state"]
+    assert dry["parameters"]["dry_run"] is True
+    assert {j.status for j in open_store(wd).list()} == {"parked"}, "a dry run changes nothing"
+
+    run = run_and_wait(url, replay["id"], {"dry_run": False})
+    assert run["state"]["type"] == "COMPLETED", run["state"]
+    assert "1 recovered" in run["state"]["message"] and "1 still failing" in run["state"]["message"]
+    assert open_store(wd).get(barn).status == "recovered"
+    assert (wd.assets / "red_barn.json").is_file()
+
+    arts = artifacts_of(url, run["id"])
+    table = arts["dead-letter-jobs"]
+    assert table["type"] == "table"
+    rows = json.loads(table["data"]) if isinstance(table["data"], str) else table["data"]
+    assert [r["asset"] for r in rows] == ["lost_lake.jpg"], "only the job that still fails is left"
+    assert "no longer in assets" in rows[0]["message"]
+
+    def replay_events():
+        evs = microstock_events(url)
+        recovered = [e for e in evs if e["event"] == "microstock.job.recovered"]
+        return (recovered, evs) if recovered else None
+
+    recovered, evs = wait_for("the job.recovered event", replay_events, timeout_s=60)
+    (ev,) = recovered
+    assert ev["resource"]["prefect.resource.id"] == f"microstock.asset.{barn}"
+    assert ev["resource"]["prefect.resource.name"] == "red_barn.jpg"
+    assert f"prefect.flow-run.{run['id']}" in {r["prefect.resource.id"] for r in ev["related"]}
+    assert SECRET not in json.dumps(evs)
+
+
+def test_batch_through_the_api_tells_the_story_in_names_tags_artifacts_and_events(served):
+    url = served["url"]
+    batch = deployments_by_name(url)["stock-batch"]
+    # The typed form is enforced by the server: a bad value is refused before any run exists.
+    refused = httpx.post(f"{url}/deployments/{batch['id']}/create_flow_run", json={"parameters": {"count": -1}})
+    assert refused.status_code >= 400 and "count" in refused.text
+
+    run = run_and_wait(url, batch["id"], {"count": 1, "agencies": ["adobe", "vecteezy"]})
+    assert run["state"]["type"] == "COMPLETED", run["state"]
+    assert re.fullmatch(r"[12] described · 0 parked · \d+ uploaded", run["state"]["message"])  # + red_barn if alone
+
+    def task_runs():
+        found = api(url, "POST", "/task_runs/filter", {"flow_runs": {"id": {"any_": [run["id"]]}}})
+        by_name = {t["name"]: t for t in found}
+        files = {n.split("-")[1] for n in by_name if re.fullmatch(r"upload-(adobe|vecteezy)-.+\.jpg", n)}
+        return by_name if files == {"adobe", "vecteezy"} else None  # the server records task runs a little after the flow
+
+    by_name = wait_for("the per-file upload task runs", task_runs, timeout_s=60)
+    describe = [n for n in by_name if re.fullmatch(r"describe-.+\.jpg", n)]
+    assert describe, sorted(by_name)
+    # Stage and agency runs carry tags; per-asset and per-file runs do not (a server round trip each).
+    assert {n: set(by_name[n]["tags"]) for n in ("assets", "pack", "csv", "zip", "upload-adobe", "upload-vecteezy")} == {
+        "assets": {"stage:assets"}, "pack": {"stage:pack"}, "csv": {"stage:csv"}, "zip": {"stage:zip"},
+        "upload-adobe": {"stage:upload", "agency:adobe"}, "upload-vecteezy": {"stage:upload", "agency:vecteezy"}}
+    for name, t in by_name.items():
+        if name.startswith("describe-") or re.fullmatch(r"upload-(adobe|vecteezy)-.+", name):
+            assert t["tags"] == [] and t["state"]["type"] == "COMPLETED", (name, t["tags"], t["state"])
+    for agency in ("adobe", "vecteezy"):  # a run per file and agency, named for both
+        assert any(n.startswith(f"upload-{agency}-") for n in by_name), sorted(by_name)
+
+    arts = artifacts_of(url, run["id"])
+    assert {"batch-summary", "batch-counts", "csv-validation", "dead-letter-jobs", "progress-describe"} <= set(arts)
+    assert arts["batch-summary"]["type"] == "markdown" and "csv/adobe.csv" in arts["batch-summary"]["data"]
+    counts = {r["what"]: r for r in json.loads(arts["batch-counts"]["data"])}
+    assert counts["described"]["this run"] >= 1 and counts["parked"]["total"] == 0
+    assert {"uploads · adobe", "uploads · vecteezy", "tokens used", "rejected"} <= set(counts)
+    assert "vecteezy" in arts["csv-validation"]["data"]
+
+    def batch_events():
+        evs = [e for e in microstock_events(url)
+               if any(r["prefect.resource.id"] == f"prefect.flow-run.{run['id']}" for r in e["related"])]
+        names = {e["event"] for e in evs}
+        return evs if {"microstock.batch.finished", "microstock.upload.completed"} <= names else None
+
+    evs = wait_for("the batch's events", batch_events, timeout_s=60)
+    (finished,) = [e for e in evs if e["event"] == "microstock.batch.finished"]
+    assert finished["resource"]["prefect.resource.id"] == f"microstock.batch.{run['id']}"
+    assert finished["payload"]["described"] >= 1 and finished["payload"]["parked"] == 0
+    uploads = {e["resource"]["prefect.resource.id"]: e["payload"] for e in evs if e["event"] == "microstock.upload.completed"}
+    assert set(uploads) == {"microstock.agency.adobe", "microstock.agency.vecteezy"}
+
+
+def test_secrets_set_saves_a_block_without_showing_the_value(served):
+    env = dict(served["env"], PREFECT_API_URL=served["url"])
+    for name in ("gemini-api-key", "microstock-adobe-password"):
+        result = subprocess.run(MICROSTOCK + ["secrets", "set", name], input=SECRET + "\n", env=env,
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert f"saved Prefect Secret block '{name}'" in result.stdout
+        assert SECRET not in result.stdout + result.stderr
+    listed = subprocess.run(MICROSTOCK + ["secrets", "list"], env=env, capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    assert re.search(r"gemini-api-key\s+│\s+set", listed.stdout)
+    assert re.search(r"microstock-vecteezy-password\s+│\s+—", listed.stdout)
+    assert SECRET not in listed.stdout + listed.stderr
+    # What a run reads: the env var first, else the block.
+    probe = ("from tasks.secrets import agency_password, gemini_key; "
+             "print(gemini_key() == %r, agency_password('adobe') == %r, agency_password('vecteezy'))" % (SECRET, SECRET))
+    read = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert read.stdout.split() == ["True", "True", "None"], read.stderr[-2000:]
+    unknown = subprocess.run(MICROSTOCK + ["secrets", "set", "adobe"], input="x\n", env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert unknown.returncode == 2 and "unknown secret 'adobe'" in unknown.stderr
+
+
+class _Hook(http.server.BaseHTTPRequestHandler):
+    received: list[dict] = []
+
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        _Hook.received.append(json.loads(body or b"{}"))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_example_automation_notifies_when_a_job_is_parked(served, tmp_path):
+    url = served["url"]
+    env = dict(served["env"], PREFECT_API_URL=url)
+    hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    try:
+        block_type = api(url, "GET", "/block_types/slug/custom-webhook")
+        schema = api(url, "POST", "/block_schemas/filter",
+                     {"block_schemas": {"block_type_id": {"any_": [block_type["id"]]}}})[0]
+        block = api(url, "POST", "/block_documents/", {
+            "name": "test-hook", "block_type_id": block_type["id"], "block_schema_id": schema["id"],
+            "data": {"name": "test-hook", "url": f"http://127.0.0.1:{hook.server_port}/hook", "method": "POST",
+                     "json_data": {"subject": "{{subject}}", "body": "{{body}}"}}})
+        automation = yaml.safe_load((PROJECT_DIR / "docs" / "automations" / "notify-on-parked.yaml").read_text())
+        automation["actions"][0]["block_document_id"] = block["id"]
+        path = tmp_path / "automation.yaml"
+        path.write_text(yaml.safe_dump(automation))
+        created = subprocess.run(PREFECT + ["automation", "create", "--from-file", str(path)], env=env,
+                                 capture_output=True, text=True, timeout=120)
+        assert created.returncode == 0, created.stdout + created.stderr
+
+        emit = ("from tasks import events; "
+                "events.job_parked('%s', 'sunset_017.jpg', 'blocked:SAFETY', 1, 'gemini-2.5-flash')" % ("cd" * 32))
+        sent = subprocess.run([sys.executable, "-c", emit], env=env, capture_output=True, text=True, timeout=120)
+        assert sent.returncode == 0, sent.stderr[-2000:]
+        (message,) = wait_for("the webhook notification", lambda: list(_Hook.received), timeout_s=120)
+        assert message["subject"] == "microstock: sunset_017.jpg parked (blocked:SAFETY)"
+        assert "after 1 attempt(s)" in message["body"] and "microstock replay --apply" in message["body"]
+    finally:
+        hook.shutdown()
+
+
+def test_ctrl_c_pauses_the_schedules_then_stops_the_local_server(served):
+    proc = served["proc"]
+    proc.send_signal(signal.SIGINT)  # takes SIGTERM's path (systemctl stop): the same graceful shutdown
+    assert proc.wait(90) == 0
+    assert not port_in_use(served["port"]), "the local Prefect server was stopped too"
+    served["log"].seek(0)
+    out = served["log"].read()
+    assert out.index("All deployments have been paused") < out.index("local Prefect server stopped")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A bare `prefect server start` (the documented deploy path runs against it)."""
+    home = tmp_path_factory.mktemp("deploy-home")
+    env_backup = dict(os.environ)
+    os.environ.update({k: v for k, v in base_env(home).items() if k.startswith("PREFECT_SERVER_")})
+    try:
+        with LocalServer(home, free_port()) as srv:
+            yield srv, base_env(home)
+    finally:
+        os.environ.clear()
+        os.environ.update(env_backup)
+
+
+def test_documented_deploy_and_worker_run_a_replay(server, parked_workdir, tmp_path):
+    srv, env = server
+    wd, _, _ = parked_workdir
+    env = dict(env, PREFECT_API_URL=srv.api_url, PWD=str(PROJECT_DIR), MICROSTOCK_WORKDIR=str(wd.root))
+
+    def prefect(*args: str) -> str:
+        result = subprocess.run(PREFECT + list(args), env=env, cwd=PROJECT_DIR, capture_output=True, text=True,
+                                timeout=300)
+        assert result.returncode == 0, f"prefect {' '.join(args)}:\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
+        return result.stdout
+
+    prefect("work-pool", "create", "microstock", "--type", "process")
+    prefect("deploy", "--all")
+    deps = deployments_by_name(srv.api_url)
+    assert set(deps) == {"stock-batch", "dead-letter-summary", "replay-dead-letters"}
+    for d in deps.values():
+        assert d["work_pool_name"] == "microstock"
+        assert d["pull_steps"] == [{"prefect.deployments.steps.set_working_directory": {"directory": str(PROJECT_DIR)}}]
+    assert deps["stock-batch"]["schedules"][0]["schedule"]["cron"] == "0 2 * * *"
+
+    # The command docs/OPERATIONS.md gives; the job whose image is gone is still failing afterwards.
+    out = prefect("deployment", "run", "replay-dead-letters/replay-dead-letters", "-p", "dry_run=false",
+                  "-p", "limit=5")
+    run_id = re.search(r"UUID:\s*([0-9a-f-]{36})", out).group(1)
+    prefect("worker", "start", "--pool", "microstock", "--run-once")
+    run = api(srv.api_url, "GET", f"/flow_runs/{run_id}")
+    assert run["state"]["type"] == "COMPLETED", run["state"]
+    assert run["parameters"] == {"dry_run": False, "limit": 5}
+    assert re.fullmatch(r"\d replayed · \d recovered · 1 still failing", run["state"]["message"])
+    assert "dead-letter-jobs" in artifacts_of(srv.api_url, run_id)

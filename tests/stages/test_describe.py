@@ -1,0 +1,343 @@
+"""The describe stage in real Prefect, with the real google-genai SDK talking to the fake Gemini server.
+
+Each asset is a plain-coloured image; the fake server recognises the asset
+by the colour of the image the SDK sent, so every asset gets its own script
+of replies however the tasks interleave.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections import defaultdict, deque
+from io import BytesIO
+from pathlib import Path
+
+import pytest
+from PIL import Image
+from prefect import flow
+
+from tasks.stages import describe as describe_module
+from tasks.core.records import Asset
+from tasks.core.settings import GeminiSettings, Settings
+from tasks.stores.dead_letter_sqlite import SQLiteDeadLetterStore
+from tasks.stores.dead_letter_sqlite import open_store
+from tasks.core.reports import DescribeReport
+from tasks.stages.describe import describe_assets
+from tasks.core.files import sha256_file
+from tasks.core.workdir import Workdir
+from tests.fakes.gemini import (  # noqa: F401  (fake_gemini is a fixture)
+    FAKE_KEY,
+    answer_json,
+    daily_quota,
+    drop,
+    error,
+    fake_gemini,
+    finished,
+    garbage,
+    key_invalid,
+    prompt_blocked,
+    rate_limited,
+    slow,
+    truncated,
+)
+
+COLOURS = [
+    (220, 30, 30), (30, 200, 30), (30, 30, 220), (230, 230, 40), (40, 220, 220), (220, 40, 220),
+    (250, 250, 250), (10, 10, 10), (128, 128, 128), (250, 140, 0), (120, 0, 160), (0, 120, 120),
+]
+
+
+def fast_settings(**gemini) -> Settings:
+    base = dict(max_attempts=3, retry_delay_s=0.05, timeout_s=1.5, concurrency=4, requests_per_minute=6000)
+    return Settings(gemini=GeminiSettings(**(base | gemini)))
+
+
+def make_assets(wd: Workdir, names: list[str]) -> list[Asset]:
+    """Plain-coloured 2400×1800 JPEGs (big enough for every agency), one colour per asset."""
+    assets = []
+    for name, colour in zip(names, COLOURS, strict=False):
+        path = wd.assets / name
+        Image.new("RGB", (2400, 1800), colour).save(path, quality=85)
+        assets.append(Asset(name=name, asset_id=sha256_file(path), path=path))
+    assert len(assets) == len(names), "add colours"
+    return assets
+
+
+class Script:
+    """Per-asset replies for the fake server, chosen by the colour of the image sent; records each call."""
+
+    def __init__(self, fake, names: list[str]) -> None:
+        self.names = list(names)
+        self.replies: dict[str, deque] = {name: deque() for name in names}
+        self.calls: dict[str, list[float]] = defaultdict(list)
+        #: The reply once an asset's own replies are used up.
+        self.fallback = lambda req: answer_json()
+        self._lock = threading.Lock()
+        fake.default = self
+
+    def set(self, name: str, *replies) -> None:
+        self.replies[name].extend(replies)
+
+    def asset_of(self, req) -> str:
+        _, data = req.inline_images()[0]
+        with Image.open(BytesIO(data)) as im:
+            pixel = im.convert("RGB").getpixel((im.width // 2, im.height // 2))
+        nearest = min(range(len(self.names)), key=lambda i: sum((a - b) ** 2 for a, b in zip(COLOURS[i], pixel)))
+        return self.names[nearest]
+
+    def __call__(self, req):
+        name = self.asset_of(req)
+        with self._lock:
+            self.calls[name].append(req.at)
+            item = self.replies[name].popleft() if self.replies[name] else self.fallback
+        return item(req) if callable(item) else item
+
+    def count(self, name: str) -> int:
+        return len(self.calls[name])
+
+
+@flow(name="describe-stage-test")
+def describe_flow(workdir: str, settings: Settings, assets: list[Asset]) -> DescribeReport:
+    return describe_assets(Workdir(Path(workdir)), settings, assets)
+
+
+def run_describe(wd: Workdir, settings: Settings, assets: list[Asset]):
+    state = describe_flow(str(wd.root), settings, assets, return_state=True)
+    assert state.is_completed(), state.message
+    return state, state.result()
+
+
+def flow_run_logs(state) -> str:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=10)
+    with get_client(sync_client=True) as client:
+        logs = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[state.state_details.flow_run_id])))
+    return "\n".join(log.message for log in logs)
+
+
+def workdir_bytes(wd: Workdir) -> list[tuple[Path, bytes]]:
+    return [(p, p.read_bytes()) for p in wd.root.rglob("*") if p.is_file()]
+
+
+@pytest.fixture
+def gemini_key(monkeypatch):
+    monkeypatch.setenv("GEMINI_API_KEY", FAKE_KEY)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    return FAKE_KEY
+
+
+NAMES = ["ok.jpg", "flaky.jpg", "down.jpg", "dropped.jpg", "bad.jpg", "unsafe.jpg", "refused.jpg",
+         "garbage.jpg", "cut.jpg", "sleepy.jpg"]
+
+
+@pytest.fixture(scope="module")
+def mixed_run(prefect_harness, tmp_path_factory):
+    """One run over assets that each meet a different failure; shared by the tests below."""
+    from tests.fakes.gemini import FakeGemini
+
+    mp = pytest.MonkeyPatch()
+    fake = FakeGemini().start()
+    mp.setenv("GOOGLE_GEMINI_BASE_URL", fake.url)
+    mp.setenv("GEMINI_API_KEY", FAKE_KEY)
+    mp.delenv("GOOGLE_API_KEY", raising=False)
+    try:
+        wd = Workdir(tmp_path_factory.mktemp("mixed")).prepare()
+        assets = make_assets(wd, NAMES)
+        script = Script(fake, NAMES)
+        script.set("flaky.jpg", error(503))
+        script.set("down.jpg", error(503), error(500), error(503))
+        script.set("dropped.jpg", drop(), drop(), drop())
+        script.set("bad.jpg", error(400, "Request contains an invalid argument."))
+        script.set("unsafe.jpg", finished("SAFETY"))
+        script.set("refused.jpg", prompt_blocked("PROHIBITED_CONTENT"))
+        script.set("garbage.jpg", garbage(), truncated(), garbage())
+        script.set("cut.jpg", truncated())
+        script.set("sleepy.jpg", slow(3))
+        state, report = run_describe(wd, fast_settings(), assets)
+        calls_after_first = len(fake.requests)
+        again_state, again = run_describe(wd, fast_settings(), assets)
+        yield wd, script, state, report, again, fake, again_state, calls_after_first
+    finally:
+        fake.stop()
+        mp.undo()
+
+
+EXPECTED_PARKED = {
+    "down.jpg": ("exhausted:503", 3),
+    "dropped.jpg": ("exhausted:network", 3),
+    "bad.jpg": ("permanent:400", 1),
+    "unsafe.jpg": ("blocked:SAFETY", 1),
+    "refused.jpg": ("blocked:PROHIBITED_CONTENT", 1),
+    "garbage.jpg": ("invalid_output", 3),
+}
+
+
+def test_each_failure_class_gets_its_attempts_and_error_class(mixed_run):
+    wd, script, _, report, *_ = mixed_run
+    assert sorted(report.described) == ["cut.jpg", "flaky.jpg", "ok.jpg", "sleepy.jpg"]
+    assert report.parked == {name: cls for name, (cls, _) in EXPECTED_PARKED.items()}
+    assert report.pending == [] and report.stopped is None
+    expected_calls = {"ok.jpg": 1, "flaky.jpg": 2, "cut.jpg": 2, "sleepy.jpg": 2}
+    expected_calls |= {name: attempts for name, (_, attempts) in EXPECTED_PARKED.items()}
+    assert {n: script.count(n) for n in NAMES} == expected_calls
+
+    store = open_store(wd)
+    rows = {job.asset_name: job for job in store.list()}
+    assert {n: (j.error_class, j.attempts, j.status) for n, j in rows.items()} == {
+        n: (cls, attempts, "parked") for n, (cls, attempts) in EXPECTED_PARKED.items()
+    }
+    down = rows["down.jpg"]
+    assert down.job_id == down.payload["asset_id"] == sha256_file(wd.assets / "down.jpg")
+    assert down.payload["asset"] == "down.jpg" and down.model == "gemini-2.5-flash"
+    assert "stock" in down.payload["prompt"].lower()
+    assert "503" in down.error_message
+
+
+def test_nothing_is_lost_and_the_flow_completes(mixed_run):
+    wd, _, state, report, *_ = mixed_run
+    assert state.is_completed() and state.type.value == "COMPLETED"
+    accounted = set(report.described) | set(report.parked) | set(report.pending)
+    assert accounted == set(NAMES)
+    for name in NAMES:
+        assert wd.sidecar(name).exists() == (name in report.described)
+    assert report.tokens == 4 * 321
+
+
+def test_a_rerun_calls_nothing_already_described_or_parked(mixed_run):
+    wd, _, _, report, again, fake, _, calls_after_first = mixed_run
+    assert len(fake.requests) == calls_after_first
+    assert sorted(again.already) == sorted(report.described)
+    assert sorted(again.still_parked) == sorted(report.parked)
+    assert again.described == [] and again.parked == {} and again.pending == []
+    with sqlite3.connect(wd.dead_letter_db) as con:
+        assert con.execute("SELECT COUNT(*), SUM(attempts) FROM dead_letter").fetchone() == (
+            len(EXPECTED_PARKED), sum(attempts for _, attempts in EXPECTED_PARKED.values()))
+
+
+def test_the_api_key_appears_nowhere(mixed_run):
+    wd, _, state, _, _, fake, again_state, _ = mixed_run
+    assert all(req.header("x-goog-api-key") == FAKE_KEY for req in fake.requests)
+    for path, data in workdir_bytes(wd):
+        assert FAKE_KEY.encode() not in data, path
+    logs = flow_run_logs(state) + flow_run_logs(again_state)
+    assert "parked down.jpg as exhausted:503" in logs, "the logs were read"
+    assert FAKE_KEY not in logs
+
+
+def test_retry_info_delay_is_honoured(prefect_harness, fake_gemini, gemini_key, tmp_path):
+    wd = Workdir(tmp_path / "w").prepare()
+    assets = make_assets(wd, ["told.jpg", "other.jpg"])
+    script = Script(fake_gemini, [a.name for a in assets])
+    script.set("told.jpg", rate_limited("1.5s"))
+    script.set("other.jpg", lambda req: (time.sleep(0.3), answer_json())[1])  # in flight when told.jpg hears 429
+    _, report = run_describe(wd, fast_settings(concurrency=2), assets)
+    assert sorted(report.described) == ["other.jpg", "told.jpg"]
+    told = script.calls["told.jpg"]
+    assert len(told) == 2 and told[1] - told[0] >= 1.5
+    assert script.count("other.jpg") == 1
+
+
+def test_without_retry_info_the_short_backoff_applies(prefect_harness, fake_gemini, gemini_key, tmp_path):
+    wd = Workdir(tmp_path / "w").prepare()
+    assets = make_assets(wd, ["untold.jpg"])
+    script = Script(fake_gemini, [a.name for a in assets])
+    script.set("untold.jpg", rate_limited(None))
+    _, report = run_describe(wd, fast_settings(), assets)
+    untold = script.calls["untold.jpg"]
+    assert report.described == ["untold.jpg"] and len(untold) == 2 and untold[1] - untold[0] < 1.0
+
+
+def test_rate_limits_that_never_end_park_as_exhausted_429(prefect_harness, fake_gemini, gemini_key, tmp_path):
+    wd = Workdir(tmp_path / "w").prepare()
+    assets = make_assets(wd, ["busy.jpg"])
+    script = Script(fake_gemini, [a.name for a in assets])
+    script.set("busy.jpg", rate_limited("0.2s"), rate_limited("0.2s"))
+    _, report = run_describe(wd, fast_settings(max_attempts=2), assets)
+    assert report.parked == {"busy.jpg": "exhausted:429"}
+    assert open_store(wd).get(assets[0].asset_id).attempts == 2
+    assert script.count("busy.jpg") == 2
+
+
+def test_daily_quota_stops_the_stage_after_the_first_call(prefect_harness, fake_gemini, gemini_key, tmp_path):
+    wd = Workdir(tmp_path / "w").prepare()
+    names = [f"q{i}.jpg" for i in range(6)]
+    assets = make_assets(wd, names)
+    script = Script(fake_gemini, [a.name for a in assets])
+    for name in names:
+        script.set(name, daily_quota())
+    state, report = run_describe(wd, fast_settings(concurrency=1), assets)
+    assert len(fake_gemini.requests) == 1
+    assert "daily quota" in report.stopped
+    assert report.parked == {} and report.described == [] and sorted(report.pending) == names
+    assert open_store(wd).list() == []
+    assert not any(wd.sidecar(n).exists() for n in names)
+    logs = flow_run_logs(state)
+    assert logs.count("describe stopped:") == 1
+
+    for name in names:  # the quota resets: the next run describes everything, once
+        script.replies[name].clear()
+    _, after = run_describe(wd, fast_settings(concurrency=1), assets)
+    assert sorted(after.described) == names and after.stopped is None
+    first = script.asset_of(fake_gemini.requests[0])
+    assert {n: script.count(n) for n in names} == {n: 2 if n == first else 1 for n in names}
+
+
+@pytest.mark.parametrize("refusal", [error(401, "unauthenticated"), error(403, "permission denied"), key_invalid()],
+                         ids=["401", "403", "API_KEY_INVALID"])
+def test_a_refused_key_stops_the_stage_without_parking(prefect_harness, fake_gemini, gemini_key, tmp_path, refusal):
+    wd = Workdir(tmp_path / "w").prepare()
+    names = [f"k{i}.jpg" for i in range(8)]
+    assets = make_assets(wd, names)
+    fake_gemini.default = lambda req: refusal
+    _, report = run_describe(wd, fast_settings(concurrency=3), assets)
+    assert 1 <= len(fake_gemini.requests) <= 3, "at most the calls already in flight"
+    assert "GEMINI_API_KEY" in report.stopped
+    assert report.parked == {} and sorted(report.pending) == names
+    assert open_store(wd).list() == []
+
+
+def test_the_flow_parks_a_failed_job_when_the_hook_could_not(prefect_harness, fake_gemini, gemini_key, tmp_path, monkeypatch):
+    def broken_hook(task, task_run, state):
+        raise RuntimeError("hook failed")
+
+    monkeypatch.setattr(describe_module.describe_asset, "on_failure_hooks", [broken_hook])
+    wd = Workdir(tmp_path / "w").prepare()
+    assets = make_assets(wd, ["a.jpg", "b.jpg"])
+    script = Script(fake_gemini, [a.name for a in assets])
+    script.set("a.jpg", error(503), error(503), error(503))
+    script.set("b.jpg", finished("IMAGE_SAFETY"))
+    _, report = run_describe(wd, fast_settings(), assets)
+    assert report.parked == {"a.jpg": "exhausted:503", "b.jpg": "blocked:IMAGE_SAFETY"}
+    rows = {j.asset_name: (j.error_class, j.attempts) for j in open_store(wd).list()}
+    assert rows == {"a.jpg": ("exhausted:503", 3), "b.jpg": ("blocked:IMAGE_SAFETY", 1)}
+
+
+def test_a_locked_store_leaves_the_job_pending_and_the_others_go_on(prefect_harness, fake_gemini, gemini_key, tmp_path, monkeypatch):
+    monkeypatch.setattr(describe_module, "open_store", lambda wd: SQLiteDeadLetterStore(wd.dead_letter_db, busy_timeout_s=0.3))
+    wd = Workdir(tmp_path / "w").prepare()
+    assets = make_assets(wd, ["fine.jpg", "doomed.jpg", "also_fine.jpg"])
+    SQLiteDeadLetterStore(wd.dead_letter_db)  # the store exists; another process is about to lock it
+    holder = sqlite3.connect(wd.dead_letter_db, isolation_level=None, check_same_thread=False)
+
+    def lock_then_refuse(req):
+        holder.execute("BEGIN IMMEDIATE")
+        return error(400, "bad request")
+
+    script = Script(fake_gemini, [a.name for a in assets])
+    script.set("doomed.jpg", lock_then_refuse)
+    try:
+        state, report = run_describe(wd, fast_settings(concurrency=1), assets)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert sorted(report.described) == ["also_fine.jpg", "fine.jpg"]
+    assert report.pending == ["doomed.jpg"] and report.parked == {}
+    assert "dead_letter.db" in flow_run_logs(state)
+    assert open_store(wd).list() == []
+    _, again = run_describe(wd, fast_settings(), assets)  # lock gone: the next run tries it again
+    assert again.described == ["doomed.jpg"] and sorted(again.already) == ["also_fine.jpg", "fine.jpg"]

@@ -1,0 +1,212 @@
+"""Replaying parked jobs and summarising the store, through the real flows, SDK and fake Gemini server.
+
+A stock-batch run over coloured photos parks some jobs (503s that outlast
+the retries, a safety block); the replay then recovers them and they reach
+the CSVs, the outbox and the ledger like any other asset.
+"""
+
+from __future__ import annotations
+
+import csv
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from tasks.stores.dead_letter_sqlite import open_store
+from tasks.gemini.describer import GeminiDescriber
+from tasks.core.files import sha256_file
+from tasks.stores.ledger import Ledger
+from tasks.core.workdir import Workdir
+from tests.fakes.gemini import FAKE_KEY, FakeGemini, error, finished, slow
+from tests.stages.test_describe import COLOURS, Script, flow_run_logs
+
+FAST_CONFIG = "[gemini]\nmax_attempts = 2\nretry_delay_s = 0.05\ntimeout_s = 5\nconcurrency = 2\nrequests_per_minute = 6000\n"
+
+
+@pytest.fixture
+def gemini(monkeypatch):
+    fake = FakeGemini().start()
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", fake.url)
+    monkeypatch.setenv("GEMINI_API_KEY", FAKE_KEY)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    yield fake
+    fake.stop()
+
+
+def photos(folder: Path, names: list[str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, colour in zip(names, COLOURS, strict=False):
+        Image.new("RGB", (2400, 1800), colour).save(folder / name, quality=85)
+    return folder
+
+
+def new_workdir(tmp_path: Path) -> Workdir:
+    wd = Workdir(tmp_path / "work").prepare()
+    wd.config_file.write_text(FAST_CONFIG)
+    return wd
+
+
+def batch(wd: Workdir, source: Path) -> dict:
+    from flows.stock_batch import stock_batch
+
+    state = stock_batch(workdir=str(wd.root), source=str(source), agencies=["adobe"], return_state=True)
+    assert state.is_completed(), state.message
+    return state.result()
+
+
+def replay(wd: Workdir, **params):
+    from flows.replay import replay_dead_letters
+
+    state = replay_dead_letters(workdir=str(wd.root), return_state=True, **params)
+    assert state.is_completed(), state.message
+    return state, state.result()
+
+
+def adobe_rows(wd: Workdir) -> list[str]:
+    path = wd.csv / "adobe.csv"
+    return sorted(row["Filename"] for row in csv.DictReader(path.read_text(encoding="utf-8").splitlines()))
+
+
+NAMES = ["calm.jpg", "storm1.jpg", "storm2.jpg", "unsafe.jpg"]
+#: Calls each parked asset got in the batch (max_attempts = 2; a block is not retried).
+BATCH_ATTEMPTS = {"storm1.jpg": 2, "storm2.jpg": 2, "unsafe.jpg": 1}
+
+
+def parked_batch(tmp_path: Path, gemini: FakeGemini):
+    """A batch where storm1/storm2 outlast their retries (503) and unsafe is blocked."""
+    source = photos(tmp_path / "photos", NAMES)
+    wd = new_workdir(tmp_path)
+    script = Script(gemini, NAMES)
+    script.set("storm1.jpg", error(503), error(503))
+    script.set("storm2.jpg", error(503), error(503))
+    script.set("unsafe.jpg", finished("SAFETY"))
+    first = batch(wd, source)
+    assert (first["described_now"], first["parked"]) == (1, 3)
+    assert adobe_rows(wd) == ["calm.jpg"]
+    return wd, script
+
+
+def test_replay_recovers_parked_jobs_and_takes_them_to_csv_and_outbox(prefect_harness, gemini, tmp_path):
+    wd, script = parked_batch(tmp_path, gemini)
+    store = open_store(wd)
+    before = {j.asset_name: j for j in store.list()}
+    assert {n: (j.error_class, j.attempts) for n, j in before.items()} == {
+        "storm1.jpg": ("exhausted:503", 2), "storm2.jpg": ("exhausted:503", 2), "unsafe.jpg": ("blocked:SAFETY", 1)}
+
+    calls = len(gemini.requests)
+    state, dry = replay(wd, error_class="exhausted")
+    assert (dry["scanned"], dry["recovered"], dry["still_failing"], dry["dry_run"]) == (2, 0, 0, True)
+    assert len(gemini.requests) == calls, "a dry run calls nothing"
+    assert {n: j for n, j in ((j.asset_name, j) for j in store.list())} == before, "a dry run changes nothing"
+    logs = flow_run_logs(state)
+    assert f"[dry-run] would replay {before['storm1.jpg'].job_id} (exhausted:503)" in logs
+    assert "unsafe.jpg" not in logs
+
+    _, applied = replay(wd, error_class="exhausted", dry_run=False)  # the outage is over: default answers are good
+    assert (applied["scanned"], applied["recovered"], applied["still_failing"], applied["dry_run"]) == (2, 2, 0, False)
+    assert sorted(applied["recovered_assets"]) == ["storm1.jpg", "storm2.jpg"]
+    after = {j.asset_name: j for j in store.list()}
+    assert {n: j.status for n, j in after.items()} == {"storm1.jpg": "recovered", "storm2.jpg": "recovered", "unsafe.jpg": "parked"}
+    assert all(j.claimed_by is None for j in after.values())
+    assert adobe_rows(wd) == ["calm.jpg", "storm1.jpg", "storm2.jpg"]
+    assert sorted(p.name for p in wd.outbox("adobe").iterdir()) == ["calm.jpg", "storm1.jpg", "storm2.jpg"]
+    ledger = {e.filename: e.sha256 for e in Ledger(wd.ledger).read().entries}
+    assert ledger["storm1.jpg"] == sha256_file(wd.assets / "storm1.jpg")
+    assert open_store(wd).summary().by_class == [("blocked:SAFETY", 1)]
+
+    # still blocked: it stays parked, with one more attempt, a newer last_seen and no claim
+    time.sleep(1.1)
+    script.set("unsafe.jpg", finished("SAFETY"))
+    _, again = replay(wd, dry_run=False)
+    assert (again["scanned"], again["recovered"], again["still_failing"]) == (1, 0, 1)
+    unsafe = open_store(wd).list(status="parked")[0]
+    assert (unsafe.asset_name, unsafe.attempts, unsafe.error_class) == ("unsafe.jpg", 2, "blocked:SAFETY")
+    assert unsafe.last_seen > before["unsafe.jpg"].last_seen and unsafe.first_seen == before["unsafe.jpg"].first_seen
+    assert unsafe.claimed_by is None
+    assert script.count("unsafe.jpg") == 2
+    assert adobe_rows(wd) == ["calm.jpg", "storm1.jpg", "storm2.jpg"]
+
+    for path in wd.root.rglob("*"):
+        if path.is_file():
+            assert FAKE_KEY.encode() not in path.read_bytes(), path
+    artifacts = read_artifacts()
+    assert any("exhausted:503" in str(a.data) for a in artifacts), "the artifacts were read"
+    assert all(FAKE_KEY not in str(a.data) and FAKE_KEY not in str(a.description) for a in artifacts)
+
+
+def test_two_replays_at_once_never_take_the_same_job(prefect_harness, gemini, tmp_path):
+    wd, script = parked_batch(tmp_path, gemini)
+    script.fallback = lambda req: slow(0.7)  # slow answers keep the first replay busy while the second claims
+    results: list[dict] = []
+
+    def one_replay():
+        results.append(replay(wd, dry_run=False, limit=20)[1])
+
+    threads = [threading.Thread(target=one_replay) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert len(results) == 2
+    assert sum(r["recovered"] for r in results) == 3
+    assert sum(r["scanned"] for r in results) == 3, results
+    replayed = {name: script.count(name) - attempts for name, attempts in BATCH_ATTEMPTS.items()}
+    assert replayed == {"storm1.jpg": 1, "storm2.jpg": 1, "unsafe.jpg": 1}, "each job was replayed by one replay only"
+    assert open_store(wd).summary().parked == 0
+
+
+def test_one_job_failing_unexpectedly_or_gone_does_not_stop_the_others(prefect_harness, gemini, tmp_path, monkeypatch):
+    wd, _ = parked_batch(tmp_path, gemini)
+    real_describe = GeminiDescriber.describe
+
+    def describe(self, asset):
+        if asset.name == "storm2.jpg":
+            raise RuntimeError("a bug in our code")
+        return real_describe(self, asset)
+
+    monkeypatch.setattr(GeminiDescriber, "describe", describe)
+    gone = wd.assets / "unsafe.jpg"
+    gone.unlink()
+    _, result = replay(wd, dry_run=False)
+    assert (result["scanned"], result["recovered"], result["still_failing"]) == (3, 1, 2)
+    assert result["recovered_assets"] == ["storm1.jpg"]
+    rows = {j.asset_name: j for j in open_store(wd).list()}
+    assert rows["storm1.jpg"].status == "recovered"
+    assert (rows["storm2.jpg"].status, rows["storm2.jpg"].error_class) == ("parked", "unknown:RuntimeError")
+    assert rows["unsafe.jpg"].status == "parked" and "no longer in assets/" in rows["unsafe.jpg"].error_message
+    assert all(j.claimed_by is None for j in rows.values())
+    assert adobe_rows(wd) == ["calm.jpg", "storm1.jpg"]
+
+
+def test_dead_letter_summary_flow_logs_and_publishes_the_report(prefect_harness, tmp_path):
+    from flows.dead_letter_summary import dead_letter_summary
+
+    wd = new_workdir(tmp_path)
+    store = open_store(wd)
+    for job_id, error_class in (("a", "exhausted:503"), ("b", "blocked:SAFETY"), ("c", "exhausted:503")):
+        store.park(job_id, payload={"asset": f"{job_id}.jpg"}, model="m", error_class=error_class,
+                   error_message="x", attempts=1, asset_name=f"{job_id}.jpg")
+    state = dead_letter_summary(workdir=str(wd.root), return_state=True)
+    assert state.is_completed()
+    lines = state.result().splitlines()
+    assert lines[:3] == ["dead-letter: 3 parked", "     2  exhausted:503", "     1  blocked:SAFETY"]
+    assert lines[3].startswith("  oldest parked job: ") and lines[3].endswith(" old")
+    assert "dead-letter: 3 parked" in flow_run_logs(state)
+    mine = [a for a in read_artifacts("dead-letter-summary") if a.flow_run_id == state.state_details.flow_run_id]
+    assert len(mine) == 1 and "dead-letter: 3 parked" in mine[0].data and "| `exhausted:503` | 2 |" in mine[0].data
+
+    empty = new_workdir(tmp_path / "empty")
+    assert dead_letter_summary(workdir=str(empty.root)) == "dead-letter: clean (0 parked)"
+
+
+def read_artifacts(key: str | None = None) -> list:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        if key is None:
+            return client.read_artifacts()
+        return client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))

@@ -1,0 +1,279 @@
+"""The upload stage over real servers: ledger gate, reconciliation, retries, stops, parallel files."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import pytest
+
+from tasks.core.settings import AgencySettings
+from tasks.stores.ledger import Ledger
+from tasks.transports.ftp import FtpTarget
+from tasks.core.records import UploadItem
+from tasks.stages.upload import upload_agency
+from tests.fakes.servers import (  # noqa: F401  (fixtures)
+    PASSWORD,
+    USER,
+    ftp_server,
+    ftps_cert,
+    ftps_server,
+    known_hosts,
+    sftp_server,
+)
+
+
+def make_items(wd, n: int, size: int = 40_000, prefix: str = "img") -> list[UploadItem]:
+    """Upload-ready files in packs/ready, each with the digest of a (pretend) source image."""
+    ready = wd.packs / "ready"
+    ready.mkdir(parents=True, exist_ok=True)
+    items = []
+    for i in range(n):
+        path = ready / f"{prefix}_{i:03d}.jpg"
+        path.write_bytes(os.urandom(size + i))
+        items.append(UploadItem(path.name, path, hashlib.sha256(f"source-{prefix}-{i}".encode()).hexdigest()))
+    return items
+
+
+def ledger_names(wd, agency: str) -> list[str]:
+    return sorted(e.filename for e in Ledger(wd.ledger).read().entries if e.agency == agency)
+
+
+class Sleeps(list):
+    def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+@pytest.fixture
+def ftp_settings(ftp_server, monkeypatch):
+    monkeypatch.setenv("MICROSTOCK_DREAMSTIME_PASSWORD", PASSWORD)
+    return AgencySettings(target=ftp_server.url(), timeout_s=5, retry_delay_s=0.01)
+
+
+def test_default_outbox_then_a_rerun_sends_nothing(workdir):
+    items = make_items(workdir, 3)
+    first = upload_agency(workdir, "adobe", items)
+    assert sorted(first.uploaded) == [i.name for i in items] and first.failed == {} and first.stopped is None
+    for item in items:
+        assert (workdir.outbox("adobe") / item.name).read_bytes() == item.path.read_bytes()
+    second = upload_agency(workdir, "adobe", items)
+    assert second.uploaded == [] and sorted(second.already) == [i.name for i in items]
+    assert ledger_names(workdir, "adobe") == [i.name for i in items]
+
+
+def test_over_ftp_each_file_is_sent_once_and_recorded_once(workdir, ftp_server, ftp_settings):
+    items = make_items(workdir, 4)
+    report = upload_agency(workdir, "dreamstime", items, ftp_settings)
+    assert sorted(report.uploaded) == [i.name for i in items]
+    assert report.target == ftp_server.url()
+    for item in items:
+        assert [e.size for e in ftp_server.log.received(item.name)] == [item.path.stat().st_size]
+    assert upload_agency(workdir, "dreamstime", items, ftp_settings).uploaded == []
+    assert ftp_server.log.stor_commands == 4
+    assert ledger_names(workdir, "dreamstime") == [i.name for i in items]
+
+
+def test_the_key_is_the_source_image_not_the_file_name(workdir, ftp_settings, ftp_server):
+    [item] = make_items(workdir, 1)
+    upload_agency(workdir, "dreamstime", [item], ftp_settings)
+    renamed = item.path.with_name("renamed.jpg")
+    renamed.write_bytes(item.path.read_bytes() + b"re-packed metadata")
+    again = upload_agency(workdir, "dreamstime", [UploadItem("renamed.jpg", renamed, item.sha256)], ftp_settings)
+    assert again.uploaded == [] and again.already == ["renamed.jpg"]
+    twins = make_items(workdir, 2, prefix="twin")
+    same_source = [twins[0], UploadItem(twins[1].name, twins[1].path, twins[0].sha256)]
+    report = upload_agency(workdir, "dreamstime", same_source, ftp_settings)
+    assert report.uploaded == [twins[0].name] and report.already == [twins[1].name]
+    assert ftp_server.log.stor_commands == 2
+
+
+def test_reconcile_records_a_file_already_on_the_server_without_sending_it(workdir, ftp_server, ftp_settings):
+    """The crash window: the server has the whole file, the ledger line was never written."""
+    items = make_items(workdir, 3)
+    ftp_server.file(items[0].name).write_bytes(items[0].path.read_bytes())  # whole
+    ftp_server.file(items[1].name).write_bytes(items[1].path.read_bytes()[:5000])  # partial
+    report = upload_agency(workdir, "dreamstime", items, ftp_settings, settle_s=0.05)
+    assert report.reconciled == [items[0].name]
+    assert sorted(report.uploaded) == [items[1].name, items[2].name]
+    assert ftp_server.log.received(items[0].name) == []  # never sent again
+    assert ftp_server.file(items[1].name).read_bytes() == items[1].path.read_bytes()
+    assert ledger_names(workdir, "dreamstime") == [i.name for i in items]
+
+
+def test_a_larger_different_file_on_the_server_is_not_overwritten(workdir, ftp_server, ftp_settings):
+    [item] = make_items(workdir, 1)
+    ftp_server.file(item.name).write_bytes(b"z" * 100_000)
+    report = upload_agency(workdir, "dreamstime", [item], ftp_settings)
+    assert "larger file" in report.failed[item.name]
+    assert ftp_server.file(item.name).read_bytes() == b"z" * 100_000
+    assert ledger_names(workdir, "dreamstime") == []
+
+
+def test_transient_faults_are_retried_on_a_fresh_connection(workdir, ftp_server, ftp_settings):
+    items = make_items(workdir, 2)
+    ftp_server.faults.refuse_next = ["421 Too many users, closing control connection.", "452 Disk full."]
+    ftp_server.faults.drop_after = [0, 10_000]  # applied to the STORs that get through
+    sleeps = Sleeps()
+    settings = ftp_settings.model_copy(update={"attempts": 5, "retry_delay_s": 0.1})
+    report = upload_agency(workdir, "dreamstime", items, settings, sleep=sleeps, settle_s=0)
+    assert sorted(report.uploaded) == [i.name for i in items] and report.failed == {}
+    backoff = [s for s in sleeps if s]
+    assert len(backoff) == 4 and all(0.05 <= s <= 0.8 for s in backoff)  # doubling with jitter
+    assert backoff[3] >= 0.1 * 2 ** 3 * 0.5
+    assert sleeps.count(0) == 2  # the partial files left by the two drops were watched before replacing
+    for item in items:
+        assert len(ftp_server.log.received(item.name)) == 1
+        assert ftp_server.file(item.name).read_bytes() == item.path.read_bytes()
+
+
+def test_a_file_that_keeps_failing_is_left_pending_and_the_rest_go_on(workdir, ftp_server, ftp_settings):
+    items = make_items(workdir, 3)
+    ftp_server.faults.refuse_next = ["452 Insufficient storage space."] * 3  # all attempts of the first file
+    report = upload_agency(workdir, "dreamstime", items, ftp_settings, sleep=Sleeps())
+    assert list(report.failed) == [items[0].name]
+    assert "gave up after 3 attempts" in report.failed[items[0].name] and "452" in report.failed[items[0].name]
+    assert sorted(report.uploaded) == [items[1].name, items[2].name]
+    assert ledger_names(workdir, "dreamstime") == [items[1].name, items[2].name]
+    retry = upload_agency(workdir, "dreamstime", items, ftp_settings)  # the next run sends only it
+    assert retry.uploaded == [items[0].name]
+
+
+def test_a_refused_login_stops_the_agency_at_once_with_one_clear_message(workdir, ftp_server, monkeypatch):
+    monkeypatch.setenv("MICROSTOCK_DREAMSTIME_PASSWORD", "wrong-password-123")
+    items = make_items(workdir, 5)
+    sleeps = Sleeps()
+    report = upload_agency(workdir, "dreamstime", items, AgencySettings(target=ftp_server.url(), timeout_s=5),
+                           sleep=sleeps)
+    assert report.uploaded == [] and report.failed == {}
+    assert sorted(report.not_tried) == [i.name for i in items]
+    assert "login refused" in report.stopped and "MICROSTOCK_DREAMSTIME_PASSWORD" in report.stopped
+    assert "microstock-dreamstime-password" in report.stopped
+    assert "wrong-password-123" not in report.stopped
+    assert sleeps == []  # no retries of a refused login
+    assert not workdir.ledger.exists() or ledger_names(workdir, "dreamstime") == []
+
+
+def test_parallel_files_use_several_connections_and_send_each_once(workdir, ftp_server, ftp_settings):
+    items = make_items(workdir, 9)
+    opened = []
+
+    def opener(agency, settings, wd):
+        transport = FtpTarget("127.0.0.1", ftp_server.port, USER, PASSWORD, timeout=5)
+        opened.append(transport)
+        return transport
+
+    ftp_server.faults.rate = 2_000_000
+    report = upload_agency(workdir, "dreamstime", items, ftp_settings.model_copy(update={"parallel_files": 3}),
+                           opener=opener)
+    assert sorted(report.uploaded) == [i.name for i in items]
+    assert len(opened) == 3
+    for item in items:
+        assert len(ftp_server.log.received(item.name)) == 1
+    assert len(Ledger(workdir.ledger).read().entries) == 9
+
+
+def test_sftp_through_the_factory_with_known_hosts(workdir, sftp_server, known_hosts, monkeypatch, tmp_path):
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "known_hosts").write_text(known_hosts.read_text())
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("MICROSTOCK_ADOBE_PASSWORD", PASSWORD)
+    items = make_items(workdir, 3)
+    report = upload_agency(workdir, "adobe", items, AgencySettings(target=sftp_server.url(), timeout_s=5))
+    assert sorted(report.uploaded) == [i.name for i in items]
+    for item in items:
+        assert sftp_server.file(item.name).read_bytes() == item.path.read_bytes()
+    assert all(e.remote_path.startswith(sftp_server.url()) for e in Ledger(workdir.ledger).read().entries)
+
+
+def test_sftp_unknown_host_stops_the_agency(workdir, sftp_server, monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path / "empty-home"))
+    monkeypatch.setenv("MICROSTOCK_ADOBE_PASSWORD", PASSWORD)
+    items = make_items(workdir, 2)
+    report = upload_agency(workdir, "adobe", items, AgencySettings(target=sftp_server.url(), timeout_s=5))
+    assert "not in" in report.stopped and "known_hosts" in report.stopped
+    assert sorted(report.not_tried) == [i.name for i in items]
+
+
+def test_ftps_through_the_factory_verifies_the_certificate(workdir, ftps_server, ftps_cert, monkeypatch):
+    monkeypatch.setenv("MICROSTOCK_VECTEEZY_PASSWORD", PASSWORD)
+    monkeypatch.setenv("SSL_CERT_FILE", str(ftps_cert))  # the test CA, as a system CA would be
+    items = make_items(workdir, 2)
+    report = upload_agency(workdir, "vecteezy", items, AgencySettings(target=ftps_server.url(), timeout_s=5))
+    assert sorted(report.uploaded) == [i.name for i in items]
+    for item in items:
+        assert ftps_server.file(item.name).read_bytes() == item.path.read_bytes()
+
+
+def test_a_confirmed_file_that_vanished_stops_the_agency_and_is_not_resent(workdir, ftp_server, ftp_settings):
+    handler = ftp_server._server.handler
+    received = handler.on_file_received
+
+    def moved_away(self, file):
+        received(self, file)
+        os.remove(file)
+
+    handler.on_file_received = moved_away
+    items = make_items(workdir, 3)
+    report = upload_agency(workdir, "dreamstime", items, ftp_settings)
+    assert "not there" in report.stopped and "remote_keeps_files" in report.stopped
+    assert report.uploaded == [] and ftp_server.log.stor_commands == 1
+    assert ledger_names(workdir, "dreamstime") == []
+    trusting = upload_agency(workdir, "dreamstime", items, ftp_settings.model_copy(update={"remote_keeps_files": False}))
+    assert sorted(trusting.uploaded) == [i.name for i in items]
+
+
+def test_bad_target_stops_only_with_a_message(workdir):
+    report = upload_agency(workdir, "adobe", make_items(workdir, 1), AgencySettings(target="gopher://x/"))
+    assert "agencies.adobe.target" in report.stopped and report.not_tried == ["img_000.jpg"]
+
+
+def test_another_run_holding_the_agency_stops_this_one(workdir):
+    items = make_items(workdir, 1)
+    with Ledger(workdir.ledger).agency_lock("adobe"):
+        report = upload_agency(workdir, "adobe", items)
+    assert "another run is uploading to adobe" in report.stopped
+    assert upload_agency(workdir, "adobe", items).uploaded == [items[0].name]
+
+
+def test_an_unwritable_ledger_stops_the_agency_after_the_upload(workdir, ftp_server, ftp_settings, monkeypatch):
+    items = make_items(workdir, 2)
+    workdir.ledger.write_text("")
+    from tasks.stores import ledger as ledger_module
+    from tasks.core.errors import StoreUnavailable
+
+    def full(*args, **kwargs):
+        raise StoreUnavailable(f"{workdir.ledger}: cannot append to the ledger (No space left on device)")
+
+    record = ledger_module.Ledger.record
+    monkeypatch.setattr(ledger_module.Ledger, "record", full)
+    report = upload_agency(workdir, "dreamstime", items, ftp_settings)
+    assert "No space left" in report.stopped and "next run finds it there" in report.stopped
+    assert ftp_server.log.stor_commands == 1  # stopped after the first file
+    monkeypatch.setattr(ledger_module.Ledger, "record", record)  # room again
+    second = upload_agency(workdir, "dreamstime", items, ftp_settings)
+    assert second.reconciled == [items[0].name] and second.uploaded == [items[1].name]
+
+
+def test_nothing_pending_means_no_connection(workdir):
+    def opener(*args):
+        raise AssertionError("connected although nothing was pending")
+
+    assert upload_agency(workdir, "adobe", [], opener=opener).uploaded == []
+
+
+def test_an_unreachable_server_stops_the_agency_after_one_files_attempts(workdir, monkeypatch):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens here once closed
+    monkeypatch.setenv("MICROSTOCK_DREAMSTIME_PASSWORD", PASSWORD)
+    items = make_items(workdir, 4)
+    sleeps = Sleeps()
+    report = upload_agency(workdir, "dreamstime", items,
+                           AgencySettings(target=f"ftp://{USER}@127.0.0.1:{port}/", timeout_s=2, attempts=3),
+                           sleep=sleeps)
+    assert "cannot connect after 3 attempts" in report.stopped and "refused" in report.stopped
+    assert sorted(report.not_tried) == [i.name for i in items] and report.failed == {}
+    assert len(sleeps) == 2  # one file's backoff, not four
