@@ -49,7 +49,7 @@ STATES = ("cold", "warm", "appended")
 def build(root: Path, lines: int, assets: int) -> Path:
     """A workdir with ``assets`` described + packed assets and a ``lines``-line ledger; returns its root."""
     from tasks.core.records import Asset
-    from tasks.stores.ledger import HEADER
+    from tasks.stores.ledger_lines import HEADER
     from tasks.core.records import Metadata, write_sidecar
     from tasks.core.workdir import Workdir
 

@@ -281,6 +281,7 @@ def finish_batch(wd: Workdir, report: PackReport) -> PackReport:
     """Log each rejected and held-back asset, write the batch ZIP (with the CSVs as they are now) and
     ``reports/pack.json``; returns ``report`` with ``zip_path`` set."""
     log = _logger()
+    log.info("%d packed now, %d already current from an earlier run", len(report.packed_now), len(report.reused))
     for name, reason in report.rejected.items():
         log.warning("rejected %s: %s", name, reason)
     for agency, held in report.held_back.items():

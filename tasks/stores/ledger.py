@@ -30,7 +30,7 @@ import errno
 import fcntl
 import hashlib
 import os
-import re
+
 import threading
 from collections.abc import Iterator, Mapping
 from collections.abc import Set as AbstractSet
@@ -42,6 +42,7 @@ from typing import BinaryIO
 
 from tasks.agencies.catalog import agency_names
 from tasks.core.errors import AgencyBusy, StoreUnavailable
+from tasks.stores.ledger_lines import HEADER, SHA256_TOKEN, Entry, clean_field, parse_line, salvage, tail_key
 from tasks.stores.ledger_index import (
     DoneDigests,
     IndexedPrefix,
@@ -52,14 +53,8 @@ from tasks.stores.ledger_index import (
     save_index,
 )
 
-HEADER = (
-    "# microstock upload ledger: one line per confirmed upload.\n"
-    "# fields (tab-separated): utc_timestamp  agency  filename  sha256_of_source_image  remote_path\n"
-    "# delete a line to make that upload pending again; add one with `microstock ledger done AGENCY FILE`.\n"
-)
 _HEX = "0123456789abcdef"
 _HEX_BYTES = _HEX.encode()
-_SHA256_TOKEN = re.compile(r"^[0-9a-fA-F]{64}$")
 _TAIL_COUNTS = "last line has no newline (an append was cut short); it names its agency and SHA-256, so it counts"
 _CHUNK = 1 << 20
 #: A ledger this long (or this many lines longer than its index) gets its digest index (re)written.
@@ -76,25 +71,6 @@ def _new_reader_lock() -> None:
 os.register_at_fork(after_in_child=_new_reader_lock)
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One confirmed upload."""
-
-    timestamp: str
-    agency: str
-    filename: str
-    sha256: str
-    remote_path: str
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.agency, self.sha256)
-
-    def line(self) -> str:
-        """The entry as one ledger line, newline included."""
-        return "\t".join((self.timestamp, self.agency, self.filename, self.sha256, self.remote_path)) + "\n"
-
-
 @dataclass
 class LedgerState:
     """What the ledger file says: the confirmed uploads, plus the lines it had to question."""
@@ -104,69 +80,12 @@ class LedgerState:
     done: Mapping[str, AbstractSet[str]] = field(default_factory=dict)
     #: (line number, reason) for every malformed line and a torn last line.
     problems: list[tuple[int, str]] = field(default_factory=list)
-    #: The file read (for :attr:`entries`); None for a ledger that does not exist.
-    path: Path | None = field(default=None, repr=False)
-
-    @property
-    def entries(self) -> list[Entry]:
-        """Every well-formed entry in file order, parsed from the file on first use.
-
-        For people and tests: it reads the file again, line by line (deciding
-        what is done needs only :attr:`done`, which is far smaller).
-        """
-        if self._entries is None:
-            self._entries = [] if self.path is None else list(_iter_entries(self.path))
-        return self._entries
-
-    _entries: list[Entry] | None = field(default=None, init=False, repr=False)
-
     def done_for(self, agency: str) -> AbstractSet[str]:
         """The digests already uploaded to ``agency`` (an empty set when none)."""
         return self.done.get(agency, frozenset())
 
-    def done_keys(self) -> set[tuple[str, str]]:
-        """Every (agency, sha256) key in the ledger."""
-        return {(agency, sha) for agency, shas in self.done.items() for sha in shas}
-
     def is_done(self, agency: str, sha256: str) -> bool:
         return sha256 in self.done_for(agency)
-
-
-def _clean(value: str) -> str:
-    """Fields never hold tabs or line breaks (they would break the format)."""
-    return re.sub(r"[\t\r\n]+", " ", value)
-
-
-def parse_line(line: str) -> Entry:
-    """One ledger line to an Entry; ValueError with the reason when it is malformed.
-
-    Agency and digest are normalised (stripped, lower case). An agency outside
-    the known ones is malformed: it would never match a pending upload.
-    """
-    fields = line.rstrip("\r").split("\t")
-    if len(fields) != 5:
-        hint = " (tabs turned into spaces?)" if len(fields) == 1 and " " in line else ""
-        raise ValueError(f"expected 5 tab-separated fields, found {len(fields)}{hint}")
-    ts, agency, filename, sha, remote = (f.strip() for f in fields)
-    agency, sha = agency.lower(), sha.lower()
-    if not _SHA256_TOKEN.match(sha):
-        raise ValueError("field 4 is not a SHA-256 hex digest")
-    if agency not in agency_names():
-        raise ValueError(f"unknown agency {agency!r} (known: {', '.join(agency_names())})")
-    if not filename:
-        raise ValueError("the filename is empty")
-    return Entry(ts, agency, filename, sha, remote)
-
-
-def salvage(line: str) -> tuple[str, str] | None:
-    """The (agency, sha256) a malformed line still names unambiguously, else None."""
-    tokens = line.replace("\t", " ").split()
-    known = agency_names()
-    agencies = {t.lower() for t in tokens if t.lower() in known}
-    digests = {t.lower() for t in tokens if _SHA256_TOKEN.match(t)}
-    if len(agencies) == 1 and len(digests) == 1:
-        return agencies.pop(), digests.pop()
-    return None
 
 
 @dataclass
@@ -242,7 +161,7 @@ def _torn_tail(number: int, line: str) -> tuple[tuple[str, str] | None, tuple[in
     """An unterminated last line: the key it still names, and what to report about it."""
     if not line.strip() or line.lstrip().startswith("#"):
         return None, None
-    key = _tail_key(line)
+    key = tail_key(line)
     if key:
         return key, (number, _TAIL_COUNTS)
     return None, (number, "torn last line (no newline: an append was cut short); ignored")
@@ -300,7 +219,7 @@ class Ledger:
             save_index(index_file, IndexedPrefix(scan.end, scan.lines, problems, digests), scan.hash.hexdigest(), mode)
         elif base is None:
             discard_index(index_file)
-        state = LedgerState(path=self.path)
+        state = LedgerState()
         state.problems = (base.problems + scan.problems) if base else scan.problems
         state.done = scan.done
         key, problem = _torn_tail(scan.lines + 1, scan.torn.decode("utf-8", errors="replace"))
@@ -324,12 +243,12 @@ class Ledger:
         StoreUnavailable when the ledger cannot be written.
         """
         sha256 = sha256.strip().lower()
-        agency = _clean(agency).strip().lower()
-        filename = _clean(filename).strip()
-        if not _SHA256_TOKEN.match(sha256) or not agency or not filename:
+        agency = clean_field(agency).strip().lower()
+        filename = clean_field(filename).strip()
+        if not SHA256_TOKEN.match(sha256) or not agency or not filename:
             raise ValueError(f"not a ledger entry: agency={agency!r} filename={filename!r} sha256={sha256!r}")
         entry = Entry(datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                      agency, filename, sha256, _clean(remote_path).strip())
+                      agency, filename, sha256, clean_field(remote_path).strip())
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -383,7 +302,7 @@ class Ledger:
         else:
             cut = 0
         text = tail.decode("utf-8", errors="replace")
-        if _tail_key(text) or text.lstrip().startswith("#"):
+        if tail_key(text) or text.lstrip().startswith("#"):
             return "\n"
         os.ftruncate(fd, cut)
         return HEADER if cut == 0 else ""
@@ -410,40 +329,6 @@ class Ledger:
             yield
         finally:
             os.close(fd)
-
-
-def _iter_entries(path: Path) -> Iterator[Entry]:
-    """The well-formed entries of the file, and a cut-off last line that names its key."""
-    try:
-        fh = open(path, encoding="utf-8", errors="replace", newline="\n")
-    except FileNotFoundError:
-        return
-    with fh:
-        for line in fh:
-            if line.endswith("\n"):
-                if line.strip() and not line.lstrip().startswith("#"):
-                    try:
-                        yield parse_line(line[:-1])
-                    except ValueError:
-                        pass
-            elif _tail_key(line):
-                yield parse_line("\t".join(line.split("\t")[:5]))
-
-
-def _tail_key(tail: str) -> tuple[str, str] | None:
-    """The key of an unterminated last line, when it already holds one.
-
-    A line is written only after its upload was confirmed, so a cut-off line
-    whose agency and SHA-256 fields are complete records a real upload. The
-    digest must be followed by its tab: a digest at the very end may be cut.
-    """
-    fields = tail.split("\t")
-    if len(fields) < 5:
-        return None
-    agency, sha = fields[1].strip().lower(), fields[3].strip().lower()
-    if agency in agency_names() and _SHA256_TOKEN.match(sha):
-        return agency, sha
-    return None
 
 
 def _all_hex(text: str) -> bool:

@@ -56,6 +56,13 @@ def test_workdir_defaults_to_env_then_local_folder(cli_env, prefect_harness, tmp
     assert (tmp_path / "from-env" / "outbox" / "adobe").is_dir()
     assert not (tmp_path / "microstock-data").exists()
     assert not (tmp_path / "from-env" / ".prefect").exists()  # with PREFECT_API_URL set, no local Prefect home
+    # Without MICROSTOCK_WORKDIR: ./microstock-data in the folder the command runs in.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env.pop("MICROSTOCK_WORKDIR")
+    status = microstock(["ledger", "status"], env, elsewhere)
+    assert status.returncode == 0, status.stderr[-3000:]
+    assert str(elsewhere / "microstock-data") in status.stdout.replace("\n", "")
 
 
 @pytest.mark.parametrize(

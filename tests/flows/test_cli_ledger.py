@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 from flows.cli import app
 from tasks.core.records import Asset
 from tasks.core.files import sha256_file
-from tasks.stores.ledger import Ledger
 from tasks.core.records import Metadata, write_sidecar
+from tests.fakes.ledger import ledger_entries
 
 runner = CliRunner()
 
@@ -54,13 +54,13 @@ def test_pending_lists_described_packed_files_per_agency(described):
 def test_done_records_the_source_digest_and_pending_shrinks(described):
     result = cli(described, "done", "adobe", "city.png")
     assert result.exit_code == 0 and "recorded city.jpg as uploaded to adobe" in result.stdout
-    [entry] = Ledger(described.ledger).read().entries
+    [entry] = ledger_entries(described.ledger)
     assert (entry.agency, entry.filename) == ("adobe", "city.jpg")
     assert entry.sha256 == sha256_file(described.assets / "city.png")  # the source image, not the packed file
     assert "adobe\tcity.jpg" not in cli(described, "pending").stdout
     again = cli(described, "done", "adobe", "city.jpg")  # by its upload-ready name: the same asset
     assert again.exit_code == 0 and "already recorded" in again.stdout
-    assert len(Ledger(described.ledger).read().entries) == 1
+    assert len(ledger_entries(described.ledger)) == 1
 
 
 def test_done_refuses_unknown_files_and_agencies(described):

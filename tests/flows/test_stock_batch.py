@@ -9,8 +9,8 @@ import pyexiv2
 import pytest
 from PIL import Image
 
-from tasks.stores.ledger import Ledger
 from tasks.core.workdir import Workdir
+from tests.fakes.ledger import ledger_entries
 
 HEADERS = {
     "adobe": "Filename,Title,Keywords,Category,Releases",
@@ -50,7 +50,7 @@ def test_generated_batch_reaches_every_agency(generated_batch):
         assert got_header == header
         assert sorted(r["Filename"] for r in rows) == assets
         assert sorted(p.name for p in wd.outbox(agency).iterdir()) == assets
-    entries = Ledger(wd.ledger).read().entries
+    entries = ledger_entries(wd.ledger)
     assert sorted((e.agency, e.filename) for e in entries) == sorted((a, n) for a in HEADERS for n in assets)
 
 
@@ -68,7 +68,7 @@ def test_second_run_repeats_nothing(generated_batch):
     assert second["described"] == 3
     assert sum(second["uploaded_now"].values()) == 0
     assert second["uploaded_total"] == {"adobe": 3, "vecteezy": 3, "dreamstime": 3}
-    assert len(Ledger(wd.ledger).read().entries) == 9
+    assert len(ledger_entries(wd.ledger)) == 9
     for agency in HEADERS:
         assert len(csv_rows(wd.csv / f"{agency}.csv")[1]) == 3
 

@@ -71,7 +71,7 @@ def test_batch_is_nightly_and_summary_daily_and_replay_manual(deployments):
     assert deployments["replay-dead-letters"]["schedules"] == []
 
 
-def test_two_batches_never_overlap(deployments):
+def test_the_batch_deployment_lets_one_run_at_a_time(deployments):
     assert deployments["stock-batch"]["concurrency_limit"] == 1
 
 

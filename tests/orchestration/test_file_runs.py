@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from tasks.stores.ledger import Ledger
 from tasks.core.workdir import Workdir
+from tests.fakes.ledger import ledger_entries
 from tests.fakes.servers import PASSWORD, ftp_server, ftps_cert, ftps_server, sftp_server  # noqa: F401  (fixtures)
 
 
@@ -81,7 +81,7 @@ timeout_s = 10
     assert list(summary["upload_stopped"]) == ["dreamstime"]  # the refused login reaches the summary, once
     assert "not-the-password" not in summary["upload_stopped"]["dreamstime"]
     assert summary["upload_not_tried"]["dreamstime"] >= 2
-    entries = Ledger(workdir.ledger).read().entries
+    entries = ledger_entries(workdir.ledger)
     assert sorted((e.agency, e.filename) for e in entries) == sorted(
         (a, n) for a in ("adobe", "vecteezy") for n in assets)
     # stages (assets, pack, csv, zip) + 3 describe + 3 agencies + 3 adobe + 3 vecteezy + 1 dreamstime files
@@ -103,11 +103,21 @@ timeout_s = 10
     assert {p.name: p.read_bytes() for p in ftp_server.root.iterdir()} == ready
     for server in (sftp_server, ftps_server, ftp_server):
         assert all(len(server.log.received(name)) == 1 for name in ready)
-    assert len(Ledger(workdir.ledger).read().entries) == 9
+    assert len(ledger_entries(workdir.ledger)) == 9
 
 
 def test_parallel_file_workers_run_each_file_in_a_task_run_of_the_flow_and_a_file_left_pending_fails_its_run(
-        prefect_harness, workdir):
+        prefect_harness, workdir, monkeypatch):
+    from tasks.transports import targets
+
+    opened = []
+
+    class CountedFolder(targets.LocalFolder):  # the real local target, counted: one per worker
+        def __init__(self, folder):
+            super().__init__(folder)
+            opened.append(folder)
+
+    monkeypatch.setattr(targets, "LocalFolder", CountedFolder)
     workdir.config_file.write_text("[agencies.adobe]\nparallel_files = 3\n")
     first, _ = run_batch(workdir, count=4, agencies=["vecteezy"])
     ready = sorted(p.name for p in (workdir.packs / "ready").iterdir())
@@ -116,8 +126,10 @@ def test_parallel_file_workers_run_each_file_in_a_task_run_of_the_flow_and_a_fil
     blocker.parent.mkdir(parents=True, exist_ok=True)
     blocker.write_bytes(b"x" * ((workdir.packs / "ready" / ready[0]).stat().st_size + 1))
 
+    opened.clear()
     summary, flow_run_id = run_batch(workdir, count=4, agencies=["adobe"])
     assert summary["uploaded_now"] == {"adobe": 3}
+    assert opened == [workdir.outbox("adobe")] * 3  # three workers, a connection each
     runs = task_runs(flow_run_id, expected=4 + 4 + 1)  # stages + the files' runs + the agency's run
     files = {n: s for n, s in runs.items() if n.startswith("upload-adobe-")}
     assert set(files) == {f"upload-adobe-{name}" for name in ready}  # the worker threads' runs belong to the flow run

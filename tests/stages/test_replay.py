@@ -18,8 +18,8 @@ from PIL import Image
 from tasks.stores.dead_letter_sqlite import open_store
 from tasks.gemini.describer import GeminiDescriber
 from tasks.core.files import sha256_file
-from tasks.stores.ledger import Ledger
 from tasks.core.workdir import Workdir
+from tests.fakes.ledger import ledger_entries
 from tests.fakes.gemini import FAKE_KEY, FakeGemini, error, finished, slow
 from tests.stages.test_describe import COLOURS, Script, flow_run_logs
 
@@ -113,7 +113,7 @@ def test_replay_recovers_parked_jobs_and_takes_them_to_csv_and_outbox(prefect_ha
     assert all(j.claimed_by is None for j in after.values())
     assert adobe_rows(wd) == ["calm.jpg", "storm1.jpg", "storm2.jpg"]
     assert sorted(p.name for p in wd.outbox("adobe").iterdir()) == ["calm.jpg", "storm1.jpg", "storm2.jpg"]
-    ledger = {e.filename: e.sha256 for e in Ledger(wd.ledger).read().entries}
+    ledger = {e.filename: e.sha256 for e in ledger_entries(wd.ledger)}
     assert ledger["storm1.jpg"] == sha256_file(wd.assets / "storm1.jpg")
     assert open_store(wd).summary().by_class == [("blocked:SAFETY", 1)]
 

@@ -12,6 +12,7 @@ from tasks.stores.ledger import Ledger
 from tasks.transports.ftp import FtpTarget
 from tasks.core.records import UploadItem
 from tasks.stages.upload import upload_agency
+from tests.fakes.ledger import ledger_entries
 from tests.fakes.servers import (  # noqa: F401  (fixtures)
     PASSWORD,
     USER,
@@ -36,7 +37,7 @@ def make_items(wd, n: int, size: int = 40_000, prefix: str = "img") -> list[Uplo
 
 
 def ledger_names(wd, agency: str) -> list[str]:
-    return sorted(e.filename for e in Ledger(wd.ledger).read().entries if e.agency == agency)
+    return sorted(e.filename for e in ledger_entries(wd.ledger) if e.agency == agency)
 
 
 class Sleeps(list):
@@ -169,7 +170,7 @@ def test_parallel_files_use_several_connections_and_send_each_once(workdir, ftp_
     assert len(opened) == 3
     for item in items:
         assert len(ftp_server.log.received(item.name)) == 1
-    assert len(Ledger(workdir.ledger).read().entries) == 9
+    assert len(ledger_entries(workdir.ledger)) == 9
 
 
 def test_sftp_through_the_factory_with_known_hosts(workdir, sftp_server, known_hosts, monkeypatch, tmp_path):
@@ -183,7 +184,7 @@ def test_sftp_through_the_factory_with_known_hosts(workdir, sftp_server, known_h
     assert sorted(report.uploaded) == [i.name for i in items]
     for item in items:
         assert sftp_server.file(item.name).read_bytes() == item.path.read_bytes()
-    assert all(e.remote_path.startswith(sftp_server.url()) for e in Ledger(workdir.ledger).read().entries)
+    assert all(e.remote_path.startswith(sftp_server.url()) for e in ledger_entries(workdir.ledger))
 
 
 def test_sftp_unknown_host_stops_the_agency(workdir, sftp_server, monkeypatch, tmp_path):

@@ -32,6 +32,7 @@ import pytest
 
 from tasks.stores.ledger import Ledger
 from tasks.core.workdir import Workdir
+from tests.fakes.ledger import ledger_entries
 from tests.fakes.servers import PASSWORD, FtpServer
 
 pytestmark = pytest.mark.crash
@@ -157,7 +158,7 @@ def test_sigkill_at_random_moments_never_loses_or_duplicates_an_upload(tmp_path,
         assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
         kills += 1
         confirmed_unrecorded = {e.name for e in server.log.received()} - {
-            e.filename for e in Ledger(wd.ledger).read().entries}
+            e.filename for e in ledger_entries(wd.ledger)}
         assert len(confirmed_unrecorded) == 1
 
         while kills < KILLS:
