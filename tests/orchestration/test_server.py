@@ -267,7 +267,7 @@ def test_secrets_set_saves_a_block_without_showing_the_value(served):
     assert re.search(r"microstock-vecteezy-password\s+│\s+—", listed.stdout)
     assert SECRET not in listed.stdout + listed.stderr
     # What a run reads: the env var first, else the block.
-    probe = ("from tasks.secrets import agency_password, gemini_key; "
+    probe = ("from tasks.core.secrets import agency_password, gemini_key; "
              "print(gemini_key() == %r, agency_password('adobe') == %r, agency_password('vecteezy'))" % (SECRET, SECRET))
     read = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
     assert read.stdout.split() == ["True", "True", "None"], read.stderr[-2000:]
@@ -310,7 +310,7 @@ def test_example_automation_notifies_when_a_job_is_parked(served, tmp_path):
                                  capture_output=True, text=True, timeout=120)
         assert created.returncode == 0, created.stdout + created.stderr
 
-        emit = ("from tasks import events; "
+        emit = ("from tasks.observe import events; "
                 "events.job_parked('%s', 'sunset_017.jpg', 'blocked:SAFETY', 1, 'gemini-2.5-flash')" % ("cd" * 32))
         sent = subprocess.run([sys.executable, "-c", emit], env=env, capture_output=True, text=True, timeout=120)
         assert sent.returncode == 0, sent.stderr[-2000:]
