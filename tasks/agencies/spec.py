@@ -217,11 +217,11 @@ def parse_spec(text: str, origin: str) -> AgencySpec:
     try:
         return AgencySpec.model_validate(tomllib.loads(text))
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{origin}: not valid TOML: {exc}") from None
+        raise ConfigError(f"{origin}: not valid TOML: {exc}") from exc
     except ValidationError as exc:
         err = exc.errors()[0]
         key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        raise ConfigError(f"{origin}: {key}: {err['msg']}") from None
+        raise ConfigError(f"{origin}: {key}: {err['msg']}") from exc
 
 
 def shipped_spec_names() -> set[str]:

@@ -45,7 +45,11 @@ the code that calls them: :func:`tasks.gemini.client.map_gemini_errors`,
 :func:`tasks.transports.base.socket_errors`), :func:`tasks.images.inspect.pillow_errors`.
 
 Every message is safe to show a user: boundaries build messages from codes
-and reasons, never from request headers, URLs with credentials or keys.
+and reasons, never from request headers, URLs with credentials or keys. A
+mapped error keeps its cause (``raise Mapped(...) from exc``) except where the
+cause's text could carry a secret: the Gemini SDK's errors (they hold the
+whole request and response), FTP replies (a server may echo the password),
+SSH authentication and key files, target URLs.
 """
 
 from __future__ import annotations

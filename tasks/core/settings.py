@@ -90,11 +90,11 @@ def load_settings(path: Path | None) -> Settings:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from None
+        raise ConfigError(f"{path}: cannot read: {exc}") from exc
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         key = ".".join(str(p) for p in err["loc"]) or "(top level)"
         msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        raise ConfigError(f"{path}: {key}: {msg}") from None
+        raise ConfigError(f"{path}: {key}: {msg}") from exc

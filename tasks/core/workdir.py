@@ -78,5 +78,5 @@ class Workdir:
             probe.write_bytes(b"")
             probe.unlink()
         except OSError as exc:
-            raise ConfigError(f"workdir {self.root} is not usable: {exc.strerror or exc}") from None
+            raise ConfigError(f"workdir {self.root} is not usable: {exc.strerror or exc}") from exc
         return self

@@ -94,4 +94,4 @@ def embed_metadata(jpeg: bytes, title: str, description: str, keywords: Sequence
                 img.modify_raw_xmp(fixed)
             return img.get_bytes()
     except RuntimeError as exc:
-        raise BadInput(name, f"cannot embed metadata ({exc})") from None
+        raise BadInput(name, f"cannot embed metadata ({exc})") from exc

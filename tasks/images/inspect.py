@@ -97,14 +97,14 @@ def pillow_errors(name: str) -> Iterator[None]:
     except BadInput:
         raise
     except Image.DecompressionBombError as exc:
-        raise BadInput(name, f"decompression bomb refused ({exc})") from None
-    except UnidentifiedImageError:
-        raise BadInput(name, "not an image (the content is no JPEG or PNG, whatever the extension says)") from None
-    except MemoryError:
-        raise BadInput(name, "too large to decode in the memory available") from None
+        raise BadInput(name, f"decompression bomb refused ({exc})") from exc
+    except UnidentifiedImageError as exc:
+        raise BadInput(name, "not an image (the content is no JPEG or PNG, whatever the extension says)") from exc
+    except MemoryError as exc:
+        raise BadInput(name, "too large to decode in the memory available") from exc
     except (OSError, SyntaxError, ValueError, EOFError, IndexError, KeyError, TypeError) as exc:
         # Pillow reports truncated and corrupt streams with any of these.
-        raise BadInput(name, f"truncated or corrupt image data ({exc})") from None
+        raise BadInput(name, f"truncated or corrupt image data ({exc})") from exc
 
 
 #: ``warnings.catch_warnings`` swaps process-wide state: one opener at a time.
@@ -126,7 +126,7 @@ def open_image(path: Path, *, max_pixels: int | None = None) -> Image.Image:
     try:
         size = path.stat().st_size
     except OSError as exc:
-        raise BadInput(name, f"cannot read file ({exc.strerror})") from None
+        raise BadInput(name, f"cannot read file ({exc.strerror})") from exc
     if size == 0:
         raise BadInput(name, "empty file (0 bytes)")
     with pillow_errors(name), _OPEN_LOCK, warnings.catch_warnings():

@@ -66,7 +66,7 @@ def load_specs(path: Path = PREFECT_YAML) -> list[DeploymentSpec]:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
         model = PrefectYamlModel.model_validate(raw)
     except (OSError, yaml.YAMLError, ValueError) as exc:
-        raise ConfigError(f"{path}: cannot read deployments: {exc}") from None
+        raise ConfigError(f"{path}: cannot read deployments: {exc}") from exc
     specs = []
     for d in model.deployments:
         if not d.name or not d.entrypoint or ":" not in d.entrypoint:
@@ -95,7 +95,7 @@ def load_flow(spec: DeploymentSpec):
     try:
         obj = getattr(importlib.import_module(spec.module), spec.function)
     except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"deployment {spec.name}: cannot load {spec.entrypoint}: {exc}") from None
+        raise ConfigError(f"deployment {spec.name}: cannot load {spec.entrypoint}: {exc}") from exc
     if not isinstance(obj, Flow):
         raise ConfigError(f"deployment {spec.name}: {spec.entrypoint} is not a Prefect flow")
     return obj
@@ -115,9 +115,9 @@ def runner_deployments(specs: list[DeploymentSpec], workdir: Path, timezone: str
             tz = timezone or s.timezone or "UTC"
             try:
                 ZoneInfo(tz)
-            except (ValueError, ZoneInfoNotFoundError):
+            except (ValueError, ZoneInfoNotFoundError) as exc:
                 raise ConfigError(f"deployment {spec.name}: unknown timezone {tz!r} (use an IANA name such as "
-                                  "Europe/Berlin)") from None
+                                  "Europe/Berlin)") from exc
             schedules.append(Cron(s.cron, timezone=tz))
         out.append(flow.to_deployment(
             name=spec.name,

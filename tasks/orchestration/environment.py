@@ -21,7 +21,7 @@ def set_prefect_env(workdir: Path, verbose: bool = False) -> None:
         try:
             home.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise ConfigError(f"workdir {workdir} is not usable: {exc.strerror or exc}") from None
+            raise ConfigError(f"workdir {workdir} is not usable: {exc.strerror or exc}") from exc
         os.environ["PREFECT_HOME"] = str(home)
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")

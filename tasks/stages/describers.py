@@ -90,7 +90,7 @@ def read_embedded(path) -> dict:
         with open(path, "rb") as fh, pyexiv2.ImageData(fh.read()) as img:
             xmp, iptc, exif = img.read_xmp(), img.read_iptc(), img.read_exif()
     except (OSError, RuntimeError) as exc:
-        raise BadInput(path.name, f"cannot read embedded metadata ({exc})") from None
+        raise BadInput(path.name, f"cannot read embedded metadata ({exc})") from exc
     return {
         "title": _first(xmp.get("Xmp.dc.title")) or _first(iptc.get("Iptc.Application2.ObjectName")),
         "description": _first(xmp.get("Xmp.dc.description"))

@@ -116,7 +116,7 @@ def _source_sha(src: Path, previous: dict | None) -> tuple[str, dict]:
     try:
         st = src.stat()
     except OSError as exc:
-        raise BadInput(src.name, f"cannot read file ({exc.strerror})") from None
+        raise BadInput(src.name, f"cannot read file ({exc.strerror})") from exc
     seen = (previous or {}).get("source", {})
     if seen.get("size") == st.st_size and seen.get("mtime_ns") == st.st_mtime_ns and seen.get("sha256"):
         sha = seen["sha256"]

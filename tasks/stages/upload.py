@@ -227,7 +227,7 @@ class _AgencyRun:
                 transport.close()  # the next attempt starts on a fresh connection
                 if attempt == attempts and connecting:  # the server, not this file: spare the others the wait
                     raise TargetUnusable(f"cannot connect after {attempts} attempts: {exc.message}",
-                                         code=exc.error_class) from None
+                                         code=exc.error_class) from exc
                 if attempt == attempts:
                     return self._fail(item, f"gave up after {attempts} attempts: {exc.message}")
                 delay = delay_before_retry(self.settings.retry_delay_s, attempt, exc)
@@ -257,7 +257,7 @@ class _AgencyRun:
         try:
             transport.connect()
         except PermanentError as exc:
-            raise TargetUnusable(f"cannot use {transport.display}: {exc.message}", code=exc.error_class) from None
+            raise TargetUnusable(f"cannot use {transport.display}: {exc.message}", code=exc.error_class) from exc
 
     # --- bookkeeping -----------------------------------------------------------------
 

@@ -69,14 +69,14 @@ class SQLiteDeadLetterStore(DeadLetterStore):
         try:
             con = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None)
         except sqlite3.Error as exc:
-            raise self._unavailable(exc) from None
+            raise self._unavailable(exc) from exc
         try:
             con.row_factory = sqlite3.Row
             if con.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 con.execute("PRAGMA journal_mode=WAL")
             yield con
         except sqlite3.Error as exc:
-            raise self._unavailable(exc) from None
+            raise self._unavailable(exc) from exc
         finally:
             con.close()
 

@@ -195,7 +195,7 @@ class Ledger:
             with _one_reader:  # the upload stage's agencies read at once: the first one (re)builds the index
                 return self._read()
         except OSError as exc:
-            raise StoreUnavailable(f"{self.path}: cannot read the ledger ({exc.strerror or exc})") from None
+            raise StoreUnavailable(f"{self.path}: cannot read the ledger ({exc.strerror or exc})") from exc
 
     def _read(self) -> LedgerState:
         """The index's prefix (when valid) plus the lines after it; writes or drops the index as needed."""
@@ -253,7 +253,7 @@ class Ledger:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            raise StoreUnavailable(f"{self.path}: cannot open the ledger ({exc.strerror or exc})") from None
+            raise StoreUnavailable(f"{self.path}: cannot open the ledger ({exc.strerror or exc})") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             size = os.fstat(fd).st_size
@@ -269,7 +269,7 @@ class Ledger:
                 os.ftruncate(fd, end)  # never leave half a line behind
                 raise
         except OSError as exc:
-            raise StoreUnavailable(f"{self.path}: cannot append to the ledger ({exc.strerror or exc})") from None
+            raise StoreUnavailable(f"{self.path}: cannot append to the ledger ({exc.strerror or exc})") from exc
         finally:
             os.close(fd)  # closing releases the lock
         if size == 0:
@@ -320,12 +320,12 @@ class Ledger:
         try:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            raise StoreUnavailable(f"{lock_path}: cannot open the upload lock ({exc.strerror or exc})") from None
+            raise StoreUnavailable(f"{lock_path}: cannot open the upload lock ({exc.strerror or exc})") from exc
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise AgencyBusy(f"another run is uploading to {agency} right now; this run leaves {agency} to it") from None
+            except BlockingIOError as exc:
+                raise AgencyBusy(f"another run is uploading to {agency} right now; this run leaves {agency} to it") from exc
             yield
         finally:
             os.close(fd)

@@ -139,15 +139,15 @@ def network_errors(where: str, secret: str | None = None) -> Iterator[None]:
     except MicrostockError:
         raise
     except (TimeoutError, socket.timeout) as exc:
-        raise ServiceTimeout(say(where, f"no answer in time ({str(exc) or 'timed out'})", secret)) from None
+        raise ServiceTimeout(say(where, f"no answer in time ({str(exc) or 'timed out'})", secret)) from exc
     except ssl.SSLError as exc:
-        raise NetworkError(say(where, f"TLS failure ({exc.reason or exc})", secret), code="tls") from None
+        raise NetworkError(say(where, f"TLS failure ({exc.reason or exc})", secret), code="tls") from exc
     except socket.gaierror as exc:
-        raise NetworkError(say(where, f"host name not found ({exc.strerror})", secret), code="dns") from None
+        raise NetworkError(say(where, f"host name not found ({exc.strerror})", secret), code="dns") from exc
     except EOFError as exc:
-        raise NetworkError(say(where, f"connection lost ({str(exc) or 'closed'})", secret)) from None
+        raise NetworkError(say(where, f"connection lost ({str(exc) or 'closed'})", secret)) from exc
     except OSError as exc:
-        raise NetworkError(say(where, f"connection failed ({exc.strerror or exc})", secret)) from None
+        raise NetworkError(say(where, f"connection failed ({exc.strerror or exc})", secret)) from exc
 
 
 #: OSError numbers that mean "this file was refused", not "the connection broke".

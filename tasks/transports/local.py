@@ -31,7 +31,7 @@ class LocalFolder(Transport):
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise PermanentError(f"{self.folder}: cannot create the folder ({exc.strerror})") from None
+            raise PermanentError(f"{self.folder}: cannot create the folder ({exc.strerror})") from exc
         self._open = True
 
     def close(self) -> None:
@@ -59,7 +59,7 @@ class LocalFolder(Transport):
                 os.close(dir_fd)
         except OSError as exc:
             tmp.unlink(missing_ok=True)
-            raise PermanentError(f"{target}: write failed ({exc.strerror})") from None
+            raise PermanentError(f"{target}: write failed ({exc.strerror})") from exc
 
     def remote_path(self, name: str) -> str:
         return str(self.folder / name)
