@@ -29,6 +29,12 @@ def all_specs() -> dict[str, AgencySpec]:
     return {name: load_spec(name) for name in agency_names()}
 
 
+def shortest_file_name() -> int | None:
+    """The shortest file-name limit (extension included) of any agency; None when none has one."""
+    limits = [spec.filename.max_chars for spec in all_specs().values() if spec.filename.max_chars]
+    return min(limits, default=None)
+
+
 def enabled_agencies(settings: Settings, only: list[str] | None = None) -> list[str]:
     """The enabled agencies in list order, limited to ``only`` when given.
 

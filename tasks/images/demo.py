@@ -16,6 +16,8 @@ from io import BytesIO
 
 from PIL import Image, ImageDraw, ImageFilter
 
+from tasks.agencies.catalog import shortest_file_name
+
 DEMO_SOFTWARE = "prefect-microstock offline demo generator (not a photograph)"
 DEMO_SIZE = (2400, 1800)  # 4.32 MP: above Adobe's and Vecteezy's 4 MP minimum
 
@@ -168,6 +170,12 @@ def demo_jpeg_bytes(prompt: DemoPrompt, seed: int, index: int) -> bytes:
 
 
 def generated_name(prompt: DemoPrompt, seed: int, index: int) -> str:
-    """``<slug>_<index>.jpg`` (with ``_s<seed>`` for a non-default seed); always ≤ 30 characters."""
+    """``<slug>_<index>.jpg`` (with ``_s<seed>`` for a non-default seed), within every agency's file-name limit.
+
+    The limit is the shortest any agency spec sets (Adobe's 30 characters
+    today); a spec with a shorter one would shorten the names of images
+    generated after it, never rename those already made.
+    """
     tail = (f"_s{seed}" if seed else "") + f"_{index:03d}.jpg"
-    return prompt.slug[: max(1, 30 - len(tail))].rstrip("_") + tail
+    limit = shortest_file_name() or len(prompt.slug) + len(tail)
+    return prompt.slug[: max(1, limit - len(tail))].rstrip("_") + tail

@@ -30,9 +30,13 @@ def test_demo_images_are_deterministic_varied_and_photo_sized():
     assert im.getexif()[0x010E] == DEMO_PROMPTS[0].prompt
 
 
-def test_generated_names_fit_adobe_filename_limit():
+def test_generated_names_fit_the_shortest_file_name_limit_of_the_specs():
+    from tasks.agencies.spec import load_spec
+
+    assert load_spec("adobe").filename.max_chars == 30  # the shortest today, read from adobe.toml
     for i, prompt in enumerate(DEMO_PROMPTS):
         assert len(generated_name(prompt, seed=123456, index=999 + i)) <= 30
+    assert generated_name(DEMO_PROMPTS[0], 0, 7) == "sunset_sea_007.jpg"  # names stay as they were
 
 
 def test_generate_keeps_existing_images(tmp_path):
