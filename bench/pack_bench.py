@@ -99,7 +99,7 @@ def rotated(src: Path) -> Path:
 def ours(path: Path) -> int:
     from tasks.images.ready import preview_jpegs
 
-    preview, thumb = preview_jpegs(path, PREVIEW_PX, THUMB_PX)
+    preview, thumb, _ = preview_jpegs(path, PREVIEW_PX, THUMB_PX)
     return len(preview) + len(thumb)
 
 

@@ -120,6 +120,8 @@ class ImageLimits(_Spec):
     min_megapixels: float | None = None
     max_megapixels: float | None = None
     max_bytes: int | None = None
+    #: Near-identical versions of one motif the agency takes (docs/AGENCIES.md); None: no stated cap.
+    max_versions_per_motif: int | None = Field(None, ge=1)
 
     @model_validator(mode="after")
     def _takes_what_pack_makes(self) -> "ImageLimits":

@@ -67,6 +67,9 @@ class PackSettings(_Strict):
     thumbnail_px: int = Field(400, ge=32)
     jpeg_quality: int = Field(92, ge=50, le=100)
     strip_location: bool = True
+    #: Two images whose perceptual hashes differ in at most this many of 64 bits are versions of one
+    #: motif (docs/AGENCIES.md, "Near-duplicates"); 0 groups only identical hashes.
+    similar_max_distance: int = Field(8, ge=0, le=64)
 
 
 class Settings(_Strict):

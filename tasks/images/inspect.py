@@ -43,6 +43,8 @@ class ImageRules:
     min_pixels: int
     max_pixels: int | None = None
     max_bytes: int | None = None
+    #: Versions of one motif (near-identical images) the agency takes; None: no cap.
+    max_versions: int | None = None
 
     def broken_rule(self, width: int, height: int, size_bytes: int) -> str | None:
         """The rule an image of this size breaks, in words, or None when it passes."""
@@ -64,7 +66,8 @@ def _mp(pixels: int) -> str:
 def image_rules(agency: str) -> ImageRules:
     """The pixel and size rules of ``agency``, from its spec file (``tasks/agencies/<agency>.toml``)."""
     limits = load_spec(agency).image
-    return ImageRules(agency, limits.min_pixels or 0, limits.max_pixels, limits.max_bytes)
+    return ImageRules(agency, limits.min_pixels or 0, limits.max_pixels, limits.max_bytes,
+                      limits.max_versions_per_motif)
 
 
 def all_rules() -> list[ImageRules]:

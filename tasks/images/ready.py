@@ -20,6 +20,7 @@ import threading
 from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
+from typing import NamedTuple
 
 from PIL import Image, ImageCms, ImageOps
 
@@ -27,6 +28,7 @@ from tasks.core.settings import PackSettings
 from tasks.images.inspect import open_image, pillow_errors
 from tasks.images.jpeg_segments import exif_segment, icc_segment, replace_metadata
 from tasks.images.pixels import flatten_on_white, has_alpha
+from tasks.images.similar import dhash
 
 
 def _fixed_date(icc: bytes) -> bytes:
@@ -204,13 +206,22 @@ def fit(size: tuple[int, int], long_side: int) -> tuple[int, int]:
     return max(1, round(w * scale)), max(1, round(h * scale))
 
 
-def preview_jpegs(path: Path, preview_px: int, thumbnail_px: int) -> tuple[bytes, bytes]:
-    """Preview and thumbnail JPEGs of ``path`` (upright, sRGB).
+class Previews(NamedTuple):
+    """A preview and a thumbnail JPEG, and the image's perceptual hash (:func:`tasks.images.similar.dhash`)."""
+
+    preview: bytes
+    thumb: bytes
+    dhash: int
+
+
+def preview_jpegs(path: Path, preview_px: int, thumbnail_px: int) -> Previews:
+    """Preview and thumbnail JPEGs of ``path`` (upright, sRGB), and its perceptual hash.
 
     A JPEG is decoded at reduced scale (``Image.draft``: the smallest 1/2,
     1/4 or 1/8 that is still at least the preview size), so the full-size
     pixels are never in memory. Every compressed byte is still read, so a
-    truncated file fails here with BadInput.
+    truncated file fails here with BadInput. The hash is taken from the
+    preview, so it costs no decode of its own.
     """
     with open_image(path) as im, pillow_errors(path.name):
         if im.format == "JPEG":
@@ -220,4 +231,4 @@ def preview_jpegs(path: Path, preview_px: int, thumbnail_px: int) -> tuple[bytes
         rgb = to_srgb(im)
     preview = rgb.resize(fit(rgb.size, preview_px), Image.Resampling.LANCZOS) if max(rgb.size) > preview_px else rgb
     thumb = preview.resize(fit(preview.size, thumbnail_px), Image.Resampling.LANCZOS)
-    return _encode(preview, PREVIEW_QUALITY), _encode(thumb, PREVIEW_QUALITY)
+    return Previews(_encode(preview, PREVIEW_QUALITY), _encode(thumb, PREVIEW_QUALITY), dhash(preview))

@@ -32,6 +32,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+from PIL import Image
+
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
@@ -43,15 +45,17 @@ from tasks.images.embed import embed_metadata
 from tasks.core.errors import BadInput
 from tasks.orchestration.logs import stage_logger
 from tasks.core.files import atomic_write_bytes, sha256_file
-from tasks.images.inspect import ImageRules, image_rules, too_small
+from tasks.images.inspect import ImageRules, image_rules, pillow_errors, too_small
 from tasks.core.records import Sidecar, described_sidecars, ready_name
 from tasks.core.reports import PackReport
 from tasks.images.batch_zip import write_zip
 from tasks.orchestration.progress import StageProgress
 from tasks.images.ready import preview_jpegs, ready_jpeg
+from tasks.images.similar import dhash, motifs
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.orchestration.stage_tags import tags_never_fail
+from tasks.stores.ledger import Ledger
 
 #: Bump when the bytes written for the same inputs change; every asset is then packed again.
 PACK_FORMAT = 1
@@ -107,7 +111,7 @@ class PackedFiles:
 def _pack_key(source_sha: str, fields: EmbeddedFields, settings: PackSettings) -> str:
     """What an asset's packed files are a function of."""
     basis = {"format": PACK_FORMAT, "source": source_sha, "embedded": fields.model_dump(mode="json"),
-             "settings": settings.model_dump(mode="json")}
+             "settings": settings.model_dump(mode="json", exclude={"similar_max_distance"})}  # not in the bytes
     return hashlib.sha256(json.dumps(basis, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
@@ -143,10 +147,13 @@ def pack_asset(src: Path, files: PackedFiles, fields: EmbeddedFields, settings: 
     sha, source = _source_sha(src, previous)
     key = _pack_key(sha, fields, settings)
     if _current(previous, key, files):
+        if "dhash" not in previous:  # packed before hashes were kept: the thumbnail is enough to hash
+            with pillow_errors(src.name), Image.open(files.thumb) as thumb:
+                previous = {**previous, "dhash": f"{dhash(thumb):016x}"}
         return {**previous, "source": source}, False
     # Previews first: the reduced-scale decode still reads every byte, so a
     # file truncated since ingest fails here, before the full-size work.
-    preview, thumb = preview_jpegs(src, settings.preview_px, settings.thumbnail_px)
+    preview, thumb, image_hash = preview_jpegs(src, settings.preview_px, settings.thumbnail_px)
     ready = ready_jpeg(src, settings)
     if ready.width * ready.height < min_pixels:
         raise too_small(src.name, ready.width, ready.height, min_pixels)
@@ -155,7 +162,7 @@ def pack_asset(src: Path, files: PackedFiles, fields: EmbeddedFields, settings: 
     for path, content in zip(files.all(), (data, preview, thumb)):
         atomic_write_bytes(path, content)
     entry = {"key": key, "source": source, "width": ready.width, "height": ready.height,
-             "bytes": [len(data), len(preview), len(thumb)]}
+             "bytes": [len(data), len(preview), len(thumb)], "dhash": f"{image_hash:016x}"}
     return entry, True
 
 
@@ -167,6 +174,32 @@ def held_back_for(entry: dict, rules: list[ImageRules]) -> dict[str, str]:
         if broken:
             out[r.agency] = broken
     return out
+
+
+def hold_back_extra_versions(wd: Workdir, report: PackReport, entries: dict, rules: list[ImageRules],
+                             max_distance: int) -> None:
+    """Hold back, per agency with a cap, the versions of a motif beyond what it takes.
+
+    Versions already uploaded there (the ledger) count first; then the
+    motif's other assets in name order are kept up to the cap, and the rest
+    are held back for that agency only, naming the motif by its first asset.
+    """
+    capped = [r for r in rules if r.max_versions]
+    hashes = {name: int(entries[name]["dhash"], 16) for name in report.ready}
+    groups = motifs(hashes, max_distance) if capped else []
+    if not groups:
+        return
+    ledger = Ledger(wd.ledger).read()
+    for rule in capped:
+        done, held = ledger.done_for(rule.agency), report.held_back.setdefault(rule.agency, {})
+        for group in groups:
+            uploaded = [n for n in group if entries[n]["source"]["sha256"] in done]
+            waiting = [n for n in group if n not in uploaded and n not in held]
+            for name in waiting[max(0, rule.max_versions - len(uploaded)):]:
+                held[name] = (f"one of {len(group)} versions of one motif (with {group[0]}); "
+                              f"{rule.agency} takes at most {rule.max_versions} per motif")
+        if not held:
+            del report.held_back[rule.agency]
 
 
 # --- the batch ---------------------------------------------------------------------------
@@ -244,6 +277,7 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
             if progress.done % _SAVE_EVERY == 0:
                 _save_manifest(wd, manifest)
     _save_manifest(wd, manifest)
+    hold_back_extra_versions(wd, report, entries, checked, settings.similar_max_distance)
     # Workers finish in any order; the report does not show it.
     report.ready = dict(sorted(report.ready.items()))
     report.rejected = dict(sorted(report.rejected.items()))

@@ -59,7 +59,7 @@ def test_orientation_is_applied_to_the_pixels_and_reset(tmp_path, orientation, l
 
 def test_preview_and_thumbnail_are_upright_too(tmp_path):
     p = s.quadrant_jpeg(tmp_path / "q.jpg", size=(1600, 800), orientation=6)
-    preview, thumb = (opened(b) for b in preview_jpegs(p, 100, 40))
+    preview, thumb = (opened(b) for b in preview_jpegs(p, 100, 40)[:2])
     assert preview.size == (50, 100) and thumb.size == (20, 40)
     assert close(preview.getpixel((25, 10)), (220, 0, 0), 30)   # red on top
     assert close(preview.getpixel((25, 90)), (0, 0, 220), 30)   # blue below
@@ -193,14 +193,14 @@ def test_never_upsampled(tmp_path):
     p = s.jpeg(tmp_path / "small.jpg", size=(300, 200))
     r, _ = ready(p)
     assert (r.width, r.height) == (300, 200)
-    preview, thumb = (opened(b) for b in preview_jpegs(p, 1000, 400))
+    preview, thumb = (opened(b) for b in preview_jpegs(p, 1000, 400)[:2])
     assert preview.size == (300, 200) and thumb.size == (300, 200)
     assert fit((300, 200), 1000) == (300, 200) and fit((3000, 2000), 1000) == (1000, 667)
 
 
 def test_preview_sizes_follow_the_settings(tmp_path):
     p = s.jpeg(tmp_path / "wide.jpg", size=(2400, 1800))
-    preview, thumb = (opened(b) for b in preview_jpegs(p, 1000, 400))
+    preview, thumb = (opened(b) for b in preview_jpegs(p, 1000, 400)[:2])
     assert preview.size == (1000, 750) and thumb.size == (400, 300)
     assert preview.info["icc_profile"] == SRGB_ICC
 
