@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -53,17 +54,35 @@ class Metadata(BaseModel):
     tokens: int = 0
 
 
+class Provenance(BaseModel):
+    """Where an asset came from (:func:`tasks.images.provenance.provenance_of` reads it from the image)."""
+
+    #: ``generated`` (by a model or the offline demo generator) or ``own`` (the contributor's file).
+    source: Literal["generated", "own"]
+    #: ``gemini`` or ``offline demo`` for a generated image.
+    generator: str = ""
+    model: str = ""
+    prompt: str = ""
+    width: int = 0
+    height: int = 0
+    #: When this was recorded (UTC, ISO 8601).
+    recorded: str = ""
+
+
 class Sidecar(BaseModel):
     """``assets/<stem>.json``: the asset and its metadata once described."""
 
     asset_id: str
     name: str
     metadata: Metadata
+    #: Recorded when the asset is described; None in sidecars written before provenance was kept.
+    provenance: Provenance | None = None
 
 
-def write_sidecar(path: Path, asset: Asset, metadata: Metadata) -> None:
+def write_sidecar(path: Path, asset: Asset, metadata: Metadata, provenance: Provenance | None = None) -> None:
     """Write the sidecar atomically (temp file, fsync, rename): it exists whole or not at all."""
-    body = Sidecar(asset_id=asset.asset_id, name=asset.name, metadata=metadata).model_dump_json(indent=2)
+    body = Sidecar(asset_id=asset.asset_id, name=asset.name, metadata=metadata,
+                   provenance=provenance).model_dump_json(indent=2)
     atomic_write_bytes(path, body.encode("utf-8"))
 
 

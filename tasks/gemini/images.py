@@ -23,6 +23,7 @@ from tasks.images.demo import DemoPrompt
 from tasks.core.settings import GeminiSettings
 from tasks.gemini.client import check_answer, gemini_client, map_gemini_errors
 from tasks.images.pixels import rgb_on_white
+from tasks.images.provenance import gemini_software
 from tasks.core.errors import InvalidOutput
 
 JPEG_QUALITY = 92
@@ -34,11 +35,6 @@ def image_prompt(prompt: DemoPrompt) -> str:
         f"{prompt.prompt}. A high-quality stock photograph in landscape orientation. "
         "No text, no watermark, no logos, no brand names, no recognizable people."
     )
-
-
-def software_tag(model: str) -> str:
-    """EXIF ``Software`` of a Gemini image."""
-    return f"prefect-microstock via Gemini {model} (AI-generated)"
 
 
 def to_jpeg(data: bytes, prompt: str, software: str) -> bytes:
@@ -89,5 +85,5 @@ class GeminiImageMaker:
         for part in candidate.content.parts:  # type: ignore[union-attr]  # check_answer ensured content
             blob = part.inline_data
             if blob is not None and blob.data and (blob.mime_type or "").startswith("image/"):
-                return to_jpeg(blob.data, prompt.prompt, software_tag(self.model))
+                return to_jpeg(blob.data, prompt.prompt, gemini_software(self.model))
         raise InvalidOutput("Gemini's answer holds no image")

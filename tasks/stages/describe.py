@@ -45,6 +45,7 @@ from tasks.core.reports import DescribeReport
 from tasks.core.retry import JITTER_FACTOR, backoff_schedule
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
+from tasks.images.provenance import provenance_of
 from tasks.orchestration.progress import StageProgress
 from tasks.orchestration.windowed import submit_in_window
 from tasks.stages.describing import DescribeRun
@@ -99,7 +100,7 @@ def describe_asset(asset: Asset, run: DescribeRun) -> Metadata | None:
         get_run_logger().info("not calling the describer for %s: the stage stopped (%s)", asset.name, run.gate.stopped.message)
         return None
     metadata = run.gate.describe(asset)
-    write_sidecar(run.wd.sidecar(asset.name), asset, metadata)
+    write_sidecar(run.wd.sidecar(asset.name), asset, metadata, provenance_of(asset.path))
     return metadata
 
 

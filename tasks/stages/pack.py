@@ -50,6 +50,7 @@ from tasks.core.records import Sidecar, described_sidecars, ready_name
 from tasks.core.reports import PackReport
 from tasks.images.batch_zip import write_zip
 from tasks.orchestration.progress import StageProgress
+from tasks.images.provenance import digital_source_type, provenance_of
 from tasks.images.ready import preview_jpegs, ready_jpeg
 from tasks.images.similar import dhash, motifs
 from tasks.core.settings import Settings
@@ -108,10 +109,12 @@ class PackedFiles:
 # --- one asset ---------------------------------------------------------------------------
 
 
-def _pack_key(source_sha: str, fields: EmbeddedFields, settings: PackSettings) -> str:
+def _pack_key(source_sha: str, fields: EmbeddedFields, settings: PackSettings, source_type: str | None) -> str:
     """What an asset's packed files are a function of."""
     basis = {"format": PACK_FORMAT, "source": source_sha, "embedded": fields.model_dump(mode="json"),
-             "settings": settings.model_dump(mode="json", exclude={"similar_max_distance"})}  # not in the bytes
+             "settings": settings.model_dump(mode="json", exclude={"similar_max_distance", "label_own_files_ai"})}
+    if source_type:  # absent for the contributor's own files, so their keys are as before
+        basis["digital_source_type"] = source_type
     return hashlib.sha256(json.dumps(basis, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
@@ -137,7 +140,7 @@ def _current(previous: dict | None, key: str, files: PackedFiles) -> bool:
 
 
 def pack_asset(src: Path, files: PackedFiles, fields: EmbeddedFields, settings: PackSettings,
-               previous: dict | None = None, *, min_pixels: int = 0) -> tuple[dict, bool]:
+               previous: dict | None = None, *, min_pixels: int = 0, source_type: str | None = None) -> tuple[dict, bool]:
     """Write one asset's ready JPEG, preview and thumbnail, unless ``previous`` shows them current.
 
     Returns the asset's manifest entry and whether anything was written.
@@ -145,7 +148,7 @@ def pack_asset(src: Path, files: PackedFiles, fields: EmbeddedFields, settings: 
     fewer than ``min_pixels`` (no agency would take it).
     """
     sha, source = _source_sha(src, previous)
-    key = _pack_key(sha, fields, settings)
+    key = _pack_key(sha, fields, settings, source_type)
     if _current(previous, key, files):
         if "dhash" not in previous:  # packed before hashes were kept: the thumbnail is enough to hash
             with pillow_errors(src.name), Image.open(files.thumb) as thumb:
@@ -158,7 +161,8 @@ def pack_asset(src: Path, files: PackedFiles, fields: EmbeddedFields, settings: 
     if ready.width * ready.height < min_pixels:
         raise too_small(src.name, ready.width, ready.height, min_pixels)
     with _EXIV2_LOCK:
-        data = embed_metadata(ready.jpeg, fields.title, fields.description, fields.keywords, name=src.name)
+        data = embed_metadata(ready.jpeg, fields.title, fields.description, fields.keywords, name=src.name,
+                              digital_source_type=source_type)
     for path, content in zip(files.all(), (data, preview, thumb)):
         atomic_write_bytes(path, content)
     entry = {"key": key, "source": source, "width": ready.width, "height": ready.height,
@@ -250,8 +254,10 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
         del entries[stale]
 
     def one(s: Sidecar) -> tuple[dict, bool]:
-        return pack_asset(wd.assets / s.name, PackedFiles.of(wd, s.name), embedded_fields(s.metadata, specs),
-                          settings, entries.get(s.name), min_pixels=min_pixels)
+        src = wd.assets / s.name
+        source_type = digital_source_type(s.provenance or provenance_of(src), settings.label_own_files_ai)
+        return pack_asset(src, PackedFiles.of(wd, s.name), embedded_fields(s.metadata, specs),
+                          settings, entries.get(s.name), min_pixels=min_pixels, source_type=source_type)
 
     with StageProgress("pack", len(sidecars)) as progress, ThreadPoolExecutor(max(1, workers)) as pool:
         futures = {pool.submit(one, s): s.name for s in sidecars}

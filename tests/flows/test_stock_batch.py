@@ -9,7 +9,10 @@ import pyexiv2
 import pytest
 from PIL import Image
 
+from tasks.core.records import read_sidecar
 from tasks.core.workdir import Workdir
+from tasks.images.provenance import ALGORITHMIC_MEDIA
+from tests.images.test_provenance import xmp_source_type
 from tests.fakes.ledger import ledger_entries
 
 HEADERS = {
@@ -84,6 +87,15 @@ def _photo(path: Path, colour: str, keywords: list[str] | None = None) -> None:
 KEYWORDS = ["field", "colour", "texture", "background", "plain", "surface"]
 
 
+def test_generated_images_say_where_they_came_from_in_the_sidecar_and_the_embedded_xmp(generated_batch):
+    wd, _, _ = generated_batch
+    for path in sorted(wd.assets.glob("*.jpg")):
+        provenance = read_sidecar(wd.sidecar(path.name)).provenance
+        assert (provenance.source, provenance.generator) == ("generated", "offline demo")
+        assert provenance.prompt and (provenance.width, provenance.height) == Image.open(path).size
+        assert xmp_source_type((wd.packs / "ready" / path.name).read_bytes()) == ALGORITHMIC_MEDIA
+
+
 def test_ingest_processes_only_new_images_and_rejects_bad_ones(prefect_harness, tmp_path):
     source = tmp_path / "photos"
     source.mkdir()
@@ -103,6 +115,9 @@ def test_ingest_processes_only_new_images_and_rejects_bad_ones(prefect_harness, 
     assert second["described_now"] == 1
     assert second["uploaded_now"] == {"adobe": 1, "vecteezy": 1, "dreamstime": 1}
     assert sorted(p.name for p in wd.outbox("vecteezy").iterdir()) == ["blue_lake.jpg", "green_field.jpg", "red_barn.jpg"]
+    own = read_sidecar(wd.sidecar("red_barn.jpg")).provenance
+    assert own.source == "own" and own.model == "" and own.prompt == ""
+    assert xmp_source_type((wd.packs / "ready" / "red_barn.jpg").read_bytes()) is None  # not labelled AI
 
 
 def test_renamed_source_file_is_not_a_new_asset(prefect_harness, tmp_path):

@@ -1,0 +1,66 @@
+"""Where an image came from, read from the image itself, and how agencies are told.
+
+Both generators mark what they make in EXIF, so the image stays the record:
+``Software`` names the generator and ``ImageDescription`` holds the prompt.
+Gemini's images say ``prefect-microstock via Gemini <model> (AI-generated)``;
+the offline demo generator's say :data:`tasks.images.demo.DEMO_SOFTWARE`.
+Anything else is the contributor's own file.
+
+Agencies and buyers read the IPTC Digital Source Type
+(``Iptc4xmpExt:DigitalSourceType`` in XMP): :func:`digital_source_type` gives
+``trainedAlgorithmicMedia`` for a model's image and ``algorithmicMedia`` for
+the demo generator's drawings (an algorithm, no training data), and nothing
+for the contributor's own files unless ``pack.label_own_files_ai`` says they
+are AI-generated too.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+
+from PIL import Image
+
+from tasks.core.records import Provenance
+from tasks.images.demo import DEMO_SOFTWARE
+from tasks.images.inspect import pillow_errors
+
+#: IPTC NewsCodes for the digital source type (https://cv.iptc.org/newscodes/digitalsourcetype/).
+TRAINED_ALGORITHMIC_MEDIA = "http://cv.iptc.org/newscodes/digitalsourcetype/trainedAlgorithmicMedia"
+ALGORITHMIC_MEDIA = "http://cv.iptc.org/newscodes/digitalsourcetype/algorithmicMedia"
+
+_GEMINI = re.compile(r"^prefect-microstock via Gemini (?P<model>\S+) \(AI-generated\)$")
+_IMAGE_DESCRIPTION, _SOFTWARE = 0x010E, 0x0131
+
+
+def gemini_software(model: str) -> str:
+    """EXIF ``Software`` of an image made by Gemini's ``model``."""
+    return f"prefect-microstock via Gemini {model} (AI-generated)"
+
+
+def provenance_of(path: Path) -> Provenance:
+    """What the image at ``path`` says about where it came from (its header only is read).
+
+    Raises BadInput naming the file when it cannot be read.
+    """
+    with pillow_errors(path.name), Image.open(path) as im:
+        exif = im.getexif()
+        width, height = im.size
+    software, prompt = str(exif.get(_SOFTWARE, "")), str(exif.get(_IMAGE_DESCRIPTION, ""))
+    recorded = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    gemini = _GEMINI.match(software)
+    if gemini:
+        return Provenance(source="generated", generator="gemini", model=gemini["model"], prompt=prompt,
+                          width=width, height=height, recorded=recorded)
+    if software == DEMO_SOFTWARE:
+        return Provenance(source="generated", generator="offline demo", prompt=prompt, width=width, height=height,
+                          recorded=recorded)
+    return Provenance(source="own", width=width, height=height, recorded=recorded)
+
+
+def digital_source_type(provenance: Provenance, own_files_are_ai: bool = False) -> str | None:
+    """The IPTC Digital Source Type to embed, or None for a file that is not labelled."""
+    if provenance.source == "generated":
+        return TRAINED_ALGORITHMIC_MEDIA if provenance.generator == "gemini" else ALGORITHMIC_MEDIA
+    return TRAINED_ALGORITHMIC_MEDIA if own_files_are_ai else None
