@@ -44,7 +44,7 @@ def motifs(hashes: Mapping[str, int], max_distance: int) -> list[list[str]]:
     """Groups of names whose images look alike, each sorted by name, groups in the order of their first name.
 
     Names with no look-alike are left out. Pairs are compared once each
-    (n² / 2 XORs and bit counts: ≈ 0.1 µs a pair, seconds at tens of thousands).
+    (n² / 2 XORs and bit counts: 1.7 s for 5,000 hashes, docs/BENCHMARKS.md).
     """
     names = sorted(hashes)
     parent = {n: n for n in names}
