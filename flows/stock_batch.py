@@ -67,7 +67,7 @@ def stock_batch(
     settings = load_settings(wd.config_path(config))
     chosen = enabled_agencies(settings, agencies)
 
-    gathered = assets_stage(wd, settings, count, source)
+    gathered = assets_stage(wd, settings, count, source, chosen)
     described = describe_assets(wd, settings, gathered.assets)
     csvs, packed, uploads = publish_described(wd, settings, chosen)
 

@@ -26,7 +26,7 @@ from tasks.core.secrets import gemini_key
 from tasks.core.settings import GeminiSettings, Settings
 from tasks.core.workdir import Workdir
 from tasks.images.demo import DemoPrompt, demo_jpeg_bytes, generated_name, prompts_from
-from tasks.images.inspect import IMAGE_EXTENSIONS, inspect_image
+from tasks.images.inspect import IMAGE_EXTENSIONS, ImageRules, image_rules, inspect_image, open_image
 from tasks.orchestration.progress import StageProgress
 from tasks.orchestration.stage_tags import tags_never_fail
 
@@ -151,8 +151,13 @@ def image_maker(gemini: GeminiSettings, seed: int, api_key: str | None) -> Image
 
 
 def gather(assets_dir: Path, count: int, source: Path | None, prompts: list[DemoPrompt], seed: int,
-           make: ImageMaker) -> Gathered:
-    """Ingest ``source`` when given, else make ``count`` images with ``make``; then list every asset."""
+           make: ImageMaker, rules: list[ImageRules]) -> Gathered:
+    """Ingest ``source`` when given, else make ``count`` images with ``make``; then list every asset.
+
+    An asset below the minimum size of every agency in ``rules`` (the chosen
+    agencies) is rejected here, before anything is spent on it: it stays in
+    ``assets/`` and is never described while those are the agencies chosen.
+    """
     before = {p.name for p in iter_asset_files(assets_dir)}
     rejected: dict[str, str] = {}
     generated = Generated()
@@ -161,17 +166,38 @@ def gather(assets_dir: Path, count: int, source: Path | None, prompts: list[Demo
     elif count > 0:
         generated = generate(assets_dir, count, prompts, seed, make)
     assets = list_assets(assets_dir)
-    return Gathered(assets=assets, new=[a.name for a in assets if a.name not in before], rejected=rejected,
+    rejected.update(too_small_for_all(assets, rules))
+    return Gathered(assets=[a for a in assets if a.name not in rejected],
+                    new=[a.name for a in assets if a.name not in before], rejected=rejected,
                     not_generated=generated.failed, stopped=generated.stopped)
+
+
+def too_small_for_all(assets: list[Asset], rules: list[ImageRules]) -> dict[str, str]:
+    """asset name -> why no agency of ``rules`` takes it: fewer pixels than every one's minimum."""
+    floor = min((r.min_pixels for r in rules), default=0)
+    small = {}
+    for asset in assets:
+        try:
+            with open_image(asset.path) as im:
+                width, height = im.size
+        except BadInput as exc:
+            small[asset.name] = exc.reason
+            continue
+        if width * height < floor:
+            small[asset.name] = (f"too small for {', '.join(r.agency for r in rules)}: {width}×{height} = "
+                                 f"{width * height / 1e6:.1f} MP, below the smallest of their minimums "
+                                 f"({floor / 1e6:g} MP); not described")
+    return small
 
 
 @tags_never_fail
 @task(name="assets", task_run_name="assets", tags=["stage:assets"], cache_policy=NO_CACHE)
-def assets_stage(wd: Workdir, settings: Settings, count: int, source: str | None) -> Gathered:
-    """The assets stage: ingest ``source``, or make ``count`` images; every asset of the workdir after it."""
+def assets_stage(wd: Workdir, settings: Settings, count: int, source: str | None, agencies: list[str]) -> Gathered:
+    """The assets stage: ingest ``source``, or make ``count`` images; every asset of the workdir after it
+    that at least one of ``agencies`` takes by size."""
     seed = settings.generate.seed
     gathered = gather(wd.assets, count, Path(source) if source else None, prompts_from(settings.generate.prompts),
-                      seed, image_maker(settings.gemini, seed, gemini_key()))
+                      seed, image_maker(settings.gemini, seed, gemini_key()), [image_rules(a) for a in agencies])
     logger = get_run_logger()
     for name, reason in sorted(gathered.rejected.items()):
         logger.warning("rejected %s: %s", name, reason)

@@ -128,3 +128,25 @@ def test_offline_describer_does_not_call_a_gemini_image_a_demo(tmp_path):
     meta = OfflineDescriber().describe(_asset(path))
     assert "offline generator" not in meta.description
     assert meta.description == DEMO_PROMPTS[0].prompt
+
+
+def test_an_image_no_chosen_agency_takes_is_rejected_before_it_is_described(tmp_path):
+    from io import BytesIO
+
+    from PIL import Image
+
+    from tasks.images.inspect import image_rules
+    from tasks.stages.assets import gather
+
+    def make(prompt, i):  # the first image comes back at 1184×864 (≈ 1 MP), the second at 2400×1800
+        buf = BytesIO()
+        Image.new("RGB", (1184, 864) if i == 0 else (2400, 1800), (90, 140, 200)).save(buf, "JPEG")
+        return buf.getvalue()
+
+    got = gather(tmp_path, 2, None, list(DEMO_PROMPTS), 0, make, [image_rules("adobe"), image_rules("dreamstime")])
+    small = generated_name(DEMO_PROMPTS[0], 0, 0)
+    assert [a.name for a in got.assets] == [generated_name(DEMO_PROMPTS[1], 0, 1)]
+    assert "1184×864" in got.rejected[small] and "adobe, dreamstime" in got.rejected[small]
+    assert (tmp_path / small).exists()  # kept: it is never made (or paid for) again
+    assert small not in [a.name for a in gather(tmp_path, 2, None, list(DEMO_PROMPTS), 0, make,
+                                                [image_rules("dreamstime")]).assets]
