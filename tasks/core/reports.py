@@ -133,6 +133,8 @@ class PackReport:
     #: asset name -> reason (nothing of it is packed, listed in a CSV or uploaded)
     rejected: dict[str, str] = field(default_factory=dict)
     zip_path: Path | None = None
+    #: asset name -> "W×H → W×H": enlarged to the run's largest minimum (``pack.upscale_to_minimum``)
+    upscaled: dict[str, str] = field(default_factory=dict)
     #: asset names packed this run, and those whose files were already current
     packed_now: list[str] = field(default_factory=list)
     reused: list[str] = field(default_factory=list)
@@ -151,6 +153,7 @@ class PackReport:
             "packed": sorted(self.ready),
             "held_back": {a: dict(sorted(v.items())) for a, v in sorted(self.held_back.items())},
             "rejected": dict(sorted(self.rejected.items())),
+            "upscaled": dict(sorted(self.upscaled.items())),
             "zip": self.zip_path.name if self.zip_path else None,
         }
 

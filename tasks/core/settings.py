@@ -73,6 +73,9 @@ class PackSettings(_Strict):
     #: Your own (ingested) files carry no AI label unless this says they are AI-generated too
     #: (then they get the IPTC Digital Source Type trainedAlgorithmicMedia, as Gemini's images do).
     label_own_files_ai: bool = False
+    #: Enlarge an image below the largest minimum of the run's agencies to that minimum (LANCZOS) instead of
+    #: holding it back there. Off: Adobe asks contributors not to upsample (docs/AGENCIES.md).
+    upscale_to_minimum: bool = False
 
 
 class Settings(_Strict):

@@ -20,11 +20,9 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
-from PIL import Image
-
 from tasks.core.records import Provenance
 from tasks.images.demo import DEMO_SOFTWARE
-from tasks.images.inspect import pillow_errors
+from tasks.images.inspect import open_image, pillow_errors
 
 #: IPTC NewsCodes for the digital source type (https://cv.iptc.org/newscodes/digitalsourcetype/).
 TRAINED_ALGORITHMIC_MEDIA = "http://cv.iptc.org/newscodes/digitalsourcetype/trainedAlgorithmicMedia"
@@ -44,7 +42,7 @@ def provenance_of(path: Path) -> Provenance:
 
     Raises BadInput naming the file when it cannot be read.
     """
-    with pillow_errors(path.name), Image.open(path) as im:
+    with open_image(path) as im, pillow_errors(path.name):
         exif = im.getexif()
         width, height = im.size
     software, prompt = str(exif.get(_SOFTWARE, "")), str(exif.get(_IMAGE_DESCRIPTION, ""))

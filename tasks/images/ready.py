@@ -15,6 +15,7 @@ profile's creation date is fixed). Pillow errors become BadInput through
 
 from __future__ import annotations
 
+import math
 import struct
 import threading
 from dataclasses import dataclass
@@ -159,6 +160,8 @@ class ReadyImage:
     height: int
     #: False when the source's compressed data was kept byte for byte.
     reencoded: bool
+    #: The size before enlarging, when the image was upscaled to a minimum.
+    upscaled_from: tuple[int, int] | None = None
 
 
 def _keeps_pixels(im: Image.Image, orientation: int) -> bool:
@@ -178,11 +181,16 @@ def _encode(im: Image.Image, quality: int, exif: bytes = b"", *, full: bool = Fa
     return buf.getvalue()
 
 
-def ready_jpeg(path: Path, settings: PackSettings) -> ReadyImage:
-    """The upload-ready JPEG of ``path``; BadInput when the file cannot be read whole."""
+def ready_jpeg(path: Path, settings: PackSettings, min_pixels: int = 0) -> ReadyImage:
+    """The upload-ready JPEG of ``path``; BadInput when the file cannot be read whole.
+
+    With ``min_pixels``, an image with fewer pixels is enlarged (LANCZOS,
+    aspect kept) to at least that many: only when the contributor chose
+    ``pack.upscale_to_minimum`` (docs/AGENCIES.md says what agencies think of it).
+    """
     with open_image(path) as im, pillow_errors(path.name):
         exif = im.getexif()
-        if _keeps_pixels(im, exif.get(ORIENTATION, 1)):
+        if _keeps_pixels(im, exif.get(ORIENTATION, 1)) and im.width * im.height >= min_pixels:
             meta = [icc_segment(SRGB_ICC)]
             exif_bytes = clean_exif(exif, im.size, settings.strip_location)
             if exif_bytes:
@@ -191,12 +199,24 @@ def ready_jpeg(path: Path, settings: PackSettings) -> ReadyImage:
         with _FULL_SIZE:
             im.load()
             ImageOps.exif_transpose(im, in_place=True)
-            exif_bytes = clean_exif(im.getexif(), im.size, settings.strip_location)
+            upright_exif = im.getexif()
             rgb = to_srgb(im)
             if rgb is not im:
                 im.close()  # frees the source pixels before the encode
+            before = rgb.size
+            if rgb.width * rgb.height < min_pixels:
+                rgb = rgb.resize(enlarged(rgb.size, min_pixels), Image.Resampling.LANCZOS)
+            exif_bytes = clean_exif(upright_exif, rgb.size, settings.strip_location)
             jpeg = _encode(rgb, settings.jpeg_quality, exif_bytes, full=True)
-            return ReadyImage(jpeg, rgb.width, rgb.height, reencoded=True)
+            return ReadyImage(jpeg, rgb.width, rgb.height, reencoded=True,
+                              upscaled_from=before if rgb.size != before else None)
+
+
+def enlarged(size: tuple[int, int], min_pixels: int) -> tuple[int, int]:
+    """``size`` scaled up, aspect kept, to the smallest size with at least ``min_pixels`` pixels."""
+    w, h = size
+    scale = math.sqrt(min_pixels / (w * h))
+    return math.ceil(w * scale), math.ceil(h * scale)
 
 
 def fit(size: tuple[int, int], long_side: int) -> tuple[int, int]:

@@ -35,6 +35,8 @@ def summary_markdown(s: BatchSummary) -> str:
         lines.append(f"| not generated | {len(s.not_generated)} | {m(listed(s.not_generated))} |")
     lines.append(f"| pending | {s.pending} | {m(s.stopped or '')} |")
     lines.append(f"| rejected | {len(s.rejected)} | {m(listed(s.rejected))} |")
+    if s.upscaled:
+        lines.append(f"| upscaled | {len(s.upscaled)} | {m(listed(s.upscaled))} (enlarged to the agencies' minimum) |")
     for agency, rows in s.csv_rows.items():
         files = ", ".join(f"`{m(f)}`" for f in s.csv_files.get(agency, []))
         lines.append(f"| CSV rows · {agency} | {rows} | {files} |")

@@ -37,6 +37,8 @@ class BatchSummary(BaseModel):
     #: Files left pending without being tried because their agency stopped: agency -> count.
     upload_not_tried: dict[str, int] = Field(default_factory=dict)
     held_back: dict[str, dict[str, str]] = Field(default_factory=dict)
+    #: Enlarged to the agencies' minimum (``pack.upscale_to_minimum``): name -> "W×H → W×H".
+    upscaled: dict[str, str] = Field(default_factory=dict)
     targets: dict[str, str] = Field(default_factory=dict)
     zip_path: str | None = None
 
@@ -55,6 +57,7 @@ class BatchSummary(BaseModel):
             not_generated=gathered.not_generated,
             rejected={**gathered.rejected, **packed.rejected},
             held_back=packed.held_back,
+            upscaled=packed.upscaled,
             stopped="; ".join(filter(None, [gathered.stopped, described.stopped])) or None,
             describer=described.describer,
             tokens=described.tokens,

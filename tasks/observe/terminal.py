@@ -89,6 +89,8 @@ def summary_table(s: BatchSummary) -> Table:
         t.add_row("stopped", "", s.stopped)
     if s.rejected:
         t.add_row("rejected", str(len(s.rejected)), listed(s.rejected))
+    if s.upscaled:
+        t.add_row("upscaled", str(len(s.upscaled)), listed(s.upscaled) + " · enlarged to the agencies' minimum")
     for agency, rows in s.csv_rows.items():
         t.add_row(f"CSV rows · {agency}", str(rows), ", ".join(s.csv_files.get(agency, [])))
     for agency, total in s.uploaded_total.items():

@@ -109,12 +109,17 @@ class PackedFiles:
 # --- one asset ---------------------------------------------------------------------------
 
 
-def _pack_key(source_sha: str, fields: EmbeddedFields, settings: PackSettings, source_type: str | None) -> str:
+def _pack_key(source_sha: str, fields: EmbeddedFields, settings: PackSettings, source_type: str | None,
+              upscale_to: int) -> str:
     """What an asset's packed files are a function of."""
     basis = {"format": PACK_FORMAT, "source": source_sha, "embedded": fields.model_dump(mode="json"),
-             "settings": settings.model_dump(mode="json", exclude={"similar_max_distance", "label_own_files_ai"})}
-    if source_type:  # absent for the contributor's own files, so their keys are as before
+             "settings": settings.model_dump(mode="json", exclude={"similar_max_distance", "label_own_files_ai",
+                                                                   "upscale_to_minimum"})}
+    # Each only when set, so the keys of assets packed before they existed stay as they were.
+    if source_type:
         basis["digital_source_type"] = source_type
+    if upscale_to:
+        basis["upscale_to"] = upscale_to
     return hashlib.sha256(json.dumps(basis, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
@@ -140,7 +145,8 @@ def _current(previous: dict | None, key: str, files: PackedFiles) -> bool:
 
 
 def pack_asset(src: Path, files: PackedFiles, fields: EmbeddedFields, settings: PackSettings,
-               previous: dict | None = None, *, min_pixels: int = 0, source_type: str | None = None) -> tuple[dict, bool]:
+               previous: dict | None = None, *, min_pixels: int = 0, source_type: str | None = None,
+               upscale_to: int = 0) -> tuple[dict, bool]:
     """Write one asset's ready JPEG, preview and thumbnail, unless ``previous`` shows them current.
 
     Returns the asset's manifest entry and whether anything was written.
@@ -148,7 +154,7 @@ def pack_asset(src: Path, files: PackedFiles, fields: EmbeddedFields, settings: 
     fewer than ``min_pixels`` (no agency would take it).
     """
     sha, source = _source_sha(src, previous)
-    key = _pack_key(sha, fields, settings, source_type)
+    key = _pack_key(sha, fields, settings, source_type, upscale_to)
     if _current(previous, key, files):
         if "dhash" not in previous:  # packed before hashes were kept: the thumbnail is enough to hash
             with pillow_errors(src.name), Image.open(files.thumb) as thumb:
@@ -157,7 +163,7 @@ def pack_asset(src: Path, files: PackedFiles, fields: EmbeddedFields, settings: 
     # Previews first: the reduced-scale decode still reads every byte, so a
     # file truncated since ingest fails here, before the full-size work.
     preview, thumb, image_hash = preview_jpegs(src, settings.preview_px, settings.thumbnail_px)
-    ready = ready_jpeg(src, settings)
+    ready = ready_jpeg(src, settings, upscale_to)
     if ready.width * ready.height < min_pixels:
         raise too_small(src.name, ready.width, ready.height, min_pixels)
     with _EXIV2_LOCK:
@@ -167,6 +173,8 @@ def pack_asset(src: Path, files: PackedFiles, fields: EmbeddedFields, settings: 
         atomic_write_bytes(path, content)
     entry = {"key": key, "source": source, "width": ready.width, "height": ready.height,
              "bytes": [len(data), len(preview), len(thumb)], "dhash": f"{image_hash:016x}"}
+    if ready.upscaled_from:
+        entry["upscaled_from"] = list(ready.upscaled_from)
     return entry, True
 
 
@@ -244,6 +252,7 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
     rules = rules if rules is not None else {a: image_rules(a) for a in agency_names()}
     checked = [rules[a] for a in (agency_names() if agencies is None else agencies)]
     min_pixels = min(r.min_pixels for r in rules.values())
+    upscale_to = max((r.min_pixels for r in checked), default=0) if settings.upscale_to_minimum else 0
     specs = list(all_specs().values())  # one file goes to every agency: the strictest text limits apply
     manifest = _load_manifest(wd)
     entries: dict = manifest["assets"]
@@ -257,7 +266,8 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
         src = wd.assets / s.name
         source_type = digital_source_type(s.provenance or provenance_of(src), settings.label_own_files_ai)
         return pack_asset(src, PackedFiles.of(wd, s.name), embedded_fields(s.metadata, specs),
-                          settings, entries.get(s.name), min_pixels=min_pixels, source_type=source_type)
+                          settings, entries.get(s.name), min_pixels=min_pixels, source_type=source_type,
+                          upscale_to=upscale_to)
 
     with StageProgress("pack", len(sidecars)) as progress, ThreadPoolExecutor(max(1, workers)) as pool:
         futures = {pool.submit(one, s): s.name for s in sidecars}
@@ -274,6 +284,9 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
                 entries[name] = entry
                 report.ready[name] = PackedFiles.of(wd, name).ready
                 (report.packed_now if written else report.reused).append(name)
+                if "upscaled_from" in entry:
+                    w, h = entry["upscaled_from"]
+                    report.upscaled[name] = f"{w}×{h} → {entry['width']}×{entry['height']}"
                 for agency, rule in held_back_for(entry, checked).items():
                     report.held_back.setdefault(agency, {})[name] = rule
             if name in report.rejected:

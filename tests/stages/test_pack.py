@@ -134,10 +134,10 @@ def test_an_unforeseen_failure_rejects_only_that_file(tmp_path, monkeypatch):
     names = good_batch(wd)
     real = pack.embed_metadata
 
-    def failing(jpeg, title, description, keywords, *, name):
+    def failing(jpeg, title, description, keywords, *, name, **labels):
         if name == "deep.png":
             raise RuntimeError("exiv2 fell over")
-        return real(jpeg, title, description, keywords, name=name)
+        return real(jpeg, title, description, keywords, name=name, **labels)
 
     monkeypatch.setattr(pack, "embed_metadata", failing)
     report = run(wd, names)

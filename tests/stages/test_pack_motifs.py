@@ -42,3 +42,26 @@ def test_a_capped_agency_gets_at_most_its_cap_of_one_motif_and_every_distinct_im
     second = stock_batch(workdir=str(wd.root), source=str(tmp_path / "more"), return_state=True).result()
     assert second["uploaded_now"]["adobe"] == 0 and second["uploaded_now"]["dreamstime"] == 1
     assert extra[0] in second["held_back"]["adobe"]
+
+
+def test_upscaling_is_off_by_default_and_when_chosen_enlarges_to_the_largest_minimum_and_says_so(prefect_harness,
+                                                                                                  tmp_path):
+    from PIL import Image
+
+    from flows.stock_batch import stock_batch
+
+    source = tmp_path / "in"
+    source.mkdir()
+    render_demo_image(DEMO_PROMPTS[2], random.Random(3), size=(2160, 1620)).save(source / "city.jpg", quality=90)
+    wd = Workdir(tmp_path / "work").prepare()  # 3.5 MP: Dreamstime (3 MP) takes it, Adobe (4 MP) does not
+    plain = stock_batch(workdir=str(wd.root), source=str(source), agencies=["adobe"], return_state=True).result()
+    assert "city.jpg" in plain["rejected"] and plain["upscaled"] == {}  # not described for Adobe alone
+
+    wd.config_file.write_text("[pack]\nupscale_to_minimum = true\n")
+    chosen = stock_batch(workdir=str(wd.root), source=str(source), agencies=["adobe"], return_state=True).result()
+    assert chosen["uploaded_now"] == {"adobe": 1}
+    with Image.open(wd.outbox("adobe") / "city.jpg") as sent:
+        assert sent.width * sent.height >= 4_000_000 and abs(sent.width / sent.height - 4 / 3) < 0.01
+    assert chosen["upscaled"]["city.jpg"].startswith("2160×1620 → ")
+    with Image.open(wd.assets / "city.jpg") as original:
+        assert original.size == (2160, 1620)  # the contributor's file is never touched
