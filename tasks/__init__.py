@@ -1,1 +1,1 @@
-"""Stage and store modules of prefect-microstock: pure logic first, thin Prefect tasks on top."""
+"""The work behind the flows, grouped by kind (docs/ARCHITECTURE.md has the map and what may import what)."""

@@ -1,1 +1,1 @@
-"""orchestration"""
+"""Everything that exists because of how Prefect behaves, kept apart from the work."""

@@ -1,1 +1,1 @@
-"""stages"""
+"""One module per stage of the flows, its thin Prefect task at the bottom."""

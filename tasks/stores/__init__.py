@@ -1,1 +1,1 @@
-"""stores"""
+"""The dead-letter store (one interface, its backends) and the plain-text upload ledger."""

@@ -1,1 +1,1 @@
-"""Upload transports: one interface (``base.Transport``), one module per protocol."""
+"""Upload transports: one interface (base.Transport, put = send + confirm), one module per protocol with its own error mapper."""
