@@ -1,67 +1,76 @@
-"""Near-duplicates through the whole batch: an agency with a cap gets at most that many versions of a motif."""
+"""Near-duplicates and upscaling through pack and upload: what an agency is sent, and what is held back."""
 
 from __future__ import annotations
 
 import random
 
+from PIL import Image
+
+from tasks.core.files import sha256_file
+from tasks.core.records import Asset, Metadata, described_sidecars, write_sidecar
+from tasks.core.settings import PackSettings
 from tasks.core.workdir import Workdir
 from tasks.images.demo import DEMO_PROMPTS, render_demo_image
-from tests.fakes.ledger import ledger_entries
+from tasks.images.inspect import ImageRules
+from tasks.stages.pack import finish_batch, pack_assets
+from tasks.stages.upload import upload_agency
+from tasks.stores.pending import uploadable
 from tests.images.test_similar import cropped, noisy
 
-SIZE = (2400, 1800)  # 4.3 MP: every shipped agency takes it
+SIZE = (600, 450)
+#: Adobe's cap of three versions per motif (adobe.toml), Dreamstime with none; sizes small for speed.
+RULES = {"adobe": ImageRules("adobe", 10_000, max_versions=3), "dreamstime": ImageRules("dreamstime", 10_000)}
 
 
-def write_versions_and_distinct(folder, versions: int, distinct: bool = True) -> list[str]:
-    folder.mkdir(parents=True, exist_ok=True)
+def add_assets(wd: Workdir, versions: range, distinct: bool = True) -> list[str]:
+    """Versions of one sunset (noise or a slight crop each), and four other scenes; all described."""
     base = render_demo_image(DEMO_PROMPTS[0], random.Random(7), size=SIZE)
-    made = [noisy(base, 100 + i) if i % 2 else cropped(base, 0.005 * (i + 1)) for i in range(versions)]
-    names = [f"sunset_v{i}.jpg" for i in range(versions)]
-    for name, im in zip(names, made):
-        im.save(folder / name, quality=90)
+    images = {f"sunset_v{i}.jpg": noisy(base, 100 + i) if i % 2 else cropped(base, 0.004 * (i + 1)) for i in versions}
     if distinct:
-        for i in (2, 3, 6, 7):  # skyline, circles, triangles, towers: other scenes
-            render_demo_image(DEMO_PROMPTS[i], random.Random(i), size=SIZE).save(folder / f"other_{i}.jpg", quality=90)
-    return names
+        images |= {f"other_{i}.jpg": render_demo_image(DEMO_PROMPTS[i], random.Random(i), size=SIZE) for i in (2, 3, 6, 7)}
+    for name, im in images.items():
+        im.save(wd.assets / name, quality=90)
+        write_sidecar(wd.sidecar(name), Asset(name=name, asset_id=sha256_file(wd.assets / name), path=wd.assets / name),
+                      Metadata(title=name, description=name, keywords=["sunset"]))
+    return sorted(images)
 
 
-def test_a_capped_agency_gets_at_most_its_cap_of_one_motif_and_every_distinct_image(prefect_harness, tmp_path):
-    from flows.stock_batch import stock_batch
+def pack_and_upload(wd: Workdir, settings: PackSettings = PackSettings(), rules=RULES) -> tuple:
+    report = finish_batch(wd, pack_assets(wd, settings, described_sidecars(wd), list(rules), rules=rules))
+    items = uploadable(wd, list(rules))
+    return report, {a: upload_agency(wd, a, items[a]) for a in rules}
 
+
+def test_a_capped_agency_gets_at_most_its_cap_of_one_motif_and_every_distinct_image(tmp_path):
     wd = Workdir(tmp_path / "work").prepare()
-    versions = write_versions_and_distinct(tmp_path / "in", 6)
-    first = stock_batch(workdir=str(wd.root), source=str(tmp_path / "in"), return_state=True).result()
-    sent = {a: {e.filename for e in ledger_entries(wd.ledger) if e.agency == a} for a in ("adobe", "dreamstime")}
-    assert len(sent["adobe"] & set(versions)) == 3  # Adobe: three versions of a motif at most
-    assert {f"other_{i}.jpg" for i in (2, 3, 6, 7)} <= sent["adobe"]
-    assert sent["dreamstime"] >= set(versions)  # no stated cap: every version
-    held = first["held_back"]["adobe"]
-    assert sorted(held) == versions[3:] and all("versions of one motif (with sunset_v0.jpg)" in r for r in held.values())
+    add_assets(wd, range(6))
+    versions = [f"sunset_v{i}.jpg" for i in range(6)]
+    report, sent = pack_and_upload(wd)
+    assert sent["adobe"].uploaded == ["other_2.jpg", "other_3.jpg", "other_6.jpg", "other_7.jpg"] + versions[:3]
+    assert sorted(sent["dreamstime"].uploaded) == sorted(versions + [f"other_{i}.jpg" for i in (2, 3, 6, 7)])
+    held = report.held_back["adobe"]
+    assert sorted(held) == versions[3:]
+    assert all("one of 6 versions of one motif (with sunset_v0.jpg); adobe takes at most 3" in r for r in held.values())
 
-    extra = write_versions_and_distinct(tmp_path / "more", 7, distinct=False)[-1:]  # one more version
-    second = stock_batch(workdir=str(wd.root), source=str(tmp_path / "more"), return_state=True).result()
-    assert second["uploaded_now"]["adobe"] == 0 and second["uploaded_now"]["dreamstime"] == 1
-    assert extra[0] in second["held_back"]["adobe"]
+    add_assets(wd, range(6, 7), distinct=False)  # a later batch with one more version of the motif
+    report, sent = pack_and_upload(wd)
+    assert sent["adobe"].uploaded == [] and sent["dreamstime"].uploaded == ["sunset_v6.jpg"]
+    assert "sunset_v6.jpg" in report.held_back["adobe"]
 
 
-def test_upscaling_is_off_by_default_and_when_chosen_enlarges_to_the_largest_minimum_and_says_so(prefect_harness,
-                                                                                                  tmp_path):
-    from PIL import Image
+def test_upscaling_is_off_by_default_and_when_chosen_enlarges_to_the_largest_minimum_and_says_so(tmp_path):
+    wd = Workdir(tmp_path / "work").prepare()
+    render_demo_image(DEMO_PROMPTS[2], random.Random(3), size=(480, 360)).save(wd.assets / "city.jpg", quality=90)
+    write_sidecar(wd.sidecar("city.jpg"), Asset(name="city.jpg", asset_id=sha256_file(wd.assets / "city.jpg"),
+                                                path=wd.assets / "city.jpg"), Metadata(title="City", description="City"))
+    rules = {"adobe": ImageRules("adobe", 200_000), "dreamstime": ImageRules("dreamstime", 100_000)}
+    plain, sent = pack_and_upload(wd, rules=rules)  # 0.17 MP: Dreamstime takes it, Adobe does not
+    assert "city.jpg" in plain.held_back["adobe"] and plain.upscaled == {} and sent["adobe"].uploaded == []
 
-    from flows.stock_batch import stock_batch
-
-    source = tmp_path / "in"
-    source.mkdir()
-    render_demo_image(DEMO_PROMPTS[2], random.Random(3), size=(2160, 1620)).save(source / "city.jpg", quality=90)
-    wd = Workdir(tmp_path / "work").prepare()  # 3.5 MP: Dreamstime (3 MP) takes it, Adobe (4 MP) does not
-    plain = stock_batch(workdir=str(wd.root), source=str(source), agencies=["adobe"], return_state=True).result()
-    assert "city.jpg" in plain["rejected"] and plain["upscaled"] == {}  # not described for Adobe alone
-
-    wd.config_file.write_text("[pack]\nupscale_to_minimum = true\n")
-    chosen = stock_batch(workdir=str(wd.root), source=str(source), agencies=["adobe"], return_state=True).result()
-    assert chosen["uploaded_now"] == {"adobe": 1}
-    with Image.open(wd.outbox("adobe") / "city.jpg") as sent:
-        assert sent.width * sent.height >= 4_000_000 and abs(sent.width / sent.height - 4 / 3) < 0.01
-    assert chosen["upscaled"]["city.jpg"].startswith("2160×1620 → ")
+    chosen, sent = pack_and_upload(wd, PackSettings(upscale_to_minimum=True), rules)
+    assert sent["adobe"].uploaded == ["city.jpg"] and chosen.held_back == {}
+    with Image.open(wd.outbox("adobe") / "city.jpg") as out:
+        assert out.width * out.height >= 200_000 and abs(out.width / out.height - 4 / 3) < 0.01
+    assert chosen.upscaled == {"city.jpg": f"480×360 → {out.width}×{out.height}"}
     with Image.open(wd.assets / "city.jpg") as original:
-        assert original.size == (2160, 1620)  # the contributor's file is never touched
+        assert original.size == (480, 360)  # the contributor's file is never touched
