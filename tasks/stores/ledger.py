@@ -32,7 +32,7 @@ import hashlib
 import os
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from tasks.agencies.catalog import agency_names
+from tasks.core.workdir import Workdir
 from tasks.core.errors import AgencyBusy, StoreUnavailable
 from tasks.stores.ledger_index import (
     DoneDigests,
@@ -106,6 +107,8 @@ class LedgerState:
     problems: list[tuple[int, str]] = field(default_factory=list)
     #: The file read (for :attr:`entries`); None for a ledger that does not exist.
     path: Path | None = field(default=None, repr=False)
+    #: The agencies the ledger knows (its workdir's catalog).
+    agencies: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def entries(self) -> list[Entry]:
@@ -115,7 +118,7 @@ class LedgerState:
         what is done needs only :attr:`done`, which is far smaller).
         """
         if self._entries is None:
-            self._entries = [] if self.path is None else list(_iter_entries(self.path))
+            self._entries = [] if self.path is None else list(_iter_entries(self.path, self.agencies))
         return self._entries
 
     _entries: list[Entry] | None = field(default=None, init=False, repr=False)
@@ -137,7 +140,7 @@ def _clean(value: str) -> str:
     return re.sub(r"[\t\r\n]+", " ", value)
 
 
-def parse_line(line: str) -> Entry:
+def parse_line(line: str, known: Collection[str]) -> Entry:
     """One ledger line to an Entry; ValueError with the reason when it is malformed.
 
     Agency and digest are normalised (stripped, lower case). An agency outside
@@ -151,17 +154,16 @@ def parse_line(line: str) -> Entry:
     agency, sha = agency.lower(), sha.lower()
     if not _SHA256_TOKEN.match(sha):
         raise ValueError("field 4 is not a SHA-256 hex digest")
-    if agency not in agency_names():
-        raise ValueError(f"unknown agency {agency!r} (known: {', '.join(agency_names())})")
+    if agency not in known:
+        raise ValueError(f"unknown agency {agency!r} (known: {', '.join(known)})")
     if not filename:
         raise ValueError("the filename is empty")
     return Entry(ts, agency, filename, sha, remote)
 
 
-def salvage(line: str) -> tuple[str, str] | None:
+def salvage(line: str, known: Collection[str]) -> tuple[str, str] | None:
     """The (agency, sha256) a malformed line still names unambiguously, else None."""
     tokens = line.replace("\t", " ").split()
-    known = agency_names()
     agencies = {t.lower() for t in tokens if t.lower() in known}
     digests = {t.lower() for t in tokens if _SHA256_TOKEN.match(t)}
     if len(agencies) == 1 and len(digests) == 1:
@@ -185,7 +187,8 @@ class _Scan:
     torn: bytes
 
 
-def _scan(fh: BinaryIO, start: int, lines: int, prefix_hash: "hashlib._Hash", check_hex: bool) -> _Scan:
+def _scan(fh: BinaryIO, start: int, lines: int, prefix_hash: "hashlib._Hash", check_hex: bool,
+          known: tuple[str, ...]) -> _Scan:
     """Read the whole lines from byte ``start`` (line ``lines + 1``) to the end; the fast path is a line as record() writes it.
 
     ``prefix_hash`` holds the SHA-256 of bytes [0, start) and is not
@@ -193,7 +196,7 @@ def _scan(fh: BinaryIO, start: int, lines: int, prefix_hash: "hashlib._Hash", ch
     afterwards, all at once (``read`` scans again with it when one is not).
     Blocks end at a newline, so UTF-8 decodes the same as in one piece.
     """
-    done: dict[str, set[str]] = {agency: set() for agency in agency_names()}
+    done: dict[str, set[str]] = {agency: set() for agency in known}
     add_to = {agency: digests.add for agency, digests in done.items()}.get
     problems: list[tuple[int, str]] = []
     digest, number, end, rest = prefix_hash.copy(), lines, start, []
@@ -216,18 +219,19 @@ def _scan(fh: BinaryIO, start: int, lines: int, prefix_hash: "hashlib._Hash", ch
                 if add is not None and len(sha) == 64 and not (check_hex and sha.strip(_HEX)):
                     add(sha)
                     continue
-            _odd_line(done, problems, number, line)
+            _odd_line(done, problems, number, line, known)
     return _Scan(done, problems, number, end, digest, b"".join(rest))
 
 
-def _odd_line(done: dict[str, set[str]], problems: list[tuple[int, str]], number: int, line: str) -> None:
+def _odd_line(done: dict[str, set[str]], problems: list[tuple[int, str]], number: int, line: str,
+              known: tuple[str, ...]) -> None:
     """Anything the fast path did not take: blanks, hand edits, garbage."""
     if not line.strip() or line.lstrip().startswith("#"):
         return
     try:
-        entry = parse_line(line)
+        entry = parse_line(line, known)
     except ValueError as exc:
-        key = salvage(line)
+        key = salvage(line, known)
         if key is None:
             problems.append((number, f"{exc}; skipped"))
         else:
@@ -238,11 +242,11 @@ def _odd_line(done: dict[str, set[str]], problems: list[tuple[int, str]], number
     done[entry.agency].add(entry.sha256)
 
 
-def _torn_tail(number: int, line: str) -> tuple[tuple[str, str] | None, tuple[int, str] | None]:
+def _torn_tail(number: int, line: str, known: tuple[str, ...]) -> tuple[tuple[str, str] | None, tuple[int, str] | None]:
     """An unterminated last line: the key it still names, and what to report about it."""
     if not line.strip() or line.lstrip().startswith("#"):
         return None, None
-    key = _tail_key(line)
+    key = _tail_key(line, known)
     if key:
         return key, (number, _TAIL_COUNTS)
     return None, (number, "torn last line (no newline: an append was cut short); ignored")
@@ -251,8 +255,10 @@ def _torn_tail(number: int, line: str) -> tuple[tuple[str, str] | None, tuple[in
 class Ledger:
     """The ledger file at ``path``."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, agencies: Collection[str] | None = None) -> None:
         self.path = path
+        #: The agencies it knows: ``agencies``, else the catalog of the workdir the ledger sits in.
+        self.agencies = tuple(agencies) if agencies is not None else agency_names(Workdir(path.parent))
 
     # --- reading ----------------------------------------------------------------
 
@@ -286,12 +292,12 @@ class Ledger:
             return LedgerState()
         index_file = index_path(self.path)
         with fh:
-            found = load_index(index_file, fh, agency_names())
+            found = load_index(index_file, fh, self.agencies)
             base, prefix_hash = found or (None, hashlib.sha256())
             start, lines = (base.covers, base.lines) if base else (0, 0)
-            scan = _scan(fh, start, lines, prefix_hash, check_hex=False)
+            scan = _scan(fh, start, lines, prefix_hash, check_hex=False, known=self.agencies)
             if not all(_all_hex("".join(shas)) for shas in scan.done.values()):
-                scan = _scan(fh, start, lines, prefix_hash, check_hex=True)  # a digest is not lower-case hex
+                scan = _scan(fh, start, lines, prefix_hash, check_hex=True, known=self.agencies)  # a digest is not lower-case hex
             mode = os.fstat(fh.fileno()).st_mode & 0o666
         if scan.lines - lines >= INDEX_MIN_LINES:
             digests = {agency: base.digests[agency].merged(shas) if base else SortedDigests.from_hex(shas)
@@ -300,10 +306,10 @@ class Ledger:
             save_index(index_file, IndexedPrefix(scan.end, scan.lines, problems, digests), scan.hash.hexdigest(), mode)
         elif base is None:
             discard_index(index_file)
-        state = LedgerState(path=self.path)
+        state = LedgerState(path=self.path, agencies=self.agencies)
         state.problems = (base.problems + scan.problems) if base else scan.problems
         state.done = scan.done
-        key, problem = _torn_tail(scan.lines + 1, scan.torn.decode("utf-8", errors="replace"))
+        key, problem = _torn_tail(scan.lines + 1, scan.torn.decode("utf-8", errors="replace"), self.agencies)
         if key:
             state.done[key[0]].add(key[1])
         if problem:
@@ -357,8 +363,7 @@ class Ledger:
             _fsync_dir(self.path.parent)  # the new file's name survives a power cut too
         return entry
 
-    @staticmethod
-    def _repair_tail(fd: int, size: int) -> str:
+    def _repair_tail(self, fd: int, size: int) -> str:
         """Fix a last line without a newline; return what must precede the new line.
 
         A tail that names its agency and SHA-256, or a comment, is kept
@@ -383,7 +388,7 @@ class Ledger:
         else:
             cut = 0
         text = tail.decode("utf-8", errors="replace")
-        if _tail_key(text) or text.lstrip().startswith("#"):
+        if _tail_key(text, self.agencies) or text.lstrip().startswith("#"):
             return "\n"
         os.ftruncate(fd, cut)
         return HEADER if cut == 0 else ""
@@ -412,7 +417,7 @@ class Ledger:
             os.close(fd)
 
 
-def _iter_entries(path: Path) -> Iterator[Entry]:
+def _iter_entries(path: Path, known: tuple[str, ...]) -> Iterator[Entry]:
     """The well-formed entries of the file, and a cut-off last line that names its key."""
     try:
         fh = open(path, encoding="utf-8", errors="replace", newline="\n")
@@ -423,14 +428,14 @@ def _iter_entries(path: Path) -> Iterator[Entry]:
             if line.endswith("\n"):
                 if line.strip() and not line.lstrip().startswith("#"):
                     try:
-                        yield parse_line(line[:-1])
+                        yield parse_line(line[:-1], known)
                     except ValueError:
                         pass
-            elif _tail_key(line):
-                yield parse_line("\t".join(line.split("\t")[:5]))
+            elif _tail_key(line, known):
+                yield parse_line("\t".join(line.split("\t")[:5]), known)
 
 
-def _tail_key(tail: str) -> tuple[str, str] | None:
+def _tail_key(tail: str, known: Collection[str]) -> tuple[str, str] | None:
     """The key of an unterminated last line, when it already holds one.
 
     A line is written only after its upload was confirmed, so a cut-off line
@@ -441,7 +446,7 @@ def _tail_key(tail: str) -> tuple[str, str] | None:
     if len(fields) < 5:
         return None
     agency, sha = fields[1].strip().lower(), fields[3].strip().lower()
-    if agency in agency_names() and _SHA256_TOKEN.match(sha):
+    if agency in known and _SHA256_TOKEN.match(sha):
         return agency, sha
     return None
 

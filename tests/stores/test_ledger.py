@@ -11,6 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from tasks.agencies.catalog import agency_names
 from tasks.core.errors import StageStopped, StoreUnavailable
 from tasks.stores.ledger import HEADER, Ledger, parse_line
 
@@ -67,7 +68,7 @@ def test_concurrent_threads_lose_no_line_and_interleave_none(tmp_path):
     lines = data_lines(ledger.path)
     assert len(lines) == 400
     for line in lines:
-        parse_line(line)  # every line whole
+        parse_line(line, agency_names())  # every line whole
     state = ledger.read()
     assert state.problems == [] and len(state.done_keys()) == 400
     assert ledger.path.read_text().count(HEADER) == 1
@@ -90,7 +91,7 @@ def test_concurrent_processes_lose_no_line_and_interleave_none(tmp_path):
         assert p.exitcode == 0
     lines = data_lines(path)
     assert len(lines) == 400
-    assert {parse_line(line).sha256 for line in lines} == {sha(f"p{p}-{i}") for p in range(4) for i in range(100)}
+    assert {parse_line(line, agency_names()).sha256 for line in lines} == {sha(f"p{p}-{i}") for p in range(4) for i in range(100)}
     assert path.read_text().count(HEADER) == 1
 
 
@@ -104,7 +105,7 @@ def test_torn_last_line_is_ignored_and_cut_by_the_next_append(tmp_path):
     [(number, reason)] = state.problems
     assert number == 5 and "torn last line" in reason
     ledger.record("adobe", "c.jpg", sha("c"), "/c")
-    assert [parse_line(line).filename for line in data_lines(ledger.path)] == ["a.jpg", "c.jpg"]
+    assert [parse_line(line, agency_names()).filename for line in data_lines(ledger.path)] == ["a.jpg", "c.jpg"]
     assert ledger.read().problems == []
 
 
@@ -118,7 +119,7 @@ def test_cut_off_line_that_names_its_key_counts_and_is_completed(tmp_path):
     assert state.is_done("vecteezy", sha("b"))
     assert "counts" in state.problems[0][1]
     ledger.record("adobe", "c.jpg", sha("c"), "/c")
-    assert [parse_line(line).filename for line in data_lines(ledger.path)] == ["a.jpg", "b.jpg", "c.jpg"]
+    assert [parse_line(line, agency_names()).filename for line in data_lines(ledger.path)] == ["a.jpg", "b.jpg", "c.jpg"]
 
 
 def test_a_ledger_of_only_a_torn_line_gets_its_header_back(tmp_path):
