@@ -170,7 +170,10 @@ class ImageLimits(_Spec):
 
     @property
     def min_pixels(self) -> int | None:
-        return None if self.min_megapixels is None else round(self.min_megapixels * 1_000_000)
+        """The fewest pixels an image can have: the megapixel minimum, or a square of the minimum side."""
+        found = [v for v in (self.min_megapixels and round(self.min_megapixels * 1_000_000),
+                             self.min_side and self.min_side ** 2) if v]
+        return max(found) if found else None
 
     @property
     def max_pixels(self) -> int | None:
@@ -251,6 +254,11 @@ class AgencySpec(_Spec):
             raise ValueError("column names repeat")
         if self.csv.flag_yes == self.csv.flag_no:
             raise ValueError("csv.flag_yes and csv.flag_no are the same")
+        sources = {c.source for c in self.columns}
+        if self.categories is not None and not sources & {"category", "categories"}:
+            raise ValueError("[categories] is set but no column has source 'category' or 'categories'")
+        if self.ai.keyword and "keywords" not in sources:
+            raise ValueError("ai.keyword is set but no column has source 'keywords'")
         for c in self.columns:
             if c.source in ("category", "categories"):
                 if self.categories is None:
@@ -261,6 +269,8 @@ class AgencySpec(_Spec):
                 raise ValueError(f"column {c.name!r}: kind 'choice' needs choices")
             if c.source in ("editorial", "ai_generated") and c.kind != "flag":
                 raise ValueError(f"column {c.name!r}: source {c.source!r} needs kind 'flag'")
+            if c.kind == "flag" and c.default not in (self.csv.flag_yes, self.csv.flag_no):
+                raise ValueError(f"column {c.name!r}: default {c.default!r} is neither csv.flag_yes nor csv.flag_no")
         return self
 
     def active_columns(self, csv_defaults: dict[str, str] | None = None) -> list[Column]:

@@ -45,7 +45,8 @@ def test_headers_are_exactly_the_agencies_templates():
 
 
 def test_all_specs_come_in_the_fixed_agency_order():
-    assert list(all_specs()) == ["adobe", "vecteezy", "dreamstime"]
+    assert list(all_specs()) == ["adobe", "vecteezy", "dreamstime", "shutterstock", "freepik", "123rf",
+                                 "depositphotos", "pond5", "alamy"]
 
 
 def test_vecteezy_license_column_is_off_by_default_and_added_when_configured():
@@ -103,8 +104,8 @@ def test_a_spec_whose_columns_do_not_spell_its_header_is_refused():
 
 
 def test_unknown_agency_spec_is_a_config_error():
-    with pytest.raises(ConfigError, match="no agency spec for 'shutterstock'"):
-        load_spec("shutterstock")
+    with pytest.raises(ConfigError, match="no agency spec for 'istock'"):
+        load_spec("istock")
 
 
 def test_demo_prompts_carry_real_dreamstime_and_adobe_ids():
