@@ -185,10 +185,9 @@ class AiRules(_Spec):
 
     #: False: an AI-generated asset is held back for this agency (never sent, no row).
     accepted: bool = True
-    #: Put first among an AI-generated asset's keywords (Freepik: ``_ai_generated``).
+    #: Put first among an AI-generated asset's keywords (Freepik: ``_ai_generated``). Other
+    #: disclosures are columns: ``source = "ai_generated"`` (a flag) or ``ai_only`` (Freepik's Prompt, Model).
     keyword: str = ""
-    #: What the contributor must do by hand for an AI-generated asset (a portal checkbox …), for the report.
-    disclosure: str = ""
 
 
 class TransportHint(_Spec):

@@ -230,7 +230,7 @@ _KINDS = {
     "garbage": lambda i: f"garbage line {i}",
     "upper-hex": lambda i: f"2026-11-30T00:00:00Z\tvecteezy\tf{i}.jpg\t{i:064X}\t/r/f{i}.jpg",
     "spaces": lambda i: f"2026-11-30T00:00:00Z adobe f{i}.jpg {i:064x} /r/f{i}.jpg",
-    "unknown-agency": lambda i: f"2026-11-30T00:00:00Z\tshutterstock\tf{i}.jpg\t{i:064x}\t/r",
+    "unknown-agency": lambda i: f"2026-11-30T00:00:00Z\tistock\tf{i}.jpg\t{i:064x}\t/r",
 }
 
 

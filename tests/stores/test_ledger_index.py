@@ -88,7 +88,7 @@ _LINES = {
     "crlf": lambda i: line("dreamstime", i % 6).replace("\n", "\r\n"),
     "upper-hex": lambda i: f"2026-11-30T00:00:00Z\tvecteezy\tu{i}.jpg\t{sha(i % 4).upper()}\t/r\n",
     "spaces": lambda i: f"2026-11-30T00:00:00Z adobe s{i}.jpg {sha(i % 3)} /r\n",
-    "unknown-agency": lambda i: f"2026-11-30T00:00:00Z\tshutterstock\tf{i}.jpg\t{sha(i)}\t/r\n",
+    "unknown-agency": lambda i: f"2026-11-30T00:00:00Z\tistock\tf{i}.jpg\t{sha(i)}\t/r\n",
     "garbage": lambda i: f"garbage {i}\n",
     "bad-utf8": lambda i: f"2026-11-30T00:00:00Z\tadobe\tcaf".encode() + b"\xe9\xff" + f"\t{sha(i % 9)}\t/r\n".encode(),
     "comment": lambda i: f"# note {i}\n",
