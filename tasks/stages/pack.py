@@ -206,7 +206,7 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
     _return_freed_images_to_the_os()
     known = catalog(wd)  # the shipped agencies and the workdir's own
     rules = rules if rules is not None else {a: image_rules(a, wd) for a in known.names}
-    checked = [rules[a] for a in (known.names if agencies is None else agencies)]
+    checked = [rules[a] for a in (rules if agencies is None else agencies)]
     min_pixels = min(r.min_pixels for r in rules.values())
     specs = list(known.specs.values())  # one file goes to every agency: the strictest text limits apply
     manifest = _load_manifest(wd)
