@@ -153,16 +153,21 @@ secrets_app = typer.Typer(help="The Gemini key and agency passwords as Prefect S
 app.add_typer(secrets_app, name="secrets")
 
 
-def secret_names(workdir: Path) -> list[str]:
-    """The Gemini key's block and a password block per agency of the workdir (shipped and its own)."""
+def workdir_agencies(workdir: Path) -> tuple[str, ...]:
+    """Every agency of the workdir, shipped and its own; fails with a broken spec's one-line reason."""
     from tasks.agencies.catalog import agency_names
-    from tasks.core.secrets import password_block_name
     from tasks.core.workdir import Workdir
 
     try:
-        return ["gemini-api-key", *(password_block_name(a) for a in agency_names(Workdir(workdir)))]
+        return agency_names(Workdir(workdir))
     except ConfigError as exc:
         fail(exc.message)
+
+
+def secret_names(workdir: Path) -> list[str]:
+    from tasks.core.secrets import password_block_name
+
+    return ["gemini-api-key", *(password_block_name(a) for a in workdir_agencies(workdir))]
 
 
 @secrets_app.command("set")
@@ -353,20 +358,15 @@ def ledger_done(
     workdir: Optional[Path] = WorkdirOpt,
 ) -> None:
     """Record by hand that FILE is uploaded to AGENCY (the key is the SHA-256 of its source image)."""
-    from tasks.agencies.catalog import agency_names
     from tasks.core.errors import BadInput, StoreUnavailable
     from tasks.core.workdir import Workdir
     from tasks.stores.pending import mark_done
 
-    wd = Workdir(resolve_workdir(workdir))
-    try:
-        known = agency_names(wd)
-    except ConfigError as exc:
-        fail(exc.message)
-    if agency not in known:
+    wd_path = resolve_workdir(workdir)
+    if agency not in (known := workdir_agencies(wd_path)):
         fail(f"unknown agency {agency!r} (choose from {', '.join(known)})")
     try:
-        entry = mark_done(wd, agency, file)
+        entry = mark_done(Workdir(wd_path), agency, file)
     except (BadInput, StoreUnavailable) as exc:
         fail(exc.message)
     if entry is None:
