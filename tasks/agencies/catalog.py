@@ -12,9 +12,11 @@ and the key.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from types import MappingProxyType
 
 from tasks.agencies.spec import AgencySpec, load_spec, parse_spec, shipped_spec_names
 from tasks.core.errors import ConfigError
@@ -26,8 +28,8 @@ from tasks.core.workdir import Workdir
 class Catalog:
     """The agencies of one workdir (or the shipped ones alone)."""
 
-    #: Every agency's spec by name, in list order.
-    specs: dict[str, AgencySpec]
+    #: Every agency's spec by name, in list order (read-only: the catalog is cached).
+    specs: Mapping[str, AgencySpec]
     #: Names whose spec comes from the workdir's ``agencies/`` folder.
     own: frozenset[str] = frozenset()
     #: Shipped names the workdir's own file replaces.
@@ -107,7 +109,7 @@ def _catalog(own_files: tuple[tuple[str, int, int], ...]) -> Catalog:
         own.add(name)
     ordered = dict(sorted(specs.items(), key=lambda item: (item[1].rank, item[0])))
     replaced = tuple(name for name in ordered if name in own and name in shipped_spec_names())
-    return Catalog(ordered, frozenset(own), replaced)
+    return Catalog(MappingProxyType(ordered), frozenset(own), replaced)
 
 
 def agency_names(wd: Workdir | None = None) -> tuple[str, ...]:
@@ -115,7 +117,7 @@ def agency_names(wd: Workdir | None = None) -> tuple[str, ...]:
     return catalog(wd).names
 
 
-def all_specs(wd: Workdir | None = None) -> dict[str, AgencySpec]:
+def all_specs(wd: Workdir | None = None) -> Mapping[str, AgencySpec]:
     """Every agency's spec by name, in list order."""
     return catalog(wd).specs
 
