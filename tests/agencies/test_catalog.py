@@ -132,6 +132,7 @@ def test_a_copied_spec_runs_as_a_new_agency_with_no_code_change(prefect_harness,
     root = tmp_path / "work"
     (root / "agencies").mkdir(parents=True)
     shutil.copy(SHIPPED / "dreamstime.toml", root / "agencies" / "mystock.toml")
+    shutil.copy(SHIPPED / "adobe.toml", root / "agencies" / "adobe.toml")  # replaces the shipped one: said so
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "GOOGLE_", "MICROSTOCK_"))}
     env.update(PREFECT_API_URL=PREFECT_API_URL.value(), COLUMNS="200")
 
@@ -141,6 +142,7 @@ def test_a_copied_spec_runs_as_a_new_agency_with_no_code_change(prefect_harness,
 
     run = microstock("run", "--count", "2", "--agency", "mystock")
     assert run.returncode == 0, run.stderr[-3000:]
+    assert "agencies/adobe.toml in the workdir replaces the shipped adobe spec" in run.stdout
     rows = list(csv.reader(io.StringIO((root / "csv" / "mystock.csv").read_text(encoding="utf-8"), newline="")))
     assert ",".join(rows[0]) == ("Filename,Image Name,Description,Category 1,Category 2,Category 3,keywords,"
                                  "Free,W-EL,P-EL,SR-EL,SR-Price,Editorial,MR doc Ids,Pr Docs")
