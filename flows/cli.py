@@ -72,7 +72,7 @@ def run(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's task logs on the terminal."),
 ) -> None:
     """Run the stock-batch flow once: assets → describe → CSVs → pack → upload."""
-    from tasks.agencies.catalog import enabled_agencies
+    from tasks.agencies.catalog import catalog
     from tasks.core.settings import load_settings
     from tasks.core.workdir import Workdir
     from tasks.transports.targets import check_targets
@@ -84,9 +84,12 @@ def run(
         fail(f"{source}: source folder not found")
     try:
         settings = load_settings(Workdir(wd_path).config_path(config))
-        check_targets(settings, enabled_agencies(settings, agency))
+        agencies = catalog(Workdir(wd_path))  # a broken spec in <workdir>/agencies/ stops the run here
+        check_targets(settings, agencies.enabled(settings, agency))
     except ConfigError as exc:
         fail(exc.message)
+    for note in agencies.notes:
+        console.print(note, highlight=False)
 
     prefect_env(wd_path, verbose)
     from flows.stock_batch import stock_batch
@@ -150,22 +153,33 @@ secrets_app = typer.Typer(help="The Gemini key and agency passwords as Prefect S
 app.add_typer(secrets_app, name="secrets")
 
 
-def secret_names() -> list[str]:
+def workdir_agencies(workdir: Path) -> tuple[str, ...]:
+    """Every agency of the workdir, shipped and its own; fails with a broken spec's one-line reason."""
     from tasks.agencies.catalog import agency_names
+    from tasks.core.workdir import Workdir
+
+    try:
+        return agency_names(Workdir(workdir))
+    except ConfigError as exc:
+        fail(exc.message)
+
+
+def secret_names(workdir: Path) -> list[str]:
     from tasks.core.secrets import password_block_name
 
-    return ["gemini-api-key", *(password_block_name(a) for a in agency_names())]
+    return ["gemini-api-key", *(password_block_name(a) for a in workdir_agencies(workdir))]
 
 
 @secrets_app.command("set")
 def secrets_set(
-    name: str = typer.Argument(..., help="gemini-api-key, microstock-adobe-password, microstock-vecteezy-password "
-                                         "or microstock-dreamstime-password."),
+    name: str = typer.Argument(..., help="gemini-api-key or microstock-<agency>-password "
+                                         "(`microstock secrets list` names them all)."),
     workdir: Optional[Path] = WorkdirOpt,
 ) -> None:
     """Save a secret as a Prefect Secret block; the value comes from a hidden prompt, or stdin when piped."""
-    if name not in secret_names():
-        fail(f"unknown secret {name!r} (choose from {', '.join(secret_names())})")
+    known = secret_names(resolve_workdir(workdir))
+    if name not in known:
+        fail(f"unknown secret {name!r} (choose from {', '.join(known)})")
     if sys.stdin.isatty():
         value = typer.prompt(f"{name}", hide_input=True, confirmation_prompt=True)
     else:
@@ -191,7 +205,7 @@ def secrets_list(workdir: Optional[Path] = WorkdirOpt) -> None:
     from tasks.core.secrets import password_env_var, secret_block
 
     table = Table("secret block", "block", "environment variable")
-    for name in secret_names():
+    for name in secret_names(wd_path):
         env_vars = (["GOOGLE_API_KEY", "GEMINI_API_KEY"] if name == "gemini-api-key"
                     else [password_env_var(name.removeprefix("microstock-").removesuffix("-password"))])
         env_set = [v for v in env_vars if os.environ.get(v)]
@@ -308,7 +322,7 @@ def ledger_agencies(workdir: Path, only: Optional[str]) -> list[str]:
     from tasks.core.workdir import Workdir
 
     try:
-        return enabled_agencies(load_settings(Workdir(workdir).config_file), [only] if only else None)
+        return enabled_agencies(load_settings(Workdir(workdir).config_file), [only] if only else None, Workdir(workdir))
     except ConfigError as exc:
         fail(exc.message)
 
@@ -339,20 +353,20 @@ def ledger_pending(
 
 @ledger_app.command("done")
 def ledger_done(
-    agency: str = typer.Argument(..., help="The agency (one with a spec: adobe, vecteezy, dreamstime, …)."),
+    agency: str = typer.Argument(..., help="The agency (one with a spec, shipped or in <workdir>/agencies/)."),
     file: str = typer.Argument(..., help="The asset's file name (assets/) or its upload-ready name (packs/ready/)."),
     workdir: Optional[Path] = WorkdirOpt,
 ) -> None:
     """Record by hand that FILE is uploaded to AGENCY (the key is the SHA-256 of its source image)."""
-    from tasks.agencies.catalog import agency_names
     from tasks.core.errors import BadInput, StoreUnavailable
     from tasks.core.workdir import Workdir
     from tasks.stores.pending import mark_done
 
-    if agency not in agency_names():
-        fail(f"unknown agency {agency!r} (choose from {', '.join(agency_names())})")
+    wd_path = resolve_workdir(workdir)
+    if agency not in (known := workdir_agencies(wd_path)):
+        fail(f"unknown agency {agency!r} (choose from {', '.join(known)})")
     try:
-        entry = mark_done(Workdir(resolve_workdir(workdir)), agency, file)
+        entry = mark_done(Workdir(wd_path), agency, file)
     except (BadInput, StoreUnavailable) as exc:
         fail(exc.message)
     if entry is None:

@@ -61,7 +61,7 @@ def replay_dead_letters(
         claimant = f"replay-{runtime.flow_run.id}"
         report = replay_jobs(wd, settings, store, claimant, store.claim(claimant, limit=limit, error_class=error_class))
         if report.recovered_assets:
-            publish_described(wd, settings, enabled_agencies(settings))
+            publish_described(wd, settings, enabled_agencies(settings, wd=wd))
 
     logger.info(report.headline())
     publish_dead_letters(wd)

@@ -6,16 +6,17 @@ crash finishes the rest and repeats nothing.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, NamedTuple
 
-from prefect import flow
+from prefect import flow, get_run_logger
 from prefect.states import Completed
 from pydantic import Field
 
-from tasks.agencies.catalog import AgencyName, enabled_agencies
+from tasks.agencies.catalog import catalog
 from tasks.core.reports import AgencyUpload, CsvReport, PackReport
 from tasks.core.settings import Settings, load_settings
-from tasks.core.workdir import Workdir
+from tasks.core.workdir import Workdir, default_workdir
 from tasks.observe import events
 from tasks.observe.artifacts import publish_batch, publish_dead_letters
 from tasks.observe.summary import BatchSummary
@@ -50,7 +51,7 @@ def stock_batch(
     workdir: str | None = None,
     count: Annotated[int, Field(ge=0)] = 12,
     source: str | None = None,
-    agencies: list[AgencyName] | None = None,
+    agencies: list[str] | None = None,
     config: str | None = None,
 ):
     """Take a batch from images to every enabled agency; ends Completed even when jobs are parked.
@@ -60,12 +61,17 @@ def stock_batch(
             Empty: $MICROSTOCK_WORKDIR, else ./microstock-data.
         count: Images to generate when no source folder is given (0: only what is already in assets/).
         source: Folder of your own JPEG/PNG images to ingest instead of generating.
-        agencies: Only these agencies (empty: every agency enabled in the config).
+        agencies: Only these agencies (empty: every enabled agency). A name is a spec file: shipped
+            (adobe, vecteezy, dreamstime, shutterstock, …) or <workdir>/agencies/<name>.toml.
         config: Config file (empty: microstock.toml in the workdir).
     """
-    wd = Workdir.open(workdir)
+    wd = Workdir(Path(workdir) if workdir else default_workdir())
     settings = load_settings(wd.config_path(config))
-    chosen = enabled_agencies(settings, agencies)
+    known = catalog(wd)  # checked before anything is written: a broken spec stops the run here
+    chosen = known.enabled(settings, agencies)
+    wd.prepare()
+    for note in known.notes:
+        get_run_logger().info(note)
 
     gathered = assets_stage(wd, settings, count, source, chosen)
     described = describe_assets(wd, settings, gathered.assets)

@@ -13,15 +13,15 @@ Rule names read ``<field>.<rule>`` (``title.max_chars``, ``keywords.min``,
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 from collections.abc import Iterable, Mapping
 
 from pydantic import BaseModel, ConfigDict
 
+from tasks.agencies import categories as category_rules
+from tasks.agencies.dialect import bom_bytes, csv_bytes, unencodable
+from tasks.agencies.spec import AgencySpec, Column, CsvFormat, KeywordRule, TextRule
 from tasks.core.reports import Problem
-from tasks.agencies.spec import AgencySpec, Categories, Column, KeywordRule, TextRule
 from tasks.agencies.text import (
     capitalize_first,
     clean_cell,
@@ -59,27 +59,6 @@ class RowResult(BaseModel):
     @property
     def ok(self) -> bool:
         return self.cells is not None
-
-
-# --- the CSV dialect -------------------------------------------------------------------
-
-
-def csv_text(rows: Iterable[Iterable[str]]) -> str:
-    """Rows as CSV text: ``csv`` module, minimal quoting, CRLF line ends (RFC 4180)."""
-    buf = io.StringIO()
-    writer = csv.writer(buf, quoting=csv.QUOTE_MINIMAL, lineterminator="\r\n")
-    writer.writerows(rows)
-    return buf.getvalue()
-
-
-def csv_bytes(rows: Iterable[Iterable[str]]) -> bytes:
-    """Rows as CSV bytes in the agencies' encoding (UTF-8; the BOM is added by the file writer)."""
-    return csv_text(rows).encode("utf-8")
-
-
-def bom_bytes(spec: AgencySpec) -> bytes:
-    """The UTF-8 byte order mark when the spec asks for one, else nothing."""
-    return b"\xef\xbb\xbf" if spec.csv.bom else b""
 
 
 # --- the rules -------------------------------------------------------------------------
@@ -127,6 +106,9 @@ def _text(row: _Row, field: str, rule: TextRule, raw: str, fallback_raw: str) ->
     if rule.latin_only and (ch := first_non_latin(value)):
         row.problem(f"{field}.latin_only", f"{row.spec.display_name} takes English metadata only; {field} has {ch!r}")
         return None
+    if rule.ascii_only and (ch := next((c for c in value if not c.isascii()), "")):
+        row.problem(f"{field}.ascii_only", f"{row.spec.display_name} takes no special letters; {field} has {ch!r}")
+        return None
     if rule.max_chars is not None and len(value) > rule.max_chars:
         short = shorten(value, rule.max_chars)
         if short is None:
@@ -173,62 +155,6 @@ def _keywords(row: _Row, rule: KeywordRule, raw: list[str]) -> list[str] | None:
     return words
 
 
-def _forms(word: str) -> set[str]:
-    """A word and its plausible singulars, so "skies" meets "sky" and "sunsets" meets "sunset"."""
-    w = word.casefold().strip()
-    forms = {w}
-    if w.endswith("ies") and len(w) > 4:
-        forms.add(w[:-3] + "y")
-    if w.endswith("es") and len(w) > 3:
-        forms.add(w[:-2])
-    if w.endswith("s") and not w.endswith("ss") and len(w) > 2:
-        forms.add(w[:-1])
-    return forms
-
-
-def hint_to_id(categories: Categories, hint: str) -> int | None:
-    """The category id a describer hint maps to: the hints table first, then sub-category names and their words."""
-    forms = _forms(hint)
-    hints = {k.casefold(): v for k, v in categories.hints.items()}
-    for f in sorted(forms):
-        if f in hints:
-            return hints[f]
-    for cid, name in categories.table.items():
-        if cid in categories.no_auto:
-            continue
-        sub = name.rsplit("/", 1)[-1].casefold().strip()
-        parts = {sub, *(p.strip() for p in re.split(r"&|,|\band\b", sub) if p.strip())}
-        if any(forms & _forms(p) for p in parts):
-            return cid
-    return None
-
-
-def _categories(row: _Row, categories: Categories, md: Metadata) -> list[int]:
-    """Up to ``categories.count`` valid ids: the describer's own, else mapped from its hints."""
-    raw = ([md.adobe_category] if md.adobe_category is not None else []) \
-        if categories.field == "adobe_category" else list(md.dreamstime_categories)
-    ids: list[int] = []
-    for cid in raw:
-        if cid in categories.table and cid not in ids:
-            ids.append(cid)
-    invalid = [cid for cid in raw if cid not in categories.table]
-    if invalid:
-        row.fix("category.out_of_range", f"dropped category id(s) {invalid}: not in the {row.spec.display_name} table")
-    if len(ids) > categories.count:
-        row.fix("category.count", f"kept the first {categories.count} of {len(ids)} categories")
-        ids = ids[: categories.count]
-    if not ids:
-        for hint in md.category_hints:
-            cid = hint_to_id(categories, hint)
-            if cid is not None and cid not in ids and len(ids) < categories.count:
-                ids.append(cid)
-        if ids:
-            row.fix("category.mapped", f"category mapped from hints {md.category_hints} to {ids}")
-        elif raw or md.category_hints:
-            row.fix("category.empty", "no category could be mapped; left empty (choose one in the agency's portal)")
-    return ids
-
-
 def _releases(row: _Row, raw: list[str]) -> str:
     names: list[str] = []
     for release in raw:
@@ -244,11 +170,12 @@ _NUMBER = re.compile(r"\d+(\.\d+)?")
 _ID_LIST = re.compile(r"\d+(,\d+)*")
 
 
-def config_value(column: Column, raw: str) -> tuple[str, str | None]:
+def config_value(column: Column, raw: str, fmt: CsvFormat) -> tuple[str, str | None]:
     """A configured cell value normalised by the column's kind, and an error message when invalid."""
     value = raw.strip()
     if column.kind == "flag":
-        return value, None if value in ("0", "1") else f"{column.name} must be 0 or 1, not {raw!r}"
+        return value, None if value in (fmt.flag_no, fmt.flag_yes) else (
+            f"{column.name} must be {fmt.flag_no} or {fmt.flag_yes}, not {raw!r}")
     if column.kind == "number":
         return value, None if value == "" or _NUMBER.fullmatch(value) else f"{column.name} must be a number or empty, not {raw!r}"
     if column.kind == "id_list":
@@ -270,7 +197,7 @@ def check_csv_defaults(spec: AgencySpec, csv_defaults: Mapping[str, str]) -> lis
                                     message=f"csv_defaults.{key}: {spec.display_name} has no configurable column "
                                             f"{key!r} (choose from {', '.join(known) or 'none'})"))
             continue
-        _, error = config_value(known[key], str(csv_defaults[key]))
+        _, error = config_value(known[key], str(csv_defaults[key]), spec.csv)
         if error:
             problems.append(Problem(agency=spec.name, asset="", rule=f"config.{key}", message=f"csv_defaults.{error}"))
     return problems
@@ -309,43 +236,60 @@ def build_row(
     """
     defaults = dict(csv_defaults or {})
     row = _Row(spec, asset or filename)
+    ai = metadata.ai_generated
+    if ai and not spec.ai.accepted:
+        row.problem("ai.refused", f"{spec.display_name} does not accept AI-generated content; held back there")
+        return _result(row, filename, None)
     _filename(row, filename)
     _language(row, metadata)
     for problem in check_csv_defaults(spec, defaults):
         row.problem(problem.rule, problem.message)
     columns = spec.active_columns(defaults)
-    sources = {c.source for c in columns}
+    # an agency without a CSV reads the embedded title, description and keywords: their rules still apply
+    sources = {c.source for c in columns} if spec.takes_csv else {"title", "description", "keywords"}
     title = _text(row, "title", spec.title, metadata.title, metadata.description) if "title" in sources else ""
     description = (_text(row, "description", spec.description, metadata.description, metadata.title)
                    if "description" in sources else "")
-    keywords = _keywords(row, spec.keywords, metadata.keywords) if "keywords" in sources else []
-    categories = _categories(row, spec.categories, metadata) if spec.categories and "category" in sources else []
+    raw_keywords = metadata.keywords
+    if ai and spec.ai.keyword:
+        raw_keywords = [spec.ai.keyword, *raw_keywords]
+        row.fix("ai.keyword", f"added {spec.ai.keyword!r} first: the asset is AI-generated")
+    keywords = _keywords(row, spec.keywords, raw_keywords) if "keywords" in sources else []
+    categories: list[int] = []
+    if spec.categories and sources & {"category", "categories"}:
+        categories, fixes = category_rules.choose(spec.categories, metadata, spec.display_name)
+        for rule, message in fixes:
+            row.fix(rule, message)
     releases = _releases(row, metadata.releases) if "releases" in sources else ""
     if row.problems or title is None or description is None or keywords is None:
         return _result(row, filename, None)
+    if not spec.takes_csv:
+        return _result(row, filename, ())
 
+    values = {"filename": filename, "title": title, "description": description, "releases": releases,
+              "keywords": spec.keywords.separator.join(keywords)}
     cells: list[str] = []
     for column in columns:
-        if column.source == "filename":
-            cells.append(filename)
-        elif column.source == "title":
-            cells.append(title)
-        elif column.source == "description":
-            cells.append(description)
-        elif column.source == "keywords":
-            cells.append(spec.keywords.separator.join(keywords))
-        elif column.source == "releases":
-            cells.append(releases)
-        elif column.source == "category":
-            unused = spec.categories.unused if spec.categories else ""
-            cells.append(str(categories[column.index - 1]) if column.index <= len(categories) else unused)
-        else:  # config, editorial (values already checked by check_csv_defaults)
-            raw = "1" if column.source == "editorial" and metadata.editorial else defaults.get(column.name, column.default)
-            cells.append(config_value(column, raw)[0])
+        if column.ai_only and not ai:
+            cells.append("")
+        elif column.source in values:
+            cells.append(values[column.source])
+        elif column.source == "category" and spec.categories:
+            cells.append(category_rules.cell(spec.categories, categories[column.index - 1])
+                         if column.index <= len(categories) else spec.categories.unused)
+        elif column.source == "categories" and spec.categories:
+            cells.append(spec.categories.separator.join(category_rules.cell(spec.categories, c) for c in categories))
+        else:  # config, editorial, ai_generated (values already checked by check_csv_defaults)
+            flagged = (column.source == "editorial" and metadata.editorial) or (column.source == "ai_generated" and ai)
+            raw = spec.csv.flag_yes if flagged else defaults.get(column.name, column.default)
+            cells.append(config_value(column, raw, spec.csv)[0])
 
+    if ch := unencodable(spec.csv, cells):
+        row.problem("csv.encoding", f"{spec.display_name}'s CSV is {spec.csv.encoding}; the row has {ch!r}")
+        return _result(row, filename, None)
     limit = spec.csv.max_bytes
     if limit is not None:
-        size = len(bom_bytes(spec)) + len(csv_bytes([spec.header_row(defaults), cells]))
+        size = len(bom_bytes(spec.csv)) + len(csv_bytes(spec.csv, [spec.header_row(defaults), cells]))
         if size > limit:
             row.problem("row.max_bytes", f"the row alone makes a {size}-byte file; {spec.display_name} takes at most {limit}")
             return _result(row, filename, None)

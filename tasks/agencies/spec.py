@@ -1,18 +1,23 @@
-"""An agency's requirements as data: ``<agency>.toml`` next to this module.
+"""An agency's requirements as data: ``<agency>.toml``, shipped next to this module or the contributor's own.
 
-Each TOML file says, for one agency, the exact CSV header and where each
-column's value comes from, the limits of every field, the per-file row and
-byte limits, the category table, the image limits the pack stage checks and
-how files reach the agency. Adding an agency is a new file, not new code:
-:mod:`tasks.agencies.catalog` lists the agencies from the files found.
+Each TOML file says, for one agency, whether it takes a CSV at all, the CSV
+dialect (delimiter, quoting, line ends, encoding, BOM, how yes/no is spelled),
+the exact header and where each column's value comes from, the limits of every
+field, the per-file row and byte limits, the category table, the image limits
+the pack stage checks, what the agency says about AI-generated content and how
+files reach it. The file's name is the agency's name. Adding an agency is a new
+file, not new code: :mod:`tasks.agencies.catalog` lists the agencies from the
+files found (shipped ones plus ``<workdir>/agencies/*.toml``).
 
 The loader checks a spec against itself (the header equals its columns, a
-category column has a table) so a broken file fails loudly at load, never by
+category column has a table, a rule names a column that exists) so a broken
+file fails loudly at load, with one line naming the file and the key, never by
 writing a wrong CSV.
 """
 
 from __future__ import annotations
 
+import re
 import tomllib
 from functools import lru_cache
 from importlib import resources
@@ -21,6 +26,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from tasks.core.errors import ConfigError
+
+#: What an agency may be called: its name becomes a file, a folder, an environment
+#: variable (``MICROSTOCK_<NAME>_PASSWORD``) and a Prefect block name.
+AGENCY_NAME = re.compile(r"[a-z0-9]{1,30}")
 
 
 class _Spec(BaseModel):
@@ -32,19 +41,25 @@ class Column(_Spec):
 
     name: str
     #: ``filename`` · ``title`` · ``description`` · ``keywords`` · ``releases``
-    #: · ``category`` (the ``index``-th id of the category list) · ``editorial``
-    #: (1 when the metadata says editorial, else the configured value) ·
-    #: ``config`` (``AgencySettings.csv_defaults[name]``, else ``default``).
-    source: Literal["filename", "title", "description", "keywords", "releases", "category", "editorial", "config"]
+    #: · ``category`` (the ``index``-th category of the asset) · ``categories``
+    #: (all of them in one cell, joined by ``categories.separator``) ·
+    #: ``editorial`` / ``ai_generated`` (yes when the asset's metadata says so,
+    #: else the configured value) · ``config`` (``AgencySettings.csv_defaults[name]``,
+    #: else ``default``: a constant or a setting).
+    source: Literal["filename", "title", "description", "keywords", "releases", "category", "categories",
+                    "editorial", "ai_generated", "config"]
     index: int = Field(1, ge=1)
-    #: For ``config``/``editorial``: ``flag`` (0/1), ``number`` (digits, one
-    #: optional decimal point, or empty), ``id_list`` (comma-separated digits,
-    #: or empty), ``choice`` (one of ``choices``), ``text`` (cleaned text).
+    #: For ``config``/``editorial``/``ai_generated``: ``flag`` (the ``[csv]`` yes/no
+    #: spelling), ``number`` (digits, one optional decimal point, or empty),
+    #: ``id_list`` (comma-separated digits, or empty), ``choice`` (one of
+    #: ``choices``), ``text`` (cleaned text).
     kind: Literal["flag", "number", "id_list", "choice", "text"] = "text"
     default: str = ""
     choices: tuple[str, ...] = ()
     #: Not in the header unless ``csv_defaults`` names this column.
     optional: bool = False
+    #: Empty for an asset that is not AI-generated (Freepik's Prompt and Model).
+    ai_only: bool = False
 
 
 class FilenameRule(_Spec):
@@ -67,6 +82,8 @@ class TextRule(_Spec):
     capitalize_first: bool = False
     #: Reject (not rewrite) text with letters outside the Latin script.
     latin_only: bool = False
+    #: Reject (not rewrite) text with any character outside ASCII (Shutterstock: no ``é``, ``ø``).
+    ascii_only: bool = False
 
 
 class KeywordRule(_Spec):
@@ -76,26 +93,47 @@ class KeywordRule(_Spec):
     single_words: bool = False
     latin_only: bool = False
     #: Between keywords in the cell (a keyword never contains it).
-    separator: str = ","
+    separator: str = Field(",", min_length=1)
 
 
-class CsvLimits(_Spec):
+class CsvFormat(_Spec):
+    """The CSV file: its dialect and its per-file limits."""
+
+    delimiter: str = Field(",", min_length=1, max_length=1)
+    #: ``minimal``: quotes only where needed; ``all``: every cell quoted.
+    quoting: Literal["minimal", "all"] = "minimal"
+    line_ending: Literal["crlf", "lf"] = "crlf"
+    #: ``ascii``: a row with any other character is refused for this agency.
+    encoding: Literal["utf-8", "ascii"] = "utf-8"
+    bom: bool = False
+    #: How a ``flag`` column spells yes and no (``1``/``0``, ``Yes``/``No``, ``yes``/``no``).
+    flag_yes: str = Field("1", min_length=1)
+    flag_no: str = Field("0", min_length=1)
     #: Data rows per file (the header is not counted); None = no limit.
     max_rows: int | None = Field(None, ge=1)
     #: Bytes per file, header and BOM included; None = no limit.
     max_bytes: int | None = Field(None, ge=64)
-    bom: bool = False
+
+    @model_validator(mode="after")
+    def _bom_is_utf8(self) -> "CsvFormat":
+        if self.bom and self.encoding != "utf-8":
+            raise ValueError("bom = true needs encoding = 'utf-8'")
+        return self
 
 
 class Categories(_Spec):
-    """The agency's category ids, and how describer hints map onto them."""
+    """The agency's categories, and how describer hints map onto them."""
 
-    #: The Metadata field holding ids chosen by the describer.
-    field: Literal["adobe_category", "dreamstime_categories"]
-    #: How many category columns the CSV has.
+    #: The Metadata field holding ids chosen by the describer; None = chosen from hints only.
+    field: Literal["adobe_category", "dreamstime_categories"] | None = None
+    #: How many categories an asset gets at most (category columns, or names in one cell).
     count: int = Field(1, ge=1)
     #: Written in a category column with no id.
     unused: str = ""
+    #: ``id``: the table's number is written; ``name``: the table's text (Shutterstock).
+    write: Literal["id", "name"] = "id"
+    #: Between the categories of a ``categories`` column.
+    separator: str = ","
     #: Where the table comes from.
     source: str
     table: dict[int, str]
@@ -106,9 +144,9 @@ class Categories(_Spec):
 
     @model_validator(mode="after")
     def _hints_in_table(self) -> "Categories":
-        bad = sorted({i for i in self.hints.values() if i not in self.table})
+        bad = sorted({i for i in (*self.hints.values(), *self.no_auto) if i not in self.table})
         if bad:
-            raise ValueError(f"hints point at ids missing from the table: {bad}")
+            raise ValueError(f"hints or no_auto point at ids missing from the table: {bad}")
         return self
 
 
@@ -117,9 +155,12 @@ class ImageLimits(_Spec):
 
     #: Formats the agency takes. The pack stage makes JPEGs only, so JPEG must be among them.
     formats: tuple[str, ...] = ("JPEG",)
-    min_megapixels: float | None = None
-    max_megapixels: float | None = None
-    max_bytes: int | None = None
+    min_megapixels: float | None = Field(None, gt=0)
+    max_megapixels: float | None = Field(None, gt=0)
+    #: Shorter side at least, longer side at most (pixels).
+    min_side: int | None = Field(None, ge=1)
+    max_side: int | None = Field(None, ge=1)
+    max_bytes: int | None = Field(None, ge=1)
     #: Near-identical versions of one motif the agency takes (docs/AGENCIES.md); None: no stated cap.
     max_versions_per_motif: int | None = Field(None, ge=1)
 
@@ -131,11 +172,24 @@ class ImageLimits(_Spec):
 
     @property
     def min_pixels(self) -> int | None:
-        return None if self.min_megapixels is None else round(self.min_megapixels * 1_000_000)
+        """The fewest pixels an image can have: the megapixel minimum, or a square of the minimum side."""
+        found = [v for v in (self.min_megapixels and round(self.min_megapixels * 1_000_000),
+                             self.min_side and self.min_side ** 2) if v]
+        return max(found) if found else None
 
     @property
     def max_pixels(self) -> int | None:
         return None if self.max_megapixels is None else round(self.max_megapixels * 1_000_000)
+
+
+class AiRules(_Spec):
+    """What the agency says about AI-generated assets (``Metadata.ai_generated``)."""
+
+    #: False: an AI-generated asset is held back for this agency (never sent, no row).
+    accepted: bool = True
+    #: Put first among an AI-generated asset's keywords (Freepik: ``_ai_generated``). Other
+    #: disclosures are columns: ``source = "ai_generated"`` (a flag) or ``ai_only`` (Freepik's Prompt, Model).
+    keyword: str = ""
 
 
 class TransportHint(_Spec):
@@ -156,43 +210,68 @@ class TransportHint(_Spec):
         """A ``target`` URL for microstock.toml, or "" when the agency takes no file transfer."""
         if self.protocol == "web" or not self.host:
             return ""
-        return f"{self.protocol}://USER@{self.host}:{self.port}{self.folder}"
+        port = "" if self.port is None else f":{self.port}"
+        return f"{self.protocol}://USER@{self.host}{port}{self.folder}"
 
 
 class AgencySpec(_Spec):
+    #: The file's name without ``.toml`` (set by the loader, never written in the file).
     name: str
     display_name: str
     #: Where the agency stands in lists: lower first, then by name.
     rank: int = 100
-    #: The exact header of the CSV without optional columns, as one line.
-    header: str
+    #: Used when ``[agencies.<name>] enabled`` is not in microstock.toml.
+    enabled_by_default: bool = True
+    #: False: the agency reads only the metadata embedded in the file; rows are
+    #: still checked (an asset breaking a rule is held back) but no CSV is written.
+    takes_csv: bool = True
+    #: The exact header of the CSV without optional columns, as one line joined by the delimiter.
+    header: str = ""
     #: Required metadata language (primary subtag, e.g. ``en``); "" = any.
     language: str = ""
-    columns: tuple[Column, ...]
+    columns: tuple[Column, ...] = ()
     filename: FilenameRule = FilenameRule()
     title: TextRule = TextRule()
     description: TextRule = TextRule()
     keywords: KeywordRule = KeywordRule()
-    csv: CsvLimits = CsvLimits()
+    csv: CsvFormat = CsvFormat()
     categories: Categories | None = None
     image: ImageLimits = ImageLimits()
+    ai: AiRules = AiRules()
     transport: TransportHint
 
     @model_validator(mode="after")
     def _consistent(self) -> "AgencySpec":
+        if not self.takes_csv:
+            if self.columns or self.header:
+                raise ValueError("takes_csv = false: leave out header and columns")
+            return self
+        if not self.columns:
+            raise ValueError("columns: a CSV needs at least one column (or set takes_csv = false)")
         names = [c.name for c in self.columns if not c.optional]
-        if ",".join(names) != self.header:
+        if self.csv.delimiter.join(names) != self.header:
             raise ValueError(f"columns {names} do not spell the header {self.header!r}")
         if len({c.name for c in self.columns}) != len(self.columns):
             raise ValueError("column names repeat")
+        if self.csv.flag_yes == self.csv.flag_no:
+            raise ValueError("csv.flag_yes and csv.flag_no are the same")
+        sources = {c.source for c in self.columns}
+        if self.categories is not None and not sources & {"category", "categories"}:
+            raise ValueError("[categories] is set but no column has source 'category' or 'categories'")
+        if self.ai.keyword and "keywords" not in sources:
+            raise ValueError("ai.keyword is set but no column has source 'keywords'")
         for c in self.columns:
-            if c.source == "category":
+            if c.source in ("category", "categories"):
                 if self.categories is None:
                     raise ValueError(f"column {c.name!r} needs a [categories] table")
                 if c.index > self.categories.count:
                     raise ValueError(f"column {c.name!r}: index {c.index} > categories.count")
             if c.kind == "choice" and not c.choices:
                 raise ValueError(f"column {c.name!r}: kind 'choice' needs choices")
+            if c.source in ("editorial", "ai_generated") and c.kind != "flag":
+                raise ValueError(f"column {c.name!r}: source {c.source!r} needs kind 'flag'")
+            if c.kind == "flag" and c.default not in (self.csv.flag_yes, self.csv.flag_no):
+                raise ValueError(f"column {c.name!r}: default {c.default!r} is neither csv.flag_yes nor csv.flag_no")
         return self
 
     def active_columns(self, csv_defaults: dict[str, str] | None = None) -> list[Column]:
@@ -206,24 +285,32 @@ class AgencySpec(_Spec):
 
     def configurable_columns(self) -> dict[str, Column]:
         """Columns whose value ``csv_defaults`` may set, by name."""
-        return {c.name: c for c in self.columns if c.source in ("config", "editorial")}
+        return {c.name: c for c in self.columns if c.source in ("config", "editorial", "ai_generated")}
 
     def with_limits(self, **limits: int | None) -> "AgencySpec":
         """A copy with other per-file limits (``max_rows``, ``max_bytes``; tests use small ones)."""
-        csv_limits = CsvLimits.model_validate({**self.csv.model_dump(), **limits})
-        return self.model_copy(update={"csv": csv_limits})
+        csv_format = CsvFormat.model_validate({**self.csv.model_dump(), **limits})
+        return self.model_copy(update={"csv": csv_format})
 
 
-def parse_spec(text: str, origin: str) -> AgencySpec:
-    """Validate TOML text as an agency spec; ConfigError names ``origin`` and the key."""
+def parse_spec(text: str, origin: str, name: str) -> AgencySpec:
+    """Validate TOML text as the spec of agency ``name``; ConfigError names ``origin`` and the key."""
+    if not AGENCY_NAME.fullmatch(name):
+        raise ConfigError(f"{origin}: an agency's file name must be 1–30 lower-case letters or digits "
+                          f"(it names the CSV, the outbox folder and the password variable), not {name!r}")
     try:
-        return AgencySpec.model_validate(tomllib.loads(text))
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{origin}: not valid TOML: {exc}") from exc
+    if "name" in data:
+        raise ConfigError(f"{origin}: name: not a key (the agency's name is its file name, {name!r})")
+    try:
+        return AgencySpec.model_validate({**data, "name": name})
     except ValidationError as exc:
         err = exc.errors()[0]
         key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        raise ConfigError(f"{origin}: {key}: {err['msg']}") from exc
+        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        raise ConfigError(f"{origin}: {key}: {msg}") from exc
 
 
 def shipped_spec_names() -> set[str]:
@@ -233,11 +320,8 @@ def shipped_spec_names() -> set[str]:
 
 @lru_cache(maxsize=None)
 def load_spec(name: str) -> AgencySpec:
-    """The spec of agency ``name`` from the package data; ConfigError when there is none or it is broken."""
+    """The shipped spec of agency ``name``; ConfigError when there is none or it is broken."""
     if name not in shipped_spec_names():
         raise ConfigError(f"no agency spec for {name!r} (known: {', '.join(sorted(shipped_spec_names()))})")
     resource = resources.files(__package__) / f"{name}.toml"
-    spec = parse_spec(resource.read_text(encoding="utf-8"), f"tasks/agencies/{name}.toml")
-    if spec.name != name:
-        raise ConfigError(f"tasks/agencies/{name}.toml: name is {spec.name!r}, expected {name!r}")
-    return spec
+    return parse_spec(resource.read_text(encoding="utf-8"), f"tasks/agencies/{name}.toml", name)

@@ -46,6 +46,9 @@ class Metadata(BaseModel):
     #: Free-form subject words ("landscape", "food") that agencies map onto their ids.
     category_hints: list[str] = Field(default_factory=list)
     editorial: bool = False
+    #: Made with a generative AI tool: agencies that refuse AI content never get the asset,
+    #: the others get their disclosure (tasks/agencies/<agency>.toml ``[ai]``).
+    ai_generated: bool = False
     releases: list[str] = Field(default_factory=list)
     language: str = "en"
     #: Who wrote it: ``offline`` or ``gemini:<model>``.

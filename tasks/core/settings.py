@@ -31,7 +31,8 @@ class GeminiSettings(_Strict):
 
 
 class AgencySettings(_Strict):
-    enabled: bool = True
+    #: Unset: the agency spec's ``enabled_by_default`` decides (tasks.agencies.catalog).
+    enabled: bool | None = None
     #: ``file:///path``, ``ftp://user@host:port/dir``, ``ftps://…``, ``sftp://…``;
     #: empty means ``<workdir>/outbox/<agency>/``.
     target: str = ""

@@ -62,6 +62,11 @@ class Workdir:
         """Run reports (rejected files, validation) as JSON, for people and tests."""
         return self.root / "reports"
 
+    @property
+    def agencies(self) -> Path:
+        """The contributor's own agency specs, ``<name>.toml`` each (optional; see docs/AGENCIES.md)."""
+        return self.root / "agencies"
+
     def outbox(self, agency: str) -> Path:
         return self.root / "outbox" / agency
 

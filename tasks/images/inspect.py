@@ -23,8 +23,8 @@ from typing import Iterator
 
 from PIL import Image, UnidentifiedImageError
 
-from tasks.agencies.catalog import agency_names
-from tasks.agencies.spec import load_spec
+from tasks.agencies.catalog import catalog
+from tasks.core.workdir import Workdir
 from tasks.core.errors import BadInput
 
 SUPPORTED_FORMATS = {"JPEG", "PNG"}
@@ -43,6 +43,8 @@ class ImageRules:
     min_pixels: int
     max_pixels: int | None = None
     max_bytes: int | None = None
+    min_side: int | None = None
+    max_side: int | None = None
     #: Versions of one motif (near-identical images) the agency takes; None: no cap.
     max_versions: int | None = None
 
@@ -53,6 +55,10 @@ class ImageRules:
             return f"{width}×{height} = {px / 1e6:.1f} MP is below {self.agency}'s minimum of {_mp(self.min_pixels)}"
         if self.max_pixels is not None and px > self.max_pixels:
             return f"{width}×{height} = {px / 1e6:.1f} MP is above {self.agency}'s maximum of {_mp(self.max_pixels)}"
+        if self.min_side is not None and min(width, height) < self.min_side:
+            return f"{width}×{height}: the shorter side is below {self.agency}'s minimum of {self.min_side} px"
+        if self.max_side is not None and max(width, height) > self.max_side:
+            return f"{width}×{height}: the longer side is above {self.agency}'s maximum of {self.max_side} px"
         if self.max_bytes is not None and size_bytes > self.max_bytes:
             return (f"file is {size_bytes / 1e6:.1f} MB, above {self.agency}'s maximum of "
                     f"{self.max_bytes / 1e6:g} MB")
@@ -63,16 +69,16 @@ def _mp(pixels: int) -> str:
     return f"{pixels / 1e6:g} MP"
 
 
-def image_rules(agency: str) -> ImageRules:
-    """The pixel and size rules of ``agency``, from its spec file (``tasks/agencies/<agency>.toml``)."""
-    limits = load_spec(agency).image
+def image_rules(agency: str, wd: Workdir | None = None) -> ImageRules:
+    """The pixel, side and size rules of ``agency``, from its spec's ``[image]`` (the workdir's own spec when it has one)."""
+    limits = catalog(wd).spec(agency).image
     return ImageRules(agency, limits.min_pixels or 0, limits.max_pixels, limits.max_bytes,
-                      limits.max_versions_per_motif)
+                      limits.min_side, limits.max_side, max_versions=limits.max_versions_per_motif)
 
 
 def all_rules() -> list[ImageRules]:
-    """The rules of every agency with a spec."""
-    return [image_rules(a) for a in agency_names()]
+    """The rules of every shipped agency."""
+    return [image_rules(name) for name in catalog().names]
 
 
 def pixel_range() -> tuple[int, int]:

@@ -198,7 +198,7 @@ def assets_stage(wd: Workdir, settings: Settings, count: int, source: str | None
     seed = settings.generate.seed
     gathered = gather(wd.assets, count, Path(source) if source else None, prompts_from(settings.generate.prompts),
                       seed, image_maker(settings.gemini, seed, gemini_key()),
-                      [] if settings.pack.upscale_to_minimum else [image_rules(a) for a in agencies])
+                      [] if settings.pack.upscale_to_minimum else [image_rules(a, wd) for a in agencies])
     logger = get_run_logger()
     for name, reason in sorted(gathered.rejected.items()):
         logger.warning("rejected %s: %s", name, reason)

@@ -21,8 +21,10 @@ from collections.abc import Mapping
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.agencies.rows import RowResult, bom_bytes, build_row, check_csv_defaults, csv_bytes
-from tasks.agencies.spec import AgencySpec, load_spec
+from tasks.agencies.catalog import catalog
+from tasks.agencies.dialect import bom_bytes, csv_bytes
+from tasks.agencies.rows import RowResult, build_row, check_csv_defaults
+from tasks.agencies.spec import AgencySpec
 from tasks.core.files import atomic_write_bytes
 from tasks.core.records import Sidecar, described_sidecars, ready_name
 from tasks.core.reports import AgencyCsv, CsvReport, PackReport, Problem
@@ -55,12 +57,12 @@ def split_files(spec: AgencySpec, header: list[str], rows: list[tuple[str, ...]]
     """The CSV files' bytes: each starts with the header (and BOM when the spec says) and stays
     within the spec's row and byte limits. Always at least one file (the header alone when no rows)."""
     max_rows, max_bytes = spec.csv.max_rows, spec.csv.max_bytes
-    start = bom_bytes(spec) + csv_bytes([header])
+    start = bom_bytes(spec.csv) + csv_bytes(spec.csv, [header])
     files: list[bytes] = []
     chunk: list[bytes] = []
     size = len(start)
     for cells in rows:
-        line = csv_bytes([cells])
+        line = csv_bytes(spec.csv, [cells])
         full = (max_rows is not None and len(chunk) >= max_rows) or (
             max_bytes is not None and size + len(line) > max_bytes)
         if chunk and full:
@@ -103,7 +105,8 @@ def write_agency_csvs(
     """Regenerate ``csv/<agency>.csv`` (and continuations) for each agency from every sidecar.
 
     ``settings`` gives each agency's ``csv_defaults``; ``specs`` overrides the
-    packaged specs (tests use small limits). ``left_out[agency]`` maps the
+    workdir's specs (tests use small limits). An agency that takes no CSV
+    (``takes_csv = false``) gets its rows checked and reported, and no file. ``left_out[agency]`` maps the
     assets the pack stage rejected or held back for that agency to the reason:
     they get no row there, and the reason is reported. Agencies not listed keep their
     files. An agency whose settings are invalid gets no file this run and an
@@ -112,10 +115,12 @@ def write_agency_csvs(
     settings = settings or Settings()
     sidecars = described_sidecars(wd)
     report = CsvReport()
+    known = catalog(wd)
     for agency in agencies:
-        spec = (specs or {}).get(agency) or load_spec(agency)
+        spec = (specs or {}).get(agency) or known.spec(agency)
         defaults = settings.agency(agency).csv_defaults
-        result = AgencyCsv(agency=agency, display_name=spec.display_name, csv_upload=spec.transport.csv_upload)
+        result = AgencyCsv(agency=agency, display_name=spec.display_name,
+                           csv_upload=spec.transport.csv_upload if spec.takes_csv else "none")
         report.agencies[agency] = result
         config_problems = check_csv_defaults(spec, defaults)
         if config_problems:
@@ -132,7 +137,8 @@ def write_agency_csvs(
         result.rows = len(valid)
         result.accepted = [r.asset for r in valid]
         result.fixes = dict(sorted(fixes.items()))
-        result.files = _write_files(wd, agency, split_files(spec, spec.header_row(defaults), [r.cells for r in valid]))
+        if spec.takes_csv:
+            result.files = _write_files(wd, agency, split_files(spec, spec.header_row(defaults), [r.cells for r in valid]))
     atomic_write_bytes(wd.reports / "validation.json", report.model_dump_json(indent=2).encode("utf-8"))
     return report
 

@@ -39,7 +39,7 @@ from prefect.cache_policies import NO_CACHE
 
 
 from tasks.agencies.rows import EmbeddedFields, embedded_fields
-from tasks.agencies.catalog import agency_names, all_specs
+from tasks.agencies.catalog import catalog
 from tasks.core.settings import PackSettings
 from tasks.images.embed import embed_metadata
 from tasks.core.errors import BadInput
@@ -249,11 +249,12 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
     its reason, its old packed files are removed, and the rest go on.
     """
     _return_freed_images_to_the_os()
-    rules = rules if rules is not None else {a: image_rules(a) for a in agency_names()}
-    checked = [rules[a] for a in (agency_names() if agencies is None else agencies)]
+    known = catalog(wd)  # the shipped agencies and the workdir's own
+    rules = rules if rules is not None else {a: image_rules(a, wd) for a in known.names}
+    checked = [rules[a] for a in (rules if agencies is None else agencies)]
     min_pixels = min(r.min_pixels for r in rules.values())
     upscale_to = max((r.min_pixels for r in checked), default=0) if settings.upscale_to_minimum else 0
-    specs = list(all_specs().values())  # one file goes to every agency: the strictest text limits apply
+    specs = list(known.specs.values())  # one file goes to every agency: the strictest text limits apply
     manifest = _load_manifest(wd)
     entries: dict = manifest["assets"]
     report = PackReport()

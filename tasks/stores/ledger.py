@@ -30,9 +30,8 @@ import errno
 import fcntl
 import hashlib
 import os
-
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from tasks.agencies.catalog import agency_names
+from tasks.core.workdir import Workdir
 from tasks.core.errors import AgencyBusy, StoreUnavailable
 from tasks.stores.ledger_lines import HEADER, SHA256_TOKEN, Entry, clean_field, parse_line, salvage, tail_key
 from tasks.stores.ledger_index import (
@@ -104,7 +104,8 @@ class _Scan:
     torn: bytes
 
 
-def _scan(fh: BinaryIO, start: int, lines: int, prefix_hash: "hashlib._Hash", check_hex: bool) -> _Scan:
+def _scan(fh: BinaryIO, start: int, lines: int, prefix_hash: "hashlib._Hash", check_hex: bool,
+          known: tuple[str, ...]) -> _Scan:
     """Read the whole lines from byte ``start`` (line ``lines + 1``) to the end; the fast path is a line as record() writes it.
 
     ``prefix_hash`` holds the SHA-256 of bytes [0, start) and is not
@@ -112,7 +113,7 @@ def _scan(fh: BinaryIO, start: int, lines: int, prefix_hash: "hashlib._Hash", ch
     afterwards, all at once (``read`` scans again with it when one is not).
     Blocks end at a newline, so UTF-8 decodes the same as in one piece.
     """
-    done: dict[str, set[str]] = {agency: set() for agency in agency_names()}
+    done: dict[str, set[str]] = {agency: set() for agency in known}
     add_to = {agency: digests.add for agency, digests in done.items()}.get
     problems: list[tuple[int, str]] = []
     digest, number, end, rest = prefix_hash.copy(), lines, start, []
@@ -135,18 +136,19 @@ def _scan(fh: BinaryIO, start: int, lines: int, prefix_hash: "hashlib._Hash", ch
                 if add is not None and len(sha) == 64 and not (check_hex and sha.strip(_HEX)):
                     add(sha)
                     continue
-            _odd_line(done, problems, number, line)
+            _odd_line(done, problems, number, line, known)
     return _Scan(done, problems, number, end, digest, b"".join(rest))
 
 
-def _odd_line(done: dict[str, set[str]], problems: list[tuple[int, str]], number: int, line: str) -> None:
+def _odd_line(done: dict[str, set[str]], problems: list[tuple[int, str]], number: int, line: str,
+              known: tuple[str, ...]) -> None:
     """Anything the fast path did not take: blanks, hand edits, garbage."""
     if not line.strip() or line.lstrip().startswith("#"):
         return
     try:
-        entry = parse_line(line)
+        entry = parse_line(line, known)
     except ValueError as exc:
-        key = salvage(line)
+        key = salvage(line, known)
         if key is None:
             problems.append((number, f"{exc}; skipped"))
         else:
@@ -157,11 +159,11 @@ def _odd_line(done: dict[str, set[str]], problems: list[tuple[int, str]], number
     done[entry.agency].add(entry.sha256)
 
 
-def _torn_tail(number: int, line: str) -> tuple[tuple[str, str] | None, tuple[int, str] | None]:
+def _torn_tail(number: int, line: str, known: tuple[str, ...]) -> tuple[tuple[str, str] | None, tuple[int, str] | None]:
     """An unterminated last line: the key it still names, and what to report about it."""
     if not line.strip() or line.lstrip().startswith("#"):
         return None, None
-    key = tail_key(line)
+    key = tail_key(line, known)
     if key:
         return key, (number, _TAIL_COUNTS)
     return None, (number, "torn last line (no newline: an append was cut short); ignored")
@@ -170,8 +172,10 @@ def _torn_tail(number: int, line: str) -> tuple[tuple[str, str] | None, tuple[in
 class Ledger:
     """The ledger file at ``path``."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, agencies: Collection[str] | None = None) -> None:
         self.path = path
+        #: The agencies it knows: ``agencies``, else the catalog of the workdir the ledger sits in.
+        self.agencies = tuple(agencies) if agencies is not None else agency_names(Workdir(path.parent))
 
     # --- reading ----------------------------------------------------------------
 
@@ -205,12 +209,12 @@ class Ledger:
             return LedgerState()
         index_file = index_path(self.path)
         with fh:
-            found = load_index(index_file, fh, agency_names())
+            found = load_index(index_file, fh, self.agencies)
             base, prefix_hash = found or (None, hashlib.sha256())
             start, lines = (base.covers, base.lines) if base else (0, 0)
-            scan = _scan(fh, start, lines, prefix_hash, check_hex=False)
+            scan = _scan(fh, start, lines, prefix_hash, check_hex=False, known=self.agencies)
             if not all(_all_hex("".join(shas)) for shas in scan.done.values()):
-                scan = _scan(fh, start, lines, prefix_hash, check_hex=True)  # a digest is not lower-case hex
+                scan = _scan(fh, start, lines, prefix_hash, check_hex=True, known=self.agencies)  # a digest is not lower-case hex
             mode = os.fstat(fh.fileno()).st_mode & 0o666
         if scan.lines - lines >= INDEX_MIN_LINES:
             digests = {agency: base.digests[agency].merged(shas) if base else SortedDigests.from_hex(shas)
@@ -222,7 +226,7 @@ class Ledger:
         state = LedgerState()
         state.problems = (base.problems + scan.problems) if base else scan.problems
         state.done = scan.done
-        key, problem = _torn_tail(scan.lines + 1, scan.torn.decode("utf-8", errors="replace"))
+        key, problem = _torn_tail(scan.lines + 1, scan.torn.decode("utf-8", errors="replace"), self.agencies)
         if key:
             state.done[key[0]].add(key[1])
         if problem:
@@ -276,8 +280,7 @@ class Ledger:
             _fsync_dir(self.path.parent)  # the new file's name survives a power cut too
         return entry
 
-    @staticmethod
-    def _repair_tail(fd: int, size: int) -> str:
+    def _repair_tail(self, fd: int, size: int) -> str:
         """Fix a last line without a newline; return what must precede the new line.
 
         A tail that names its agency and SHA-256, or a comment, is kept
@@ -302,7 +305,7 @@ class Ledger:
         else:
             cut = 0
         text = tail.decode("utf-8", errors="replace")
-        if tail_key(text) or text.lstrip().startswith("#"):
+        if tail_key(text, self.agencies) or text.lstrip().startswith("#"):
             return "\n"
         os.ftruncate(fd, cut)
         return HEADER if cut == 0 else ""

@@ -2,15 +2,15 @@
 
 ``<UTC timestamp>\t<agency>\t<filename>\t<sha256 of the source image>\t<remote path>``
 (INTERFACE.md). This module knows one line; :mod:`tasks.stores.ledger` reads
-and writes the file.
+and writes the file. ``known`` is the agencies of the ledger's workdir: a line
+naming another agency could never match an upload.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
-
-from tasks.agencies.catalog import agency_names
 
 HEADER = (
     "# microstock upload ledger: one line per confirmed upload.\n"
@@ -44,7 +44,7 @@ def clean_field(value: str) -> str:
     return re.sub(r"[\t\r\n]+", " ", value)
 
 
-def parse_line(line: str) -> Entry:
+def parse_line(line: str, known: Collection[str]) -> Entry:
     """One ledger line to an Entry; ValueError with the reason when it is malformed.
 
     Agency and digest are normalised (stripped, lower case). An agency outside
@@ -58,17 +58,16 @@ def parse_line(line: str) -> Entry:
     agency, sha = agency.lower(), sha.lower()
     if not SHA256_TOKEN.match(sha):
         raise ValueError("field 4 is not a SHA-256 hex digest")
-    if agency not in agency_names():
-        raise ValueError(f"unknown agency {agency!r} (known: {', '.join(agency_names())})")
+    if agency not in known:
+        raise ValueError(f"unknown agency {agency!r} (known: {', '.join(known)})")
     if not filename:
         raise ValueError("the filename is empty")
     return Entry(ts, agency, filename, sha, remote)
 
 
-def salvage(line: str) -> tuple[str, str] | None:
+def salvage(line: str, known: Collection[str]) -> tuple[str, str] | None:
     """The (agency, sha256) a malformed line still names unambiguously, else None."""
     tokens = line.replace("\t", " ").split()
-    known = agency_names()
     agencies = {t.lower() for t in tokens if t.lower() in known}
     digests = {t.lower() for t in tokens if SHA256_TOKEN.match(t)}
     if len(agencies) == 1 and len(digests) == 1:
@@ -76,7 +75,7 @@ def salvage(line: str) -> tuple[str, str] | None:
     return None
 
 
-def tail_key(tail: str) -> tuple[str, str] | None:
+def tail_key(tail: str, known: Collection[str]) -> tuple[str, str] | None:
     """The key of an unterminated last line, when it already holds one.
 
     A line is written only after its upload was confirmed, so a cut-off line
@@ -87,6 +86,6 @@ def tail_key(tail: str) -> tuple[str, str] | None:
     if len(fields) < 5:
         return None
     agency, sha = fields[1].strip().lower(), fields[3].strip().lower()
-    if agency in agency_names() and SHA256_TOKEN.match(sha):
+    if agency in known and SHA256_TOKEN.match(sha):
         return agency, sha
     return None

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks.agencies.rows import build_row, check_csv_defaults, embedded_fields, hint_to_id, split_keywords
+from tasks.agencies.categories import hint_to_id
+from tasks.agencies.rows import build_row, check_csv_defaults, embedded_fields, split_keywords
 from tasks.agencies.catalog import all_specs
 from tasks.agencies.spec import load_spec, parse_spec
 from tasks.agencies.text import clean_cell, shorten
@@ -44,7 +45,8 @@ def test_headers_are_exactly_the_agencies_templates():
 
 
 def test_all_specs_come_in_the_fixed_agency_order():
-    assert list(all_specs()) == ["adobe", "vecteezy", "dreamstime"]
+    assert list(all_specs()) == ["adobe", "vecteezy", "dreamstime", "shutterstock", "freepik", "123rf",
+                                 "depositphotos", "pond5", "alamy"]
 
 
 def test_vecteezy_license_column_is_off_by_default_and_added_when_configured():
@@ -92,18 +94,18 @@ def test_csv_limits_per_file():
 
 def test_a_spec_whose_columns_do_not_spell_its_header_is_refused():
     text = (
-        'name = "x"\ndisplay_name = "X"\nheader = "Filename,Title"\n'
+        'display_name = "X"\nheader = "Filename,Title"\n'
         '[[columns]]\nname = "Filename"\nsource = "filename"\n'
         '[[columns]]\nname = "Name"\nsource = "title"\n'
         '[transport]\nprotocol = "web"\n'
     )
     with pytest.raises(ConfigError, match="x.toml.*do not spell the header"):
-        parse_spec(text, "x.toml")
+        parse_spec(text, "x.toml", "x")
 
 
 def test_unknown_agency_spec_is_a_config_error():
-    with pytest.raises(ConfigError, match="no agency spec for 'shutterstock'"):
-        load_spec("shutterstock")
+    with pytest.raises(ConfigError, match="no agency spec for 'istock'"):
+        load_spec("istock")
 
 
 def test_demo_prompts_carry_real_dreamstime_and_adobe_ids():
@@ -285,4 +287,4 @@ def test_a_spec_whose_agency_takes_no_jpeg_is_refused():
     text = (Path(__file__).parents[2] / "tasks" / "agencies" / "adobe.toml").read_text(encoding="utf-8")
     assert 'formats = ["JPEG"]' in text
     with pytest.raises(ConfigError, match="x.toml: image.*leave out JPEG"):
-        parse_spec(text.replace('formats = ["JPEG"]', 'formats = ["TIFF"]'), "x.toml")
+        parse_spec(text.replace('formats = ["JPEG"]', 'formats = ["TIFF"]'), "x.toml", "x")

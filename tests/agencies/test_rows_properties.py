@@ -54,6 +54,7 @@ metadata = st.builds(
     dreamstime_categories=st.lists(st.one_of(st.integers(-3, 250), st.sampled_from([23, 19, 112])), max_size=5),
     category_hints=st.lists(st.one_of(st.sampled_from(HINTS), hostile_text), max_size=4),
     editorial=st.booleans(),
+    ai_generated=st.booleans(),
     releases=st.lists(hostile_text, max_size=3),
     language=st.sampled_from(["en", "en-US", "ja"]),
 )
@@ -69,6 +70,7 @@ latin_metadata = st.builds(
     adobe_category=st.one_of(st.none(), st.integers(-5, 40)),
     category_hints=st.lists(st.sampled_from(HINTS), max_size=3),
     editorial=st.booleans(),
+    ai_generated=st.booleans(),
     language=st.just("en"),
 )
 filenames = st.one_of(st.just("sunset_sea_000.jpg"), st.just("a" * 27 + ".jpg"), st.just("b" * 28 + ".jpg"),
@@ -136,7 +138,79 @@ def check_dreamstime(cells: dict[str, str], m: Metadata) -> None:
     assert cells["SR-Price"] == "" and cells["MR doc Ids"] == "" and cells["Pr Docs"] == ""
 
 
-CHECKS = {"adobe": check_adobe, "vecteezy": check_vecteezy, "dreamstime": check_dreamstime}
+SHUTTERSTOCK_CATEGORIES = {
+    "Abstract", "Animals/Wildlife", "Arts", "Backgrounds/Textures", "Beauty/Fashion", "Buildings/Landmarks",
+    "Business/Finance", "Celebrities", "Education", "Food and drink", "Healthcare/Medical", "Holidays", "Industrial",
+    "Interiors", "Miscellaneous", "Nature", "Objects", "Parks/Outdoor", "People", "Religion", "Science",
+    "Signs/Symbols", "Sports/Recreation", "Technology", "Transportation", "Vintage",
+}
+
+
+def latin(value: str) -> bool:
+    return all(not unicodedata.category(ch).startswith("L") or "LATIN" in unicodedata.name(ch) for ch in value)
+
+
+def check_shutterstock(cells: dict[str, str], m: Metadata) -> None:
+    assert not m.ai_generated  # Shutterstock refuses AI-generated content: never a row
+    title = cells["Description"]  # Shutterstock's "Description" is the title
+    assert 0 < len(title) <= 200 and title.isascii()
+    for word in assert_keywords(cells["Keywords"], 7, 50, single_words=False):
+        assert latin(word)
+    names = cells["Categories"].split(",") if cells["Categories"] else []
+    assert len(names) <= 2 and set(names) <= SHUTTERSTOCK_CATEGORIES and "Celebrities" not in names
+    assert cells["Editorial"] == ("Yes" if m.editorial else "No")
+
+
+def check_freepik(cells: dict[str, str], m: Metadata) -> None:
+    assert 0 < len(cells["Title"]) <= 100
+    words = assert_keywords(cells["Keywords"], 1, 50, single_words=False)
+    if m.ai_generated:
+        assert words[0] == "_ai_generated"
+    else:
+        assert "_ai_generated" not in words and cells["Prompt"] == "" and cells["Model"] == ""
+
+
+def check_123rf(cells: dict[str, str], m: Metadata) -> None:
+    assert cells["123rf_filename"] == "" and cells["country"] == ""
+    assert cells["description"] and latin(cells["description"])
+    assert all(latin(w) for w in assert_keywords(cells["keywords"], 1, None, single_words=False))
+    assert m.language.split("-")[0] == "en"
+
+
+def check_depositphotos(cells: dict[str, str], m: Metadata) -> None:
+    assert not m.ai_generated
+    assert cells["description"] and latin(cells["description"])
+    assert_keywords(cells["Keywords"], 1, None, single_words=False)
+    assert cells["Nudity"] == "no" and cells["Editorial"] == ("yes" if m.editorial else "no")
+
+
+def check_pond5(cells: dict[str, str], m: Metadata) -> None:
+    assert not m.ai_generated
+    assert 0 < len(cells["title"]) <= 80 and latin(cells["title"])
+    assert all(latin(w) for w in assert_keywords(cells["keywords"], 5, 50, single_words=False))
+    assert cells["copyright"] == "" and cells["price"] == ""
+    assert cells["editorial"] == ("yes" if m.editorial else "no")
+
+
+CHECKS = {"adobe": check_adobe, "vecteezy": check_vecteezy, "dreamstime": check_dreamstime,
+          "shutterstock": check_shutterstock, "freepik": check_freepik, "123rf": check_123rf,
+          "depositphotos": check_depositphotos, "pond5": check_pond5}
+#: The exact header line of each agency's CSV (docs/AGENCIES.md), its delimiter and whether every cell is quoted.
+FILES = {
+    "adobe": (b"Filename,Title,Keywords,Category,Releases\r\n", ",", False),
+    "vecteezy": (b"Filename,Title,Description,Keywords\r\n", ",", False),
+    "dreamstime": (b"Filename,Image Name,Description,Category 1,Category 2,Category 3,keywords,Free,W-EL,P-EL,"
+                   b"SR-EL,SR-Price,Editorial,MR doc Ids,Pr Docs\r\n", ",", False),
+    "shutterstock": (b"Filename,Description,Keywords,Categories,Editorial\r\n", ",", False),
+    "freepik": (b"File name;Title;Keywords;Prompt;Model\r\n", ";", False),
+    "123rf": (b'"oldfilename","123rf_filename","description","keywords","country"\r\n', ",", True),
+    "depositphotos": (b'"Filename","description","Keywords","Nudity","Editorial"\r\n', ",", True),
+    "pond5": (b"originalfilename,title,description,keywords,copyright,price,editorial\r\n", ",", False),
+}
+
+
+def test_every_shipped_agency_has_its_checks():
+    assert set(all_specs()) == set(CHECKS) | {"alamy"}  # Alamy takes no CSV: checked below
 
 
 @SETTINGS
@@ -149,19 +223,34 @@ def test_every_written_row_satisfies_every_rule_and_parses_back(m, filename):
             assert result.problems and all(p.agency == agency and p.rule and p.message for p in result.problems)
             continue
         assert not result.problems
+        if agency == "alamy":
+            check_alamy(result.cells, m)
+            continue
         header = spec.header_row()
         assert len(result.cells) == len(header)
         cells = dict(zip(header, result.cells))
-        assert cells["Filename"] == filename
+        assert result.cells[0] == filename
         for value in result.cells:
             assert_safe_cell(value)
         CHECKS[agency](cells, m)
 
-        # parses back from the written file to the same values; no BOM
+        # parses back from the written file to the same values, in the agency's dialect; no BOM
+        head, delimiter, quote_all = FILES[agency]
         (data,) = split_files(spec, header, [result.cells])
-        assert data.startswith(b"Filename,")
-        parsed = list(csv.reader(io.StringIO(data.decode("utf-8"), newline="")))
+        assert data.startswith(head) and data.endswith(b"\r\n")
+        if quote_all:  # every cell of the row quoted too: it starts, ends and is delimited by quotes
+            row = data[len(head):]
+            assert row.startswith(b'"') and row.endswith(b'"\r\n') and row.count(b'","') >= len(header) - 1
+        parsed = list(csv.reader(io.StringIO(data.decode("utf-8"), newline=""), delimiter=delimiter))
         assert parsed == [header, list(result.cells)]
+
+
+def check_alamy(cells: tuple[str, ...], m: Metadata) -> None:
+    """Alamy reads the embedded caption and tags: no cells, but at least 5 tags and never an AI-generated asset."""
+    assert cells == () and not m.ai_generated
+    distinct = {clean_cell(p).casefold() for k in m.keywords for p in k.split(",") if clean_cell(p)}
+    assert len(distinct) >= 5
+    assert clean_cell(m.title) or clean_cell(m.description)
 
 
 @SETTINGS

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tasks.stores.ledger import LedgerState
+from tasks.stores.ledger import Ledger, LedgerState
 from tasks.stores.ledger_lines import Entry, parse_line, tail_key
 
 
@@ -12,17 +12,18 @@ def ledger_entries(path: Path) -> list[Entry]:
     """The well-formed entries of the file in order, and a cut-off last line that names its key."""
     if not path.exists():
         return []
+    known = Ledger(path).agencies  # the agencies of the ledger's workdir, as the ledger reads them
     found = []
     with open(path, encoding="utf-8", errors="replace", newline="\n") as fh:
         for line in fh:
             if line.endswith("\n"):
                 if line.strip() and not line.lstrip().startswith("#"):
                     try:
-                        found.append(parse_line(line[:-1]))
+                        found.append(parse_line(line[:-1], known))
                     except ValueError:
                         pass
-            elif tail_key(line):
-                found.append(parse_line("\t".join(line.split("\t")[:5])))
+            elif tail_key(line, known):
+                found.append(parse_line("\t".join(line.split("\t")[:5]), known))
     return found
 
 

@@ -70,7 +70,7 @@ def test_workdir_defaults_to_env_then_local_folder(cli_env, prefect_harness, tmp
     [
         ("[gemini]\nmodle = 'x'\n", "gemini.modle: unknown key"),
         ("[gemini]\nrequests_per_minute = 'fast'\n", "gemini.requests_per_minute"),
-        ("[agencies.shutterstock]\nenabled = true\n", "agencies.shutterstock"),
+        ("[agencies.istock]\nenabled = true\n", "agencies.istock"),  # no spec, shipped or in the workdir
         ("[pack\n", "cannot read"),
         ("[agencies.adobe]\ntarget = 'gopher://example/'\n", "agencies.adobe.target"),
     ],
@@ -87,5 +87,5 @@ def test_bad_config_is_one_line_naming_the_key_and_writes_nothing(cli_env, tmp_p
 
 
 def test_unknown_agency_is_refused(cli_env, tmp_path):
-    result = microstock(["run", "--agency", "shutterstock", "--workdir", str(tmp_path / "d")], cli_env, tmp_path)
-    assert result.returncode == 2 and "unknown agency 'shutterstock'" in result.stderr
+    result = microstock(["run", "--agency", "istock", "--workdir", str(tmp_path / "d")], cli_env, tmp_path)
+    assert result.returncode == 2 and "unknown agency 'istock'" in result.stderr

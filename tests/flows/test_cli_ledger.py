@@ -68,8 +68,8 @@ def test_done_refuses_unknown_files_and_agencies(described):
     assert unknown.exit_code == 2 and "nothing.jpg: not an asset in" in unknown.output
     sidecar = cli(described, "done", "adobe", "sunset.json")
     assert sidecar.exit_code == 2
-    agency = cli(described, "done", "shutterstock", "sunset.jpg")
-    assert agency.exit_code == 2 and "unknown agency 'shutterstock'" in agency.output
+    agency = cli(described, "done", "istock", "sunset.jpg")  # no spec, shipped or in the workdir
+    assert agency.exit_code == 2 and "unknown agency 'istock'" in agency.output
     assert not described.ledger.exists()
 
 

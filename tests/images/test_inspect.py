@@ -70,14 +70,14 @@ def test_unsupported_format(tmp_path):
 def test_too_small_for_every_agency(tmp_path):
     p = s.jpeg(tmp_path / "small.jpg", size=(1600, 1200))  # 1.9 MP, real limits
     reason = rejected(p).reason
-    assert reason == "too small: 1600×1200 = 1.9 MP, below every agency's minimum (3 MP)"
+    assert reason == "too small: 1600×1200 = 1.9 MP, below every agency's minimum (2 MP)"  # Pond5's
 
 
 def test_real_limits_accept_a_demo_sized_jpeg(tmp_path):
     p = s.jpeg(tmp_path / "ok.jpg", size=(2400, 1800))  # 4.32 MP flat colour: cheap
     facts = inspect_image(p)
     assert (facts.width, facts.height, facts.format) == (2400, 1800, "JPEG")
-    assert pixel_range() == (3_000_000, 100_000_000)
+    assert pixel_range() == (2_000_000, 100_000_000)  # Pond5's minimum, Adobe's maximum
 
 
 @pytest.mark.parametrize("make", [
@@ -108,3 +108,9 @@ def test_agency_limits_name_the_rule():
     assert adobe.broken_rule(2400, 1800, 46_000_000) == "file is 46.0 MB, above adobe's maximum of 45 MB"
     assert image_rules("vecteezy").broken_rule(9000, 6000, 1) == "9000×6000 = 54.0 MP is above vecteezy's maximum of 50 MP"
     assert image_rules("dreamstime").broken_rule(2000, 1500, 10**9) is None
+    assert image_rules("freepik").broken_rule(3000, 1999, 1) == (
+        "3000×1999: the shorter side is below freepik's minimum of 2000 px")
+    assert image_rules("freepik").broken_rule(10001, 5000, 1) == (
+        "10001×5000: the longer side is above freepik's maximum of 10000 px")
+    assert image_rules("pond5").broken_rule(2000, 1100, 1) == (
+        "2000×1100: the shorter side is below pond5's minimum of 1200 px")

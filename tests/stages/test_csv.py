@@ -1,7 +1,9 @@
 """Agency CSV files: golden output, splitting at row and byte limits, regeneration, the report.
 
-Golden files live in tests/golden/; after a deliberate change, regenerate them
-with ``UPDATE_GOLDEN=1 pytest tests/test_csv.py`` and review the diff.
+Golden files live in tests/stages/golden/ (``<agency>.csv`` from GOLDEN_ASSETS,
+``hostile/<agency>.csv`` from HOSTILE_ASSETS); after a deliberate change,
+regenerate them with ``UPDATE_GOLDEN=1 pytest tests/stages/test_csv.py`` and
+review the diff.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from hypothesis import strategies as st
 from PIL import Image
 from rich.console import Console
 
+from tasks.agencies.catalog import all_specs
 from tasks.agencies.spec import load_spec
 from tasks.core.records import Asset
 from tasks.core.settings import AgencySettings, Settings
@@ -31,6 +34,8 @@ from tasks.core.workdir import Workdir
 
 GOLDEN = Path(__file__).parent / "golden"
 AGENCIES = ["adobe", "vecteezy", "dreamstime"]
+#: Every shipped agency that takes a CSV (Alamy reads only the embedded metadata).
+CSV_AGENCIES = ["adobe", "vecteezy", "dreamstime", "shutterstock", "freepik", "123rf", "depositphotos", "pond5"]
 
 
 def describe(wd: Workdir, name: str, metadata: Metadata, asset_id: str | None = None) -> None:
@@ -72,14 +77,84 @@ def golden_wd(workdir):
     return workdir
 
 
-@pytest.mark.parametrize("agency", AGENCIES)
-def test_golden_csv(golden_wd, agency):
-    write_agency_csvs(golden_wd, AGENCIES, Settings())
-    got = (golden_wd.csv / f"{agency}.csv").read_bytes()
-    golden = GOLDEN / f"{agency}.csv"
+def assert_golden(got: bytes, golden: Path) -> None:
     if os.environ.get("UPDATE_GOLDEN"):
+        golden.parent.mkdir(exist_ok=True)
         golden.write_bytes(got)
     assert got == golden.read_bytes()
+
+
+@pytest.mark.parametrize("agency", CSV_AGENCIES)
+def test_golden_csv(golden_wd, agency):
+    write_agency_csvs(golden_wd, list(all_specs()), Settings())
+    assert_golden((golden_wd.csv / f"{agency}.csv").read_bytes(), GOLDEN / f"{agency}.csv")
+
+
+HOSTILE_ASSETS = {
+    **GOLDEN_ASSETS,
+    "coast_003.jpg": Metadata(  # the delimiters of every agency (comma and semicolon) inside the title
+        title='Rocky coast; cliffs, waves and "spray" at noon', description="Cliffs; waves, spray.",
+        keywords=["coast", "cliffs", "waves", "spray", "rocks", "sea", "noon", "shore"],
+        category_hints=["seascapes"], dreamstime_categories=[19]),
+    "wheat_004.jpg": Metadata(  # a 300-character title and description
+        title=("Golden wheat field under a wide summer sky " * 7)[:300],
+        description=("Ripe golden wheat moves in the wind below a wide blue summer sky. " * 5)[:300],
+        keywords=["wheat", "field", "summer", "sky", "golden", "harvest", "farm", "rural"],
+        adobe_category=11, category_hints=["landscape"]),
+    "dupes_005.jpg": Metadata(  # 80 duplicate keywords around seven distinct ones
+        title="Barley field at dusk", description="A barley field at dusk.",
+        keywords=["barley", "Barley", "BARLEY ", " barley", "field"] * 16 + ["dusk", "grain", "crop", "farm", "rural"],
+        adobe_category=11, category_hints=["nature"]),
+    "ai_art_006.jpg": Metadata(  # AI-generated: refused by Shutterstock, Depositphotos, Pond5, Alamy
+        title="Futuristic glass city at sunrise", description="A futuristic glass city at sunrise.",
+        keywords=["city", "future", "glass", "sunrise", "skyline", "towers", "architecture"],
+        adobe_category=2, category_hints=["city"], ai_generated=True),
+}
+
+
+@pytest.fixture
+def hostile_wd(workdir):
+    for name, metadata in HOSTILE_ASSETS.items():
+        describe(workdir, name, metadata)
+    return workdir
+
+
+def test_golden_hostile_csvs_of_every_agency(hostile_wd):
+    cfg = Settings(agencies={"freepik": AgencySettings(csv_defaults={"Model": "Midjourney 5"})})
+    report = write_agency_csvs(hostile_wd, list(all_specs()), cfg)
+    for agency in CSV_AGENCIES:
+        assert_golden((hostile_wd.csv / f"{agency}.csv").read_bytes(), GOLDEN / "hostile" / f"{agency}.csv")
+    assert not list(hostile_wd.csv.glob("alamy*")) and report.agencies["alamy"].files == []
+    refusing = {"shutterstock", "depositphotos", "pond5", "alamy"}
+    assert {p.agency for p in report.problems if p.rule == "ai.refused"} == refusing
+    assert all(p.asset == "ai_art_006.jpg" for p in report.problems if p.rule == "ai.refused")
+    for agency in set(CSV_AGENCIES) - refusing:
+        assert report.accepted(agency, "ai_art_006.jpg"), agency
+    freepik = {row[0]: row for row in parse_as(hostile_wd.csv / "freepik.csv", ";")[1:]}
+    assert freepik["ai_art_006.jpg"][2].startswith("_ai_generated,city,")
+    assert freepik["ai_art_006.jpg"][3:] == ["A futuristic glass city at sunrise.", "Midjourney 5"]
+    assert freepik["coast_003.jpg"][1:] == ['Rocky coast; cliffs, waves and "spray" at noon',
+                                            "coast,cliffs,waves,spray,rocks,sea,noon,shore", "", ""]
+    # Alamy's rows are checked although no file is written: the tag minimum holds an asset back there
+    assert report.accepted("alamy", "dupes_005.jpg") and report.accepted("alamy", "hostile_001.jpg")
+    assert not report.accepted("alamy", "ai_art_006.jpg")
+
+
+def test_dialects_quote_every_cell_where_the_agency_wants_it(hostile_wd):
+    write_agency_csvs(hostile_wd, ["123rf", "depositphotos", "shutterstock"], Settings())
+    for agency in ("123rf", "depositphotos"):
+        lines = (hostile_wd.csv / f"{agency}.csv").read_bytes().split(b"\r\n")
+        assert all(line.startswith(b'"') and line.endswith(b'"') for line in lines if line), agency
+    shutterstock = parse(hostile_wd.csv / "shutterstock.csv")
+    assert shutterstock[0] == ["Filename", "Description", "Keywords", "Categories", "Editorial"]
+    rows = {r[0]: r for r in shutterstock[1:]}
+    assert rows["hostile_001.jpg"][4] == "Yes" and rows["sunset_sea_000.jpg"][4] == "No"
+    assert rows["coast_003.jpg"][3] == "Nature"  # "seascapes" → Nature, written by name
+    assert "yuuhi_002.jpg" not in rows  # Japanese: Shutterstock takes English without special letters
+
+
+def parse_as(path: Path, delimiter: str) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(path.read_bytes().decode("utf-8"), newline=""), delimiter=delimiter))
 
 
 def test_golden_rows_are_the_expected_assets_and_problems_are_named(golden_wd):

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from tasks.agencies.catalog import agency_names
 from tasks.core.errors import StageStopped, StoreUnavailable
 from tasks.stores.ledger import Ledger
 from tasks.stores.ledger_lines import HEADER, parse_line
@@ -69,7 +70,7 @@ def test_concurrent_threads_lose_no_line_and_interleave_none(tmp_path):
     lines = data_lines(ledger.path)
     assert len(lines) == 400
     for line in lines:
-        parse_line(line)  # every line whole
+        parse_line(line, agency_names())  # every line whole
     state = ledger.read()
     assert state.problems == [] and len(done_keys(state)) == 400
     assert ledger.path.read_text().count(HEADER) == 1
@@ -92,7 +93,7 @@ def test_concurrent_processes_lose_no_line_and_interleave_none(tmp_path):
         assert p.exitcode == 0
     lines = data_lines(path)
     assert len(lines) == 400
-    assert {parse_line(line).sha256 for line in lines} == {sha(f"p{p}-{i}") for p in range(4) for i in range(100)}
+    assert {parse_line(line, agency_names()).sha256 for line in lines} == {sha(f"p{p}-{i}") for p in range(4) for i in range(100)}
     assert path.read_text().count(HEADER) == 1
 
 
@@ -106,7 +107,7 @@ def test_torn_last_line_is_ignored_and_cut_by_the_next_append(tmp_path):
     [(number, reason)] = state.problems
     assert number == 5 and "torn last line" in reason
     ledger.record("adobe", "c.jpg", sha("c"), "/c")
-    assert [parse_line(line).filename for line in data_lines(ledger.path)] == ["a.jpg", "c.jpg"]
+    assert [parse_line(line, agency_names()).filename for line in data_lines(ledger.path)] == ["a.jpg", "c.jpg"]
     assert ledger.read().problems == []
 
 
@@ -120,7 +121,7 @@ def test_cut_off_line_that_names_its_key_counts_and_is_completed(tmp_path):
     assert state.is_done("vecteezy", sha("b"))
     assert "counts" in state.problems[0][1]
     ledger.record("adobe", "c.jpg", sha("c"), "/c")
-    assert [parse_line(line).filename for line in data_lines(ledger.path)] == ["a.jpg", "b.jpg", "c.jpg"]
+    assert [parse_line(line, agency_names()).filename for line in data_lines(ledger.path)] == ["a.jpg", "b.jpg", "c.jpg"]
 
 
 def test_a_ledger_of_only_a_torn_line_gets_its_header_back(tmp_path):
@@ -231,7 +232,7 @@ _KINDS = {
     "garbage": lambda i: f"garbage line {i}",
     "upper-hex": lambda i: f"2026-11-30T00:00:00Z\tvecteezy\tf{i}.jpg\t{i:064X}\t/r/f{i}.jpg",
     "spaces": lambda i: f"2026-11-30T00:00:00Z adobe f{i}.jpg {i:064x} /r/f{i}.jpg",
-    "unknown-agency": lambda i: f"2026-11-30T00:00:00Z\tshutterstock\tf{i}.jpg\t{i:064x}\t/r",
+    "unknown-agency": lambda i: f"2026-11-30T00:00:00Z\tistock\tf{i}.jpg\t{i:064x}\t/r",
 }
 
 

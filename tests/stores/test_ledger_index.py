@@ -17,9 +17,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import tasks.stores.ledger as ledger_module
+from tasks.agencies.catalog import agency_names
 from tasks.stores.ledger import Ledger
 from tasks.stores.ledger_index import MAGIC, DoneDigests, SortedDigests, index_path
 from tests.fakes.ledger import done_keys
+
+#: The index counts every agency, in list order: adobe, vecteezy, dreamstime, then the ones no test here records.
+OTHER_AGENCIES = len(agency_names()) - 3
 
 
 def sha(n: int | str) -> str:
@@ -85,7 +89,7 @@ _LINES = {
     "crlf": lambda i: line("dreamstime", i % 6).replace("\n", "\r\n"),
     "upper-hex": lambda i: f"2026-11-30T00:00:00Z\tvecteezy\tu{i}.jpg\t{sha(i % 4).upper()}\t/r\n",
     "spaces": lambda i: f"2026-11-30T00:00:00Z adobe s{i}.jpg {sha(i % 3)} /r\n",
-    "unknown-agency": lambda i: f"2026-11-30T00:00:00Z\tshutterstock\tf{i}.jpg\t{sha(i)}\t/r\n",
+    "unknown-agency": lambda i: f"2026-11-30T00:00:00Z\tistock\tf{i}.jpg\t{sha(i)}\t/r\n",
     "garbage": lambda i: f"garbage {i}\n",
     "bad-utf8": lambda i: f"2026-11-30T00:00:00Z\tadobe\tcaf".encode() + b"\xe9\xff" + f"\t{sha(i % 9)}\t/r\n".encode(),
     "comment": lambda i: f"# note {i}\n",
@@ -176,7 +180,7 @@ def test_the_index_is_written_only_for_long_ledgers_and_covers_whole_lines(tmp_p
     assert state.is_done("adobe", sha("t")) and state.problems[-1][0] == 4  # the torn tail counts, as without index
     header = header_of(path)
     assert header["covers"] == len((line("adobe", 1) + line("adobe", 2) + line("vecteezy", 3)).encode())
-    assert header["lines"] == 3 and header["counts"] == [2, 1, 0]  # never past the torn tail
+    assert header["lines"] == 3 and header["counts"] == [2, 1, 0] + [0] * OTHER_AGENCIES  # never past the torn tail
     assert isinstance(Ledger(path).read().done["adobe"], DoneDigests)
 
 
@@ -201,7 +205,7 @@ def test_appends_after_indexing_are_seen_and_counted_once(tmp_path, small_thresh
     assert index_path(ledger.path).stat().st_mtime_ns == before  # 2 new lines: the index is left as it is
     ledger.record("vecteezy", "v.jpg", sha("v"), "/r")
     state = ledger.read()  # 3 new lines: rewritten to cover them
-    assert header_of(ledger.path)["lines"] == 3 + 7 and header_of(ledger.path)["counts"] == [4, 1, 1]
+    assert header_of(ledger.path)["lines"] == 3 + 7 and header_of(ledger.path)["counts"] == [4, 1, 1] + [0] * OTHER_AGENCIES
     assert done_keys(state) == done_keys(full_read(ledger.path, tmp_path))
 
 
