@@ -25,8 +25,12 @@ from tasks.core.errors import (
     ContentBlocked,
     InvalidOutput,
     NetworkError,
+    OutputTruncated,
     PermanentError,
+    LocationRefused,
+    ModelUnavailable,
     RequestRejected,
+    RequestShapeRefused,
     QuotaExhausted,
     RateLimited,
     ServiceTimeout,
@@ -48,11 +52,14 @@ from tests.fakes.gemini import (  # noqa: F401
     finished,
     garbage,
     key_invalid,
+    location_refused,
+    model_retired,
     prompt_blocked,
     rate_limited,
     retry_info,
     slow,
     truncated,
+    unknown_field,
 )
 
 TIMEOUT_S = 0.4
@@ -60,10 +67,16 @@ TIMEOUT_S = 0.4
 CASES = {
     # HTTP errors, by code and status as the seed classifies them
     "400": (error(400, "Request contains an invalid argument."), RequestRejected, "permanent:400"),
-    "404 model": (error(404, "models/nope is not found for API version v1"), RequestRejected, "permanent:404"),
     "422": (error(422, "Unprocessable"), RequestRejected, "permanent:422"),
-    "400 failed precondition": (error(400, "User location is not supported", status="FAILED_PRECONDITION"),
+    "400 failed precondition": (error(400, "Precondition check failed.", status="FAILED_PRECONDITION"),
                                 RequestRejected, "permanent:400"),
+    # whole-run refusals (issue 13): the stage stops
+    "404 model": (error(404, "models/nope is not found for API version v1beta"), ModelUnavailable, "model"),
+    "404 retired model": (model_retired("gemini-2.5-flash"), ModelUnavailable, "model"),
+    "400 location": (location_refused(), LocationRefused, "location"),
+    "400 unknown field": (unknown_field("foo", "generation_config"), RequestShapeRefused, "request_shape"),
+    "400 schema keyword": (unknown_field("additionalProperties", "generation_config.response_schema"),
+                           RequestShapeRefused, "request_shape"),
     "500": (error(500, "An internal error has occurred."), ServiceUnavailable, "retryable:500"),
     "502": (error(502, "Bad gateway", status="UNAVAILABLE"), ServiceUnavailable, "retryable:502"),
     "503": (error(503, "The model is overloaded. Please try again later."), ServiceUnavailable, "retryable:503"),
@@ -84,7 +97,8 @@ CASES = {
     "dropped connection": (drop(), NetworkError, "network"),
     # 200 without usable output
     "garbage 200": (garbage(), InvalidOutput, "invalid_output"),
-    "MAX_TOKENS": (truncated(), InvalidOutput, "invalid_output"),
+    "MAX_TOKENS": (truncated(), OutputTruncated, "invalid_output"),
+    "CONTINUATION": (truncated(reason="CONTINUATION"), OutputTruncated, "invalid_output"),
     "schema mismatch": (answer_json({"title": "only a title"}), InvalidOutput, "invalid_output"),
     "category out of range": (answer_json(dict(GOOD_METADATA, adobe_category=40)), InvalidOutput, "invalid_output"),
     "blank title": (answer_json(dict(GOOD_METADATA, title="   ")), InvalidOutput, "invalid_output"),
@@ -105,7 +119,8 @@ CASES = {
 
 #: What the caller does, by group.
 GROUP = {RequestRejected: PermanentError, ContentBlocked: PermanentError, AuthenticationFailed: StageStopped,
-         QuotaExhausted: StageStopped}
+         QuotaExhausted: StageStopped, ModelUnavailable: StageStopped, LocationRefused: StageStopped,
+         RequestShapeRefused: StageStopped}
 
 
 @pytest.fixture
