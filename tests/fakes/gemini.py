@@ -207,12 +207,15 @@ def quota_failure(quota_id: str) -> dict:
     }]}
 
 
-def rate_limited(retry_delay: str | None = "2s", quota_id: str = "GenerateRequestsPerMinutePerProjectPerModel-FreeTier") -> Reply:
-    """429 RESOURCE_EXHAUSTED with QuotaFailure and (unless None) RetryInfo, as the real API sends."""
+def rate_limited(retry_delay: str | None = "2s", quota_id: str = "GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
+                 *, retry_in: str | None = None) -> Reply:
+    """429 RESOURCE_EXHAUSTED with QuotaFailure and (unless None) RetryInfo, as the real API sends;
+    ``retry_in`` ends the message with "Please retry in <retry_in>." as current answers do."""
     details = [quota_failure(quota_id)]
     if retry_delay is not None:
         details.append(retry_info(retry_delay))
-    return error(429, "You exceeded your current quota, please check your plan and billing details.", details=details)
+    message = "You exceeded your current quota, please check your plan and billing details."
+    return error(429, message + (f"\nPlease retry in {retry_in}." if retry_in else ""), details=details)
 
 
 def daily_quota() -> Reply:
