@@ -136,3 +136,14 @@ def test_one_describer_serves_several_threads(fake_gemini, describer, tmp_path):
     assert len(results) == 8 and all(r.describer == "gemini:gemini-3.5-flash-lite" for r in results)
     assert len(fake_gemini.requests) == 8
     assert all(json.loads(r.raw_body)["contents"] for r in fake_gemini.requests)
+
+
+def test_thinking_is_set_on_purpose_and_no_sampling_parameter_is_sent(fake_gemini, tmp_path):
+    GeminiDescriber(GeminiSettings(timeout_s=5), FAKE_KEY).describe(make_asset(tmp_path))
+    GeminiDescriber(GeminiSettings(model="gemini-3.8-flash", thinking="medium", timeout_s=5), FAKE_KEY).describe(
+        make_asset(tmp_path))
+    configs = [req.json["generationConfig"] for req in fake_gemini.requests]
+    assert [c["thinkingConfig"] for c in configs] == [{"thinking_level": "MINIMAL"}, {"thinking_level": "MEDIUM"}]
+    assert all(c["maxOutputTokens"] == 2048 for c in configs)
+    sampling = {"temperature", "topP", "topK", "presencePenalty", "frequencyPenalty", "seed", "candidateCount"}
+    assert all(not sampling & set(c) for c in configs)
