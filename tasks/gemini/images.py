@@ -17,18 +17,26 @@ again); an answer of text only (the model declining in words) is
 model, refused location, refused request shape) is a StageStopped and stops
 generation at once. Calls go through the image model's shared limiter: a 429
 waits and calls again (not an attempt), within ``gemini.rate_limit_wait_s``.
+
+Each image made logs one line with its tokens (prompt, output, thinking) and
+cost (``tasks/gemini/prices.toml``; "cost unknown" when the model has no
+confirmed price) to the run's log.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from io import BytesIO
 
 from google.genai import types
 from PIL import Image
+from prefect.exceptions import MissingContextError
+from prefect.logging import get_logger, get_run_logger
 
 from tasks.images.demo import DemoPrompt
 from tasks.core.settings import GeminiSettings
-from tasks.gemini.client import Target, check_answer, gemini_client, map_gemini_errors
+from tasks.gemini.client import Target, check_answer, gemini_client, map_gemini_errors, usage_of
+from tasks.gemini.models import cost_usd
 from tasks.gemini.ratelimit import WaitAllowance, shared_limiter
 from tasks.images.pixels import rgb_on_white
 from tasks.core.errors import AnswerRefused, InvalidOutput
@@ -42,6 +50,14 @@ def image_prompt(prompt: DemoPrompt) -> str:
         f"{prompt.prompt}. A high-quality stock photograph in landscape orientation. "
         "No text, no watermark, no logos, no brand names, no recognizable people."
     )
+
+
+def _log():
+    """The run's logger inside a Prefect run, else the package's own."""
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return get_logger("microstock.gemini")
 
 
 def software_tag(model: str) -> str:
@@ -99,6 +115,11 @@ class GeminiImageMaker:
 
     def __call__(self, prompt: DemoPrompt, index: int) -> bytes:
         response = self.limiter.call(lambda: self._generate(prompt), self._waits)
+        usage = usage_of(response)
+        cost = cost_usd(self.model, usage, dt.date.today())
+        _log().info("image %d (%s) by %s: prompt %d · output %d · thinking %d tokens · %s", index, prompt.slug,
+                    self.model, usage.prompt_tokens, usage.output_tokens, usage.thought_tokens,
+                    "cost unknown (no confirmed price)" if cost is None else f"${cost:.4f}")
         candidate = check_answer(response)
         words = []
         for part in candidate.content.parts:  # type: ignore[union-attr]  # check_answer ensured content

@@ -154,3 +154,21 @@ def test_a_daily_quota_stops_generation_at_once(fake_gemini, maker, tmp_path):
     result = generate(tmp_path, 4, list(DEMO_PROMPTS), 0, maker, sleep=lambda s: None)
     assert len(result.assets) == 1 and len(fake_gemini.requests) == 2
     assert result.stopped and "quota" in result.stopped.lower()
+
+
+def test_each_image_call_logs_its_tokens_and_cost(fake_gemini, maker):
+    import logging
+
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger("prefect.microstock.gemini")
+    logger.addHandler(handler)
+    try:
+        fake_gemini.push(answer_image(png_bytes(), tokens=1400))  # 1340 prompt, 60 output
+        maker(PROMPT, 3)
+    finally:
+        logger.removeHandler(handler)
+    assert [r.getMessage() for r in records] == [
+        f"image 3 ({PROMPT.slug}) by gemini-3-pro-image: prompt 1340 · output 60 · thinking 0 tokens · "
+        "cost unknown (no confirmed price)"]
