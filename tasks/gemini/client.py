@@ -87,7 +87,7 @@ from tasks.core.errors import (
 from tasks.core.records import Usage
 from tasks.core.secrets import redact
 from tasks.core.settings import GeminiSettings
-from tasks.gemini.models import current_models
+from tasks.gemini.models import suggestion
 
 
 # --- the client -----------------------------------------------------------------------
@@ -167,7 +167,7 @@ def _per_day_quota(details: list[dict]) -> bool:
 
 
 def _pick(target: Target) -> str:
-    return f"pick one of {', '.join(current_models(target.use))} (docs/GEMINI.md)"
+    return suggestion(target.model, target.use)
 
 
 def _from_api_error(exc: errors.APIError, api_key: str | None, target: Target) -> MicrostockError:

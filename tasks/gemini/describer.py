@@ -25,11 +25,11 @@ from google.genai import types
 from PIL import Image, ImageOps
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from tasks.core.errors import AnswerTruncated, BadInput, InvalidOutput, OutputTruncated
+from tasks.core.errors import AnswerTruncated, BadInput, InvalidOutput, ModelUnavailable, OutputTruncated
 from tasks.core.records import Asset, Metadata, Usage
 from tasks.core.settings import GeminiSettings
 from tasks.gemini.client import Target, check_answer, gemini_client, map_gemini_errors, usage_of
-from tasks.gemini.models import cost_usd, thinking_config
+from tasks.gemini.models import cost_usd, lacks_structured_output, suggestion, thinking_config
 from tasks.gemini.ratelimit import shared_limiter
 from tasks.images.pixels import has_alpha, rgb_on_white
 
@@ -182,6 +182,9 @@ class GeminiDescriber:
         return {"prompt": self._prompt, "image_max_px": SEND_MAX_PX}
 
     def describe(self, asset: Asset) -> Metadata:
+        if lacks_structured_output(self.model):  # known to refuse the schema: do not pay to hear it
+            raise ModelUnavailable(f"`gemini.model = {self.model}` has no structured output and cannot describe: "
+                                   f"{suggestion(self.model, 'describe')}")
         image = types.Part.from_bytes(data=image_for_model(asset), mime_type="image/jpeg")
         with self._lock:
             retrying_cut = asset.asset_id in self._truncated

@@ -33,7 +33,7 @@ class ModelInfo:
     #: ``level``, ``budget`` or ``fixed``; empty when not known.
     thinking: str = ""
     lowest: str = ""
-    image_sizes: tuple[str, ...] = ()
+    #: What Google names as the model to move to, for a deprecated or retired one.
     replacement: str = ""
 
 
@@ -43,13 +43,27 @@ def known_models() -> dict[str, ModelInfo]:
     rows = tomllib.loads((_HERE / "models.toml").read_text(encoding="utf-8"))["models"]
     return {name: ModelInfo(name=name, use=row["use"], status=row["status"], structured=row.get("structured", False),
                             thinking=row.get("thinking", ""), lowest=row.get("lowest", ""),
-                            image_sizes=tuple(row.get("image_sizes", ())), replacement=row.get("replacement", ""))
+                            replacement=row.get("replacement", ""))
             for name, row in rows.items()}
 
 
 def current_models(use: str) -> list[str]:
     """Generally-available models for ``use`` (``describe``, ``image``), as named in messages."""
     return [m.name for m in known_models().values() if m.use == use and m.status == "ga"]
+
+
+def suggestion(model: str, use: str) -> str:
+    """What a message about an unusable ``model`` proposes: its replacement, if the table names one, and the
+    current models."""
+    info = known_models().get(model)
+    instead = f"its replacement is {info.replacement}; or " if info is not None and info.replacement else ""
+    return f"{instead}pick one of {', '.join(current_models(use))} (docs/GEMINI.md)"
+
+
+def lacks_structured_output(model: str) -> bool:
+    """True when the table knows ``model`` cannot answer with a response schema (so it cannot describe)."""
+    info = known_models().get(model)
+    return info is not None and not info.structured and info.status != "retired"
 
 
 def thinking_config(model: str, setting: str) -> types.ThinkingConfig | None:

@@ -147,3 +147,12 @@ def test_thinking_is_set_on_purpose_and_no_sampling_parameter_is_sent(fake_gemin
     assert all(c["maxOutputTokens"] == 2048 for c in configs)
     sampling = {"temperature", "topP", "topK", "presencePenalty", "frequencyPenalty", "seed", "candidateCount"}
     assert all(not sampling & set(c) for c in configs)
+
+
+def test_a_model_without_structured_output_stops_before_any_call(fake_gemini, tmp_path):
+    from tasks.core.errors import ModelUnavailable
+
+    d = GeminiDescriber(GeminiSettings(model="gemini-3.1-flash-lite-image", timeout_s=5), FAKE_KEY)
+    with pytest.raises(ModelUnavailable, match="`gemini.model = gemini-3.1-flash-lite-image` has no structured output"):
+        d.describe(make_asset(tmp_path))
+    assert fake_gemini.requests == []

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import tomllib
+from pathlib import Path
 
 import pytest
 from google.genai import types
@@ -10,7 +12,8 @@ from google.genai import types
 from tasks.core.records import Usage
 from tasks.core.settings import GeminiSettings
 from tasks.gemini.client import BLOCK_REASONS, FINISH_REASONS
-from tasks.gemini.models import cost_usd, current_models, known_models, thinking_config
+from tasks.gemini import models as models_module
+from tasks.gemini.models import cost_usd, current_models, known_models, lacks_structured_output, suggestion, thinking_config
 
 
 def test_every_finish_reason_of_the_installed_sdk_has_a_decided_class():
@@ -38,7 +41,8 @@ def test_the_defaults_are_generally_available_models_of_the_table():
     assert models[defaults.model].status == "ga" and models[defaults.model].use == "describe"
     assert models[defaults.model].structured
     image = models[defaults.image_model]
-    assert image.status == "ga" and image.use == "image" and "2K" in image.image_sizes
+    table = tomllib.loads((Path(models_module.__file__).parent / "models.toml").read_text())["models"]
+    assert image.status == "ga" and image.use == "image" and "2K" in table[defaults.image_model]["image_sizes"]
     assert defaults.api_version == "v1beta"
     assert "gemini-2.5-flash" not in current_models("describe")
     assert all(models[m].replacement in current_models(models[m].use) for m in models if models[m].status == "retired")
@@ -59,3 +63,11 @@ def test_cost_from_the_price_table_and_unknown_when_there_is_none():
     assert cost_usd("gemini-3.8-flash", usage, dt.date(2026, 12, 31)) == pytest.approx(0.75 + 3.75)
     assert cost_usd("gemini-3.8-flash", usage, dt.date(2027, 1, 1)) is None  # the listed price ended
     assert cost_usd("gemini-3.1-flash-lite", usage, dt.date(2026, 11, 30)) is None  # price not confirmed
+
+
+def test_an_unusable_model_is_answered_with_its_replacement_and_the_current_ones():
+    assert suggestion("gemini-2.5-flash", "describe").startswith("its replacement is gemini-3.5-flash-lite; or pick one of")
+    assert suggestion("gemini-9", "image") == ("pick one of gemini-3.1-flash-image, gemini-3-pro-image, "
+                                               "gemini-3.1-flash-lite-image (docs/GEMINI.md)")
+    assert lacks_structured_output("gemini-3.1-flash-lite-image") and not lacks_structured_output("gemini-3.8-flash")
+    assert not lacks_structured_output("a-model-not-in-the-table")

@@ -62,7 +62,8 @@ def test_a_whole_run_refusal_stops_the_stage_after_the_first_answers(prefect_har
 def test_a_retired_model_names_current_ones_to_pick(prefect_harness, fake_gemini, gemini_key, tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
     _, report = run_describe(wd, fast_settings(model="gemini-2.5-flash"), make_assets(wd, ["a.jpg"]))
-    assert "pick one of gemini-3.5-flash-lite" in report.stopped and "docs/GEMINI.md" in report.stopped
+    assert "its replacement is gemini-3.5-flash-lite; or pick one of gemini-3.5-flash-lite" in report.stopped
+    assert "docs/GEMINI.md" in report.stopped
 
 
 FINISH = ["recited.jpg", "foreign.jpg", "escalated.jpg", "cut_twice.jpg", "cut_once.jpg", "odd.jpg"]
