@@ -14,13 +14,17 @@ import time
 import traceback
 
 import pytest
+from google.genai import types
 from PIL import Image
 
 from tasks.core.records import Asset
 from tasks.core.settings import GeminiSettings
 from tasks.gemini.describer import GeminiDescriber
-from tasks.gemini.client import retry_delay_seconds
+from tasks.gemini.client import FINISH_REASONS, retry_delay_seconds
 from tasks.core.errors import (
+    AccountRestricted,
+    AnswerRefused,
+    MicrostockError,
     AuthenticationFailed,
     ContentBlocked,
     InvalidOutput,
@@ -169,6 +173,21 @@ def test_retry_delay_parser():
     assert retry_delay_seconds([retry_info("soon")]) is None
     assert retry_delay_seconds([{"@type": "type.googleapis.com/google.rpc.Help", "retryDelay": "9s"}]) is None
     assert retry_delay_seconds([]) is None
+    # current 429s also say it in the message, with many decimals; RetryInfo wins when both are there
+    said = "You exceeded your current quota …\nPlease retry in 11.665902715s."
+    assert retry_delay_seconds([], said) == 11.665902715
+    assert retry_delay_seconds([retry_info("11s")], said) == 11.0
+    assert retry_delay_seconds([], "Please retry later.") is None
+
+
+def test_a_429_without_retry_info_takes_the_delay_its_message_names(fake_gemini, describer, asset):
+    fake_gemini.push(rate_limited(None, retry_in="49.1s"), rate_limited(None))
+    raised = []
+    for _ in range(2):
+        with pytest.raises(RateLimited) as info:
+            describer.describe(asset)
+        raised.append(info.value.retry_after)
+    assert raised == [49.1, None]  # None: the caller waits a full minute (tasks.core.retry.rate_limited_wait)
 
 
 def test_daily_quota_wins_over_its_retry_info(fake_gemini, describer, asset):
@@ -243,3 +262,36 @@ def test_truncated_answer_says_it_stopped_at_max_tokens(fake_gemini, describer, 
     fake_gemini.push(truncated())
     with pytest.raises(InvalidOutput, match="MAX_TOKENS"):
         describer.describe(asset)
+
+
+DECIDED = {"blocked": ContentBlocked, "refused": AnswerRefused, "truncated": OutputTruncated,
+           "account": AccountRestricted, "retry": InvalidOutput}
+
+
+@pytest.mark.parametrize("reason", [r.name for r in types.FinishReason if r.name != "STOP"])
+def test_every_finish_reason_reaches_its_class_through_the_sdk(reason, fake_gemini, describer, asset):
+    fake_gemini.push(finished(reason))
+    with pytest.raises(MicrostockError) as info:
+        describer.describe(asset)
+    cls = DECIDED[FINISH_REASONS[reason]]
+    assert type(info.value) is cls
+    assert reason in info.value.message or info.value.error_class == f"blocked:{reason}"
+    assert len(fake_gemini.requests) == 1
+
+
+@pytest.mark.parametrize("reason", [r.name for r in types.BlockedReason])
+def test_every_block_reason_is_parked_as_blocked_through_the_sdk(reason, fake_gemini, describer, asset):
+    fake_gemini.push(prompt_blocked(reason))
+    with pytest.raises(ContentBlocked) as info:
+        describer.describe(asset)
+    assert info.value.error_class == f"blocked:{reason}"
+
+
+def test_an_api_version_other_than_v1_or_v1beta_is_a_config_error(tmp_path):
+    from tasks.core.errors import ConfigError
+    from tasks.core.settings import load_settings
+
+    path = tmp_path / "microstock.toml"
+    path.write_text('[gemini]\napi_version = "v2"\n')
+    with pytest.raises(ConfigError, match="gemini.api_version"):
+        load_settings(path)
