@@ -190,7 +190,8 @@ def _from_api_error(exc: errors.APIError, api_key: str | None, target: Target) -
     if code == 404:
         if "WAS NOT FOUND ON THIS SERVER" in text:
             return RequestShapeRefused(f"Gemini serves no such address ({message}): check "
-                                       f"`gemini.api_version = {target.api_version}` (v1beta or v1)")
+                                       f"`gemini.api_version = {target.api_version}` (v1beta or v1) and "
+                                       "GOOGLE_GEMINI_BASE_URL if it is set")
         if "NO LONGER AVAILABLE" in text:
             return ModelUnavailable(f"{set_model} is not served any more ({message}): {_pick(target)}")
         return ModelUnavailable(f"{set_model} is not found for API version {target.api_version} ({message}): "
