@@ -136,3 +136,22 @@ def test_a_model_without_a_confirmed_price_has_cost_unknown_said_once(prefect_ha
     assert [read_sidecar(wd.sidecar(n)).metadata.cost_usd for n in names] == [None, None]
     assert report.cost_unknown == 2 and report.cost_usd == 0
     assert flow_run_logs(state).count("cost unknown for 2 asset(s): no confirmed price for gemini-3.1-flash-lite") == 1
+
+
+def test_a_whole_batch_run_with_retired_models_calls_gemini_twice_at_most_and_ends_completed(
+        prefect_harness, fake_gemini, gemini_key, tmp_path):
+    """Issue 13's "done when": the stock-batch flow with a retired image and describe model."""
+    from flows.stock_batch import stock_batch
+
+    wd = Workdir(tmp_path / "w").prepare()
+    make_assets(wd, ["mine_1.jpg", "mine_2.jpg", "mine_3.jpg"])  # the contributor's own files, already in assets/
+    wd.config_file.write_text('[gemini]\nmodel = "gemini-2.5-flash"\nimage_model = "gemini-2.5-flash-image"\n'
+                              "requests_per_minute = 6000\nconcurrency = 1\n")
+    state = stock_batch(workdir=str(wd.root), count=2, return_state=True)
+    assert state.is_completed(), state.message
+    summary = state.result()
+    assert [r.model for r in fake_gemini.requests] == ["gemini-2.5-flash-image", "gemini-2.5-flash"]
+    assert summary["parked"] == 0 and summary["pending"] == 3 and summary["described_now"] == 0
+    assert "`gemini.image_model = gemini-2.5-flash-image` is not served any more" in summary["stopped"]
+    assert "`gemini.model = gemini-2.5-flash` is not served any more" in summary["stopped"]
+    assert open_store(wd).list() == []
