@@ -11,10 +11,13 @@ The tree (httpx draws its own the same way)::
     │   │   └── FtpTemporary        ftp:<code>         (421 busy, 425/426 data connection, 450/451/452)
     │   ├── RateLimited             retryable:429      (``retry_after``: what the service asked)
     │   ├── InvalidOutput           invalid_output     (the model answered, but not usable metadata)
+    │   │   └── OutputTruncated     invalid_output     (cut at the output limit: retried with a larger one)
     │   └── SizeMismatch            size_mismatch      (the server kept fewer bytes than were sent)
     ├── PermanentError              do not retry: park the job, or leave the file pending
     │   ├── RequestRejected         permanent:<http code>
     │   ├── ContentBlocked          blocked:<REASON>
+    │   ├── AnswerRefused           refused:<REASON>   (RECITATION, LANGUAGE, a text-only image answer …)
+    │   ├── AnswerTruncated         truncated:<REASON> (cut again with the larger output budget)
     │   ├── FtpRefused              ftp:<code>         (5xx other than a refused login)
     │   ├── SftpRefused             sftp               (no such file, permission denied, failure)
     │   ├── NoSizeCommand           ftp:no_size
@@ -22,6 +25,11 @@ The tree (httpx draws its own the same way)::
     ├── StageStopped                every further call would fail alike: stop the stage, the rest stays pending
     │   ├── AuthenticationFailed    auth, auth:ftp:<code>, auth:ssh, auth:key
     │   ├── QuotaExhausted          quota:daily
+    │   ├── RateWaitSpent           quota:wait         (the run's time for 429 waits is used up)
+    │   ├── ModelUnavailable        model              (unknown or retired model: 404)
+    │   ├── LocationRefused         location           (400 FAILED_PRECONDITION "User location is not supported")
+    │   ├── RequestShapeRefused     request_shape      (400: a field or schema keyword the API does not take)
+    │   ├── AccountRestricted       account            (finish reason PUP_LIMITED_DISABLED)
     │   ├── HostKeyUnknown          host_key
     │   ├── HostKeyChanged          host_key
     │   ├── CertificateUntrusted    tls:certificate
@@ -143,6 +151,14 @@ class InvalidOutput(TransientError):
     kind = "invalid_output"
 
 
+class OutputTruncated(InvalidOutput):
+    """The answer was cut at the output token limit (``reason``: MAX_TOKENS, CONTINUATION)."""
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 class SizeMismatch(TransientError):
     """The server kept fewer (or other) bytes than were sent."""
 
@@ -170,6 +186,18 @@ class ContentBlocked(PermanentError):
     def __init__(self, reason: str) -> None:
         super().__init__(f"blocked by the model's safety filter ({reason})", code=reason)
         self.reason = reason
+
+
+class AnswerRefused(PermanentError):
+    """The model answered, but declined in a way the same request will repeat (``code``: the finish reason)."""
+
+    kind = "refused"
+
+
+class AnswerTruncated(PermanentError):
+    """The answer was cut off again after a retry with a larger output budget (``code``: the finish reason)."""
+
+    kind = "truncated"
 
 
 class FtpRefused(PermanentError):
@@ -221,6 +249,39 @@ class QuotaExhausted(StageStopped):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, code="daily")
+
+
+class RateWaitSpent(StageStopped):
+    """The run has waited on 429 answers as long as ``gemini.rate_limit_wait_s`` allows."""
+
+    kind = "quota"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="wait")
+
+
+class ModelUnavailable(StageStopped):
+    """The configured model does not exist or is not served any more (404 NOT_FOUND)."""
+
+    kind = "model"
+
+
+class LocationRefused(StageStopped):
+    """Gemini refuses requests from this network location (400 FAILED_PRECONDITION)."""
+
+    kind = "location"
+
+
+class RequestShapeRefused(StageStopped):
+    """The API version refuses the request's shape (an unknown field or schema keyword): every call would."""
+
+    kind = "request_shape"
+
+
+class AccountRestricted(StageStopped):
+    """The account is limited or disabled (finish reason PUP_LIMITED_DISABLED)."""
+
+    kind = "account"
 
 
 class HostKeyUnknown(StageStopped):

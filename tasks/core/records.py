@@ -32,6 +32,25 @@ class Asset(BaseModel, frozen=True):
     path: Path
 
 
+class Usage(BaseModel):
+    """Tokens of the model calls behind one result (``usage_metadata``; 0 when absent)."""
+
+    prompt_tokens: int = 0
+    #: The answer's tokens (``candidates_token_count``), thinking not included.
+    output_tokens: int = 0
+    #: Thinking tokens (``thoughts_token_count``), billed as output.
+    thought_tokens: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.prompt_tokens + self.output_tokens + self.thought_tokens
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+                     output_tokens=self.output_tokens + other.output_tokens,
+                     thought_tokens=self.thought_tokens + other.thought_tokens)
+
+
 class Metadata(BaseModel):
     """What a describer knows about an image, before any agency's rules."""
 
@@ -53,8 +72,12 @@ class Metadata(BaseModel):
     language: str = "en"
     #: Who wrote it: ``offline`` or ``gemini:<model>``.
     describer: str = "offline"
-    #: Tokens the describer used (``usage_metadata.total_token_count``), 0 offline.
+    #: Tokens the describer used (``usage_metadata.total_token_count``), 0 offline (kept for older readers).
     tokens: int = 0
+    #: Tokens of every call made for this asset (retries included), split as Google bills them.
+    usage: Usage = Field(default_factory=Usage)
+    #: What those calls cost in USD (``tasks/gemini/prices.toml``); None when the price is unknown.
+    cost_usd: float | None = None
 
 
 class Provenance(BaseModel):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tasks.core.records import Asset
+from tasks.core.records import Asset, Usage
 
 
 @dataclass
@@ -43,6 +43,12 @@ class DescribeReport:
     #: Why the stage stopped calling the describer, if it did.
     stopped: str | None = None
     tokens: int = 0
+    #: Tokens of every call for the assets described now (retries included), as Google bills them.
+    usage: Usage = field(default_factory=Usage)
+    #: USD of the assets described now whose price is known (``tasks/gemini/prices.toml``).
+    cost_usd: float = 0.0
+    #: Assets described now whose cost is unknown (no confirmed price for the model).
+    cost_unknown: int = 0
     #: The describer used this run (``offline``, ``gemini:<model>``), empty when none was needed.
     describer: str = ""
 

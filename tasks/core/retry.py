@@ -11,9 +11,12 @@ Everywhere (describe, generate, upload) the rule is the same:
   RetryInfo), the wait is at least that, uncapped: asking again sooner is
   refused again.
 
-The describe task hands the schedule to Prefect (:func:`backoff_schedule`)
-and its gate pauses the shared rate limiter for ``retry_after``, so the wait
-there is the larger of the two as well.
+The describe task hands the schedule to Prefect (:func:`backoff_schedule`).
+
+A rate-limited answer (HTTP 429) is not a failed attempt: the caller waits
+:func:`rate_limited_wait` — what the service said, else a full quota window
+(:data:`RATE_WINDOW_S`) — and calls again, and only the total time spent
+waiting is bounded (``gemini.rate_limit_wait_s``; ``tasks.gemini.ratelimit``).
 """
 
 from __future__ import annotations
@@ -33,9 +36,13 @@ def backoff_schedule(first_s: float, retries: int) -> list[float]:
     return [min(first_s * 2**i, MAX_BACKOFF_S) for i in range(max(retries, 1))]
 
 
-def requested_or_default(exc: TransientError, default_s: float) -> float:
-    """The wait the service asked for with ``exc``, else ``default_s``."""
-    return default_s if exc.retry_after is None else exc.retry_after
+#: Wait after a 429 that does not say how long: Gemini's per-minute quota window.
+RATE_WINDOW_S = 60.0
+
+
+def rate_limited_wait(exc: TransientError) -> float:
+    """Seconds to wait after a 429: what the service asked for with ``exc``, else :data:`RATE_WINDOW_S`."""
+    return RATE_WINDOW_S if exc.retry_after is None else exc.retry_after
 
 
 def delay_before_retry(first_s: float, retry: int, exc: TransientError, rng: random.Random | None = None) -> float:

@@ -19,13 +19,28 @@ class _Strict(BaseModel):
 
 
 class GeminiSettings(_Strict):
-    model: str = "gemini-2.5-flash"
-    image_model: str = "gemini-2.5-flash-image"
-    requests_per_minute: int = Field(60, ge=1)
-    concurrency: int = Field(4, ge=1)
+    #: Defaults: generally-available models with no shutdown date announced (docs/GEMINI.md says where
+    #: and when that was checked); the table of known models is ``tasks/gemini/models.toml``.
+    model: str = "gemini-3.5-flash-lite"
+    image_model: str = "gemini-3.1-flash-image"
+    #: The REST API version the client calls (``v1beta`` or ``v1``); docs/GEMINI.md explains the choice.
+    api_version: str = Field("v1beta", pattern=r"^v1(beta)?$")
+    #: Thinking effort of the describe model: a level (``minimal``, ``low`` …) or a budget in tokens
+    #: (``"0"``); empty means the lowest the model allows (``tasks/gemini/models.toml``).
+    thinking: str = ""
+    #: Output tokens a describe answer may use; an answer cut at this limit is retried once with 4×.
+    max_output_tokens: int = Field(2048, ge=64)
+    #: Free-tier defaults (the lowest figures reported, docs/GEMINI.md): 5 requests a minute, 20 a day.
+    requests_per_minute: int = Field(5, ge=1)
+    #: Requests per model per day, counted in the workdir across runs and reset at midnight Pacific
+    #: time as Google resets it; the stage stops before spending more. 0: no daily limit.
+    requests_per_day: int = Field(20, ge=0)
+    concurrency: int = Field(2, ge=1)
     max_attempts: int = Field(4, ge=1)
     #: Delay before the first retry of a describe call; doubles per retry, capped at 30 s, with jitter.
     retry_delay_s: float = Field(2, ge=0)
+    #: Seconds a run may spend waiting on 429 answers in all; past it the stage stops (assets stay pending).
+    rate_limit_wait_s: float = Field(600, ge=0)
     timeout_s: float = Field(60, gt=0)
     language: str = "en"
 

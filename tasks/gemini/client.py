@@ -1,15 +1,17 @@
 """The Gemini boundary: the SDK client, and the one place where Gemini's failures become ours.
 
-The SDK's own retries are off (``HttpRetryOptions(attempts=1)``) and a
-timeout is always set, so the caller owns every retry and sees every attempt.
+The SDK's own retries are off (``HttpRetryOptions(attempts=1)``), a timeout is
+always set and the API version is the configured one (``gemini.api_version``),
+so the caller owns every retry and sees every attempt.
 
 Failures reach the caller only as :mod:`tasks.core.errors` classes, built in two
 places of this module and nowhere else:
 
 * :func:`map_gemini_errors` — exceptions out of the SDK (HTTP errors, transport
   errors, a 200 whose body is not JSON);
-* :func:`check_answer` — a 200 that carries no usable answer (safety blocks,
-  truncated or empty output), which the SDK does not raise for.
+* :func:`check_answer` — a 200 that carries no usable answer (blocks, finish
+  reasons, empty output), which the SDK does not raise for; every finish and
+  block reason is classed in :data:`FINISH_REASONS` / :data:`BLOCK_REASONS`.
 
 The contract for the caller (retry policy):
 
@@ -19,27 +21,31 @@ what happened                              raised                  ``error_class
 401, 403, 400 ``API_KEY_INVALID``          AuthenticationFailed    ``auth``
 429 whose QuotaFailure quota is per day    QuotaExhausted          ``quota:daily``
 429 otherwise                              RateLimited             ``retryable:429``
-                                           (``retry_after`` = RetryInfo ``retryDelay`` in s, or None)
-400, 404, 422, INVALID_ARGUMENT,           PermanentError          ``permanent:<code>``
+                                           (``retry_after`` = RetryInfo ``retryDelay``, else the
+                                           message's "retry in Ns", else None)
+404 (model unknown or shut down)           ModelUnavailable        ``model``
+404 of the URL (no such API version)       RequestShapeRefused     ``request_shape``
+400 FAILED_PRECONDITION "User location"    LocationRefused         ``location``
+400 "Invalid JSON payload" / "Cannot find  RequestShapeRefused     ``request_shape``
+field" / "Invalid value at                 
+'generation_config…" / thinking refused
+other 400, 422, INVALID_ARGUMENT,          RequestRejected         ``permanent:<code>``
 FAILED_PRECONDITION, "SAFETY"/"BLOCKED"
 any other HTTP error (5xx, 408 ...)        ServiceUnavailable      ``retryable:<code>``
 timeout (connect, read, write, pool)       ServiceTimeout          ``timeout``
 refused / dropped / reset connection       NetworkError            ``network``
-200 not JSON, no candidates, empty,        InvalidOutput           ``invalid_output``
-MAX_TOKENS, JSON not fitting the schema
-finish_reason SAFETY, IMAGE_SAFETY,        ContentBlocked          ``blocked:<REASON>``
-PROHIBITED_CONTENT, BLOCKLIST, SPII ...,
-or prompt_feedback.block_reason
+200 not JSON, no candidates, empty         InvalidOutput           ``invalid_output``
+200 with a finish / block reason           as :data:`FINISH_REASONS` / :data:`BLOCK_REASONS`
 =========================================  ======================  ==========================
 
 So: retry :class:`~tasks.core.errors.TransientError` (waiting at least
 ``retry_after`` when it is set), park :class:`~tasks.core.errors.PermanentError`
-at once, stop calling Gemini on :class:`~tasks.core.errors.StageStopped`. The
-HTTP code is the part of ``error_class`` after the colon, so when retries run
-out the seed's parked class is ``exhausted:`` + that part (``exhausted:503``,
-``exhausted:429``; ``exhausted:timeout``, ``exhausted:network`` for transport
-failures) and ``invalid_output`` keeps its name
-(:func:`tasks.stores.dead_letter.parked_error_class` does this).
+at once, stop calling Gemini on :class:`~tasks.core.errors.StageStopped` (its
+one-line message names the setting to change). The HTTP code is the part of
+``error_class`` after the colon, so when retries run out the seed's parked
+class is ``exhausted:`` + that part (``exhausted:503``; ``exhausted:timeout``,
+``exhausted:network`` for transport failures) and ``invalid_output`` keeps its
+name (:func:`tasks.core.errors.error_class_of_parked` does this).
 
 Messages are built here from the HTTP code, status, reason and the service's
 own message with anything key-shaped removed; the SDK's exception (whose text
@@ -52,6 +58,7 @@ from __future__ import annotations
 import json
 import re
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import httpx2
@@ -60,26 +67,34 @@ from google.genai import errors, types
 from pydantic import ValidationError
 
 from tasks.core.errors import (
+    AccountRestricted,
+    AnswerRefused,
     AuthenticationFailed,
     ContentBlocked,
     InvalidOutput,
+    LocationRefused,
     MicrostockError,
+    ModelUnavailable,
     NetworkError,
+    OutputTruncated,
     QuotaExhausted,
     RateLimited,
     RequestRejected,
+    RequestShapeRefused,
     ServiceTimeout,
     ServiceUnavailable,
 )
+from tasks.core.records import Usage
 from tasks.core.secrets import redact
 from tasks.core.settings import GeminiSettings
+from tasks.gemini.models import suggestion
 
 
 # --- the client -----------------------------------------------------------------------
 
 
 def gemini_client(settings: GeminiSettings, api_key: str) -> genai.Client:
-    """A client with a timeout and without the SDK's own retries.
+    """A client on ``settings.api_version``, with a timeout and without the SDK's own retries.
 
     The endpoint is the SDK's choice: ``GOOGLE_GEMINI_BASE_URL`` when set.
     Keep a reference to the returned client for as long as it is used (a
@@ -89,18 +104,31 @@ def gemini_client(settings: GeminiSettings, api_key: str) -> genai.Client:
         api_key=api_key,
         vertexai=False,
         http_options=types.HttpOptions(
+            api_version=settings.api_version,
             timeout=int(settings.timeout_s * 1000),  # milliseconds
             retry_options=types.HttpRetryOptions(attempts=1),
         ),
     )
 
 
+@dataclass(frozen=True)
+class Target:
+    """What a call asked for, so a whole-run failure can name the setting to change."""
+
+    #: ``gemini.model`` or ``gemini.image_model``.
+    setting: str
+    model: str
+    #: ``describe`` or ``image`` (which models to suggest).
+    use: str
+    api_version: str
+
+
 # --- the mapping boundary ---------------------------------------------------------------
 
-_BLOCK_REASONS = frozenset({"SAFETY", "IMAGE_SAFETY", "PROHIBITED_CONTENT", "IMAGE_PROHIBITED_CONTENT",
-                            "BLOCKLIST", "SPII"})
-_PERMANENT_CODES = frozenset({400, 404, 422})
+_PERMANENT_CODES = frozenset({400, 422})
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?)s\s*$")
+_RETRY_IN = re.compile(r"retry in (\d+(?:\.\d+)?)\s*s", re.IGNORECASE)
+_SHAPE = ("INVALID JSON PAYLOAD", "CANNOT FIND FIELD", "INVALID VALUE AT 'GENERATION_CONFIG", "THINKING")
 
 
 def _clean(text: Any, api_key: str | None) -> str:
@@ -122,13 +150,15 @@ def _of_type(details: list[dict], name: str) -> list[dict]:
     return [d for d in details if str(d.get("@type", "")).endswith(f"google.rpc.{name}")]
 
 
-def retry_delay_seconds(details: list[dict]) -> float | None:
-    """Seconds from a ``google.rpc.RetryInfo`` detail (``"13s"``, ``"0.5s"``), None when absent."""
+def retry_delay_seconds(details: list[dict], message: str = "") -> float | None:
+    """Seconds from a ``google.rpc.RetryInfo`` detail (``"13s"``), else from the message's
+    "Please retry in 11.66s."; None when neither says."""
     for info in _of_type(details, "RetryInfo"):
         m = _DURATION.match(str(info.get("retryDelay", "")))
         if m:
             return float(m.group(1))
-    return None
+    m = _RETRY_IN.search(message or "")
+    return float(m.group(1)) if m else None
 
 
 def _per_day_quota(details: list[dict]) -> bool:
@@ -136,7 +166,11 @@ def _per_day_quota(details: list[dict]) -> bool:
                for q in _of_type(details, "QuotaFailure") for v in q.get("violations") or [] if isinstance(v, dict))
 
 
-def _from_api_error(exc: errors.APIError, api_key: str | None) -> MicrostockError:
+def _pick(target: Target) -> str:
+    return suggestion(target.model, target.use)
+
+
+def _from_api_error(exc: errors.APIError, api_key: str | None, target: Target) -> MicrostockError:
     code = int(exc.code or 0)
     status = str(exc.status or "")
     message = _clean(exc.message, api_key)
@@ -144,14 +178,30 @@ def _from_api_error(exc: errors.APIError, api_key: str | None) -> MicrostockErro
     said = f"Gemini answered {code} {status}".rstrip() + (f": {message}" if message else "")
     reasons = {str(d.get("reason", "")) for d in _of_type(details, "ErrorInfo")}
     text = f"{status} {exc.message or ''}".upper()
+    set_model = f"`{target.setting} = {target.model}`"
 
     if code in (401, 403) or "API_KEY_INVALID" in reasons:
         return AuthenticationFailed(f"{said} (check GEMINI_API_KEY / GOOGLE_API_KEY)")
     if code == 429:
         if _per_day_quota(details):
             return QuotaExhausted(f"{said} (daily quota used up: the rest waits for the next run)")
-        delay = retry_delay_seconds(details)
+        delay = retry_delay_seconds(details, str(exc.message or ""))
         return RateLimited(said + (f" (retry in {delay:g} s)" if delay is not None else ""), retry_after=delay)
+    if code == 404:
+        if "WAS NOT FOUND ON THIS SERVER" in text:
+            return RequestShapeRefused(f"Gemini serves no such address ({message}): check "
+                                       f"`gemini.api_version = {target.api_version}` (v1beta or v1) and "
+                                       "GOOGLE_GEMINI_BASE_URL if it is set")
+        if "NO LONGER AVAILABLE" in text:
+            return ModelUnavailable(f"{set_model} is not served any more ({message}): {_pick(target)}")
+        return ModelUnavailable(f"{set_model} is not found for API version {target.api_version} ({message}): "
+                                f"{_pick(target)}")
+    if code == 400 and "USER LOCATION IS NOT SUPPORTED" in text:
+        return LocationRefused(f"{said}. Gemini refuses requests from this network location; no setting changes "
+                               "that: run from a supported country (docs/GEMINI.md)")
+    if code == 400 and any(marker in text for marker in _SHAPE):
+        return RequestShapeRefused(f"{said}. Every call would be refused: check `gemini.api_version = "
+                                   f"{target.api_version}` and `gemini.thinking` for {target.model} (docs/GEMINI.md)")
     if (code in _PERMANENT_CODES or "INVALID_ARGUMENT" in text or "FAILED_PRECONDITION" in text
             or "SAFETY" in text or "BLOCKED" in text):
         return RequestRejected(said, code=code)
@@ -159,8 +209,8 @@ def _from_api_error(exc: errors.APIError, api_key: str | None) -> MicrostockErro
 
 
 @contextmanager
-def map_gemini_errors(api_key: str | None = None) -> Iterator[None]:
-    """Turn exceptions of the google-genai SDK raised inside the block into :mod:`tasks.failures` classes.
+def map_gemini_errors(target: Target, api_key: str | None = None) -> Iterator[None]:
+    """Turn exceptions of the google-genai SDK raised inside the block into :mod:`tasks.core.errors` classes.
 
     The table in this module's docstring is the contract. ``api_key`` is
     removed from any text taken from the service. The original exception is
@@ -169,7 +219,7 @@ def map_gemini_errors(api_key: str | None = None) -> Iterator[None]:
     try:
         yield
     except errors.APIError as exc:
-        raise _from_api_error(exc, api_key) from None
+        raise _from_api_error(exc, api_key, target) from None
     except httpx2.TimeoutException as exc:
         raise ServiceTimeout(f"Gemini did not answer in time ({type(exc).__name__})") from None
     except httpx2.TransportError as exc:
@@ -180,17 +230,37 @@ def map_gemini_errors(api_key: str | None = None) -> Iterator[None]:
         raise InvalidOutput("Gemini answered with JSON of an unexpected shape") from None
 
 
+# --- 200 answers ---------------------------------------------------------------------------
+
+#: What each ``FinishReason`` of the SDK means for the job (docs/FAILURES.md has the table):
+#: ``ok`` — use the answer; ``blocked`` — ContentBlocked, parked at once; ``refused`` — AnswerRefused,
+#: parked at once; ``truncated`` — OutputTruncated (retried once with a larger budget);
+#: ``account`` — AccountRestricted, the stage stops; ``retry`` — InvalidOutput, normal retries.
+FINISH_REASONS: dict[str, str] = {
+    "FINISH_REASON_UNSPECIFIED": "retry", "STOP": "ok", "MAX_TOKENS": "truncated", "SAFETY": "blocked",
+    "RECITATION": "refused", "LANGUAGE": "refused", "OTHER": "retry", "BLOCKLIST": "blocked",
+    "PROHIBITED_CONTENT": "blocked", "SPII": "blocked", "MALFORMED_FUNCTION_CALL": "retry",
+    "IMAGE_SAFETY": "blocked", "IMAGE_PROHIBITED_CONTENT": "blocked", "IMAGE_OTHER": "retry",
+    "NO_IMAGE": "retry", "IMAGE_RECITATION": "refused", "UNEXPECTED_TOOL_CALL": "retry",
+    "TOO_MANY_TOOL_CALLS": "retry", "MISSING_THOUGHT_SIGNATURE": "retry", "MALFORMED_RESPONSE": "retry",
+    "ESCALATION": "blocked", "PUP_LIMITED_DISABLED": "account", "CONTINUATION": "truncated",
+    "MODEL_ARMOR": "blocked",
+}
+#: Every ``BlockedReason`` (``prompt_feedback.block_reason``) is a block of the prompt: parked at once.
+BLOCK_REASONS: frozenset[str] = frozenset({"BLOCKED_REASON_UNSPECIFIED", "SAFETY", "OTHER", "BLOCKLIST",
+                                           "PROHIBITED_CONTENT", "IMAGE_SAFETY", "MODEL_ARMOR", "JAILBREAK"})
+
+
 def _name(value: Any) -> str:
     return str(getattr(value, "value", value) or "")
 
 
 def check_answer(response: types.GenerateContentResponse) -> types.Candidate:
-    """The first candidate of a 200 answer, or the failure hidden in it.
+    """The first candidate of a 200 answer, or the failure hidden in it (:data:`FINISH_REASONS`).
 
-    Raises ContentBlocked (``blocked:<REASON>``) when the prompt was blocked
-    (``prompt_feedback.block_reason``) or the candidate stopped for a safety
-    reason; InvalidOutput when there is no candidate, it stopped at
-    MAX_TOKENS, or it has no content.
+    A blocked prompt is ContentBlocked whatever its reason; a finish reason
+    the table does not know (newer than the SDK) is InvalidOutput, retried
+    as usual; a candidate without content is InvalidOutput.
     """
     feedback = response.prompt_feedback
     if feedback is not None and feedback.block_reason is not None:
@@ -199,10 +269,28 @@ def check_answer(response: types.GenerateContentResponse) -> types.Candidate:
         raise InvalidOutput("Gemini answered without a candidate")
     candidate = response.candidates[0]
     reason = _name(candidate.finish_reason)
-    if reason in _BLOCK_REASONS:
+    decision = FINISH_REASONS.get(reason, "retry") if reason else "ok"
+    if decision == "blocked":
         raise ContentBlocked(reason)
-    if reason == "MAX_TOKENS":
-        raise InvalidOutput("Gemini's answer stopped at MAX_TOKENS (truncated)")
+    if decision == "refused":
+        raise AnswerRefused(f"Gemini declined to answer (finish reason {reason}); the same request would too",
+                            code=reason)
+    if decision == "account":
+        raise AccountRestricted(f"Gemini says the account is limited or disabled (finish reason {reason}): "
+                                "see the project in AI Studio; no setting of this project changes it")
+    if decision == "truncated":
+        raise OutputTruncated(f"Gemini's answer stopped at {reason} (truncated)", reason=reason)
+    if decision == "retry":
+        raise InvalidOutput(f"Gemini's answer stopped with finish reason {reason}")
     if candidate.content is None or not candidate.content.parts:
         raise InvalidOutput(f"Gemini's answer is empty (finish reason {reason or 'none'})")
     return candidate
+
+
+def usage_of(response: types.GenerateContentResponse) -> Usage:
+    """The answer's ``usage_metadata`` as :class:`~tasks.core.records.Usage` (zeros when absent)."""
+    meta = response.usage_metadata
+    if meta is None:
+        return Usage()
+    return Usage(prompt_tokens=meta.prompt_token_count or 0, output_tokens=meta.candidates_token_count or 0,
+                 thought_tokens=meta.thoughts_token_count or 0)

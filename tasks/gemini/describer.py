@@ -5,26 +5,39 @@ on the long side, JPEG) with a prompt asking for stock metadata, and a
 ``response_schema`` (:class:`StockAnswer`); the answer becomes a
 :class:`~tasks.core.records.Metadata`. Its failures are mapped by
 :mod:`tasks.gemini.client` (the table there is the contract).
+
+Every call sets thinking on purpose (the lowest the model allows, or
+``gemini.thinking``; :func:`~tasks.gemini.models.thinking_config`) and an
+output budget (``gemini.max_output_tokens``); no sampling parameter
+(temperature, top-p, top-k, penalties) is sent: Gemini 3 models ignore or
+refuse them. An answer cut at the budget is retried once with four times the
+budget, then parked as ``truncated:<REASON>``. The tokens of every call made
+for an asset (failed ones too) and their price go into its metadata.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import threading
 from io import BytesIO
 
 from google.genai import types
 from PIL import Image, ImageOps
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from tasks.core.errors import BadInput, InvalidOutput
-from tasks.core.records import Asset, Metadata
+from tasks.core.errors import AnswerTruncated, BadInput, InvalidOutput, ModelUnavailable, OutputTruncated
+from tasks.core.records import Asset, Metadata, Usage
 from tasks.core.settings import GeminiSettings
-from tasks.gemini.client import check_answer, gemini_client, map_gemini_errors
+from tasks.gemini.client import Target, check_answer, gemini_client, map_gemini_errors, usage_of
+from tasks.gemini.models import cost_usd, lacks_structured_output, suggestion, thinking_config
 from tasks.gemini.ratelimit import shared_limiter
 from tasks.images.pixels import has_alpha, rgb_on_white
 
 
 #: Long side of the image sent to the model: enough to describe it, few tokens.
 SEND_MAX_PX = 1024
+#: The output budget of the one retry after a truncated answer, as a multiple of ``max_output_tokens``.
+TRUNCATED_RETRY_FACTOR = 4
 
 ADOBE_CATEGORIES: dict[int, str] = {
     1: "Animals", 2: "Buildings and Architecture", 3: "Business", 4: "Drinks", 5: "The Environment",
@@ -144,11 +157,23 @@ class GeminiDescriber:
         self.limiter = shared_limiter(settings.model, settings.requests_per_minute, settings.concurrency)
         self._api_key = api_key
         self._client = gemini_client(settings, api_key)
-        self._config = types.GenerateContentConfig(
+        self._target = Target("gemini.model", settings.model, "describe", settings.api_version)
+        self._config = self._config_with(settings.max_output_tokens)
+        self._larger = self._config_with(settings.max_output_tokens * TRUNCATED_RETRY_FACTOR)
+        self._prompt = describe_prompt(settings.language)
+        self._lock = threading.Lock()
+        #: asset id → tokens of this run's calls for it that gave no metadata yet.
+        self._spent: dict[str, Usage] = {}
+        #: asset ids whose last answer was truncated: their next call has the larger budget.
+        self._truncated: set[str] = set()
+
+    def _config_with(self, max_output_tokens: int) -> types.GenerateContentConfig:
+        return types.GenerateContentConfig(
             response_mime_type="application/json",
             response_schema=StockAnswer,
+            max_output_tokens=max_output_tokens,
+            thinking_config=thinking_config(self.settings.model, self.settings.thinking),
         )
-        self._prompt = describe_prompt(settings.language)
 
     def __repr__(self) -> str:  # never show the key
         return f"GeminiDescriber(model={self.settings.model!r})"
@@ -157,13 +182,33 @@ class GeminiDescriber:
         return {"prompt": self._prompt, "image_max_px": SEND_MAX_PX}
 
     def describe(self, asset: Asset) -> Metadata:
+        if lacks_structured_output(self.model):  # known to refuse the schema: do not pay to hear it
+            raise ModelUnavailable(f"`gemini.model = {self.model}` has no structured output and cannot describe: "
+                                   f"{suggestion(self.model, 'describe')}")
         image = types.Part.from_bytes(data=image_for_model(asset), mime_type="image/jpeg")
-        with map_gemini_errors(self._api_key):
+        with self._lock:
+            retrying_cut = asset.asset_id in self._truncated
+        with map_gemini_errors(self._target, self._api_key):
             response = self._client.models.generate_content(
-                model=self.settings.model, contents=[image, self._prompt], config=self._config,
+                model=self.settings.model, contents=[image, self._prompt],
+                config=self._larger if retrying_cut else self._config,
             )
-        answer = parse_answer(response)
-        usage = response.usage_metadata
+        with self._lock:
+            usage = self._spent.pop(asset.asset_id, Usage()) + usage_of(response)
+            self._spent[asset.asset_id] = usage
+        try:
+            answer = parse_answer(response)
+        except OutputTruncated as exc:
+            if retrying_cut:
+                raise AnswerTruncated(f"{exc.message}, also with {self._larger.max_output_tokens} output tokens",
+                                      code=exc.reason) from None
+            with self._lock:
+                self._truncated.add(asset.asset_id)
+            raise
+        with self._lock:
+            self._spent.pop(asset.asset_id, None)
+            self._truncated.discard(asset.asset_id)
+        meta = response.usage_metadata
         return Metadata(
             title=" ".join(answer.title.split()),
             description=" ".join(answer.description.split()),
@@ -172,5 +217,7 @@ class GeminiDescriber:
             category_hints=_unique(answer.category_hints + answer.dreamstime_hints),
             language=self.settings.language,
             describer=self.name,
-            tokens=(usage.total_token_count or 0) if usage else 0,
+            tokens=(meta.total_token_count or 0) if meta else 0,
+            usage=usage,
+            cost_usd=cost_usd(self.model, usage, dt.date.today()),
         )

@@ -7,24 +7,40 @@ rule) and is stored as a JPEG whose EXIF carries the prompt
 found again) and ``Software`` naming Gemini and the model (the image is
 AI-generated: agencies ask contributors to say so).
 
-Failures are the describer's: the same :func:`~tasks.gemini.describer.map_gemini_errors`
-boundary and :func:`~tasks.gemini.describer.check_answer` (a refused prompt is
-``blocked:<REASON>``; an answer without an image is InvalidOutput).
+Failures are the describer's: the same :func:`~tasks.gemini.client.map_gemini_errors`
+boundary and :func:`~tasks.gemini.client.check_answer`, whose table names the
+image reasons: ``IMAGE_SAFETY`` / ``IMAGE_PROHIBITED_CONTENT`` are
+``blocked:<REASON>``, ``IMAGE_RECITATION`` is ``refused:IMAGE_RECITATION``,
+``IMAGE_OTHER`` and ``NO_IMAGE`` are InvalidOutput naming the reason (tried
+again); an answer of text only (the model declining in words) is
+``refused:TEXT_ONLY`` with the model's words. A whole-run failure (retired
+model, refused location, refused request shape) is a StageStopped and stops
+generation at once. Calls go through the image model's shared limiter: a 429
+waits and calls again (not an attempt), within ``gemini.rate_limit_wait_s``.
+
+Each image made logs one line with its tokens (prompt, output, thinking) and
+cost (``tasks/gemini/prices.toml``; "cost unknown" when the model has no
+confirmed price) to the run's log.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from io import BytesIO
 
 from google.genai import types
 from PIL import Image
+from prefect.exceptions import MissingContextError
+from prefect.logging import get_logger, get_run_logger
 
 from tasks.images.demo import DemoPrompt
 from tasks.core.settings import GeminiSettings
-from tasks.gemini.client import check_answer, gemini_client, map_gemini_errors
+from tasks.gemini.client import Target, check_answer, gemini_client, map_gemini_errors, usage_of
+from tasks.gemini.models import cost_usd
+from tasks.gemini.ratelimit import WaitAllowance, shared_limiter
 from tasks.images.pixels import rgb_on_white
 from tasks.images.provenance import gemini_software
-from tasks.core.errors import InvalidOutput
+from tasks.core.errors import AnswerRefused, InvalidOutput
 
 JPEG_QUALITY = 92
 
@@ -35,6 +51,14 @@ def image_prompt(prompt: DemoPrompt) -> str:
         f"{prompt.prompt}. A high-quality stock photograph in landscape orientation. "
         "No text, no watermark, no logos, no brand names, no recognizable people."
     )
+
+
+def _log():
+    """The run's logger inside a Prefect run, else the package's own."""
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return get_logger("microstock.gemini")
 
 
 def to_jpeg(data: bytes, prompt: str, software: str) -> bytes:
@@ -68,6 +92,9 @@ class GeminiImageMaker:
         self.model = settings.image_model
         self._api_key = api_key
         self._client = gemini_client(settings, api_key)
+        self._target = Target("gemini.image_model", settings.image_model, "image", settings.api_version)
+        self.limiter = shared_limiter(settings.image_model, settings.requests_per_minute, 1)
+        self._waits = WaitAllowance(settings.rate_limit_wait_s)
         self._config = types.GenerateContentConfig(
             response_modalities=["IMAGE"],
             image_config=types.ImageConfig(aspect_ratio="4:3"),
@@ -76,14 +103,28 @@ class GeminiImageMaker:
     def __repr__(self) -> str:  # never show the key
         return f"GeminiImageMaker(model={self.model!r})"
 
-    def __call__(self, prompt: DemoPrompt, index: int) -> bytes:
-        with map_gemini_errors(self._api_key):
-            response = self._client.models.generate_content(
+    def _generate(self, prompt: DemoPrompt) -> types.GenerateContentResponse:
+        with map_gemini_errors(self._target, self._api_key):
+            return self._client.models.generate_content(
                 model=self.model, contents=[image_prompt(prompt)], config=self._config,
             )
+
+    def __call__(self, prompt: DemoPrompt, index: int) -> bytes:
+        response = self.limiter.call(lambda: self._generate(prompt), self._waits)
+        usage = usage_of(response)
+        cost = cost_usd(self.model, usage, dt.date.today())
+        _log().info("image %d (%s) by %s: prompt %d · output %d · thinking %d tokens · %s", index, prompt.slug,
+                    self.model, usage.prompt_tokens, usage.output_tokens, usage.thought_tokens,
+                    "cost unknown (no confirmed price)" if cost is None else f"${cost:.4f}")
         candidate = check_answer(response)
+        words = []
         for part in candidate.content.parts:  # type: ignore[union-attr]  # check_answer ensured content
             blob = part.inline_data
             if blob is not None and blob.data and (blob.mime_type or "").startswith("image/"):
                 return to_jpeg(blob.data, prompt.prompt, gemini_software(self.model))
+            if part.text:
+                words.append(part.text)
+        if words:
+            said = " ".join(" ".join(words).split())
+            raise AnswerRefused(f"Gemini answered with text instead of an image: {said[:160]}", code="TEXT_ONLY")
         raise InvalidOutput("Gemini's answer holds no image")

@@ -14,9 +14,16 @@ so the limiter is in-process and exact:
 * **Concurrency.** At most ``concurrency`` calls are inside :meth:`RateLimiter.slot`
   at once. A caller takes its concurrency place first, then waits for its
   start, so a start is never spent on a caller that cannot run.
-* **Pause.** :meth:`RateLimiter.pause` (a 429 with RetryInfo) sets one shared
-  "not before" time: every caller, not only the one that was refused, waits it
-  out, so one 429 does not become a storm of 429s.
+* **Pause.** :meth:`RateLimiter.pause` (a 429) sets one shared "not before"
+  time: every caller, not only the one that was refused, waits it out, so one
+  429 does not become a storm of 429s.
+* **Calls.** :meth:`RateLimiter.call` is how a Gemini call goes through all of
+  it: a slot, the caller's check before each start (the daily request budget,
+  :mod:`tasks.gemini.daybudget`), and on a 429 a pause of
+  :func:`~tasks.core.retry.rate_limited_wait` and the same call again — a 429
+  is not a failed attempt. The time a run may spend so is its
+  :class:`WaitAllowance`; when that is spent the call raises RateWaitSpent
+  (a StageStopped: the stage stops, the rest stays pending).
 
 Waiting uses an injectable :class:`Clock`, so tests run the limiter on a fake
 clock, deterministic and instant.
@@ -28,7 +35,12 @@ import threading
 import time
 from collections import deque
 from contextlib import contextmanager
-from typing import Iterator, Protocol
+from typing import Callable, Iterator, Protocol, TypeVar
+
+from tasks.core.errors import RateLimited, RateWaitSpent
+from tasks.core.retry import rate_limited_wait
+
+T = TypeVar("T")
 
 #: The quota's window: Gemini counts requests per minute.
 WINDOW_S = 60.0
@@ -98,6 +110,25 @@ class RateLimiter:
         with self._lock:
             self._not_before = max(self._not_before, self._clock.now() + max(seconds, 0.0))
 
+    def call(self, fn: Callable[[], T], waits: "WaitAllowance", before_start: Callable[[], None] | None = None) -> T:
+        """``fn()`` in a slot, called again after every 429 once the pause it asked for has passed.
+
+        ``before_start`` runs in the slot before each call (it may raise, e.g.
+        QuotaExhausted when the day's budget is spent). A 429 pauses every
+        caller of this limiter for :func:`~tasks.core.retry.rate_limited_wait`
+        and takes that time from ``waits``; RateWaitSpent when it is used up.
+        """
+        while True:
+            with self.slot():
+                if before_start is not None:
+                    before_start()
+                try:
+                    return fn()
+                except RateLimited as exc:
+                    wait = rate_limited_wait(exc)
+                    self.pause(wait)
+                    waits.spend(wait, exc)
+
     def _earliest(self) -> float:
         at = max(self._next_start, self._not_before)
         if len(self._starts) == self.per_minute:
@@ -115,6 +146,24 @@ class RateLimiter:
                     return now
             # Woken callers look again: a pause may have moved the time, or another caller taken it.
             self._clock.sleep(at - now)
+
+
+class WaitAllowance:
+    """The seconds one run may spend waiting on 429 answers (``gemini.rate_limit_wait_s``); thread-safe."""
+
+    def __init__(self, limit_s: float) -> None:
+        self.limit_s = limit_s
+        self.spent_s = 0.0
+        self._lock = threading.Lock()
+
+    def spend(self, seconds: float, exc: RateLimited) -> None:
+        """Count a wait of ``seconds``; RateWaitSpent (naming the setting) when it would pass the limit."""
+        with self._lock:
+            if self.spent_s + seconds > self.limit_s:
+                raise RateWaitSpent(f"{exc.message}; this run has already waited {self.spent_s:g} s on rate limits "
+                                    f"and may wait {self.limit_s:g} s in all (`gemini.rate_limit_wait_s`): "
+                                    "the rest waits for the next run")
+            self.spent_s += seconds
 
 
 _shared: dict[tuple[str, int, int], RateLimiter] = {}

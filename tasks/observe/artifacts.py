@@ -8,7 +8,7 @@ the ones it made. The keys are a contract (docs/OPERATIONS.md lists them):
 key                               type      what
 ================================  ========  ==============================================
 ``batch-summary``                 markdown  the run's headline, counts and paths to the CSVs, ZIP, targets
-``batch-counts``                  table     assets, described, parked, pending, rejected, tokens, per agency
+``batch-counts``                  table     assets, described, parked, pending, rejected, tokens, cost, per agency
 ``dead-letter-jobs``              table     every parked job: asset, error class, attempts, first/last seen
 ``csv-validation``                markdown  rows per agency CSV, automatic fixes, assets skipped and the rule
 ``dead-letter-summary``           markdown  the daily summary: parked jobs per error class, how to replay
@@ -55,7 +55,9 @@ def batch_rows(s: BatchSummary) -> list[dict[str, str | int]]:
         {"what": "pending", "total": s.pending, "this run": s.pending, "detail": s.stopped or ""},
         {"what": "rejected", "total": len(s.rejected), "this run": len(s.rejected),
          "detail": "; ".join(f"{k}: {v}" for k, v in sorted(s.rejected.items()))},
-        {"what": "tokens used", "total": s.tokens, "this run": s.tokens, "detail": ""},
+        {"what": "tokens used", "total": s.tokens, "this run": s.tokens, "detail": s.usage_note()},
+        {"what": "cost (USD)", "total": round(s.cost_usd, 6), "this run": round(s.cost_usd, 6),
+         "detail": f"cost unknown for {s.cost_unknown} asset(s)" if s.cost_unknown else ""},
     ]
     for agency, n in s.csv_rows.items():
         rows.append({"what": f"CSV rows · {agency}", "total": n, "this run": "",

@@ -30,6 +30,9 @@ def summary_markdown(s: BatchSummary) -> str:
     lines.append(f"| assets | {s.assets} | `{m(s.workdir)}/assets` |")
     lines.append(f"| described | {s.described} | {s.described_now} this run ({s.describer or '—'})"
                  f"{', ' + s.tokens_note() if s.tokens else ''} |")
+    if s.usage_note():
+        lines.append(f"| tokens and cost | {s.prompt_tokens + s.output_tokens + s.thought_tokens} | "
+                     f"{m(s.usage_note())} |")
     lines.append(f"| parked | {s.parked + s.still_parked} | {s.parked} this run, {s.still_parked} from earlier runs |")
     if s.not_generated:
         lines.append(f"| not generated | {len(s.not_generated)} | {m(listed(s.not_generated))} |")

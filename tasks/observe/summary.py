@@ -27,6 +27,13 @@ class BatchSummary(BaseModel):
     describer: str = ""
     stopped: str | None = None
     tokens: int = 0
+    #: Tokens of every describe call this run (retries included), as Google bills them.
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    thought_tokens: int = 0
+    #: USD of the assets described this run whose price is known; ``cost_unknown`` counts the others.
+    cost_usd: float = 0.0
+    cost_unknown: int = 0
     csv_rows: dict[str, int] = Field(default_factory=dict)
     csv_files: dict[str, list[str]] = Field(default_factory=dict)
     uploaded_now: dict[str, int] = Field(default_factory=dict)
@@ -61,6 +68,11 @@ class BatchSummary(BaseModel):
             stopped="; ".join(filter(None, [gathered.stopped, described.stopped])) or None,
             describer=described.describer,
             tokens=described.tokens,
+            prompt_tokens=described.usage.prompt_tokens,
+            output_tokens=described.usage.output_tokens,
+            thought_tokens=described.usage.thought_tokens,
+            cost_usd=described.cost_usd,
+            cost_unknown=described.cost_unknown,
             csv_rows=csvs.rows,
             csv_files=csvs.files,
             uploaded_now={a: len(u.uploaded) for a, u in uploads.items()},
@@ -80,6 +92,19 @@ class BatchSummary(BaseModel):
     def tokens_note(self) -> str:
         """``3,852 tokens (321 per asset)``, or empty when no tokens were used (offline)."""
         return f"{self.tokens:,} tokens ({self.tokens_per_asset:,.0f} per asset)" if self.tokens else ""
+
+    def usage_note(self) -> str:
+        """Billed tokens and cost of the describe calls: ``prompt 2,700 · output 180 · thinking 120 ·
+        $0.0012 ($0.0004 per asset)``; says when the cost is unknown; empty offline."""
+        if not (self.prompt_tokens or self.output_tokens or self.thought_tokens):
+            return ""
+        parts = [f"prompt {self.prompt_tokens:,} · output {self.output_tokens:,} · thinking {self.thought_tokens:,}"]
+        priced = self.described_now - self.cost_unknown
+        if priced:
+            parts.append(f"${self.cost_usd:.4f} (${self.cost_usd / priced:.4f} per asset)")
+        if self.cost_unknown:
+            parts.append(f"cost unknown for {self.cost_unknown} (no confirmed price)")
+        return " · ".join(parts)
 
     def headline(self) -> str:
         """The final state message: ``12 described · 1 parked · 36 uploaded``."""

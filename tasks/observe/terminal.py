@@ -78,6 +78,8 @@ def summary_table(s: BatchSummary) -> Table:
     t.add_row("assets", str(s.assets), f"{s.workdir}/assets")
     t.add_row("described", str(s.described),
               " · ".join(filter(None, [f"{s.described_now} this run by {s.describer or '—'}", s.tokens_note()])))
+    if s.usage_note():
+        t.add_row("tokens and cost", f"{s.prompt_tokens + s.output_tokens + s.thought_tokens:,}", s.usage_note())
     parked_note = f"{s.parked} this run, {s.still_parked} from earlier runs · microstock dead-letter list"
     t.add_row("parked", str(s.parked + s.still_parked), parked_note if s.parked + s.still_parked else "")
     if s.pending:

@@ -8,15 +8,16 @@ task run (``describe-<asset name>``), submitted at most
 
 What happens to a failure depends only on its :mod:`tasks.core.errors` class:
 
+* RateLimited (429) never reaches Prefect: the gate's call through the
+  shared rate limiter holds back every Gemini call of the process for what
+  the service asked (RetryInfo, the message's "retry in Ns", else 60 s) and
+  calls again within the same attempt; only the run's total wait is bounded
+  (``gemini.rate_limit_wait_s``, then StageStopped).
 * TransientError — Prefect retries it (``retries`` = ``max_attempts - 1``,
-  the schedule of :mod:`tasks.core.retry`). A RateLimited is retried no
-  sooner than the service asked: the gate reports it to the shared rate
-  limiter, which holds back every Gemini call of the process, this job's
-  retry included, for ``retry_after`` (RetryInfo's ``retryDelay``; else
-  ``gemini.retry_delay_s``). One mechanism for the whole process, rather
-  than a per-task sleep that other callers would not see.
+  the schedule of :mod:`tasks.core.retry`).
 * PermanentError, BadInput, anything unexpected — no retry.
-* StageStopped (daily quota, refused key) — no retry, not parked: the
+* StageStopped (daily quota or budget, refused key, retired model, refused
+  location or request shape, 429 waits used up) — no retry, not parked: the
   :class:`~tasks.stages.describing.DescriberGate` closes, no further call is
   made this run, the assets not yet described stay pending for the next run.
 
@@ -40,7 +41,7 @@ from prefect.futures import PrefectFuture
 from prefect.logging import get_run_logger
 
 from tasks.core.errors import StageStopped, StoreUnavailable, TransientError
-from tasks.core.records import Asset, Metadata, read_sidecar, write_sidecar
+from tasks.core.records import Asset, Metadata, Usage, read_sidecar, write_sidecar
 from tasks.core.reports import DescribeReport
 from tasks.core.retry import JITTER_FACTOR, backoff_schedule
 from tasks.core.settings import Settings
@@ -115,6 +116,8 @@ class Outcome:
     status: Literal["described", "parked", "pending"]
     detail: str = ""
     tokens: int = 0
+    usage: Usage | None = None
+    cost_usd: float | None = None
 
 
 def _settle(run: DescribeRun, asset: Asset, future: PrefectFuture) -> Outcome:
@@ -125,7 +128,7 @@ def _settle(run: DescribeRun, asset: Asset, future: PrefectFuture) -> Outcome:
         metadata = future.result()
         if metadata is None:
             return Outcome(asset, "pending", "stage stopped before this call")
-        return Outcome(asset, "described", tokens=metadata.tokens)
+        return Outcome(asset, "described", tokens=metadata.tokens, usage=metadata.usage, cost_usd=metadata.cost_usd)
     exc = state.result(raise_on_failure=False)
     if isinstance(exc, StageStopped):
         return Outcome(asset, "pending", exc.message)
@@ -214,10 +217,18 @@ def describe_assets(wd: Workdir, settings: Settings, assets: list[Asset]) -> Des
         if outcome.status == "described":
             report.described.append(outcome.asset.name)
             report.tokens += outcome.tokens
+            report.usage += outcome.usage or Usage()
+            if outcome.cost_usd is None:
+                report.cost_unknown += 1
+            else:
+                report.cost_usd += outcome.cost_usd
         elif outcome.status == "parked":
             report.parked[outcome.asset.name] = outcome.detail
         else:
             report.pending.append(outcome.asset.name)
+    if report.cost_unknown:
+        logger.warning("cost unknown for %d asset(s): no confirmed price for %s in tasks/gemini/prices.toml "
+                       "(docs/GEMINI.md)", report.cost_unknown, run.describer.model)
     if run.gate.stopped is not None:
         report.stopped = run.gate.stopped.message
     return report

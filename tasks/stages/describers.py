@@ -123,9 +123,10 @@ class OfflineDescriber:
                 dreamstime_categories=list(demo.dreamstime_categories),
                 category_hints=list(demo.category_hints),
                 describer=self.name,
+                cost_usd=0.0,
             )
         stem_words = _words(asset.path.stem.replace("_", " ").replace("-", " "))
         title = found["title"] or found["description"] or " ".join(stem_words).capitalize() or asset.path.stem
         description = found["description"] or found["title"] or title
         keywords = found["keywords"] or _words(f"{title} {description}") or stem_words
-        return Metadata(title=title, description=description, keywords=keywords, describer=self.name)
+        return Metadata(title=title, description=description, keywords=keywords, describer=self.name, cost_usd=0.0)

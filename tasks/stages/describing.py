@@ -1,9 +1,11 @@
 """What every describe call of one stage run goes through and shares.
 
 :class:`DescriberGate` is the one seam between the describe task and the
-describer: it waits for the describer's quota (its ``limiter``), pauses every
-caller when the service asks for time, and closes for the rest of the run on
-the first :class:`~tasks.core.errors.StageStopped`. :class:`DescribeRun` bundles
+describer: it passes every call through the describer's quota (its
+``limiter``: rate, concurrency, a 429's pause and call again, the run's
+:class:`~tasks.gemini.ratelimit.WaitAllowance`) and the workdir's daily request
+budget (:class:`~tasks.gemini.daybudget.DailyBudget`), and closes for the rest
+of the run on the first :class:`~tasks.core.errors.StageStopped`. :class:`DescribeRun` bundles
 what the stage's tasks share (workdir, settings, gate, dead-letter store) and
 parks a job the same way from the hook and from the stage's backstop.
 """
@@ -13,12 +15,13 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from tasks.core.errors import RateLimited, StageStopped, error_class_of_parked
+from tasks.core.errors import StageStopped, error_class_of_parked
 from tasks.core.records import Asset, Metadata
-from tasks.core.retry import requested_or_default
 from tasks.core.secrets import gemini_key, redact
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
+from tasks.gemini.daybudget import FILE_NAME, DailyBudget
+from tasks.gemini.ratelimit import WaitAllowance
 from tasks.observe import events
 from tasks.stages.describers import Describer, select_describer
 from tasks.stores.dead_letter import DeadLetterStore, ParkedJob
@@ -28,18 +31,20 @@ class DescriberGate:
     """The one place every describe call to the model passes through.
 
     It holds the stage's stop switch: after the first StageStopped (daily
-    quota used up, key refused) it is closed and no further call is made
+    quota or budget used up, key refused, model retired, location or request
+    shape refused, 429 waits used up) it is closed and no further call is made
     this run. With a describer that has a ``limiter`` (Gemini: the process's
     shared :class:`~tasks.gemini.ratelimit.RateLimiter`) every call, retries
-    included, waits for its start within the quota and a concurrency place;
-    a RateLimited answer pauses every caller of the limiter for the time the
-    service asked (``pause_s`` when the 429 says nothing).
+    included, goes through :meth:`~tasks.gemini.ratelimit.RateLimiter.call`:
+    a start within the quota, ``budget.take()`` before it, and after a 429 a
+    pause for every caller and the same call again, within ``waits``.
     """
 
-    def __init__(self, describer: Describer, pause_s: float = 0.0) -> None:
+    def __init__(self, describer: Describer, waits: WaitAllowance, budget: DailyBudget | None = None) -> None:
         self.describer = describer
         self.limiter = describer.limiter
-        self.pause_s = pause_s
+        self.waits = waits
+        self.budget = budget
         self._lock = threading.Lock()
         self.stopped: StageStopped | None = None
 
@@ -47,12 +52,8 @@ class DescriberGate:
         try:
             if self.limiter is None:
                 return self.describer.describe(asset)
-            with self.limiter.slot():
-                return self.describer.describe(asset)
-        except RateLimited as exc:
-            if self.limiter is not None:
-                self.limiter.pause(requested_or_default(exc, self.pause_s))
-            raise
+            return self.limiter.call(lambda: self.describer.describe(asset), self.waits,
+                                     self.budget.take if self.budget is not None else None)
         except StageStopped as exc:
             self.stop(exc)
             raise
@@ -72,7 +73,9 @@ class DescribeRun:
         self.wd = wd
         self.settings = settings
         self._secret = secret
-        self.gate = DescriberGate(describer, pause_s=settings.gemini.retry_delay_s)
+        gemini = settings.gemini
+        budget = DailyBudget(wd.root / FILE_NAME, describer.model, gemini.requests_per_day) if describer.limiter else None
+        self.gate = DescriberGate(describer, WaitAllowance(gemini.rate_limit_wait_s), budget)
         self.store = store
         #: asset name → attempts made this run (the backstop's attempt count).
         self.attempts: dict[str, int] = {}

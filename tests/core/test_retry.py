@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from tasks.core.errors import RateLimited, ServiceUnavailable
-from tasks.core.retry import MAX_BACKOFF_S, backoff_schedule, delay_before_retry, requested_or_default
+from tasks.core.retry import MAX_BACKOFF_S, RATE_WINDOW_S, backoff_schedule, delay_before_retry, rate_limited_wait
 
 
 def test_the_schedule_doubles_and_is_capped():
@@ -21,5 +21,5 @@ def test_jitter_stays_between_half_and_the_whole_delay():
 def test_a_requested_delay_wins_even_above_the_cap():
     asked = RateLimited("x", retry_after=49.1)
     assert delay_before_retry(2.0, 1, asked, random.Random(0)) == 49.1
-    assert requested_or_default(asked, 2.0) == 49.1
-    assert requested_or_default(RateLimited("x"), 2.0) == 2.0
+    assert rate_limited_wait(asked) == 49.1
+    assert rate_limited_wait(RateLimited("x")) == RATE_WINDOW_S == 60  # a 429 that says nothing: a full minute

@@ -1,8 +1,19 @@
 """A fake Gemini REST server on 127.0.0.1 for the real google-genai SDK to talk to.
 
-It speaks ``POST /{v1,v1beta}/models/{model}:generateContent`` over real HTTP
-(any other path gets the real 404 body, recorded but not scripted).
-What it answers is scripted per request: replies queued with
+It speaks ``POST /{api_version}/models/{model}:generateContent`` over real HTTP,
+and only what the real service accepts, before any script is consulted:
+
+* only its one API version (``api_version``, default ``v1beta``); any other
+  path gets the real 404 body;
+* only models it serves (:data:`SERVED_MODELS`): a retired one
+  (:data:`RETIRED_MODELS`) gets the real 404 "is no longer available" body, an
+  unknown one the real "is not found for API version" body;
+* only known request fields: an unknown top-level or ``generationConfig``
+  field, or a ``responseSchema`` keyword the proto ``Schema`` does not have,
+  gets the real 400 "Invalid JSON payload received. Unknown name …" body.
+
+These refusals are recorded like every request. What it answers otherwise is
+scripted per request: replies queued with
 :meth:`FakeGemini.push` are used first, in order; when the queue is empty the
 ``default`` callable builds the reply from the request (a valid metadata
 answer unless a test sets another). Every request is recorded whole (path,
@@ -103,22 +114,26 @@ class Request:
 # --- replies ------------------------------------------------------------------------
 
 
-def _usage(total: int) -> dict:
-    return {"promptTokenCount": total - 60, "candidatesTokenCount": 60, "totalTokenCount": total}
+def _usage(total: int, thoughts: int = 0) -> dict:
+    """``usageMetadata``: 60 answer tokens, ``thoughts`` thinking tokens, the rest prompt (total includes all)."""
+    usage = {"promptTokenCount": total - 60 - thoughts, "candidatesTokenCount": 60, "totalTokenCount": total}
+    if thoughts:
+        usage["thoughtsTokenCount"] = thoughts
+    return usage
 
 
-def answer_text(text: str, *, finish_reason: str = "STOP", tokens: int = 321) -> Reply:
+def answer_text(text: str, *, finish_reason: str = "STOP", tokens: int = 321, thoughts: int = 0) -> Reply:
     """200 with one candidate whose single part is ``text``."""
     return Reply(body={
         "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": finish_reason, "index": 0}],
-        "usageMetadata": _usage(tokens),
+        "usageMetadata": _usage(tokens, thoughts),
         "modelVersion": "fake",
     })
 
 
-def answer_json(obj: Any = None, *, tokens: int = 321) -> Reply:
+def answer_json(obj: Any = None, *, tokens: int = 321, thoughts: int = 0) -> Reply:
     """200 with ``obj`` (default: valid stock metadata) as the JSON text of the answer."""
-    return answer_text(json.dumps(GOOD_METADATA if obj is None else obj), tokens=tokens)
+    return answer_text(json.dumps(GOOD_METADATA if obj is None else obj), tokens=tokens, thoughts=thoughts)
 
 
 def answer_image(data: bytes, mime_type: str = "image/png", *, tokens: int = 1290, with_text: str | None = None) -> Reply:
@@ -145,10 +160,10 @@ def prompt_blocked(reason: str = "SAFETY") -> Reply:
     return Reply(body={"promptFeedback": {"blockReason": reason}, "usageMetadata": _usage(80)})
 
 
-def truncated(obj: Any = None) -> Reply:
-    """200 stopped at MAX_TOKENS in the middle of the JSON."""
+def truncated(obj: Any = None, reason: str = "MAX_TOKENS") -> Reply:
+    """200 stopped at ``reason`` (MAX_TOKENS, CONTINUATION) in the middle of the JSON."""
     text = json.dumps(GOOD_METADATA if obj is None else obj)
-    return answer_text(text[: len(text) // 2], finish_reason="MAX_TOKENS")
+    return answer_text(text[: len(text) // 2], finish_reason=reason)
 
 
 def garbage() -> Reply:
@@ -192,12 +207,15 @@ def quota_failure(quota_id: str) -> dict:
     }]}
 
 
-def rate_limited(retry_delay: str | None = "2s", quota_id: str = "GenerateRequestsPerMinutePerProjectPerModel-FreeTier") -> Reply:
-    """429 RESOURCE_EXHAUSTED with QuotaFailure and (unless None) RetryInfo, as the real API sends."""
+def rate_limited(retry_delay: str | None = "2s", quota_id: str = "GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
+                 *, retry_in: str | None = None) -> Reply:
+    """429 RESOURCE_EXHAUSTED with QuotaFailure and (unless None) RetryInfo, as the real API sends;
+    ``retry_in`` ends the message with "Please retry in <retry_in>." as current answers do."""
     details = [quota_failure(quota_id)]
     if retry_delay is not None:
         details.append(retry_info(retry_delay))
-    return error(429, "You exceeded your current quota, please check your plan and billing details.", details=details)
+    message = "You exceeded your current quota, please check your plan and billing details."
+    return error(429, message + (f"\nPlease retry in {retry_in}." if retry_in else ""), details=details)
 
 
 def daily_quota() -> Reply:
@@ -212,9 +230,104 @@ def key_invalid() -> Reply:
         "domain": "googleapis.com", "metadata": {"service": "generativelanguage.googleapis.com"}}])
 
 
-# --- the server ---------------------------------------------------------------------
+def location_refused() -> Reply:
+    """400 FAILED_PRECONDITION for a request from an unsupported region (no details, as observed)."""
+    return error(400, "User location is not supported for the API use.", status="FAILED_PRECONDITION")
 
-_ROUTE = re.compile(r"^/(v1|v1beta)/models/[^/:?]+:generateContent(\?.*)?$")
+
+# --- what the real service accepts (docs/GEMINI.md: sources) ---------------------------
+
+#: Models the service answers (generally available on 2026-11-30, Google's models page).
+SERVED_MODELS = frozenset({"gemini-3.8-flash", "gemini-3.6-flash", "gemini-3.5-flash-lite", "gemini-3.1-flash-lite",
+                           "gemini-3.7-flash", "gemini-3.5-flash", "gemini-3.1-flash-image", "gemini-3-pro-image",
+                           "gemini-3.1-flash-lite-image"})
+#: Models shut down: 404 "is no longer available" (the wording observed after a shutdown).
+RETIRED_MODELS = frozenset({"gemini-2.0-flash", "gemini-2.0-flash-lite", "gemini-2.5-flash", "gemini-2.5-flash-lite",
+                            "gemini-2.5-flash-image", "gemini-3-pro-image-preview", "gemini-3.1-flash-image-preview"})
+#: Top-level fields of a generateContent request body.
+REQUEST_FIELDS = frozenset({"contents", "systemInstruction", "generationConfig", "safetySettings", "tools",
+                            "toolConfig", "cachedContent"})
+#: ``generationConfig`` fields the SDK maps for the Developer API (google-genai 3.6.1).
+GENERATION_CONFIG_FIELDS = frozenset({
+    "temperature", "topP", "topK", "candidateCount", "maxOutputTokens", "stopSequences", "responseLogprobs",
+    "logprobs", "presencePenalty", "frequencyPenalty", "seed", "responseMimeType", "responseSchema",
+    "responseJsonSchema", "responseModalities", "mediaResolution", "speechConfig", "thinkingConfig", "imageConfig",
+    "enableEnhancedCivicAnswers", "serviceTier"})
+#: Fields of the proto ``Schema`` behind ``responseSchema`` (``additionalProperties`` is not one).
+SCHEMA_FIELDS = frozenset({
+    "type", "format", "title", "description", "nullable", "enum", "maxItems", "minItems", "properties", "required",
+    "minProperties", "maxProperties", "minLength", "maxLength", "pattern", "example", "anyOf", "propertyOrdering",
+    "default", "items", "minimum", "maximum"})
+
+
+def _known(key: str, fields: frozenset[str]) -> bool:
+    """Proto JSON parsing takes a field's lowerCamelCase name or its proto (snake_case) name; the SDK sends both."""
+    head, *rest = key.split("_")
+    return key in fields or head + "".join(w[:1].upper() + w[1:] for w in rest) in fields
+
+
+def model_not_found(model: str, api_version: str) -> Reply:
+    return error(404, f"models/{model} is not found for API version {api_version}, or is not supported for "
+                      "generateContent. Call ListModels to see the list of available models and their supported methods.")
+
+
+def model_retired(model: str) -> Reply:
+    return error(404, f"This model models/{model} is no longer available. Please update your code to use a newer "
+                      "model for the latest features and improvements.")
+
+
+def unknown_field(name: str, where: str = "") -> Reply:
+    """The real 400 for a field the API does not have (``where``: its proto path, empty at the top)."""
+    message = f"Invalid JSON payload received. Unknown name \"{name}\"" + (f" at '{where}'" if where else "") + \
+        ": Cannot find field."
+    violation = {"description": message} | ({"field": where} if where else {})
+    return error(400, message, details=[{"@type": "type.googleapis.com/google.rpc.BadRequest",
+                                         "fieldViolations": [violation]}])
+
+
+def _schema_refusal(schema: Any, where: str) -> Reply | None:
+    if not isinstance(schema, dict):
+        return None
+    for key, value in schema.items():
+        if not _known(key, SCHEMA_FIELDS):
+            return unknown_field(key, where)
+        if key == "properties" and isinstance(value, dict):
+            for i, sub in enumerate(value.values()):
+                found = _schema_refusal(sub, f"{where}.properties[{i}].value")
+                if found:
+                    return found
+        elif key == "items":
+            found = _schema_refusal(value, f"{where}.items")
+            if found:
+                return found
+        elif key in ("anyOf", "any_of") and isinstance(value, list):
+            for i, sub in enumerate(value):
+                found = _schema_refusal(sub, f"{where}.any_of[{i}]")
+                if found:
+                    return found
+    return None
+
+
+def refusal(req: "Request", api_version: str) -> Reply | None:
+    """What the real service answers a request it does not accept; None when it accepts it."""
+    model = req.model
+    if model in RETIRED_MODELS:
+        return model_retired(model)
+    if model not in SERVED_MODELS:
+        return model_not_found(model, api_version)
+    body = req.json if isinstance(req.json, dict) else {}
+    for key in body:
+        if not _known(key, REQUEST_FIELDS):
+            return unknown_field(key)
+    config = body.get("generationConfig") or body.get("generation_config") or {}
+    for key in config:
+        if not _known(key, GENERATION_CONFIG_FIELDS):
+            return unknown_field(key, "generation_config")
+    return _schema_refusal(config.get("responseSchema") or config.get("response_schema"),
+                           "generation_config.response_schema")
+
+
+# --- the server ---------------------------------------------------------------------
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -237,11 +350,13 @@ class _Handler(BaseHTTPRequestHandler):
             decoded = None
         req = Request("POST", self.path, list(self.headers.items()), raw, arrived, decoded)
         fake = self.server.fake
-        if _ROUTE.match(self.path):
+        route = re.match(rf"^/{re.escape(fake.api_version)}/models/[^/:?]+:generateContent(\?.*)?$", self.path)
+        refused = refusal(req, fake.api_version) if route else None
+        if route and refused is None:
             reply = fake._next_reply(req)
-        else:  # what the real endpoint says to a path it does not serve
+        else:  # what the real endpoint says to a path it does not serve or a request it does not take
             fake._record(req)
-            reply = error(404, f"The requested URL {self.path.split('?', 1)[0]} was not found on this server.")
+            reply = refused or error(404, f"The requested URL {self.path.split('?', 1)[0]} was not found on this server.")
         if reply.delay and fake._stopping.wait(reply.delay):
             self.close_connection = True
             return
@@ -273,7 +388,9 @@ class _Server(ThreadingHTTPServer):
 class FakeGemini:
     """A Gemini REST endpoint on 127.0.0.1 with scripted replies and a record of every request."""
 
-    def __init__(self) -> None:
+    def __init__(self, api_version: str = "v1beta") -> None:
+        #: The one API version served (the project's default, ``gemini.api_version``).
+        self.api_version = api_version
         self.requests: list[Request] = []
         self.default: Callable[[Request], Reply] = lambda req: answer_json()
         self._queue: deque[Reply | Callable[[Request], Reply]] = deque()

@@ -1,4 +1,4 @@
-"""The fake Gemini server itself: routes, recording, and the SDK's choice of path."""
+"""The fake Gemini server itself: routes, recording, what it refuses as the real service does, the SDK's path."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ from PIL import Image
 from tasks.core.records import Asset
 from tasks.core.settings import GeminiSettings
 from tasks.gemini.describer import GeminiDescriber
-from tasks.core.errors import PermanentError
+from tasks.core.errors import ModelUnavailable, RequestShapeRefused
 from tasks.core.files import sha256_file
-from tests.fakes.gemini import FAKE_KEY, answer_json, error, fake_gemini  # noqa: F401
+from tests.fakes.gemini import FAKE_KEY, FakeGemini, answer_json, error, fake_gemini  # noqa: F401
+
+SERVED = "gemini-3.5-flash-lite"
 
 
 @pytest.fixture
@@ -28,29 +30,78 @@ def test_unknown_path_gets_the_real_404_and_leaves_the_script_alone(fake_gemini)
     r = httpx.post(f"{fake_gemini.url}/v1/models/m:countTokens", json={"x": 1})
     assert r.status_code == 404 and r.json()["error"]["status"] == "NOT_FOUND"
     assert fake_gemini.requests[0].json == {"x": 1}
-    r = httpx.post(f"{fake_gemini.url}/v1beta/models/m:generateContent", json={})
+    r = httpx.post(f"{fake_gemini.url}/v1beta/models/{SERVED}:generateContent", json={})
     assert r.status_code == 503  # the queued reply was still there
     assert len(fake_gemini.requests) == 2
 
 
 def test_default_reply_is_valid_metadata_and_queue_comes_first(fake_gemini):
     fake_gemini.push(error(500))
-    url = f"{fake_gemini.url}/v1/models/m:generateContent"
+    url = f"{fake_gemini.url}/v1beta/models/{SERVED}:generateContent"
     assert httpx.post(url, json={}).status_code == 500
     body = httpx.post(url, json={}).json()
     assert json.loads(body["candidates"][0]["content"]["parts"][0]["text"])["adobe_category"] == 11
     assert body["usageMetadata"]["totalTokenCount"] == 321
 
 
-def test_sdk_api_version_setting_is_served(fake_gemini, monkeypatch, asset):
-    monkeypatch.setenv("GOOGLE_GENAI_API_VERSION", "v1beta")
+def test_the_configured_api_version_wins_over_the_sdks_environment(fake_gemini, monkeypatch, asset):
+    monkeypatch.setenv("GOOGLE_GENAI_API_VERSION", "v1")
     GeminiDescriber(GeminiSettings(timeout_s=5), FAKE_KEY).describe(asset)
-    assert fake_gemini.requests[0].path == "/v1beta/models/gemini-2.5-flash:generateContent"
+    assert fake_gemini.requests[0].path == "/v1beta/models/gemini-3.5-flash-lite:generateContent"
 
 
-def test_base_url_with_a_wrong_path_is_a_permanent_404(fake_gemini, monkeypatch, asset):
+def test_only_the_served_api_version_is_answered(monkeypatch, asset):
+    fake = FakeGemini(api_version="v1").start()
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", fake.url)
+    try:
+        with pytest.raises(RequestShapeRefused, match="gemini.api_version = v1beta"):
+            GeminiDescriber(GeminiSettings(timeout_s=5), FAKE_KEY).describe(asset)
+        metadata = GeminiDescriber(GeminiSettings(timeout_s=5, api_version="v1"), FAKE_KEY).describe(asset)
+    finally:
+        fake.stop()
+    assert metadata.title and [r.path.split("/")[1] for r in fake.requests] == ["v1beta", "v1"]
+
+
+def test_base_url_with_a_wrong_path_stops_with_the_setting_named(fake_gemini, monkeypatch, asset):
     monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", f"{fake_gemini.url}/not-gemini/")
-    with pytest.raises(PermanentError) as info:
+    with pytest.raises(RequestShapeRefused) as info:
         GeminiDescriber(GeminiSettings(timeout_s=5), FAKE_KEY).describe(asset)
-    assert info.value.error_class == "permanent:404"
-    assert fake_gemini.requests[0].path.startswith("/not-gemini/v1/models/")
+    assert info.value.error_class == "request_shape"
+    assert fake_gemini.requests[0].path.startswith("/not-gemini/v1beta/models/")
+
+
+@pytest.mark.parametrize("model, message", [
+    ("gemini-2.5-flash", "This model models/gemini-2.5-flash is no longer available. Please update your code"),
+    ("gemini-9-nope", "models/gemini-9-nope is not found for API version v1beta, or is not supported for "
+                      "generateContent. Call ListModels"),
+])
+def test_retired_and_unknown_models_get_the_real_404(fake_gemini, asset, model, message):
+    fake_gemini.push(error(503))
+    r = httpx.post(f"{fake_gemini.url}/v1beta/models/{model}:generateContent", json={})
+    assert r.status_code == 404 and r.json()["error"]["status"] == "NOT_FOUND"
+    assert r.json()["error"]["message"].startswith(message)
+    with pytest.raises(ModelUnavailable, match=f"gemini.model = {model}"):
+        GeminiDescriber(GeminiSettings(model=model, timeout_s=5), FAKE_KEY).describe(asset)
+    assert len(fake_gemini.requests) == 2 and fake_gemini._queue, "the script was not consulted"
+
+
+@pytest.mark.parametrize("body, message", [
+    ({"generationConfig": {"temprature": 0.2}},
+     'Invalid JSON payload received. Unknown name "temprature" at \'generation_config\': Cannot find field.'),
+    ({"contents": [], "generation_config": {"response_schema": {"type": "OBJECT", "properties": {
+        "a": {"type": "STRING"}, "b": {"type": "ARRAY", "items": {"type": "STRING", "additionalProperties": False}}}}}},
+     'Invalid JSON payload received. Unknown name "additionalProperties" at '
+     "'generation_config.response_schema.properties[1].value.items': Cannot find field."),
+    ({"generationConfig": {}, "safety": []}, 'Invalid JSON payload received. Unknown name "safety": Cannot find field.'),
+])
+def test_unknown_fields_and_schema_keywords_get_the_real_400(fake_gemini, body, message):
+    r = httpx.post(f"{fake_gemini.url}/v1beta/models/{SERVED}:generateContent", json=body)
+    err = r.json()["error"]
+    assert r.status_code == 400 and err["status"] == "INVALID_ARGUMENT" and err["message"] == message
+    assert err["details"][0]["@type"] == "type.googleapis.com/google.rpc.BadRequest"
+
+
+def test_snake_case_names_are_taken_as_the_real_proto_json_parser_takes_them(fake_gemini):
+    body = {"generation_config": {"max_output_tokens": 10, "thinking_config": {"thinking_level": "LOW"},
+                                  "response_schema": {"type": "OBJECT", "property_ordering": ["a"]}}}
+    assert httpx.post(f"{fake_gemini.url}/v1beta/models/{SERVED}:generateContent", json=body).status_code == 200

@@ -14,19 +14,27 @@ import time
 import traceback
 
 import pytest
+from google.genai import types
 from PIL import Image
 
 from tasks.core.records import Asset
 from tasks.core.settings import GeminiSettings
 from tasks.gemini.describer import GeminiDescriber
-from tasks.gemini.client import retry_delay_seconds
+from tasks.gemini.client import FINISH_REASONS, retry_delay_seconds
 from tasks.core.errors import (
+    AccountRestricted,
+    AnswerRefused,
+    MicrostockError,
     AuthenticationFailed,
     ContentBlocked,
     InvalidOutput,
     NetworkError,
+    OutputTruncated,
     PermanentError,
+    LocationRefused,
+    ModelUnavailable,
     RequestRejected,
+    RequestShapeRefused,
     QuotaExhausted,
     RateLimited,
     ServiceTimeout,
@@ -48,11 +56,14 @@ from tests.fakes.gemini import (  # noqa: F401
     finished,
     garbage,
     key_invalid,
+    location_refused,
+    model_retired,
     prompt_blocked,
     rate_limited,
     retry_info,
     slow,
     truncated,
+    unknown_field,
 )
 
 TIMEOUT_S = 0.4
@@ -60,10 +71,16 @@ TIMEOUT_S = 0.4
 CASES = {
     # HTTP errors, by code and status as the seed classifies them
     "400": (error(400, "Request contains an invalid argument."), RequestRejected, "permanent:400"),
-    "404 model": (error(404, "models/nope is not found for API version v1"), RequestRejected, "permanent:404"),
     "422": (error(422, "Unprocessable"), RequestRejected, "permanent:422"),
-    "400 failed precondition": (error(400, "User location is not supported", status="FAILED_PRECONDITION"),
+    "400 failed precondition": (error(400, "Precondition check failed.", status="FAILED_PRECONDITION"),
                                 RequestRejected, "permanent:400"),
+    # whole-run refusals (issue 13): the stage stops
+    "404 model": (error(404, "models/nope is not found for API version v1beta"), ModelUnavailable, "model"),
+    "404 retired model": (model_retired("gemini-2.5-flash"), ModelUnavailable, "model"),
+    "400 location": (location_refused(), LocationRefused, "location"),
+    "400 unknown field": (unknown_field("foo", "generation_config"), RequestShapeRefused, "request_shape"),
+    "400 schema keyword": (unknown_field("additionalProperties", "generation_config.response_schema"),
+                           RequestShapeRefused, "request_shape"),
     "500": (error(500, "An internal error has occurred."), ServiceUnavailable, "retryable:500"),
     "502": (error(502, "Bad gateway", status="UNAVAILABLE"), ServiceUnavailable, "retryable:502"),
     "503": (error(503, "The model is overloaded. Please try again later."), ServiceUnavailable, "retryable:503"),
@@ -84,7 +101,8 @@ CASES = {
     "dropped connection": (drop(), NetworkError, "network"),
     # 200 without usable output
     "garbage 200": (garbage(), InvalidOutput, "invalid_output"),
-    "MAX_TOKENS": (truncated(), InvalidOutput, "invalid_output"),
+    "MAX_TOKENS": (truncated(), OutputTruncated, "invalid_output"),
+    "CONTINUATION": (truncated(reason="CONTINUATION"), OutputTruncated, "invalid_output"),
     "schema mismatch": (answer_json({"title": "only a title"}), InvalidOutput, "invalid_output"),
     "category out of range": (answer_json(dict(GOOD_METADATA, adobe_category=40)), InvalidOutput, "invalid_output"),
     "blank title": (answer_json(dict(GOOD_METADATA, title="   ")), InvalidOutput, "invalid_output"),
@@ -105,7 +123,8 @@ CASES = {
 
 #: What the caller does, by group.
 GROUP = {RequestRejected: PermanentError, ContentBlocked: PermanentError, AuthenticationFailed: StageStopped,
-         QuotaExhausted: StageStopped}
+         QuotaExhausted: StageStopped, ModelUnavailable: StageStopped, LocationRefused: StageStopped,
+         RequestShapeRefused: StageStopped}
 
 
 @pytest.fixture
@@ -154,6 +173,21 @@ def test_retry_delay_parser():
     assert retry_delay_seconds([retry_info("soon")]) is None
     assert retry_delay_seconds([{"@type": "type.googleapis.com/google.rpc.Help", "retryDelay": "9s"}]) is None
     assert retry_delay_seconds([]) is None
+    # current 429s also say it in the message, with many decimals; RetryInfo wins when both are there
+    said = "You exceeded your current quota …\nPlease retry in 11.665902715s."
+    assert retry_delay_seconds([], said) == 11.665902715
+    assert retry_delay_seconds([retry_info("11s")], said) == 11.0
+    assert retry_delay_seconds([], "Please retry later.") is None
+
+
+def test_a_429_without_retry_info_takes_the_delay_its_message_names(fake_gemini, describer, asset):
+    fake_gemini.push(rate_limited(None, retry_in="49.1s"), rate_limited(None))
+    raised = []
+    for _ in range(2):
+        with pytest.raises(RateLimited) as info:
+            describer.describe(asset)
+        raised.append(info.value.retry_after)
+    assert raised == [49.1, None]  # None: the caller waits a full minute (tasks.core.retry.rate_limited_wait)
 
 
 def test_daily_quota_wins_over_its_retry_info(fake_gemini, describer, asset):
@@ -228,3 +262,36 @@ def test_truncated_answer_says_it_stopped_at_max_tokens(fake_gemini, describer, 
     fake_gemini.push(truncated())
     with pytest.raises(InvalidOutput, match="MAX_TOKENS"):
         describer.describe(asset)
+
+
+DECIDED = {"blocked": ContentBlocked, "refused": AnswerRefused, "truncated": OutputTruncated,
+           "account": AccountRestricted, "retry": InvalidOutput}
+
+
+@pytest.mark.parametrize("reason", [r.name for r in types.FinishReason if r.name != "STOP"])
+def test_every_finish_reason_reaches_its_class_through_the_sdk(reason, fake_gemini, describer, asset):
+    fake_gemini.push(finished(reason))
+    with pytest.raises(MicrostockError) as info:
+        describer.describe(asset)
+    cls = DECIDED[FINISH_REASONS[reason]]
+    assert type(info.value) is cls
+    assert reason in info.value.message or info.value.error_class == f"blocked:{reason}"
+    assert len(fake_gemini.requests) == 1
+
+
+@pytest.mark.parametrize("reason", [r.name for r in types.BlockedReason])
+def test_every_block_reason_is_parked_as_blocked_through_the_sdk(reason, fake_gemini, describer, asset):
+    fake_gemini.push(prompt_blocked(reason))
+    with pytest.raises(ContentBlocked) as info:
+        describer.describe(asset)
+    assert info.value.error_class == f"blocked:{reason}"
+
+
+def test_an_api_version_other_than_v1_or_v1beta_is_a_config_error(tmp_path):
+    from tasks.core.errors import ConfigError
+    from tasks.core.settings import load_settings
+
+    path = tmp_path / "microstock.toml"
+    path.write_text('[gemini]\napi_version = "v2"\n')
+    with pytest.raises(ConfigError, match="gemini.api_version"):
+        load_settings(path)

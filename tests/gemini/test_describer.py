@@ -33,13 +33,13 @@ def describer(fake_gemini):
 
 
 def test_request_goes_to_GOOGLE_GEMINI_BASE_URL_with_the_configured_model(fake_gemini, tmp_path):
-    d = GeminiDescriber(GeminiSettings(model="gemini-test-model", timeout_s=5), FAKE_KEY)
+    d = GeminiDescriber(GeminiSettings(model="gemini-3.8-flash", timeout_s=5), FAKE_KEY)
     d.describe(make_asset(tmp_path))
     assert len(fake_gemini.requests) == 1
     req = fake_gemini.requests[0]
-    assert req.path.endswith("/models/gemini-test-model:generateContent")
-    assert req.path.split("/")[1] in ("v1", "v1beta")
-    assert d.name == "gemini:gemini-test-model"
+    assert req.path.endswith("/models/gemini-3.8-flash:generateContent")
+    assert req.path.split("/")[1] == "v1beta"  # gemini.api_version, not the SDK default (v1)
+    assert d.name == "gemini:gemini-3.8-flash"
 
 
 def test_success_maps_the_answer_to_metadata(fake_gemini, describer, tmp_path):
@@ -51,7 +51,7 @@ def test_success_maps_the_answer_to_metadata(fake_gemini, describer, tmp_path):
     assert md.keywords == ["Sunset", "sea", "ocean waves"]  # order kept, duplicates and blanks dropped
     assert md.adobe_category == 11
     assert md.category_hints == ["landscape", "nature", "sunsets", "seascapes"]
-    assert md.describer == "gemini:gemini-2.5-flash"
+    assert md.describer == "gemini:gemini-3.5-flash-lite"
     assert md.tokens == 777
     assert md.language == "en"
     assert len(fake_gemini.requests) == 1
@@ -133,6 +133,26 @@ def test_one_describer_serves_several_threads(fake_gemini, describer, tmp_path):
     fake_gemini.default = lambda req: answer_json(dict(GOOD_METADATA, title=f"image {len(req.raw_body)}"))
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(describer.describe, assets))
-    assert len(results) == 8 and all(r.describer == "gemini:gemini-2.5-flash" for r in results)
+    assert len(results) == 8 and all(r.describer == "gemini:gemini-3.5-flash-lite" for r in results)
     assert len(fake_gemini.requests) == 8
     assert all(json.loads(r.raw_body)["contents"] for r in fake_gemini.requests)
+
+
+def test_thinking_is_set_on_purpose_and_no_sampling_parameter_is_sent(fake_gemini, tmp_path):
+    GeminiDescriber(GeminiSettings(timeout_s=5), FAKE_KEY).describe(make_asset(tmp_path))
+    GeminiDescriber(GeminiSettings(model="gemini-3.8-flash", thinking="medium", timeout_s=5), FAKE_KEY).describe(
+        make_asset(tmp_path))
+    configs = [req.json["generationConfig"] for req in fake_gemini.requests]
+    assert [c["thinkingConfig"] for c in configs] == [{"thinking_level": "MINIMAL"}, {"thinking_level": "MEDIUM"}]
+    assert all(c["maxOutputTokens"] == 2048 for c in configs)
+    sampling = {"temperature", "topP", "topK", "presencePenalty", "frequencyPenalty", "seed", "candidateCount"}
+    assert all(not sampling & set(c) for c in configs)
+
+
+def test_a_model_without_structured_output_stops_before_any_call(fake_gemini, tmp_path):
+    from tasks.core.errors import ModelUnavailable
+
+    d = GeminiDescriber(GeminiSettings(model="gemini-3.1-flash-lite-image", timeout_s=5), FAKE_KEY)
+    with pytest.raises(ModelUnavailable, match="`gemini.model = gemini-3.1-flash-lite-image` has no structured output"):
+        d.describe(make_asset(tmp_path))
+    assert fake_gemini.requests == []

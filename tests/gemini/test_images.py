@@ -11,17 +11,27 @@ from tasks.images.demo import DEMO_PROMPTS
 from tasks.stages.assets import generate
 from tasks.core.settings import GeminiSettings
 from tasks.stages.describers import read_embedded
-from tasks.core.errors import ContentBlocked, InvalidOutput, RateLimited
+from tasks.core.errors import AnswerRefused, ContentBlocked, InvalidOutput, LocationRefused, ModelUnavailable
+from tasks.gemini import ratelimit
 from tasks.gemini.images import GeminiImageMaker
 from tests.fakes.gemini import (  # noqa: F401
     FAKE_KEY,
     answer_image,
     answer_text,
+    error,
     fake_gemini,
     finished,
+    location_refused,
+    model_retired,
     prompt_blocked,
     rate_limited,
 )
+
+
+@pytest.fixture(autouse=True)
+def fresh_limiters(monkeypatch):
+    """Each test starts with no limiter in the process, so no pause carries over from another test."""
+    monkeypatch.setattr(ratelimit, "_shared", {})
 
 PROMPT = DEMO_PROMPTS[0]
 
@@ -36,7 +46,7 @@ def png_bytes(size=(96, 72), mode="RGBA") -> bytes:
 
 @pytest.fixture
 def maker(fake_gemini):
-    return GeminiImageMaker(GeminiSettings(image_model="gemini-test-image", timeout_s=5), FAKE_KEY)
+    return GeminiImageMaker(GeminiSettings(image_model="gemini-3-pro-image", timeout_s=5, requests_per_minute=6000), FAKE_KEY)
 
 
 def test_png_answer_becomes_a_jpeg_with_the_prompt_in_its_exif(fake_gemini, maker):
@@ -48,14 +58,14 @@ def test_png_answer_becomes_a_jpeg_with_the_prompt_in_its_exif(fake_gemini, make
         assert im.getpixel((10, 10)) == pytest.approx((255, 255, 255), abs=8)  # transparency on white
         exif = im.getexif()
     assert exif[0x010E] == PROMPT.prompt
-    assert "Gemini" in exif[0x0131] and "gemini-test-image" in exif[0x0131]
+    assert "Gemini" in exif[0x0131] and "gemini-3-pro-image" in exif[0x0131]
 
 
 def test_request_asks_the_image_model_for_an_image_only(fake_gemini, maker):
     fake_gemini.push(answer_image(png_bytes()))
     maker(PROMPT, 3)
     [req] = fake_gemini.requests
-    assert req.model == "gemini-test-image"
+    assert req.model == "gemini-3-pro-image"
     assert req.json["generationConfig"]["responseModalities"] == ["IMAGE"]
     assert req.json["generationConfig"]["imageConfig"]["aspectRatio"] == "4:3"  # the demo images' shape
     assert PROMPT.prompt in req.texts()[0]
@@ -84,16 +94,40 @@ def test_works_as_the_asset_generators_image_maker(fake_gemini, maker, tmp_path)
 @pytest.mark.parametrize("reply, cls, error_class", [
     (finished("IMAGE_SAFETY"), ContentBlocked, "blocked:IMAGE_SAFETY"),
     (prompt_blocked("PROHIBITED_CONTENT"), ContentBlocked, "blocked:PROHIBITED_CONTENT"),
-    (answer_text("I cannot draw that, but here is a poem."), InvalidOutput, "invalid_output"),
+    (finished("IMAGE_PROHIBITED_CONTENT"), ContentBlocked, "blocked:IMAGE_PROHIBITED_CONTENT"),
+    (finished("IMAGE_RECITATION"), AnswerRefused, "refused:IMAGE_RECITATION"),
+    (finished("IMAGE_OTHER"), InvalidOutput, "invalid_output"),
+    (finished("NO_IMAGE"), InvalidOutput, "invalid_output"),
+    (answer_text("I cannot draw that, but here is a poem."), AnswerRefused, "refused:TEXT_ONLY"),
     (answer_image(b"definitely not an image"), InvalidOutput, "invalid_output"),
-    (rate_limited("3s"), RateLimited, "retryable:429"),
+    (model_retired("gemini-3-pro-image"), ModelUnavailable, "model"),
+    (location_refused(), LocationRefused, "location"),
 ])
 def test_failures_map_like_the_describers(fake_gemini, maker, reply, cls, error_class):
     fake_gemini.push(reply)
     with pytest.raises(cls) as info:
         maker(PROMPT, 0)
-    assert info.value.error_class == error_class
+    assert type(info.value) is cls and info.value.error_class == error_class
     assert FAKE_KEY not in str(info.value) and FAKE_KEY not in repr(maker)
+    reason = (reply.body.get("candidates") or [{}])[0].get("finishReason") if isinstance(reply.body, dict) else None
+    if reason and reason != "STOP":
+        assert reason in str(info.value), "each image reason is named"
+
+
+def test_a_429_is_waited_out_and_called_again_without_failing_the_image(fake_gemini, maker):
+    fake_gemini.push(rate_limited("0.3s"), error(429, "Quota exceeded. Please retry in 0.2s."), answer_image(png_bytes()))
+    with Image.open(BytesIO(maker(PROMPT, 0))) as im:
+        assert im.format == "JPEG"
+    times = [r.at for r in fake_gemini.requests]
+    assert len(times) == 3 and times[1] - times[0] >= 0.3 and times[2] - times[1] >= 0.2
+
+
+def test_a_retired_image_model_stops_generation_after_one_call(fake_gemini, tmp_path):
+    maker = GeminiImageMaker(GeminiSettings(image_model="gemini-2.5-flash-image", requests_per_minute=6000), FAKE_KEY)
+    result = generate(tmp_path, 4, list(DEMO_PROMPTS), 0, maker, sleep=lambda s: None)
+    assert len(fake_gemini.requests) == 1 and result.assets == []
+    assert "`gemini.image_model = gemini-2.5-flash-image` is not served any more" in result.stopped
+    assert "gemini-3.1-flash-image" in result.stopped
 
 
 def test_an_image_that_cannot_be_made_is_left_for_the_next_run_and_the_others_go_on(fake_gemini, maker, tmp_path):
@@ -120,3 +154,21 @@ def test_a_daily_quota_stops_generation_at_once(fake_gemini, maker, tmp_path):
     result = generate(tmp_path, 4, list(DEMO_PROMPTS), 0, maker, sleep=lambda s: None)
     assert len(result.assets) == 1 and len(fake_gemini.requests) == 2
     assert result.stopped and "quota" in result.stopped.lower()
+
+
+def test_each_image_call_logs_its_tokens_and_cost(fake_gemini, maker):
+    import logging
+
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger("prefect.microstock.gemini")
+    logger.addHandler(handler)
+    try:
+        fake_gemini.push(answer_image(png_bytes(), tokens=1400))  # 1340 prompt, 60 output
+        maker(PROMPT, 3)
+    finally:
+        logger.removeHandler(handler)
+    assert [r.getMessage() for r in records] == [
+        f"image 3 ({PROMPT.slug}) by gemini-3-pro-image: prompt 1340 · output 60 · thinking 0 tokens · "
+        "cost unknown (no confirmed price)"]

@@ -206,3 +206,62 @@ def test_one_limiter_per_model_and_settings_in_the_process():
     assert shared_limiter("test-model-x", 123, 2) is a
     assert shared_limiter("test-model-y", 123, 2) is not a
     assert (a.per_minute, a.concurrency) == (123, 2)
+
+
+# --- calls: a 429 is waited out and called again, within the run's allowance ------------------------
+
+from tasks.core.errors import QuotaExhausted, RateLimited, RateWaitSpent  # noqa: E402
+from tasks.core.retry import RATE_WINDOW_S  # noqa: E402
+from tasks.gemini.ratelimit import WaitAllowance  # noqa: E402
+
+
+def answers(*items):
+    """A call that raises or returns ``items`` in turn, recording the clock at each start."""
+    queue = list(items)
+
+    def call():
+        item = queue.pop(0)
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    return call
+
+
+def test_a_429_without_a_said_delay_waits_a_full_minute_window_then_calls_again():
+    clock = FakeClock()
+    limiter = RateLimiter(600, concurrency=1, clock=clock)
+    starts = []
+    call = answers(RateLimited("429", retry_after=None), RateLimited("429", retry_after=7.5), "ok")
+    waits = WaitAllowance(1000)
+    assert limiter.call(lambda: (starts.append(clock.now()), call())[1], waits) == "ok"
+    assert RATE_WINDOW_S == 60.0
+    assert starts[1] - starts[0] == pytest.approx(60.0) and starts[2] - starts[1] == pytest.approx(7.5)
+    assert waits.spent_s == pytest.approx(67.5)
+
+
+def test_the_allowance_is_shared_and_stops_the_call_that_would_pass_it():
+    clock = FakeClock()
+    limiter = RateLimiter(600, concurrency=1, clock=clock)
+    waits = WaitAllowance(100)
+    limiter.call(answers(RateLimited("429", retry_after=None), "ok"), waits)
+    with pytest.raises(RateWaitSpent) as info:
+        limiter.call(answers(RateLimited("429", retry_after=30), RateLimited("429", retry_after=30), "never"), waits)
+    assert info.value.error_class == "quota:wait" and "gemini.rate_limit_wait_s" in info.value.message
+    assert waits.spent_s == pytest.approx(90)
+
+
+def test_the_check_before_each_start_runs_for_every_call_again():
+    clock = FakeClock()
+    limiter = RateLimiter(600, concurrency=1, clock=clock)
+    taken = []
+
+    def budget():
+        if len(taken) == 2:
+            raise QuotaExhausted("spent")
+        taken.append(clock.now())
+
+    call = answers(RateLimited("429", retry_after=1), "ok")
+    assert limiter.call(call, WaitAllowance(10), budget) == "ok" and len(taken) == 2
+    with pytest.raises(QuotaExhausted):
+        limiter.call(answers("never"), WaitAllowance(10), budget)

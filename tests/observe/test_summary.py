@@ -21,3 +21,27 @@ def test_a_summary_of_thousands_lists_ten_names_and_a_count():
     assert "img_0000.jpg: too small" in md and "img_0009.jpg" in md and "img_0010.jpg" not in md
     assert "… and 4990 more" in md
     assert len(md) < 2000
+
+
+def test_the_run_summary_shows_billed_tokens_and_cost_for_the_batch_and_per_asset():
+    from tasks.core.records import Usage
+    from tasks.core.reports import DescribeReport, Gathered, CsvReport, PackReport
+    from tasks.core.workdir import Workdir
+    from tasks.observe.artifacts import batch_rows
+    from tasks.observe.terminal import summary_table
+    from rich.console import Console
+
+    described = DescribeReport(described=["a.jpg", "b.jpg", "c.jpg", "d.jpg"], tokens=4000, cost_usd=0.002,
+                               cost_unknown=0, usage=Usage(prompt_tokens=3600, output_tokens=240, thought_tokens=160))
+    s = BatchSummary.from_stages(Workdir("/w"), Gathered(assets=[]), described, CsvReport(), PackReport(), {})
+    note = "prompt 3,600 · output 240 · thinking 160 · $0.0020 ($0.0005 per asset)"
+    assert s.usage_note() == note
+    assert note in summary_markdown(s)
+    rows = {r["what"]: r for r in batch_rows(s)}
+    assert rows["cost (USD)"]["total"] == 0.002 and rows["tokens used"]["detail"] == note
+    console = Console(record=True, width=200)
+    console.print(summary_table(s))
+    assert note in console.export_text()
+    partly = s.model_copy(update={"cost_unknown": 2})
+    assert partly.usage_note().endswith("$0.0020 ($0.0010 per asset) · cost unknown for 2 (no confirmed price)")
+    assert BatchSummary(workdir="/w", described_now=3).usage_note() == ""

@@ -50,7 +50,8 @@ COLOURS = [
 
 
 def fast_settings(**gemini) -> Settings:
-    base = dict(max_attempts=3, retry_delay_s=0.05, timeout_s=1.5, concurrency=4, requests_per_minute=6000)
+    base = dict(max_attempts=3, retry_delay_s=0.05, timeout_s=1.5, concurrency=4, requests_per_minute=6000,
+                requests_per_day=0)
     return Settings(gemini=GeminiSettings(**(base | gemini)))
 
 
@@ -193,7 +194,7 @@ def test_each_failure_class_gets_its_attempts_and_error_class(mixed_run):
     }
     down = rows["down.jpg"]
     assert down.job_id == down.payload["asset_id"] == sha256_file(wd.assets / "down.jpg")
-    assert down.payload["asset"] == "down.jpg" and down.model == "gemini-2.5-flash"
+    assert down.payload["asset"] == "down.jpg" and down.model == "gemini-3.5-flash-lite"
     assert "stock" in down.payload["prompt"].lower()
     assert "503" in down.error_message
 
@@ -242,25 +243,41 @@ def test_retry_info_delay_is_honoured(prefect_harness, fake_gemini, gemini_key, 
     assert script.count("other.jpg") == 1
 
 
-def test_without_retry_info_the_short_backoff_applies(prefect_harness, fake_gemini, gemini_key, tmp_path):
+def test_without_retry_info_the_wait_is_the_one_the_message_names(prefect_harness, fake_gemini, gemini_key, tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
     assets = make_assets(wd, ["untold.jpg"])
     script = Script(fake_gemini, [a.name for a in assets])
-    script.set("untold.jpg", rate_limited(None))
+    script.set("untold.jpg", rate_limited(None, retry_in="0.8117s"))
     _, report = run_describe(wd, fast_settings(), assets)
     untold = script.calls["untold.jpg"]
-    assert report.described == ["untold.jpg"] and len(untold) == 2 and untold[1] - untold[0] < 1.0
+    assert report.described == ["untold.jpg"] and len(untold) == 2 and untold[1] - untold[0] >= 0.8117
 
 
-def test_rate_limits_that_never_end_park_as_exhausted_429(prefect_harness, fake_gemini, gemini_key, tmp_path):
+def test_a_429_storm_parks_nothing_and_uses_no_attempt(prefect_harness, fake_gemini, gemini_key, tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
-    assets = make_assets(wd, ["busy.jpg"])
-    script = Script(fake_gemini, [a.name for a in assets])
-    script.set("busy.jpg", rate_limited("0.2s"), rate_limited("0.2s"))
-    _, report = run_describe(wd, fast_settings(max_attempts=2), assets)
-    assert report.parked == {"busy.jpg": "exhausted:429"}
-    assert open_store(wd).get(assets[0].asset_id).attempts == 2
-    assert script.count("busy.jpg") == 2
+    names = ["busy.jpg", "also_busy.jpg"]
+    assets = make_assets(wd, names)
+    script = Script(fake_gemini, names)
+    script.set("busy.jpg", rate_limited("0.1s"), rate_limited(None, retry_in="0.1s"), rate_limited("0.1s"))
+    script.set("also_busy.jpg", rate_limited(None, retry_in="0.1s"), rate_limited("0.1s"))
+    state, report = run_describe(wd, fast_settings(max_attempts=1, concurrency=2), assets)
+    assert sorted(report.described) == sorted(names) and report.parked == {} and report.stopped is None
+    assert {n: script.count(n) for n in names} == {"busy.jpg": 4, "also_busy.jpg": 3}
+    assert open_store(wd).list() == []
+
+
+def test_429s_past_the_runs_wait_limit_stop_the_stage_and_park_nothing(prefect_harness, fake_gemini, gemini_key,
+                                                                        tmp_path):
+    wd = Workdir(tmp_path / "w").prepare()
+    names = [f"r{i}.jpg" for i in range(4)]
+    assets = make_assets(wd, names)
+    fake_gemini.default = lambda req: rate_limited("0.2s")
+    state, report = run_describe(wd, fast_settings(concurrency=1, rate_limit_wait_s=0.5), assets)
+    assert len(fake_gemini.requests) == 3, "waits of 0.2 + 0.2 fit in 0.5 s, the third 429 does not"
+    assert report.parked == {} and sorted(report.pending) == names
+    assert "gemini.rate_limit_wait_s" in report.stopped
+    assert open_store(wd).list() == []
+    assert flow_run_logs(state).count("describe stopped:") == 1
 
 
 def test_daily_quota_stops_the_stage_after_the_first_call(prefect_harness, fake_gemini, gemini_key, tmp_path):

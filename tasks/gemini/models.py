@@ -1,0 +1,116 @@
+"""What the project knows about Gemini models and their prices, read from data files.
+
+``models.toml`` (use, status, structured output, thinking setting, image
+sizes) and ``prices.toml`` (USD per million tokens, with source and date) sit
+next to this module and are package data: when Google's pages change, the
+data changes, not the code. docs/GEMINI.md says where each fact comes from.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from google.genai import types
+
+from tasks.core.errors import ConfigError
+from tasks.core.records import Usage
+
+_HERE = Path(__file__).parent
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """One row of ``models.toml``."""
+
+    name: str
+    use: str
+    status: str
+    structured: bool = False
+    #: ``level``, ``budget`` or ``fixed``; empty when not known.
+    thinking: str = ""
+    lowest: str = ""
+    #: What Google names as the model to move to, for a deprecated or retired one.
+    replacement: str = ""
+
+
+@cache
+def known_models() -> dict[str, ModelInfo]:
+    """Every model of ``models.toml`` by name."""
+    rows = tomllib.loads((_HERE / "models.toml").read_text(encoding="utf-8"))["models"]
+    return {name: ModelInfo(name=name, use=row["use"], status=row["status"], structured=row.get("structured", False),
+                            thinking=row.get("thinking", ""), lowest=row.get("lowest", ""),
+                            replacement=row.get("replacement", ""))
+            for name, row in rows.items()}
+
+
+def current_models(use: str) -> list[str]:
+    """Generally-available models for ``use`` (``describe``, ``image``), as named in messages."""
+    return [m.name for m in known_models().values() if m.use == use and m.status == "ga"]
+
+
+def suggestion(model: str, use: str) -> str:
+    """What a message about an unusable ``model`` proposes: its replacement, if the table names one, and the
+    current models."""
+    info = known_models().get(model)
+    instead = f"its replacement is {info.replacement}; or " if info is not None and info.replacement else ""
+    return f"{instead}pick one of {', '.join(current_models(use))} (docs/GEMINI.md)"
+
+
+def lacks_structured_output(model: str) -> bool:
+    """True when the table knows ``model`` cannot answer with a response schema (so it cannot describe)."""
+    info = known_models().get(model)
+    return info is not None and not info.structured and info.status != "retired"
+
+
+def thinking_config(model: str, setting: str) -> types.ThinkingConfig | None:
+    """The thinking setting sent with every describe call.
+
+    ``setting`` (``gemini.thinking``) wins when given: a number is a budget in
+    tokens, anything else a level. Empty means the lowest the model allows,
+    from ``models.toml``; None (the model's own default) when the model is not
+    in the table or its thinking cannot be set.
+    """
+    if setting:
+        if setting.lstrip("-").isdigit():
+            return types.ThinkingConfig(thinking_budget=int(setting))
+        return types.ThinkingConfig(thinking_level=setting.upper())
+    info = known_models().get(model)
+    if info is None or not info.lowest or info.thinking not in ("level", "budget"):
+        return None
+    if info.thinking == "budget":
+        return types.ThinkingConfig(thinking_budget=int(info.lowest))
+    return types.ThinkingConfig(thinking_level=info.lowest.upper())
+
+
+@dataclass(frozen=True)
+class Price:
+    """USD per million tokens (output includes thinking), valid until ``until`` when set."""
+
+    input_per_million: float
+    output_per_million: float
+    until: dt.date | None = None
+
+
+@cache
+def prices() -> dict[str, Price]:
+    """Every price of ``prices.toml`` by model."""
+    data = tomllib.loads((_HERE / "prices.toml").read_text(encoding="utf-8"))
+    try:
+        return {name: Price(float(row["input_per_million"]), float(row["output_per_million"]),
+                            dt.date.fromisoformat(row["until"]) if "until" in row else None)
+                for name, row in data["prices"].items()}
+    except (KeyError, ValueError) as exc:  # a broken data file is the installation's fault
+        raise ConfigError(f"tasks/gemini/prices.toml: {exc}") from None
+
+
+def cost_usd(model: str, usage: Usage, on: dt.date) -> float | None:
+    """What ``usage`` cost on ``model`` on day ``on``; None when no confirmed price is known for it."""
+    price = prices().get(model)
+    if price is None or (price.until is not None and on > price.until):
+        return None
+    billed_output = usage.output_tokens + usage.thought_tokens
+    return (usage.prompt_tokens * price.input_per_million + billed_output * price.output_per_million) / 1e6
