@@ -75,6 +75,8 @@ def run(
     from tasks.agencies.catalog import catalog
     from tasks.core.settings import load_settings
     from tasks.core.workdir import Workdir
+    from tasks.core.secrets import gemini_api_key
+    from tasks.stages.assets import check_generation
     from tasks.transports.targets import check_targets
 
     wd_path = resolve_workdir(workdir)
@@ -85,7 +87,10 @@ def run(
     try:
         settings = load_settings(Workdir(wd_path).config_path(config))
         agencies = catalog(Workdir(wd_path))  # a broken spec in <workdir>/agencies/ stops the run here
-        check_targets(settings, agencies.enabled(settings, agency))
+        chosen = agencies.enabled(settings, agency)
+        check_targets(settings, chosen)
+        if gemini_api_key() and count and source is None:  # a key from a Secret block is checked in the run
+            check_generation(settings, chosen, Workdir(wd_path))
     except ConfigError as exc:
         fail(exc.message)
     for note in agencies.notes:

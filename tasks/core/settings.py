@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -76,6 +77,11 @@ class GenerateSettings(_Strict):
     seed: int = 0
     #: Prompts cycled through by the generator; empty uses the built-in demo list.
     prompts: list[str] = Field(default_factory=list)
+    #: What Gemini's image model is asked for: ``512``, ``1K``, ``2K`` or ``4K`` (models.toml says which model makes
+    #: which); 2K is about 4.2 MP, enough for Adobe's and Vecteezy's 4 MP.
+    image_size: Literal["512", "1K", "2K", "4K"] = "2K"
+    #: Landscape, as stock buyers favour; any ratio the model takes (docs/GEMINI.md).
+    aspect_ratio: str = "3:2"
 
 
 class PackSettings(_Strict):

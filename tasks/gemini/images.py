@@ -34,7 +34,7 @@ from prefect.exceptions import MissingContextError
 from prefect.logging import get_logger, get_run_logger
 
 from tasks.images.demo import DemoPrompt
-from tasks.core.settings import GeminiSettings
+from tasks.core.settings import GeminiSettings, GenerateSettings
 from tasks.gemini.client import Target, check_answer, gemini_client, map_gemini_errors, usage_of
 from tasks.gemini.models import cost_usd
 from tasks.gemini.ratelimit import WaitAllowance, shared_limiter
@@ -88,7 +88,7 @@ class GeminiImageMaker:
     caller uses it for the file name.
     """
 
-    def __init__(self, settings: GeminiSettings, api_key: str) -> None:
+    def __init__(self, settings: GeminiSettings, api_key: str, generate: GenerateSettings = GenerateSettings()) -> None:
         self.model = settings.image_model
         self._api_key = api_key
         self._client = gemini_client(settings, api_key)
@@ -97,7 +97,7 @@ class GeminiImageMaker:
         self._waits = WaitAllowance(settings.rate_limit_wait_s)
         self._config = types.GenerateContentConfig(
             response_modalities=["IMAGE"],
-            image_config=types.ImageConfig(aspect_ratio="4:3"),
+            image_config=types.ImageConfig(aspect_ratio=generate.aspect_ratio, image_size=generate.image_size),
         )
 
     def __repr__(self) -> str:  # never show the key

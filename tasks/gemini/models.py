@@ -22,6 +22,11 @@ from tasks.core.records import Usage
 _HERE = Path(__file__).parent
 
 
+@cache
+def _table() -> dict:
+    return tomllib.loads((_HERE / "models.toml").read_text(encoding="utf-8"))
+
+
 @dataclass(frozen=True)
 class ModelInfo:
     """One row of ``models.toml``."""
@@ -35,16 +40,37 @@ class ModelInfo:
     lowest: str = ""
     #: What Google names as the model to move to, for a deprecated or retired one.
     replacement: str = ""
+    #: The ``image_config.image_size`` values an image model accepts.
+    image_sizes: tuple[str, ...] = ()
 
 
 @cache
 def known_models() -> dict[str, ModelInfo]:
     """Every model of ``models.toml`` by name."""
-    rows = tomllib.loads((_HERE / "models.toml").read_text(encoding="utf-8"))["models"]
+    rows = _table()["models"]
     return {name: ModelInfo(name=name, use=row["use"], status=row["status"], structured=row.get("structured", False),
                             thinking=row.get("thinking", ""), lowest=row.get("lowest", ""),
-                            replacement=row.get("replacement", ""))
+                            replacement=row.get("replacement", ""), image_sizes=tuple(row.get("image_sizes", ())))
             for name, row in rows.items()}
+
+
+def check_image_settings(model: str, image_size: str, min_pixels: int, upscale: bool) -> None:
+    """ConfigError, naming the setting, when ``model`` at ``image_size`` cannot make an image of ``min_pixels``
+    (the smallest minimum of the run's agencies) or does not make that size at all; nothing when upscaling is chosen
+    or the model is not in the table (then the service's answer decides)."""
+    info = known_models().get(model)
+    if info is None or not info.image_sizes:
+        return
+    if image_size not in info.image_sizes:
+        raise ConfigError(f"generate.image_size = {image_size!r}: {model} makes only {', '.join(info.image_sizes)} "
+                          f"(gemini.image_model; docs/GEMINI.md)")
+    megapixels = _table()["image_megapixels"].get(image_size, 0)
+    if not upscale and megapixels * 1_000_000 < min_pixels:
+        bigger = [s for s in info.image_sizes if _table()["image_megapixels"].get(s, 0) * 1_000_000 >= min_pixels]
+        choose = f"choose generate.image_size = {bigger[0]!r}" if bigger else "choose an image model that makes 2K or 4K"
+        raise ConfigError(f"generate.image_size = {image_size!r} gives about {megapixels:g} MP with {model}, below the "
+                          f"{min_pixels / 1e6:g} MP every agency of this run needs at least: {choose}, "
+                          "or set pack.upscale_to_minimum = true")
 
 
 def current_models(use: str) -> list[str]:

@@ -23,7 +23,7 @@ from tasks.core.records import ACCEPTED_EXTENSIONS, Asset, iter_asset_files, lis
 from tasks.core.reports import Gathered
 from tasks.core.retry import delay_before_retry
 from tasks.core.secrets import gemini_key
-from tasks.core.settings import GeminiSettings, Settings
+from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.images.demo import DemoPrompt, demo_jpeg_bytes, generated_name, prompts_from
 from tasks.images.inspect import IMAGE_EXTENSIONS, ImageRules, image_rules, inspect_image, open_image
@@ -141,12 +141,23 @@ def ingest(source: Path, assets_dir: Path) -> IngestReport:
 # --- the assets stage -------------------------------------------------------------
 
 
-def image_maker(gemini: GeminiSettings, seed: int, api_key: str | None) -> ImageMaker:
+def check_generation(settings: Settings, agencies: list[str], wd: Workdir | None = None) -> None:
+    """ConfigError, before anything runs, when Gemini's image model and ``generate.image_size`` cannot make an
+    image any of ``agencies`` takes (the CLI asks when a key is in the environment; the stage asks again)."""
+    from tasks.gemini.models import check_image_settings
+
+    floor = min((image_rules(a, wd).min_pixels for a in agencies), default=0)
+    check_image_settings(settings.gemini.image_model, settings.generate.image_size, floor,
+                         settings.pack.upscale_to_minimum)
+
+
+def image_maker(settings: Settings, api_key: str | None) -> ImageMaker:
     """Gemini's image model when a key is set, else the offline demo generator."""
     if api_key:
-        from tasks.gemini.images import GeminiImageMaker  # imports this module: load late
+        from tasks.gemini.images import GeminiImageMaker  # the SDK loads only when it is used
 
-        return GeminiImageMaker(gemini, api_key)
+        return GeminiImageMaker(settings.gemini, api_key, settings.generate)
+    seed = settings.generate.seed
     return lambda prompt, i: demo_jpeg_bytes(prompt, seed, i)
 
 
@@ -195,10 +206,13 @@ def too_small_for_all(assets: list[Asset], rules: list[ImageRules]) -> dict[str,
 def assets_stage(wd: Workdir, settings: Settings, count: int, source: str | None, agencies: list[str]) -> Gathered:
     """The assets stage: ingest ``source``, or make ``count`` images; every asset of the workdir after it
     that at least one of ``agencies`` takes by size."""
-    seed = settings.generate.seed
+    key = gemini_key() if count > 0 and not source else None  # ingesting asks for no key
+    if key:
+        check_generation(settings, agencies, wd)  # before any image is paid for
+    make = image_maker(settings, key)
+    rules = [image_rules(a, wd) for a in agencies]
     gathered = gather(wd.assets, count, Path(source) if source else None, prompts_from(settings.generate.prompts),
-                      seed, image_maker(settings.gemini, seed, gemini_key()),
-                      [] if settings.pack.upscale_to_minimum else [image_rules(a, wd) for a in agencies])
+                      settings.generate.seed, make, [] if settings.pack.upscale_to_minimum else rules)
     logger = get_run_logger()
     for name, reason in sorted(gathered.rejected.items()):
         logger.warning("rejected %s: %s", name, reason)

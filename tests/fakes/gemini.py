@@ -33,6 +33,7 @@ Use the :func:`fake_gemini` fixture: it starts a server for one test and sets
 from __future__ import annotations
 
 import base64
+import io
 import json
 import re
 import socket
@@ -44,6 +45,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
 import pytest
+from PIL import Image
 
 #: A key shaped like a real one; tests assert it never leaks past the request header.
 FAKE_KEY = "AIzaSyFAKE-test-key-0123456789abcdefghij"
@@ -233,6 +235,34 @@ def key_invalid() -> Reply:
 def location_refused() -> Reply:
     """400 FAILED_PRECONDITION for a request from an unsupported region (no details, as observed)."""
     return error(400, "User location is not supported for the API use.", status="FAILED_PRECONDITION")
+
+
+#: The image sizes each image model makes (docs/GEMINI.md); asked for one it does not make, it makes its largest.
+IMAGE_SIZES = {"gemini-3.1-flash-image": ("512", "1K", "2K", "4K"), "gemini-3-pro-image": ("1K", "2K", "4K"),
+               "gemini-3.1-flash-lite-image": ("1K",)}
+#: The long side at 1:1 of each size; other ratios keep about the same pixel count.
+_SIDE = {"512": 512, "1K": 1024, "2K": 2048, "4K": 4096}
+
+
+def generated_image(req: "Request") -> Reply:
+    """The image a model would make for this request: its ``imageSize`` (or its largest) at its ``aspectRatio``."""
+    config = (req.json or {}).get("generationConfig", {})
+    image = config.get("imageConfig") or config.get("image_config") or {}
+    asked = image.get("imageSize") or image.get("image_size") or "1K"
+    sizes = IMAGE_SIZES.get(req.model, ("1K",))
+    side = _SIDE[asked if asked in sizes else sizes[-1]]
+    w, h = (int(x) for x in (image.get("aspectRatio") or image.get("aspect_ratio") or "1:1").split(":"))
+    width, height = round(side * (w / h) ** 0.5 / 16) * 16, round(side * (h / w) ** 0.5 / 16) * 16
+    buf = io.BytesIO()
+    Image.effect_noise((width, height), 40).convert("RGB").save(buf, "PNG")
+    return answer_image(buf.getvalue(), tokens=1680)
+
+
+def image_or_metadata(req: "Request") -> Reply:
+    """An image for an image request (``responseModalities`` IMAGE), else valid stock metadata."""
+    config = (req.json or {}).get("generationConfig", {})
+    modalities = config.get("responseModalities") or config.get("response_modalities") or []
+    return generated_image(req) if "IMAGE" in modalities else answer_json()
 
 
 # --- what the real service accepts (docs/GEMINI.md: sources) ---------------------------

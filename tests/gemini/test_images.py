@@ -67,7 +67,7 @@ def test_request_asks_the_image_model_for_an_image_only(fake_gemini, maker):
     [req] = fake_gemini.requests
     assert req.model == "gemini-3-pro-image"
     assert req.json["generationConfig"]["responseModalities"] == ["IMAGE"]
-    assert req.json["generationConfig"]["imageConfig"]["aspectRatio"] == "4:3"  # the demo images' shape
+    assert req.json["generationConfig"]["imageConfig"] == {"aspectRatio": "3:2", "imageSize": "2K"}  # generate.* defaults
     assert PROMPT.prompt in req.texts()[0]
     assert req.header("x-goog-api-key") == FAKE_KEY and FAKE_KEY not in req.path
 

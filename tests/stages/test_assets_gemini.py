@@ -1,0 +1,80 @@
+"""Generation at a size agencies take: through the real SDK against the test Gemini server.
+
+The server makes images of the size the model, ``image_size`` and
+``aspect_ratio`` of the request would give (tests/fakes/gemini.generated_image).
+"""
+
+from __future__ import annotations
+
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+from flows.cli import app
+from tasks.core.errors import ConfigError
+from tasks.core.settings import Settings
+from tasks.core.workdir import Workdir
+from tasks.gemini import ratelimit
+from tasks.stages.assets import check_generation
+from tests.fakes.gemini import FAKE_KEY, answer_image, fake_gemini, image_or_metadata  # noqa: F401  (fixture)
+
+FAST = "[gemini]\nrequests_per_minute = 6000\nrequests_per_day = 0\n"
+
+
+@pytest.fixture(autouse=True)
+def fresh_limiters(monkeypatch):
+    monkeypatch.setattr(ratelimit, "_shared", {})
+
+
+def test_default_settings_make_images_every_enabled_agency_takes_end_to_end(prefect_harness, fake_gemini, monkeypatch,
+                                                                           tmp_path):
+    from flows.stock_batch import stock_batch
+
+    monkeypatch.setenv("GEMINI_API_KEY", FAKE_KEY)
+    fake_gemini.default = image_or_metadata
+    wd = Workdir(tmp_path / "w").prepare()
+    wd.config_file.write_text(FAST)
+    summary = stock_batch(workdir=str(wd.root), count=2, return_state=True).result()
+    asked = [r.json["generationConfig"] for r in fake_gemini.requests if r.model.endswith("-image")]
+    assert len(asked) == 2 and all(c["imageConfig"] == {"aspectRatio": "3:2", "imageSize": "2K"} for c in asked)
+    assert summary["uploaded_now"] == {"adobe": 2, "vecteezy": 2, "dreamstime": 2} and summary["held_back"] == {}
+    for path in wd.outbox("adobe").iterdir():
+        with Image.open(path) as im:
+            assert im.width * im.height >= 4_000_000 and abs(im.width / im.height - 1.5) < 0.02
+
+
+def test_a_model_and_size_no_agency_takes_is_refused_before_anything_runs(tmp_path, monkeypatch):
+    lite = Settings.model_validate({"gemini": {"image_model": "gemini-3.1-flash-lite-image"}})
+    with pytest.raises(ConfigError, match=r"generate.image_size = '2K': gemini-3.1-flash-lite-image makes only 1K"):
+        check_generation(lite, ["adobe"])
+    small = Settings.model_validate({"generate": {"image_size": "1K"}})
+    with pytest.raises(ConfigError, match=r"choose generate.image_size = '2K'"):
+        check_generation(small, ["adobe", "dreamstime"])
+    check_generation(Settings.model_validate({"generate": {"image_size": "1K"}, "pack": {"upscale_to_minimum": True}}),
+                     ["adobe"])  # upscaling chosen: not refused
+    wd = tmp_path / "w"
+    wd.mkdir()
+    (wd / "microstock.toml").write_text('[gemini]\nimage_model = "gemini-3.1-flash-lite-image"\n')
+    monkeypatch.setenv("GEMINI_API_KEY", FAKE_KEY)
+    result = CliRunner().invoke(app, ["run", "--count", "1", "--workdir", str(wd)])
+    assert result.exit_code == 2 and "gemini-3.1-flash-lite-image makes only 1K" in result.output
+    assert not (wd / "assets").exists()  # nothing ran
+
+
+def test_an_undersized_image_is_never_described(prefect_harness, fake_gemini, monkeypatch, tmp_path):
+    from io import BytesIO
+
+    from flows.stock_batch import stock_batch
+
+    monkeypatch.setenv("GEMINI_API_KEY", FAKE_KEY)
+    buf = BytesIO()
+    Image.new("RGB", (1184, 864), (30, 90, 160)).save(buf, "PNG")  # a 1 MP answer to a 2K request
+    fake_gemini.push(answer_image(buf.getvalue()))
+    fake_gemini.default = image_or_metadata
+    wd = Workdir(tmp_path / "w").prepare()
+    wd.config_file.write_text(FAST)
+    summary = stock_batch(workdir=str(wd.root), count=2, return_state=True).result()
+    (small,) = [name for name, why in summary["rejected"].items() if "1184×864" in why]
+    describe_calls = [r for r in fake_gemini.requests if not r.model.endswith("-image")]
+    assert len(describe_calls) == 1 and summary["described_now"] == 1  # only the other image was described
+    assert not wd.sidecar(small).exists()
