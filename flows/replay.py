@@ -23,11 +23,12 @@ from tasks.agencies.catalog import enabled_agencies
 from tasks.core.settings import load_settings
 from tasks.core.workdir import Workdir
 from tasks.observe.artifacts import publish_dead_letters
+from tasks.observe.run_names import replay_run_name
 from tasks.stages.replay import list_replayable, replay_jobs
 from tasks.stores.dead_letter_sqlite import open_store
 
 
-@flow(name="replay-dead-letters")
+@flow(name="replay-dead-letters", flow_run_name=replay_run_name)
 def replay_dead_letters(
     limit: int = 20,
     dry_run: bool = True,
