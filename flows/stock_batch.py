@@ -45,6 +45,8 @@ def publish_described(wd: Workdir, settings: Settings, chosen: list[str]) -> Pub
     packed = pack_stage(wd, settings, chosen)
     csvs = csv_stage(wd, chosen, settings, packed)  # rejected and held-back assets get no row
     reviewed = review_stage(wd, settings, packed, csvs)  # with [review] on: pauses until the contributor answers
+    if reviewed.corrected:
+        packed = pack_stage(wd, settings, chosen)  # the corrected titles and keywords embedded
     if reviewed.asked:
         csvs = csv_stage(wd, chosen, settings, packed, waiting=reviewed.held)  # the answer taken in
     packed = zip_stage(wd, reviewed.without_left_out(packed))

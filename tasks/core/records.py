@@ -101,9 +101,14 @@ def record_review(path: Path, decision: Literal["approved", "rejected"] | None, 
         return None
     sidecar.review = None if decision is None else ReviewDecision(
         decision=decision, at=datetime.now(timezone.utc).isoformat(timespec="seconds"), by=by)
-    body = sidecar.model_dump_json(indent=2, exclude={"review"} if decision is None else None)
-    atomic_write_bytes(path, body.encode("utf-8"))
+    save_sidecar(path, sidecar)
     return sidecar
+
+
+def save_sidecar(path: Path, sidecar: Sidecar) -> None:
+    """Write a sidecar as it is (atomically); without a ``review`` field while it has no decision."""
+    body = sidecar.model_dump_json(indent=2, exclude={"review"} if sidecar.review is None else None)
+    atomic_write_bytes(path, body.encode("utf-8"))
 
 
 def iter_asset_files(assets_dir: Path) -> list[Path]:

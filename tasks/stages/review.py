@@ -7,7 +7,9 @@ shows the run as Paused with a form, and above it a table of the assets
 waiting (file, title, first keywords, categories, and per agency whether it
 will be sent or is held back and why). The form's one field, ``reject``,
 lists the file names to leave out; submitting it approves every other
-waiting asset.
+waiting asset. ``corrections`` may give an asset a new title and/or keywords:
+written to its sidecar before the run packs and writes the CSVs again, so
+the same agency rules check them (a rule broken holds the asset back there).
 
 Decisions are written into each asset's sidecar (:class:`~tasks.core.records.ReviewDecision`,
 when and from where), so a decided asset is never asked about again and a
@@ -38,9 +40,9 @@ from prefect.flow_runs import pause_flow_run, resume_flow_run
 from prefect.input import RunInput
 from prefect.logging import get_run_logger
 from prefect.states import Running
-from pydantic import Field
+from pydantic import BaseModel, Field
 
-from tasks.core.records import Sidecar, described_sidecars, ready_name, record_review
+from tasks.core.records import Sidecar, described_sidecars, read_sidecar, ready_name, record_review, save_sidecar
 from tasks.core.reports import CsvReport, PackReport
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
@@ -54,12 +56,23 @@ POLL_S = 5
 MAX_LISTED = 200
 
 
+class Correction(BaseModel):
+    """A new title and/or keywords for one waiting asset (what is left empty stays as it is)."""
+
+    file: str = Field(description="The asset's file name, as listed above.")
+    title: str | None = Field(None, description="The new title.")
+    keywords: list[str] | None = Field(None, description="The new keywords, most important first.")
+
+
 class ReviewAnswer(RunInput):
     """The form of a paused stock-batch run."""
 
     reject: list[str] = Field(default_factory=list, description=(
         "File names of the assets to leave out: they get no CSV row and are never uploaded. "
         "Every other asset listed above is approved."))
+    corrections: list[Correction] = Field(default_factory=list, description=(
+        "Optional: a new title and/or keywords per asset, written to its sidecar and checked against every "
+        "agency's rules before anything is uploaded (an asset that breaks a rule is held back there, as usual)."))
 
 
 @dataclass
@@ -74,6 +87,8 @@ class ReviewReport:
     held: list[str] = field(default_factory=list)
     #: Names in the answer that were not waiting (ignored).
     unknown: list[str] = field(default_factory=list)
+    #: Approved assets whose title or keywords the answer corrected (their files are packed again).
+    corrected: list[str] = field(default_factory=list)
     timed_out: bool = False
     #: Rejected by earlier runs' reviews: name -> when.
     rejected_before: dict[str, str] = field(default_factory=dict)
@@ -94,7 +109,9 @@ class ReviewReport:
         """One line for the log: what was asked and decided."""
         if not self.asked:
             return "review: nothing waiting"
-        text = (f"review: {len(self.asked)} asked · {len(self.approved)} approved · {len(self.rejected)} rejected")
+        text = f"review: {len(self.asked)} asked · {len(self.approved)} approved · {len(self.rejected)} rejected"
+        if self.corrected:
+            text += f" · {len(self.corrected)} corrected"
         if self.timed_out:
             text += f" · no answer in time: {len(self.held)} held for the next run" if self.held else \
                 " · no answer in time: approved"
@@ -120,7 +137,8 @@ def review_description(waiting: list[Sidecar], csvs: CsvReport, settings: Settin
     m = md_cell
     lines = [f"## {len(waiting)} asset(s) waiting for review", "",
              "Put the file names to leave out in **reject**, then submit: every other asset below is approved "
-             "and uploaded. Rejected assets get no CSV row and are never uploaded.", "",
+             "and uploaded. Rejected assets get no CSV row and are never uploaded. **corrections** (optional) "
+             "gives an asset a new title and/or keywords, checked against every agency's rules.", "",
              "| file | title | keywords | categories | " + " | ".join(agencies) + " |",
              "|---|---|---|---|" + "---|" * len(agencies)]
     for s in waiting[:MAX_LISTED]:
@@ -183,15 +201,29 @@ def review_stage(wd: Workdir, settings: Settings, packed: PackReport, csvs: CsvR
         rejected, by = set(), "review timeout"
     else:
         rejected, by = set(answer.reject), "review"
-        report.unknown = sorted(rejected - set(report.asked))
+        corrections = {c.file: c for c in answer.corrections if c.file not in rejected}
+        report.unknown = sorted((rejected | set(corrections)) - set(report.asked))
         if report.unknown:
             logger.warning("review: not waiting, ignored: %s", ", ".join(report.unknown))
+        report.corrected = [name for name in report.asked if name in corrections
+                            and apply_correction(wd, name, corrections[name])]
     for name in report.asked:
         decision = "rejected" if name in rejected else "approved"
         record_review(wd.sidecar(name), decision, by)
         (report.rejected if decision == "rejected" else report.approved).append(name)
     logger.info(report.message())
     return report
+
+
+def apply_correction(wd: Workdir, name: str, correction: Correction) -> bool:
+    """Write a corrected title and/or keywords into the asset's sidecar; False when there was nothing to change."""
+    sidecar = read_sidecar(wd.sidecar(name))
+    update = {k: v for k, v in (("title", correction.title), ("keywords", correction.keywords)) if v is not None}
+    if sidecar is None or not update:
+        return False
+    sidecar.metadata = sidecar.metadata.model_copy(update=update)
+    save_sidecar(wd.sidecar(name), sidecar)
+    return True
 
 
 # --- the terminal's side: `microstock review` -------------------------------------------------------

@@ -3,6 +3,7 @@ events, Secret blocks, an automation that fires, and the documented `prefect dep
 
 from __future__ import annotations
 
+import csv
 import http.server
 import json
 import os
@@ -501,18 +502,25 @@ def test_review_pauses_the_run_and_the_answer_decides_what_leaves(server, tmp_pa
         description = api(srv.api_url, "GET", f"/flow_runs/{paused['id']}/input/{keyset['description']}")
         assert all(f"`{name}`" in str(description) for name in names) and "3 asset(s) waiting" in str(description)
         with temporary_settings({PREFECT_API_URL: srv.api_url}):
-            resume_flow_run(paused["id"], run_input={"reject": [names[0]]})
+            resume_flow_run(paused["id"], run_input={"reject": [names[0]], "corrections": [
+                {"file": names[1], "title": "Corrected, by the contributor"},  # Adobe's rule drops the comma
+                {"file": names[2], "keywords": []}]})  # breaks Adobe's rule: at least one keyword
         finish(proc)
     finally:
         if proc.poll() is None:
             proc.kill()
     run = api(srv.api_url, "GET", f"/flow_runs/{paused['id']}")
     assert run["state"]["type"] == "COMPLETED" and "1 rejected in review" in run["state"]["message"], run["state"]
-    assert adobe_csv_files(wd) == names[1:] and outbox_files(wd) == names[1:]
+    assert adobe_csv_files(wd) == [names[1]] and outbox_files(wd) == [names[1]]
+    (row,) = csv.DictReader((wd.csv / "adobe.csv").read_text(encoding="utf-8").splitlines())
+    assert row["Title"] == "Corrected by the contributor"
     rejected = json.loads(wd.sidecar(names[0]).read_text(encoding="utf-8"))["review"]
     assert (rejected["decision"], rejected["by"]) == ("rejected", "review")
+    corrected = json.loads(wd.sidecar(names[1]).read_text(encoding="utf-8"))
+    assert corrected["metadata"]["title"] == "Corrected, by the contributor" and corrected["review"]["decision"] == "approved"
     rows = {r["asset"]: r for r in table(artifacts_of(srv.api_url, run["id"])["batch-assets"])}
     assert rows[names[0]]["describe"] == "rejected in review" and rows[names[1]]["adobe"] == "uploaded"
+    assert rows[names[2]]["adobe"].startswith("held back (keywords"), rows[names[2]]
     waiting = wait_for("the review.waiting event", lambda: [
         e for e in microstock_events(srv.api_url) if e["event"] == "microstock.review.waiting"
         and e["payload"]["flow_run_id"] == run["id"]], timeout_s=60)
@@ -521,7 +529,7 @@ def test_review_pauses_the_run_and_the_answer_decides_what_leaves(server, tmp_pa
     finish(start_run(env, wd, "--count", "0"))  # a second run: nothing is waiting, nothing is asked
     second = stock_batch_runs(srv.api_url, wd)[-1]
     assert second["id"] != run["id"] and "PAUSED" not in state_types(srv.api_url, second["id"])
-    assert adobe_csv_files(wd) == names[1:] and outbox_files(wd) == names[1:]
+    assert adobe_csv_files(wd) == [names[1]] and outbox_files(wd) == [names[1]]
 
 
 def test_review_without_an_answer_holds_then_the_next_run_asks_again(server, tmp_path):
@@ -542,3 +550,25 @@ def test_review_without_an_answer_holds_then_the_next_run_asks_again(server, tmp
     names = sorted(p.name for p in wd.assets.glob("*.jpg"))
     assert adobe_csv_files(wd) == names and outbox_files(wd) == names
     assert {json.loads(wd.sidecar(n).read_text(encoding="utf-8"))["review"]["by"] for n in names} == {"review timeout"}
+
+
+def test_the_terminal_answers_a_run_paused_for_review(server, tmp_path):
+    srv, env = server
+    wd = review_workdir(tmp_path, "timeout_hours = 1")
+    env = dict(env, PREFECT_API_URL=srv.api_url)
+    proc = start_run(env, wd, "--count", "2")
+    try:
+        paused = wait_for("the run to pause for review", lambda: [
+            r for r in stock_batch_runs(srv.api_url, wd) if r["state"]["type"] == "PAUSED"], timeout_s=240)[0]
+        names = sorted(p.name for p in wd.assets.glob("*.jpg"))
+        review = subprocess.run(MICROSTOCK + ["review", "reject", names[0], "--workdir", str(wd.root)], env=env,
+                                capture_output=True, text=True, timeout=180)
+        assert review.returncode == 0, review.stdout + review.stderr
+        assert f"answered the paused run {paused['id']}" in review.stdout.replace("\n", " ")
+        finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    run = api(srv.api_url, "GET", f"/flow_runs/{paused['id']}")
+    assert run["state"]["type"] == "COMPLETED" and "1 rejected in review" in run["state"]["message"], run["state"]
+    assert adobe_csv_files(wd) == names[1:] and outbox_files(wd) == names[1:]

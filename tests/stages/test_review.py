@@ -89,3 +89,34 @@ def test_rejected_and_held_assets_are_left_out_of_the_zip():
     assert list(report.without_left_out(packed).ready) == ["cove.jpg"]
     assert report.cells() == {"alps.jpg": "rejected in review (2026-11-29T02:00:00+00:00)", "bay.jpg": "rejected in review"}
     assert report.message() == "review: 2 asked · 1 approved · 1 rejected"
+
+
+def microstock(wd, *args: str) -> str:
+    """``microstock review …`` in its own process, with no Prefect server (decisions go to the sidecars)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API_URL", "MICROSTOCK_"))}
+    result = subprocess.run([sys.executable, "-c", "from flows.cli import main; main()", "review", *args,
+                             "--workdir", str(wd.root)], env=env, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def test_the_terminal_lists_rejects_approves_and_reopens_for_the_next_run(workdir):
+    described(workdir)
+    assert microstock(workdir, "list").splitlines() == ["waiting\talps.jpg", "waiting\tbay.jpg", "waiting\tcove.jpg"]
+    assert "rejected 1 asset(s)" in microstock(workdir, "reject", "bay.jpg")
+    assert "approved 1 asset(s)" in microstock(workdir, "approve", "cove.jpg")
+    assert "nope.jpg: no such described asset" in microstock(workdir, "approve", "nope.jpg")
+    listed = microstock(workdir, "list").splitlines()
+    assert listed[0] == "waiting\talps.jpg" and listed[1].startswith("rejected\tbay.jpg\t2") and len(listed) == 2
+    bay = read_sidecar(workdir.sidecar("bay.jpg"))
+    assert (bay.review.decision, bay.review.by) == ("rejected", "microstock review")
+    write_agency_csvs(workdir, ["adobe"])
+    assert adobe_files(workdir) == ["alps.jpg", "cove.jpg"]
+    assert "reopened 1 asset(s)" in microstock(workdir, "reopen", "bay.jpg")
+    assert read_sidecar(workdir.sidecar("bay.jpg")).review is None
+    assert "approved 2 asset(s)" in microstock(workdir, "approve"), "no names: everything waiting"
+    assert "nothing waiting for review" in microstock(workdir, "list")
