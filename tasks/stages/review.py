@@ -5,7 +5,8 @@ batch has described assets without a decision pauses with Prefect's own
 pause-with-input (``pause_flow_run(wait_for_input=ReviewAnswer)``): the UI
 shows the run as Paused with a form, and above it a table of the assets
 waiting (file, title, first keywords, categories, and per agency whether it
-will be sent or is held back and why). The form's one field, ``reject``,
+will be sent or is held back and why), each with a small inline thumbnail
+(a ``data:`` URI, which the UI renders). The form's field ``reject``
 lists the file names to leave out; submitting it approves every other
 waiting asset. ``corrections`` may give an asset a new title and/or keywords:
 written to its sidecar before the run packs and writes the CSVs again, so
@@ -25,11 +26,14 @@ on and ends Completed, saying so.
 
 from __future__ import annotations
 
+import base64
+import io
 import os
 from dataclasses import dataclass, field, replace
 from typing import Literal
 from uuid import UUID
 
+from PIL import Image, UnidentifiedImageError
 from prefect.client.orchestration import get_client
 from prefect.context import FlowRunContext
 from prefect.exceptions import FlowPauseTimeout
@@ -54,6 +58,12 @@ POLL_S = 5
 
 #: At most this many assets listed in the form's description (the rest are counted; ``reject`` takes any name).
 MAX_LISTED = 200
+
+#: The first this many listed assets get an inline thumbnail (≈ 3 KB each in the form's description).
+MAX_THUMBNAILS = 50
+
+#: Width of an inline thumbnail, in pixels.
+THUMBNAIL_PX = 80
 
 
 class Correction(BaseModel):
@@ -131,23 +141,34 @@ def agency_verdict(name: str, agency: str, csvs: CsvReport) -> str:
     return f"held back: {why[0]}" if why else "held back"
 
 
-def review_description(waiting: list[Sidecar], csvs: CsvReport, settings: Settings) -> str:
-    """The markdown above the form: one row per waiting asset, and what submitting does."""
-    agencies = list(csvs.agencies)
+def thumbnail_markdown(path) -> str:
+    """A small inline image (a ``data:`` URI: the Prefect UI renders it in the form's description), or ""."""
+    try:
+        with Image.open(path) as im:
+            im.thumbnail((THUMBNAIL_PX, THUMBNAIL_PX))
+            buf = io.BytesIO()
+            im.convert("RGB").save(buf, "JPEG", quality=70)
+    except (OSError, UnidentifiedImageError):
+        return ""
+    return f"![thumbnail](data:image/jpeg;base64,{base64.b64encode(buf.getvalue()).decode()})"
+
+
+def review_description(wd: Workdir, waiting: list[Sidecar], csvs: CsvReport, settings: Settings) -> str:
+    """The markdown above the form: one row per waiting asset (with a thumbnail), and what submitting does."""
     m = md_cell
     lines = [f"## {len(waiting)} asset(s) waiting for review", "",
              "Put the file names to leave out in **reject**, then submit: every other asset below is approved "
              "and uploaded. Rejected assets get no CSV row and are never uploaded. **corrections** (optional) "
              "gives an asset a new title and/or keywords, checked against every agency's rules.", "",
-             "| file | title | keywords | categories | " + " | ".join(agencies) + " |",
-             "|---|---|---|---|" + "---|" * len(agencies)]
-    for s in waiting[:MAX_LISTED]:
+             "| | file | title | keywords | categories | where it goes |", "|---|---|---|---|---|---|"]
+    for i, s in enumerate(waiting[:MAX_LISTED]):
         md = s.metadata
+        thumb = thumbnail_markdown(wd.packs / "thumbs" / ready_name(s.name)) if i < MAX_THUMBNAILS else ""
         categories = ", ".join(filter(None, [f"Adobe {md.adobe_category}" if md.adobe_category else "",
                                              ", ".join(md.category_hints)]))
-        verdicts = " | ".join(m(agency_verdict(s.name, a, csvs)) for a in agencies)
-        lines.append(f"| `{m(s.name)}` | {m(md.title)} | {m(', '.join(md.keywords[:8]))} | {m(categories)} "
-                     f"| {verdicts} |")
+        goes = "; ".join(f"{a}: {agency_verdict(s.name, a, csvs)}" for a in csvs.agencies)
+        lines.append(f"| {thumb} | `{m(s.name)}` | {m(md.title)} | {m(', '.join(md.keywords[:6]))} | {m(categories)} "
+                     f"| {m(goes)} |")
     if len(waiting) > MAX_LISTED:
         lines.append(f"\n… and {len(waiting) - MAX_LISTED} more (every one is approved unless listed in reject).")
     review = settings.review
@@ -191,7 +212,7 @@ def review_stage(wd: Workdir, settings: Settings, packed: PackReport, csvs: CsvR
     events.review_waiting(len(waiting))
     logger.info("review: %d asset(s) waiting; the run pauses for the answer (Prefect UI: the run → Resume)",
                 len(waiting))
-    answer = ask(review_description(waiting, csvs, settings), max(1, round(settings.review.timeout_hours * 3600)))
+    answer = ask(review_description(wd, waiting, csvs, settings), max(1, round(settings.review.timeout_hours * 3600)))
     if answer is None:
         report.timed_out = True
         if settings.review.on_timeout == "hold":

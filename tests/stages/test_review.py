@@ -3,8 +3,12 @@ decision does to the CSVs, the ZIP and the uploads (the pause itself: tests/orch
 
 from __future__ import annotations
 
+import base64
 import csv
+from io import BytesIO
 from pathlib import Path
+
+from PIL import Image
 
 from tasks.core.records import Asset, Metadata, read_sidecar, record_review, write_sidecar
 from tasks.core.reports import PackReport
@@ -72,13 +76,21 @@ def test_the_form_lists_each_waiting_asset_and_where_it_goes(workdir):
     packed = described(workdir)
     report = write_agency_csvs(workdir, ["adobe", "dreamstime"], left_out={"dreamstime": {"bay.jpg": "under 3 MP"}})
     waiting = waiting_sidecars(described_sidecars(workdir), packed)
-    text = review_description(waiting, report, Settings())
+    (workdir.packs / "thumbs").mkdir(parents=True)
+    Image.new("RGB", (400, 300), "teal").save(workdir.packs / "thumbs" / "alps.jpg")
+    text = review_description(workdir, waiting, report, Settings())
     assert "3 asset(s) waiting for review" in text
-    assert "| `alps.jpg` | Quiet alps at dawn | alps, dawn, quiet, landscape, nature, travel, light, sky | " \
-           "Adobe 11, landscape | sent | sent |" in text
-    assert "| `bay.jpg` |" in text and "| sent | held back: under 3 MP |" in text
+    assert "| `alps.jpg` | Quiet alps at dawn | alps, dawn, quiet, landscape, nature, travel | " \
+           "Adobe 11, landscape | adobe: sent; dreamstime: sent |" in text
+    assert "| `bay.jpg` |" in text and "| adobe: sent; dreamstime: held back: under 3 MP |" in text
     assert "Without an answer within 24 h: nothing of this is sent" in text
-    approve = review_description(waiting, report, Settings(review=ReviewSettings(on_timeout="approve", timeout_hours=2)))
+    alps_row = next(line for line in text.splitlines() if "`alps.jpg`" in line)
+    uri = alps_row.split("(data:image/jpeg;base64,")[1].split(")")[0]
+    with Image.open(BytesIO(base64.b64decode(uri))) as thumb:
+        assert thumb.size == (80, 60), "a small inline thumbnail of the packed one"
+    assert next(line for line in text.splitlines() if "`bay.jpg`" in line).startswith("|  | "), "no thumbnail file"
+    approve = review_description(workdir, waiting, report,
+                                 Settings(review=ReviewSettings(on_timeout="approve", timeout_hours=2)))
     assert "Without an answer within 2 h: everything above is approved and sent." in approve
 
 
