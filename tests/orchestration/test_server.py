@@ -165,11 +165,13 @@ def test_replay_through_the_api_completes_and_leaves_artifacts_and_events(served
     dry = run_and_wait(url, replay["id"], {})
     assert dry["state"]["type"] == "COMPLETED", dry["state"]
     assert dry["parameters"]["dry_run"] is True
+    assert dry["name"].startswith("replay-dead-letters ") and dry["name"].endswith(" UTC (dry run)"), dry["name"]
     assert {j.status for j in open_store(wd).list()} == {"parked"}, "a dry run changes nothing"
 
     run = run_and_wait(url, replay["id"], {"dry_run": False})
     assert run["state"]["type"] == "COMPLETED", run["state"]
     assert "1 recovered" in run["state"]["message"] and "1 still failing" in run["state"]["message"]
+    assert re.fullmatch(r"replay-dead-letters \d{4}-\d\d-\d\d \d\d:\d\d UTC", run["name"]), run["name"]
     assert open_store(wd).get(barn).status == "recovered"
     assert (wd.assets / "red_barn.json").is_file()
 
@@ -313,6 +315,37 @@ def test_example_automation_notifies_when_a_job_is_parked(served, tmp_path):
         hook.shutdown()
 
 
+def test_example_automation_notifies_when_a_batch_waits_for_review(served, tmp_path):
+    url = served["url"]
+    env = dict(served["env"], PREFECT_API_URL=url)
+    _Hook.received.clear()
+    hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    try:
+        block_type = api(url, "GET", "/block_types/slug/custom-webhook")
+        schema = api(url, "POST", "/block_schemas/filter",
+                     {"block_schemas": {"block_type_id": {"any_": [block_type["id"]]}}})[0]
+        block = api(url, "POST", "/block_documents/", {
+            "name": "review-hook", "block_type_id": block_type["id"], "block_schema_id": schema["id"],
+            "data": {"name": "review-hook", "url": f"http://127.0.0.1:{hook.server_port}/hook", "method": "POST",
+                     "json_data": {"subject": "{{subject}}", "body": "{{body}}"}}})
+        automation = yaml.safe_load((PROJECT_DIR / "docs" / "automations" / "notify-review-waiting.yaml").read_text())
+        automation["actions"][0]["block_document_id"] = block["id"]
+        path = tmp_path / "automation.yaml"
+        path.write_text(yaml.safe_dump(automation))
+        created = subprocess.run(PREFECT + ["automation", "create", "--from-file", str(path)], env=env,
+                                 capture_output=True, text=True, timeout=120)
+        assert created.returncode == 0, created.stdout + created.stderr
+        sent = subprocess.run([sys.executable, "-c", "from tasks.observe import events; events.review_waiting(3)"],
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert sent.returncode == 0, sent.stderr[-2000:]
+        (message,) = wait_for("the webhook notification", lambda: list(_Hook.received), timeout_s=120)
+        assert message["subject"] == "microstock: 3 asset(s) waiting for review"
+        assert "microstock review list" in message["body"]
+    finally:
+        hook.shutdown()
+
+
 def test_ctrl_c_pauses_the_schedules_then_stops_the_local_server(served):
     proc = served["proc"]
     proc.send_signal(signal.SIGINT)  # takes SIGTERM's path (systemctl stop): the same graceful shutdown
@@ -451,6 +484,16 @@ def test_a_parked_job_reads_as_parked_and_the_batch_has_one_row_per_asset(server
     description = arts["batch-assets"]["description"]
     assert "`replay-dead-letters` deployment" in description and "`microstock replay --apply`" in description
     assert "will fail again if replayed unchanged" in description and str(wd.csv / "adobe.csv") in description
+
+    summary = subprocess.run([sys.executable, "-c", "from flows.dead_letter_summary import dead_letter_summary; "
+                              f"dead_letter_summary(workdir={str(wd.root)!r})"], env=env, capture_output=True,
+                             text=True, timeout=180)
+    assert summary.returncode == 0, summary.stderr[-2000:]
+    (daily,) = [r for r in api(srv.api_url, "POST", "/flow_runs/filter", {
+        "flows": {"name": {"any_": ["dead-letter-summary"]}}}) if r["parameters"]["workdir"] == str(wd.root)]
+    assert re.fullmatch(r"dead-letter-summary \d{4}-\d\d-\d\d \d\d:\d\d UTC", daily["name"]), daily["name"]
+    assert re.fullmatch(r"dead-letter: 1 parked \(1 blocked:SAFETY\) · oldest parked since \d{4}-\d\d-\d\d \d\d:\d\d UTC",
+                        daily["state"]["message"]), daily["state"]
 
 
 def review_workdir(tmp_path: Path, review: str) -> Workdir:
