@@ -261,7 +261,7 @@ def test_secrets_set_saves_a_block_without_showing_the_value(served):
     assert re.search(r"microstock-vecteezy-password\s+│\s+—", listed.stdout)
     assert SECRET not in listed.stdout + listed.stderr
     # What a run reads: the env var first, else the block.
-    probe = ("from tasks.secrets import agency_password, gemini_key; "
+    probe = ("from tasks.core.secrets import agency_password, gemini_key; "
              "print(gemini_key() == %r, agency_password('adobe') == %r, agency_password('vecteezy'))" % (SECRET, SECRET))
     read = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
     assert read.stdout.split() == ["True", "True", "None"], read.stderr[-2000:]
@@ -304,7 +304,7 @@ def test_example_automation_notifies_when_a_job_is_parked(served, tmp_path):
                                  capture_output=True, text=True, timeout=120)
         assert created.returncode == 0, created.stdout + created.stderr
 
-        emit = ("from tasks import events; "
+        emit = ("from tasks.observe import events; "
                 "events.job_parked('%s', 'sunset_017.jpg', 'blocked:SAFETY', 1, 'gemini-2.5-flash')" % ("cd" * 32))
         sent = subprocess.run([sys.executable, "-c", emit], env=env, capture_output=True, text=True, timeout=120)
         assert sent.returncode == 0, sent.stderr[-2000:]
@@ -490,7 +490,7 @@ def test_a_parked_job_reads_as_parked_and_the_batch_has_one_row_per_asset(server
                              text=True, timeout=180)
     assert summary.returncode == 0, summary.stderr[-2000:]
     (daily,) = [r for r in api(srv.api_url, "POST", "/flow_runs/filter", {
-        "flows": {"name": {"any_": ["dead-letter-summary"]}}}) if r["parameters"]["workdir"] == str(wd.root)]
+        "flows": {"name": {"any_": ["dead-letter-summary"]}}}) if r["parameters"].get("workdir") == str(wd.root)]
     assert re.fullmatch(r"dead-letter-summary \d{4}-\d\d-\d\d \d\d:\d\d UTC", daily["name"]), daily["name"]
     assert re.fullmatch(r"dead-letter: 1 parked \(1 blocked:SAFETY\) · oldest parked since \d{4}-\d\d-\d\d \d\d:\d\d UTC",
                         daily["state"]["message"]), daily["state"]
