@@ -17,6 +17,7 @@ from typing import Optional, get_args
 import typer
 from rich.console import Console
 
+from flows.review_cli import review_app
 from tasks.core.errors import ConfigError
 from tasks.core.workdir import default_workdir
 
@@ -396,6 +397,9 @@ def ledger_status(workdir: Optional[Path] = WorkdirOpt) -> None:
         table.add_row(row.agency, str(row.done), str(len(row.pending)), str(len(row.held_back)))
     console.print(table)
     warn_ledger_problems(state)
+
+
+app.add_typer(review_app, name="review")  # its own module, flows/review_cli.py
 
 
 def main() -> None:

@@ -23,11 +23,13 @@ from tasks.agencies.catalog import enabled_agencies
 from tasks.core.settings import load_settings
 from tasks.core.workdir import Workdir
 from tasks.observe.artifacts import publish_dead_letters
+from tasks.observe.batch_assets import unchanged_warning
+from tasks.observe.run_names import replay_run_name
 from tasks.stages.replay import list_replayable, replay_jobs
 from tasks.stores.dead_letter_sqlite import open_store
 
 
-@flow(name="replay-dead-letters")
+@flow(name="replay-dead-letters", flow_run_name=replay_run_name)
 def replay_dead_letters(
     limit: int = 20,
     dry_run: bool = True,
@@ -57,6 +59,8 @@ def replay_dead_letters(
         report = list_replayable(store, limit, error_class)
         for line in report.would_replay:
             logger.info(line)
+        for line in unchanged_warning(store.list(status="parked", error_class=error_class, limit=limit)):
+            logger.warning(line)
     else:
         claimant = f"replay-{runtime.flow_run.id}"
         report = replay_jobs(wd, settings, store, claimant, store.claim(claimant, limit=limit, error_class=error_class))

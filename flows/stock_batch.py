@@ -1,4 +1,4 @@
-"""Flow ``stock-batch``: assets → describe → pack → CSVs → ZIP → upload, as a recipe.
+"""Flow ``stock-batch``: assets → describe → pack → CSVs → (review) → ZIP → upload, as a recipe.
 
 Every stage derives what is left to do from the workdir, so a re-run after a
 crash finishes the rest and repeats nothing.
@@ -19,11 +19,14 @@ from tasks.core.settings import Settings, load_settings
 from tasks.core.workdir import Workdir, default_workdir
 from tasks.observe import events
 from tasks.observe.artifacts import publish_batch, publish_dead_letters
+from tasks.observe.batch_assets import publish_batch_assets
+from tasks.observe.run_names import dated_run_name
 from tasks.observe.summary import BatchSummary
 from tasks.stages.assets import assets_stage
 from tasks.stages.csv import csv_stage
 from tasks.stages.describe import describe_assets
 from tasks.stages.pack import pack_stage, zip_stage
+from tasks.stages.review import ReviewReport, review_stage
 from tasks.stages.upload import upload_agencies
 from tasks.stores.pending import uploadable
 
@@ -32,21 +35,27 @@ class Published(NamedTuple):
     csvs: CsvReport
     packed: PackReport
     uploads: dict[str, AgencyUpload]
+    reviewed: ReviewReport
 
 
 def publish_described(wd: Workdir, settings: Settings, chosen: list[str]) -> Published:
-    """Everything after describe, for every described asset: pack, CSVs, ZIP, upload to the chosen agencies.
+    """Everything after describe, for every described asset: pack, CSVs, review, ZIP, upload to the chosen agencies.
 
     Shared with ``replay-dead-letters``, so a recovered asset takes the same way.
     """
     packed = pack_stage(wd, settings, chosen)
     csvs = csv_stage(wd, chosen, settings, packed)  # rejected and held-back assets get no row
-    packed = zip_stage(wd, packed)
+    reviewed = review_stage(wd, settings, packed, csvs)  # with [review] on: pauses until the contributor answers
+    if reviewed.corrected:
+        packed = pack_stage(wd, settings, chosen)  # the corrected titles and keywords embedded
+    if reviewed.asked:
+        csvs = csv_stage(wd, chosen, settings, packed, waiting=reviewed.held)  # the answer taken in
+    packed = zip_stage(wd, reviewed.without_left_out(packed))
     uploads = upload_agencies(wd, settings, uploadable(wd, chosen))  # only what has a row and is not held back
-    return Published(csvs, packed, uploads)
+    return Published(csvs, packed, uploads, reviewed)
 
 
-@flow(name="stock-batch")
+@flow(name="stock-batch", flow_run_name=dated_run_name)
 def stock_batch(
     workdir: str | None = None,
     count: Annotated[int, Field(ge=0)] = 12,
@@ -75,10 +84,11 @@ def stock_batch(
 
     gathered = assets_stage(wd, settings, count, source, chosen)
     described = describe_assets(wd, settings, gathered.assets)
-    csvs, packed, uploads = publish_described(wd, settings, chosen)
+    csvs, packed, uploads, reviewed = publish_described(wd, settings, chosen)
 
-    summary = BatchSummary.from_stages(wd, gathered, described, csvs, packed, uploads)
+    summary = BatchSummary.from_stages(wd, gathered, described, csvs, packed, uploads, reviewed.cells())
     publish_batch(summary)
+    publish_batch_assets(wd, summary, gathered, described, csvs, packed, uploads)
     publish_dead_letters(wd)
     events.batch_finished(summary)
     return Completed(message=summary.headline(), data=summary.model_dump())

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
@@ -95,20 +96,36 @@ class Provenance(BaseModel):
     recorded: str = ""
 
 
+class ReviewDecision(BaseModel):
+    """The contributor's answer about one asset, when ``[review]`` is on: sent (approved) or never sent (rejected)."""
+
+    decision: Literal["approved", "rejected"]
+    #: When it was decided (ISO 8601, UTC).
+    at: str
+    #: Where it came from: ``review`` (the paused run's form), ``review timeout`` (``on_timeout = "approve"``).
+    by: str = "review"
+
+
 class Sidecar(BaseModel):
-    """``assets/<stem>.json``: the asset and its metadata once described."""
+    """``assets/<stem>.json``: the asset and its metadata once described, and the review decision if any."""
 
     asset_id: str
     name: str
     metadata: Metadata
     #: Recorded when the asset is described; None in sidecars written before provenance was kept.
     provenance: Provenance | None = None
+    review: ReviewDecision | None = None
+
+    @property
+    def rejected(self) -> bool:
+        """Rejected in review: no CSV row, never uploaded."""
+        return self.review is not None and self.review.decision == "rejected"
 
 
 def write_sidecar(path: Path, asset: Asset, metadata: Metadata, provenance: Provenance | None = None) -> None:
     """Write the sidecar atomically (temp file, fsync, rename): it exists whole or not at all."""
     body = Sidecar(asset_id=asset.asset_id, name=asset.name, metadata=metadata,
-                   provenance=provenance).model_dump_json(indent=2)
+                   provenance=provenance).model_dump_json(indent=2, exclude={"review"})
     atomic_write_bytes(path, body.encode("utf-8"))
 
 
@@ -118,6 +135,24 @@ def read_sidecar(path: Path) -> Sidecar | None:
         return Sidecar.model_validate_json(path.read_bytes())  # pydantic parses the JSON itself: half the time
     except (OSError, ValueError, ValidationError):
         return None
+
+
+def record_review(path: Path, decision: Literal["approved", "rejected"] | None, by: str = "review") -> Sidecar | None:
+    """Write a review decision into the sidecar at ``path`` (atomically), or drop it (``None``: asked
+    again by the next run); None when there is no sidecar."""
+    sidecar = read_sidecar(path)
+    if sidecar is None:
+        return None
+    sidecar.review = None if decision is None else ReviewDecision(
+        decision=decision, at=datetime.now(timezone.utc).isoformat(timespec="seconds"), by=by)
+    save_sidecar(path, sidecar)
+    return sidecar
+
+
+def save_sidecar(path: Path, sidecar: Sidecar) -> None:
+    """Write a sidecar as it is (atomically); without a ``review`` field while it has no decision."""
+    body = sidecar.model_dump_json(indent=2, exclude={"review"} if sidecar.review is None else None)
+    atomic_write_bytes(path, body.encode("utf-8"))
 
 
 def iter_asset_files(assets_dir: Path) -> list[Path]:

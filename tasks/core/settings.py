@@ -100,11 +100,21 @@ class PackSettings(_Strict):
     upscale_to_minimum: bool = False
 
 
+class ReviewSettings(_Strict):
+    #: Pause each run before its uploads until the contributor approves or rejects the new assets.
+    enabled: bool = False
+    #: How long a run waits for the answer.
+    timeout_hours: float = Field(24, gt=0)
+    #: Then: ``hold`` sends nothing of what was waiting (the next run asks again), ``approve`` sends it all.
+    on_timeout: Literal["hold", "approve"] = "hold"
+
+
 class Settings(_Strict):
     gemini: GeminiSettings = GeminiSettings()
     agencies: dict[str, AgencySettings] = Field(default_factory=dict)
     generate: GenerateSettings = GenerateSettings()
     pack: PackSettings = PackSettings()
+    review: ReviewSettings = ReviewSettings()
 
     def agency(self, name: str) -> AgencySettings:
         """The settings of one agency (defaults when the file does not mention it)."""

@@ -9,7 +9,8 @@ key                               type      what
 ================================  ========  ==============================================
 ``batch-summary``                 markdown  the run's headline, counts and paths to the CSVs, ZIP, targets
 ``batch-counts``                  table     assets, described, parked, pending, rejected, tokens, cost, per agency
-``dead-letter-jobs``              table     every parked job: asset, error class, attempts, first/last seen
+``batch-assets``                  table     one row per asset: describe result, then per agency what became of it
+``dead-letter-jobs``              table     every parked job: asset, error class, attempts, parked since, last seen
 ``csv-validation``                markdown  rows per agency CSV, automatic fixes, assets skipped and the rule
 ``dead-letter-summary``           markdown  the daily summary: parked jobs per error class, how to replay
 ``progress-<stage>``              progress  made by :mod:`tasks.orchestration.progress` while a stage runs
@@ -22,17 +23,17 @@ and never a password or key.
 
 from __future__ import annotations
 
-import time
-
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.logging import get_run_logger
 
 from tasks.core.errors import StoreUnavailable
 from tasks.core.reports import CsvReport
 from tasks.core.workdir import Workdir
+from tasks.observe.batch_assets import REPLAY_HOW, fails_again_unchanged, unchanged_warning
 from tasks.observe.markdown import summary_markdown, validation_markdown
+from tasks.observe.run_names import when
 from tasks.observe.summary import BatchSummary
-from tasks.stores.dead_letter import ParkedJob, Summary, format_age
+from tasks.stores.dead_letter import ParkedJob, Summary
 from tasks.stores.dead_letter_sqlite import open_store
 
 BATCH_SUMMARY = "batch-summary"
@@ -59,6 +60,9 @@ def batch_rows(s: BatchSummary) -> list[dict[str, str | int]]:
         {"what": "cost (USD)", "total": round(s.cost_usd, 6), "this run": round(s.cost_usd, 6),
          "detail": f"cost unknown for {s.cost_unknown} asset(s)" if s.cost_unknown else ""},
     ]
+    if s.in_review:
+        rows += [{"what": what, "total": s.review_count(what), "this run": "", "detail": "see batch-assets"}
+                 for what in ("rejected in review", "waiting for review")]
     for agency, n in s.csv_rows.items():
         rows.append({"what": f"CSV rows · {agency}", "total": n, "this run": "",
                      "detail": ", ".join(s.csv_files.get(agency, []))})
@@ -74,13 +78,12 @@ def batch_rows(s: BatchSummary) -> list[dict[str, str | int]]:
     return rows
 
 
-def dead_letter_rows(jobs: list[ParkedJob], now: float | None = None) -> list[dict[str, str | int]]:
-    """The ``dead-letter-jobs`` table: one row per parked job, oldest first."""
-    now = time.time() if now is None else now
+def dead_letter_rows(jobs: list[ParkedJob]) -> list[dict[str, str | int]]:
+    """The ``dead-letter-jobs`` table: one row per parked job, oldest first; times, not ages (they never go stale)."""
     return [
         {"asset": j.asset_name or str(j.payload.get("asset", "")), "error class": j.error_class,
-         "attempts": j.attempts, "parked for": format_age(now - j.first_seen),
-         "last seen": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(j.last_seen)),
+         "attempts": j.attempts, "parked since": when(j.first_seen), "last seen": when(j.last_seen),
+         "replay": "fails again unless changed first" if fails_again_unchanged(j.error_class) else "may recover",
          "message": j.error_message[:200], "job id": j.job_id[:16]}
         for j in sorted(jobs, key=lambda j: (j.first_seen, j.job_id))
     ]
@@ -111,12 +114,15 @@ def publish_dead_letters(wd: Workdir) -> int | None:
     except StoreUnavailable as exc:
         get_run_logger().warning("dead-letter table not published: %s", exc.message)
         return None
-    create_table_artifact(dead_letter_rows(jobs), key=DEAD_LETTER_JOBS,
-                          description=f"{len(jobs)} parked describe job(s); replay with `microstock replay --apply`")
+    description = "\n\n".join([f"{len(jobs)} parked describe job(s); {REPLAY_HOW}.", *unchanged_warning(jobs)])
+    create_table_artifact(dead_letter_rows(jobs), key=DEAD_LETTER_JOBS, description=description)
     return len(jobs)
 
 
 def publish_dead_letter_summary(summary: Summary, wd: Workdir) -> None:
     """The ``dead-letter-summary`` markdown of the daily flow."""
-    create_markdown_artifact(summary.markdown(wd.dead_letter_db), key=DEAD_LETTER_SUMMARY,
+    text = summary.markdown(wd.dead_letter_db)
+    if summary.oldest_first_seen is not None:
+        text += f"\n\nOldest parked since {when(summary.oldest_first_seen)}; you can also {REPLAY_HOW}."
+    create_markdown_artifact(text, key=DEAD_LETTER_SUMMARY,
                              description="Parked describe jobs by error class")

@@ -1,6 +1,6 @@
 """Prefect events the stages emit, so a user can build Automations on them.
 
-Four events, each about one resource:
+Five events, each about one resource:
 
 ==============================  ====================================  ==================================
 event                           resource (``prefect.resource.id``)    payload
@@ -9,6 +9,7 @@ event                           resource (``prefect.resource.id``)    payload
 ``microstock.job.recovered``    ``microstock.asset.<sha256>``         asset, attempts
 ``microstock.upload.completed`` ``microstock.agency.<name>``          uploaded, already, failed, files
 ``microstock.batch.finished``   ``microstock.batch.<flow run id>``    the run's counts (see below)
+``microstock.review.waiting``   ``microstock.batch.<flow run id>``    waiting (count), flow_run_id
 ==============================  ====================================  ==================================
 
 The asset resource also carries the label ``microstock.error-class`` on a
@@ -39,6 +40,7 @@ JOB_PARKED = "microstock.job.parked"
 JOB_RECOVERED = "microstock.job.recovered"
 UPLOAD_COMPLETED = "microstock.upload.completed"
 BATCH_FINISHED = "microstock.batch.finished"
+REVIEW_WAITING = "microstock.review.waiting"
 
 #: At most this many file names in one upload event (the rest are counted only).
 MAX_FILES_LISTED = 100
@@ -131,4 +133,14 @@ def batch_finished(summary: BatchSummary) -> None:
         {"prefect.resource.id": batch_resource_id(batch_id), "prefect.resource.name": "stock-batch"},
         payload,
         [{"prefect.resource.id": agency_resource_id(a), "prefect.resource.role": "agency"} for a in agencies],
+    )
+
+
+def review_waiting(count: int) -> None:
+    """A stock-batch run paused for review: ``count`` assets wait for the contributor's answer."""
+    batch_id = current_batch_id() or "local"
+    _emit(
+        REVIEW_WAITING,
+        {"prefect.resource.id": batch_resource_id(batch_id), "prefect.resource.name": "stock-batch"},
+        {"waiting": count, "flow_run_id": batch_id},
     )

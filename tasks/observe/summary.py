@@ -4,6 +4,8 @@ final state message."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pydantic import BaseModel, Field
 
 from tasks.core.reports import AgencyUpload, CsvReport, DescribeReport, Gathered, PackReport
@@ -48,11 +50,14 @@ class BatchSummary(BaseModel):
     upscaled: dict[str, str] = Field(default_factory=dict)
     targets: dict[str, str] = Field(default_factory=dict)
     zip_path: str | None = None
+    #: What review made of an asset (``[review]`` on): name -> ``rejected in review (…)`` / ``waiting for review``.
+    in_review: dict[str, str] = Field(default_factory=dict)
 
     @classmethod
     def from_stages(cls, wd: Workdir, gathered: Gathered, described: DescribeReport, csvs: CsvReport,
-                    packed: PackReport, uploads: dict[str, AgencyUpload]) -> "BatchSummary":
-        """The summary of one run, from what each of its stages reported."""
+                    packed: PackReport, uploads: dict[str, AgencyUpload],
+                    in_review: Mapping[str, str] | None = None) -> "BatchSummary":
+        """The summary of one run, from what each of its stages reported (and the review step's cells)."""
         return cls(
             workdir=str(wd.root),
             assets=len(gathered.assets),
@@ -82,7 +87,12 @@ class BatchSummary(BaseModel):
             upload_not_tried={a: len(u.not_tried) for a, u in uploads.items() if u.not_tried},
             targets={a: u.target or str(wd.outbox(a)) for a, u in uploads.items()},
             zip_path=str(packed.zip_path) if packed.zip_path else None,
+            in_review=dict(in_review or {}),
         )
+
+    def review_count(self, prefix: str) -> int:
+        """Assets whose review cell starts with ``prefix`` (``rejected in review``, ``waiting for review``)."""
+        return sum(1 for cell in self.in_review.values() if cell.startswith(prefix))
 
     @property
     def tokens_per_asset(self) -> float:
@@ -115,6 +125,9 @@ class BatchSummary(BaseModel):
             parts.append(f"{len(self.not_generated)} not generated")
         if self.rejected:
             parts.append(f"{len(self.rejected)} rejected")
+        for what in ("rejected in review", "waiting for review"):
+            if self.review_count(what):
+                parts.append(f"{self.review_count(what)} {what}")
         parts.append(f"{sum(self.uploaded_now.values())} uploaded")
         return " · ".join(parts)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -101,6 +101,7 @@ def write_agency_csvs(
     *,
     specs: Mapping[str, AgencySpec] | None = None,
     left_out: Mapping[str, Mapping[str, str]] | None = None,
+    waiting: Collection[str] = (),
 ) -> CsvReport:
     """Regenerate ``csv/<agency>.csv`` (and continuations) for each agency from every sidecar.
 
@@ -108,12 +109,16 @@ def write_agency_csvs(
     workdir's specs (tests use small limits). An agency that takes no CSV
     (``takes_csv = false``) gets its rows checked and reported, and no file. ``left_out[agency]`` maps the
     assets the pack stage rejected or held back for that agency to the reason:
-    they get no row there, and the reason is reported. Agencies not listed keep their
+    they get no row there, and the reason is reported. Assets rejected in review (their
+    sidecar says so) and those ``waiting`` for a review decision get no row either
+    (rule ``review``). Agencies not listed keep their
     files. An agency whose settings are invalid gets no file this run and an
     agency-wide problem. The report is also saved as ``reports/validation.json``.
     """
     settings = settings or Settings()
     sidecars = described_sidecars(wd)
+    review = {s.name: f"rejected in review ({s.review.at})" for s in sidecars if s.rejected}
+    review.update({name: "waiting for review" for name in waiting if name not in review})
     report = CsvReport()
     known = catalog(wd)
     for agency in agencies:
@@ -130,7 +135,9 @@ def write_agency_csvs(
         excluded = (left_out or {}).get(agency, {})
         report.problems.extend(Problem(agency=agency, asset=name, rule="image", message=reason)
                                for name, reason in sorted(excluded.items()))
-        rows = agency_rows(spec, [s for s in sidecars if s.name not in excluded], defaults)
+        report.problems.extend(Problem(agency=agency, asset=name, rule="review", message=reason)
+                               for name, reason in sorted(review.items()) if name not in excluded)
+        rows = agency_rows(spec, [s for s in sidecars if s.name not in excluded and s.name not in review], defaults)
         fixes: Counter[str] = Counter(f.rule for r in rows for f in r.fixes)
         valid = [r for r in rows if r.ok]
         report.problems.extend(p for r in rows for p in r.problems)
@@ -145,8 +152,11 @@ def write_agency_csvs(
 
 @tags_never_fail
 @task(name="csv", task_run_name="csv", tags=["stage:csv"], cache_policy=NO_CACHE)
-def csv_stage(wd: Workdir, agencies: list[str], settings: Settings, packed: PackReport) -> CsvReport:
-    """The CSV stage: every agency's CSVs, leaving out what pack rejected or held back there."""
-    report = write_agency_csvs(wd, agencies, settings, left_out={a: packed.left_out(a) for a in agencies})
+def csv_stage(wd: Workdir, agencies: list[str], settings: Settings, packed: PackReport,
+              waiting: Collection[str] = ()) -> CsvReport:
+    """The CSV stage: every agency's CSVs, leaving out what pack rejected or held back there, what review
+    rejected, and what is ``waiting`` for a review decision."""
+    report = write_agency_csvs(wd, agencies, settings, left_out={a: packed.left_out(a) for a in agencies},
+                               waiting=waiting)
     publish_validation(report)
     return report

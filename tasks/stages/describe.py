@@ -21,7 +21,10 @@ What happens to a failure depends only on its :mod:`tasks.core.errors` class:
   :class:`~tasks.stages.describing.DescriberGate` closes, no further call is
   made this run, the assets not yet described stay pending for the next run.
 
-A task that ends Failed (other than StageStopped) is parked by its
+An expected failure that is not retried ends the task run in a failed-type
+state named **Parked** whose message is one line (error class, attempts,
+reason), not a traceback; anything unexpected fails it as usual. A task that
+ends in a failed-type state (other than StageStopped) is parked by its
 ``on_failure`` hook, :func:`park_failed_job`, with ``attempts`` =
 ``task_run.run_count``. Prefect only logs a hook's exceptions, so the stage
 checks every task's final state afterwards and parks what the hook did not
@@ -39,8 +42,9 @@ from prefect.cache_policies import NO_CACHE
 from prefect.context import TaskRunContext
 from prefect.futures import PrefectFuture
 from prefect.logging import get_run_logger
+from prefect.states import Failed, State
 
-from tasks.core.errors import StageStopped, StoreUnavailable, TransientError
+from tasks.core.errors import MicrostockError, StageStopped, StoreUnavailable, TransientError, error_class_of_parked
 from tasks.core.records import Asset, Metadata, Usage, read_sidecar, write_sidecar
 from tasks.core.reports import DescribeReport
 from tasks.core.retry import JITTER_FACTOR, backoff_schedule
@@ -94,15 +98,39 @@ def park_failed_job(task, task_run, state) -> None:
     on_failure=[park_failed_job],
     cache_policy=NO_CACHE,
 )
-def describe_asset(asset: Asset, run: DescribeRun) -> Metadata | None:
-    """Describe one asset and write its sidecar; None when the stage stopped before this call."""
-    run.attempts[asset.name] = TaskRunContext.get().task_run.run_count
+def describe_asset(asset: Asset, run: DescribeRun) -> Metadata | State | None:
+    """Describe one asset and write its sidecar; None when the stage stopped before this call.
+
+    An expected failure that will not be retried (a permanent one, or a transient one on the
+    last attempt) ends the task in the state :func:`parked_state` makes, not with a traceback.
+    """
+    ctx = TaskRunContext.get()
+    attempt = ctx.task_run.run_count
+    run.attempts[asset.name] = attempt
     if run.gate.stopped is not None:
         get_run_logger().info("not calling the describer for %s: the stage stopped (%s)", asset.name, run.gate.stopped.message)
         return None
-    metadata = run.gate.describe(asset)
+    try:
+        metadata = run.gate.describe(asset)
+    except StageStopped:
+        raise
+    except MicrostockError as exc:
+        if isinstance(exc, TransientError) and attempt <= ctx.task.retries:
+            raise  # Prefect retries it
+        return parked_state(exc, attempt, run.redact)
     write_sidecar(run.wd.sidecar(asset.name), asset, metadata, provenance_of(asset.path))
     return metadata
+
+
+#: The name of a describe task run's final state when its job is parked (a failed-type state).
+PARKED = "Parked"
+
+
+def parked_state(exc: MicrostockError, attempts: int, redact) -> State:
+    """``Failed`` named Parked, with one line: class, attempts, reason (the on_failure hook parks the job)."""
+    reason = (redact(exc.message).splitlines() or [type(exc).__name__])[0]
+    return Failed(name=PARKED, data=exc,
+                  message=f"{error_class_of_parked(exc)} after {attempts} attempt(s): {reason[:300]}")
 
 
 # --- running many jobs --------------------------------------------------------------------

@@ -40,7 +40,7 @@ class AgencyLedger:
 
 
 def packed_assets(wd: Workdir) -> list[tuple[str, UploadItem]]:
-    """(asset name, upload item) of every described asset whose upload-ready file exists."""
+    """(asset name, upload item) of every described asset whose upload-ready file exists, unless rejected in review."""
     folder = wd.packs / "ready"
     try:
         with os.scandir(folder) as entries:  # one listing, not a stat per asset
@@ -50,7 +50,7 @@ def packed_assets(wd: Workdir) -> list[tuple[str, UploadItem]]:
     found = []
     for sidecar in described_sidecars(wd):
         name = ready_name(sidecar.name)
-        if name in ready:
+        if name in ready and not sidecar.rejected:
             found.append((sidecar.name, UploadItem(name, folder / name, sidecar.asset_id)))
     return found
 

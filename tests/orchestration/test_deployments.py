@@ -153,7 +153,8 @@ AUTOMATIONS = sorted((PROJECT_DIR / "docs" / "automations").glob("*.yaml"))
 def test_example_automation_is_valid_and_triggers_on_a_microstock_event(path):
     automation = AutomationCore.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
     assert isinstance(automation.trigger, EventTrigger)
-    known = {events.JOB_PARKED, events.JOB_RECOVERED, events.UPLOAD_COMPLETED, events.BATCH_FINISHED}
+    known = {events.JOB_PARKED, events.JOB_RECOVERED, events.UPLOAD_COMPLETED, events.BATCH_FINISHED,
+             events.REVIEW_WAITING}
     assert automation.trigger.expect and automation.trigger.expect <= known
     assert automation.actions
 

@@ -3,6 +3,7 @@ events, Secret blocks, an automation that fires, and the documented `prefect dep
 
 from __future__ import annotations
 
+import csv
 import http.server
 import json
 import os
@@ -173,11 +174,13 @@ def test_replay_through_the_api_completes_and_leaves_artifacts_and_events(served
     dry = run_and_wait(url, replay["id"], {})
     assert dry["state"]["type"] == "COMPLETED", dry["state"]
     assert dry["parameters"]["dry_run"] is True
+    assert dry["name"].startswith("replay-dead-letters ") and dry["name"].endswith(" UTC (dry run)"), dry["name"]
     assert {j.status for j in open_store(wd).list()} == {"parked"}, "a dry run changes nothing"
 
     run = run_and_wait(url, replay["id"], {"dry_run": False})
     assert run["state"]["type"] == "COMPLETED", run["state"]
     assert "1 recovered" in run["state"]["message"] and "1 still failing" in run["state"]["message"]
+    assert re.fullmatch(r"replay-dead-letters \d{4}-\d\d-\d\d \d\d:\d\d UTC", run["name"]), run["name"]
     assert open_store(wd).get(barn).status == "recovered"
     assert (wd.assets / "red_barn.json").is_file()
 
@@ -321,6 +324,37 @@ def test_example_automation_notifies_when_a_job_is_parked(served, tmp_path):
         hook.shutdown()
 
 
+def test_example_automation_notifies_when_a_batch_waits_for_review(served, tmp_path):
+    url = served["url"]
+    env = dict(served["env"], PREFECT_API_URL=url)
+    _Hook.received.clear()
+    hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    try:
+        block_type = api(url, "GET", "/block_types/slug/custom-webhook")
+        schema = api(url, "POST", "/block_schemas/filter",
+                     {"block_schemas": {"block_type_id": {"any_": [block_type["id"]]}}})[0]
+        block = api(url, "POST", "/block_documents/", {
+            "name": "review-hook", "block_type_id": block_type["id"], "block_schema_id": schema["id"],
+            "data": {"name": "review-hook", "url": f"http://127.0.0.1:{hook.server_port}/hook", "method": "POST",
+                     "json_data": {"subject": "{{subject}}", "body": "{{body}}"}}})
+        automation = yaml.safe_load((PROJECT_DIR / "docs" / "automations" / "notify-review-waiting.yaml").read_text())
+        automation["actions"][0]["block_document_id"] = block["id"]
+        path = tmp_path / "automation.yaml"
+        path.write_text(yaml.safe_dump(automation))
+        created = subprocess.run(PREFECT + ["automation", "create", "--from-file", str(path)], env=env,
+                                 capture_output=True, text=True, timeout=120)
+        assert created.returncode == 0, created.stdout + created.stderr
+        sent = subprocess.run([sys.executable, "-c", "from tasks.observe import events; events.review_waiting(3)"],
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert sent.returncode == 0, sent.stderr[-2000:]
+        (message,) = wait_for("the webhook notification", lambda: list(_Hook.received), timeout_s=120)
+        assert message["subject"] == "microstock: 3 asset(s) waiting for review"
+        assert "microstock review list" in message["body"]
+    finally:
+        hook.shutdown()
+
+
 def test_ctrl_c_pauses_the_schedules_then_stops_the_local_server(served):
     proc = served["proc"]
     proc.send_signal(signal.SIGINT)  # takes SIGTERM's path (systemctl stop): the same graceful shutdown
@@ -375,3 +409,218 @@ def test_documented_deploy_and_worker_run_a_replay(server, parked_workdir, tmp_p
     assert run["parameters"] == {"dry_run": False, "limit": 5}
     assert re.fullmatch(r"\d replayed · \d recovered · 1 still failing", run["state"]["message"])
     assert "dead-letter-jobs" in artifacts_of(srv.api_url, run_id)
+
+
+# --- the UI as the contributor's desk: parked reads as parked, one table per batch, review ------------------
+
+
+def stock_batch_runs(url: str, wd: Workdir) -> list[dict]:
+    """The stock-batch flow runs of one workdir, oldest first."""
+    runs = api(url, "POST", "/flow_runs/filter", {"flows": {"name": {"any_": ["stock-batch"]}},
+                                                   "sort": "EXPECTED_START_TIME_ASC"})
+    return [r for r in runs if r["parameters"].get("workdir") == str(wd.root)]
+
+
+def task_runs_of(url: str, flow_run_id: str) -> dict[str, dict]:
+    found = api(url, "POST", "/task_runs/filter", {"flow_runs": {"id": {"any_": [flow_run_id]}}})
+    return {t["name"]: t for t in found}
+
+
+def table(artifact: dict) -> list[dict]:
+    return json.loads(artifact["data"]) if isinstance(artifact["data"], str) else artifact["data"]
+
+
+def microstock_run(env: dict, wd: Workdir, *args: str, timeout_s: float = 300) -> subprocess.CompletedProcess:
+    result = subprocess.run(MICROSTOCK + ["run", "--workdir", str(wd.root), "--agency", "adobe", *args], env=env,
+                            cwd=wd.root, capture_output=True, text=True, timeout=timeout_s)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+@pytest.fixture
+def blocking_gemini():
+    """The test Gemini server: a red image is blocked for SAFETY, any other gets valid metadata."""
+    from io import BytesIO
+
+    from tests.fakes.gemini import FakeGemini, answer_json, finished
+
+    def reply(req):
+        with Image.open(BytesIO(req.inline_images()[0][1])) as im:
+            r, g, b = im.convert("RGB").getpixel((im.width // 2, im.height // 2))
+        return finished("SAFETY") if r > 150 and g < 100 else answer_json()
+
+    fake = FakeGemini().start()
+    fake.default = reply
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+def test_a_parked_job_reads_as_parked_and_the_batch_has_one_row_per_asset(server, blocking_gemini, tmp_path):
+    from tests.fakes.gemini import FAKE_KEY
+
+    srv, env = server
+    wd = Workdir(tmp_path / "data").prepare()
+    make_photo(wd.assets / "red_fox.jpg", "red")
+    make_photo(wd.assets / "green_hill.jpg", "green")
+    env = dict(env, PREFECT_API_URL=srv.api_url, GEMINI_API_KEY=FAKE_KEY, GOOGLE_GEMINI_BASE_URL=blocking_gemini.url)
+    microstock_run(env, wd, "--count", "0")
+
+    (run,) = stock_batch_runs(srv.api_url, wd)
+    assert re.fullmatch(r"stock-batch \d{4}-\d\d-\d\d \d\d:\d\d UTC", run["name"]), run["name"]
+    assert run["state"]["type"] == "COMPLETED" and run["state"]["message"] == "1 described · 1 parked · 1 uploaded"
+    by_name = wait_for("both describe task runs, final", lambda: (lambda t: t if all(
+        t.get(n, {}).get("state", {}).get("type") in ("COMPLETED", "FAILED")
+        for n in ("describe-red_fox.jpg", "describe-green_hill.jpg")) else None)(task_runs_of(srv.api_url, run["id"])),
+        timeout_s=60)
+    parked = by_name["describe-red_fox.jpg"]
+    assert (parked["state"]["type"], parked["state"]["name"]) == ("FAILED", "Parked")
+    assert parked["state"]["message"] == "blocked:SAFETY after 1 attempt(s): the model stopped: SAFETY" or \
+        parked["state"]["message"].startswith("blocked:SAFETY after 1 attempt(s): "), parked["state"]["message"]
+    assert "\n" not in parked["state"]["message"]
+    assert by_name["describe-green_hill.jpg"]["state"]["name"] == "Completed"
+    (job,) = open_store(wd).list(status="parked")  # the on_failure hook still parked it, from this task run
+    assert (job.asset_name, job.error_class, job.task_run_id) == ("red_fox.jpg", "blocked:SAFETY", parked["id"])
+    logs = api(srv.api_url, "POST", "/logs/filter", {"logs": {"task_run_id": {"any_": [parked["id"]]}}})
+    assert logs and not any("Traceback" in log["message"] for log in logs), [log["message"] for log in logs]
+
+    arts = artifacts_of(srv.api_url, run["id"])
+    rows = {r["asset"]: r for r in table(arts["batch-assets"])}
+    assert rows["green_hill.jpg"] == {"asset": "green_hill.jpg", "describe": "described", "adobe": "uploaded"}
+    assert re.fullmatch(r"parked: blocked:SAFETY since \d{4}-\d\d-\d\d \d\d:\d\d UTC", rows["red_fox.jpg"]["describe"])
+    assert rows["red_fox.jpg"]["adobe"] == "not tried"
+    description = arts["batch-assets"]["description"]
+    assert "`replay-dead-letters` deployment" in description and "`microstock replay --apply`" in description
+    assert "will fail again if replayed unchanged" in description and str(wd.csv / "adobe.csv") in description
+
+    summary = subprocess.run([sys.executable, "-c", "from flows.dead_letter_summary import dead_letter_summary; "
+                              f"dead_letter_summary(workdir={str(wd.root)!r})"], env=env, capture_output=True,
+                             text=True, timeout=180)
+    assert summary.returncode == 0, summary.stderr[-2000:]
+    (daily,) = [r for r in api(srv.api_url, "POST", "/flow_runs/filter", {
+        "flows": {"name": {"any_": ["dead-letter-summary"]}}}) if r["parameters"].get("workdir") == str(wd.root)]
+    assert re.fullmatch(r"dead-letter-summary \d{4}-\d\d-\d\d \d\d:\d\d UTC", daily["name"]), daily["name"]
+    assert re.fullmatch(r"dead-letter: 1 parked \(1 blocked:SAFETY\) · oldest parked since \d{4}-\d\d-\d\d \d\d:\d\d UTC",
+                        daily["state"]["message"]), daily["state"]
+
+
+def review_workdir(tmp_path: Path, review: str) -> Workdir:
+    wd = Workdir(tmp_path / "data").prepare()
+    wd.config_file.write_text(f"[review]\nenabled = true\n{review}\n", encoding="utf-8")
+    return wd
+
+
+def start_run(env: dict, wd: Workdir, *args: str) -> subprocess.Popen:
+    out = wd.root / f"run-{time.monotonic_ns()}.out"
+    with open(out, "w") as log:
+        proc = subprocess.Popen(MICROSTOCK + ["run", "--workdir", str(wd.root), "--agency", "adobe", *args], env=env,
+                                cwd=wd.root, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    proc.args_log = out  # type: ignore[attr-defined]
+    return proc
+
+
+def finish(proc: subprocess.Popen, timeout_s: float = 300) -> None:
+    code = proc.wait(timeout_s)
+    assert code == 0, proc.args_log.read_text()[-3000:]
+
+
+def outbox_files(wd: Workdir) -> list[str]:
+    return sorted(p.name for p in wd.outbox("adobe").glob("*.jpg"))
+
+
+def adobe_csv_files(wd: Workdir) -> list[str]:
+    return sorted(line.split(",")[0] for line in (wd.csv / "adobe.csv").read_text(encoding="utf-8").splitlines()[1:])
+
+
+def state_types(url: str, flow_run_id: str) -> list[str]:
+    return [s["type"] for s in api(url, "GET", f"/flow_run_states/?flow_run_id={flow_run_id}")]
+
+
+def test_review_pauses_the_run_and_the_answer_decides_what_leaves(server, tmp_path):
+    from prefect.flow_runs import resume_flow_run
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    srv, env = server
+    wd = review_workdir(tmp_path, "timeout_hours = 1")
+    env = dict(env, PREFECT_API_URL=srv.api_url)
+    proc = start_run(env, wd, "--count", "3")
+    try:
+        paused = wait_for("the run to pause for review", lambda: [
+            r for r in stock_batch_runs(srv.api_url, wd) if r["state"]["type"] == "PAUSED"], timeout_s=240)[0]
+        names = sorted(p.name for p in wd.assets.glob("*.jpg"))
+        assert len(names) == 3 and outbox_files(wd) == [], "nothing leaves before the answer"
+        keyset = paused["state"]["state_details"]["run_input_keyset"]
+        description = api(srv.api_url, "GET", f"/flow_runs/{paused['id']}/input/{keyset['description']}")
+        assert all(f"`{name}`" in str(description) for name in names) and "3 asset(s) waiting" in str(description)
+        with temporary_settings({PREFECT_API_URL: srv.api_url}):
+            resume_flow_run(paused["id"], run_input={"reject": [names[0]], "corrections": [
+                {"file": names[1], "title": "Corrected, by the contributor"},  # Adobe's rule drops the comma
+                {"file": names[2], "keywords": []}]})  # breaks Adobe's rule: at least one keyword
+        finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    run = api(srv.api_url, "GET", f"/flow_runs/{paused['id']}")
+    assert run["state"]["type"] == "COMPLETED" and "1 rejected in review" in run["state"]["message"], run["state"]
+    assert adobe_csv_files(wd) == [names[1]] and outbox_files(wd) == [names[1]]
+    (row,) = csv.DictReader((wd.csv / "adobe.csv").read_text(encoding="utf-8").splitlines())
+    assert row["Title"] == "Corrected by the contributor"
+    rejected = json.loads(wd.sidecar(names[0]).read_text(encoding="utf-8"))["review"]
+    assert (rejected["decision"], rejected["by"]) == ("rejected", "review")
+    corrected = json.loads(wd.sidecar(names[1]).read_text(encoding="utf-8"))
+    assert corrected["metadata"]["title"] == "Corrected, by the contributor" and corrected["review"]["decision"] == "approved"
+    rows = {r["asset"]: r for r in table(artifacts_of(srv.api_url, run["id"])["batch-assets"])}
+    assert rows[names[0]]["describe"] == "rejected in review" and rows[names[1]]["adobe"] == "uploaded"
+    assert rows[names[2]]["adobe"].startswith("held back (keywords"), rows[names[2]]
+    waiting = wait_for("the review.waiting event", lambda: [
+        e for e in microstock_events(srv.api_url) if e["event"] == "microstock.review.waiting"
+        and e["payload"]["flow_run_id"] == run["id"]], timeout_s=60)
+    assert waiting[0]["payload"]["waiting"] == 3
+
+    finish(start_run(env, wd, "--count", "0"))  # a second run: nothing is waiting, nothing is asked
+    second = stock_batch_runs(srv.api_url, wd)[-1]
+    assert second["id"] != run["id"] and "PAUSED" not in state_types(srv.api_url, second["id"])
+    assert adobe_csv_files(wd) == [names[1]] and outbox_files(wd) == [names[1]]
+
+
+def test_review_without_an_answer_holds_then_the_next_run_asks_again(server, tmp_path):
+    srv, env = server
+    wd = review_workdir(tmp_path, 'timeout_hours = 0.002\non_timeout = "hold"')  # about 7 s
+    env = dict(env, PREFECT_API_URL=srv.api_url)
+    finish(start_run(env, wd, "--count", "2"))
+    (held,) = stock_batch_runs(srv.api_url, wd)
+    assert "PAUSED" in state_types(srv.api_url, held["id"])
+    assert held["state"]["type"] == "COMPLETED" and "2 waiting for review" in held["state"]["message"], held["state"]
+    assert adobe_csv_files(wd) == [] and outbox_files(wd) == []
+    assert all("review" not in json.loads(p.read_text(encoding="utf-8")) for p in wd.assets.glob("*.json"))
+
+    wd.config_file.write_text('[review]\nenabled = true\ntimeout_hours = 0.002\non_timeout = "approve"\n')
+    finish(start_run(env, wd, "--count", "0"))
+    approved = stock_batch_runs(srv.api_url, wd)[-1]
+    assert "PAUSED" in state_types(srv.api_url, approved["id"]), "the held assets are asked about again"
+    names = sorted(p.name for p in wd.assets.glob("*.jpg"))
+    assert adobe_csv_files(wd) == names and outbox_files(wd) == names
+    assert {json.loads(wd.sidecar(n).read_text(encoding="utf-8"))["review"]["by"] for n in names} == {"review timeout"}
+
+
+def test_the_terminal_answers_a_run_paused_for_review(server, tmp_path):
+    srv, env = server
+    wd = review_workdir(tmp_path, "timeout_hours = 1")
+    env = dict(env, PREFECT_API_URL=srv.api_url)
+    proc = start_run(env, wd, "--count", "2")
+    try:
+        paused = wait_for("the run to pause for review", lambda: [
+            r for r in stock_batch_runs(srv.api_url, wd) if r["state"]["type"] == "PAUSED"], timeout_s=240)[0]
+        names = sorted(p.name for p in wd.assets.glob("*.jpg"))
+        review = subprocess.run(MICROSTOCK + ["review", "reject", names[0], "--workdir", str(wd.root)], env=env,
+                                capture_output=True, text=True, timeout=180)
+        assert review.returncode == 0, review.stdout + review.stderr
+        assert f"answered the paused run {paused['id']}" in review.stdout.replace("\n", " ")
+        finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    run = api(srv.api_url, "GET", f"/flow_runs/{paused['id']}")
+    assert run["state"]["type"] == "COMPLETED" and "1 rejected in review" in run["state"]["message"], run["state"]
+    assert adobe_csv_files(wd) == names[1:] and outbox_files(wd) == names[1:]

@@ -1,0 +1,148 @@
+"""The ``batch-assets`` table: one row per asset, what became of it at describe and at each agency.
+
+The counts of ``batch-counts`` say how many; this table says which. Cells:
+
+* ``describe`` — ``described``, ``described (earlier run)``, ``parked: <class> since <time>``,
+  ``pending``, ``rejected: <reason>`` (the file could not be used), and with ``[review]`` on
+  ``rejected in review`` or ``waiting for review``;
+* one column per agency — ``uploaded``, ``already there``, ``held back (<rule>): <why>``,
+  ``failed, left pending: <why>``, ``not tried``.
+
+The artifact's description (markdown above the table in the UI) has the run's
+headline, the batch ZIP, the next steps by hand (which CSV to upload in which
+portal) and, when something is parked, how to replay it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from prefect.artifacts import create_table_artifact
+from prefect.logging import get_run_logger
+
+from tasks.core.errors import StoreUnavailable
+from tasks.core.records import ready_name
+from tasks.core.reports import AgencyUpload, CsvReport, DescribeReport, Gathered, PackReport
+from tasks.core.workdir import Workdir
+from tasks.observe.markdown import md_cell, next_steps
+from tasks.observe.run_names import when
+from tasks.observe.summary import BatchSummary
+from tasks.stores.dead_letter import ParkedJob
+from tasks.stores.dead_letter_sqlite import open_store
+
+BATCH_ASSETS = "batch-assets"
+
+#: At most this many rows (a batch of thousands shows the first ones, in name order; the description says so).
+MAX_ASSET_ROWS = 1000
+
+#: How to replay parked jobs, from the UI and from the terminal (every artifact that mentions replay says both).
+REPLAY_HOW = ("replay with the `replay-dead-letters` deployment (**Deployments → replay-dead-letters → Run → "
+              "Custom run**, switch `dry_run` off) or `microstock replay --apply`")
+
+#: Parked classes a replay cannot fix unless something changes first (the image, the prompt, the model).
+UNCHANGED_FAILS = ("permanent:", "blocked:")
+
+
+def fails_again_unchanged(error_class: str) -> bool:
+    """Will a replay of a job parked under ``error_class`` fail again if nothing is changed first?"""
+    return error_class.startswith(UNCHANGED_FAILS)
+
+
+def describe_cell(name: str, described: DescribeReport, parked: dict[str, ParkedJob],
+                  in_review: Mapping[str, str]) -> str:
+    """What the describe stage (and review, when on) made of one asset."""
+    if name in in_review:
+        return in_review[name]
+    if name in described.described:
+        return "described"
+    if name in described.already:
+        return "described (earlier run)"
+    job = parked.get(name)
+    if job is not None:
+        return f"parked: {job.error_class} since {when(job.first_seen)}"
+    if name in described.parked:
+        return f"parked: {described.parked[name]}"
+    return "pending"
+
+
+def agency_cell(name: str, agency: str, upload: AgencyUpload | None, held: dict[tuple[str, str], str]) -> str:
+    """What became of one asset at one agency this run."""
+    if (agency, name) in held:
+        return held[(agency, name)]
+    if (agency, "") in held:  # an agency-wide problem: no CSV was written, nothing is sent
+        return held[(agency, "")]
+    file = ready_name(name)
+    if upload is None:
+        return "not tried"
+    if file in upload.uploaded:
+        return "uploaded"
+    if file in upload.reconciled or file in upload.already:
+        return "already there"
+    if file in upload.failed:
+        return f"failed, left pending: {upload.failed[file]}"
+    return "not tried"
+
+
+def asset_rows(gathered: Gathered, described: DescribeReport, csvs: CsvReport, packed: PackReport,
+               uploads: dict[str, AgencyUpload], parked: list[ParkedJob],
+               in_review: Mapping[str, str] | None = None) -> list[dict[str, str]]:
+    """One row per asset of the batch (and per file the assets stage could not use), in name order."""
+    by_name = {job.asset_name: job for job in parked if job.asset_name}
+    held: dict[tuple[str, str], str] = {}
+    for p in csvs.problems:  # the first reason found for an asset and agency is the one shown
+        held.setdefault((p.agency, p.asset), f"held back ({p.rule}): {p.message}")
+    agencies = list(csvs.agencies) or list(uploads)
+    rows = []
+    for name in sorted({a.name for a in gathered.assets}):
+        row = {"asset": name}
+        if name in packed.rejected:
+            row["describe"] = f"rejected: {packed.rejected[name]}"
+        else:
+            row["describe"] = describe_cell(name, described, by_name, in_review or {})
+        is_described = row["describe"].startswith(("described", "rejected in review", "waiting for review"))
+        for agency in agencies:
+            row[agency] = agency_cell(name, agency, uploads.get(agency), held) if is_described else "not tried"
+        rows.append(row)
+    for name, reason in sorted(gathered.rejected.items()):
+        rows.append({"asset": name, "describe": f"rejected: {reason}", **{a: "not tried" for a in agencies}})
+    return rows
+
+
+def assets_description(headline: str, rows: int, csvs: CsvReport, packed: PackReport,
+                       parked: list[ParkedJob]) -> str:
+    """The markdown above the table: headline, ZIP, next steps by hand, how to replay."""
+    lines = [f"**stock-batch: {md_cell(headline)}**"]
+    if rows > MAX_ASSET_ROWS:
+        lines.append(f"The first {MAX_ASSET_ROWS} of {rows} assets, by name.")
+    if packed.zip_path:
+        lines.append(f"Batch ZIP: `{md_cell(packed.zip_path)}`")
+    steps = next_steps(csvs)
+    if steps:
+        lines += ["Next steps:"] + [f"- {md_cell(step)}" for step in steps]
+    if parked:
+        lines.append(f"{len(parked)} parked job(s): {REPLAY_HOW}.")
+        lines += unchanged_warning(parked)
+    return "\n\n".join(lines)
+
+
+def unchanged_warning(parked: list[ParkedJob]) -> list[str]:
+    """A warning line when some parked jobs will fail again if replayed unchanged; else nothing."""
+    unchanged = sorted({j.error_class for j in parked if fails_again_unchanged(j.error_class)})
+    if not unchanged:
+        return []
+    count = sum(1 for j in parked if fails_again_unchanged(j.error_class))
+    return [f"⚠ {count} of them ({', '.join(f'`{c}`' for c in unchanged)}) will fail again if replayed unchanged: "
+            "change the image or the settings first."]
+
+
+def publish_batch_assets(wd: Workdir, summary: BatchSummary, gathered: Gathered, described: DescribeReport,
+                         csvs: CsvReport, packed: PackReport, uploads: dict[str, AgencyUpload]) -> None:
+    """The ``batch-assets`` table of one stock-batch run."""
+    try:
+        parked = open_store(wd).list(status="parked")
+    except StoreUnavailable as exc:  # the table goes on without the parked jobs' classes and times
+        get_run_logger().warning("batch-assets: parked jobs not read: %s", exc.message)
+        parked = []
+    rows = asset_rows(gathered, described, csvs, packed, uploads, parked, summary.in_review)
+    create_table_artifact(rows[:MAX_ASSET_ROWS], key=BATCH_ASSETS,
+                          description=assets_description(summary.headline(), len(rows), csvs, packed, parked))

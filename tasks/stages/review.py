@@ -1,0 +1,280 @@
+"""The review step: with ``[review] enabled = true``, nothing new leaves before the contributor has looked.
+
+After pack and the CSVs, and before the ZIP and the uploads, a run whose
+batch has described assets without a decision pauses with Prefect's own
+pause-with-input (``pause_flow_run(wait_for_input=ReviewAnswer)``): the UI
+shows the run as Paused with a form, and above it a table of the assets
+waiting (file, title, first keywords, categories, and per agency whether it
+will be sent or is held back and why), each with a small inline thumbnail
+(a ``data:`` URI, which the UI renders). The form's field ``reject``
+lists the file names to leave out; submitting it approves every other
+waiting asset. ``corrections`` may give an asset a new title and/or keywords:
+written to its sidecar before the run packs and writes the CSVs again, so
+the same agency rules check them (a rule broken holds the asset back there).
+
+Decisions are written into each asset's sidecar (:class:`~tasks.core.records.ReviewDecision`,
+when and from where), so a decided asset is never asked about again and a
+rejected one never gets a CSV row (:mod:`tasks.stages.csv`) nor an upload
+(:mod:`tasks.stores.pending`). Nothing is recorded before the answer: a run
+that crashes while paused loses nothing, the next run asks again.
+
+When no answer comes within ``timeout_hours``: ``on_timeout = "hold"`` (the
+default) sends nothing of what was waiting — the CSVs leave it out, the next
+run asks again — and ``"approve"`` approves it all. Either way the run goes
+on and ends Completed, saying so.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import os
+from dataclasses import dataclass, field, replace
+from typing import Literal
+from uuid import UUID
+
+from PIL import Image, UnidentifiedImageError
+from prefect.client.orchestration import get_client
+from prefect.context import FlowRunContext
+from prefect.exceptions import FlowPauseTimeout
+from prefect.client.schemas.filters import FlowFilter, FlowFilterName, FlowRunFilter, FlowRunFilterState
+from prefect.client.schemas.filters import FlowRunFilterStateType
+from prefect.client.schemas.objects import StateType
+from prefect.flow_runs import pause_flow_run, resume_flow_run
+from prefect.input import RunInput
+from prefect.logging import get_run_logger
+from prefect.states import Running
+from pydantic import BaseModel, Field
+
+from tasks.core.records import Sidecar, described_sidecars, read_sidecar, ready_name, record_review, save_sidecar
+from tasks.core.reports import CsvReport, PackReport
+from tasks.core.settings import Settings
+from tasks.core.workdir import Workdir
+from tasks.observe import events
+from tasks.observe.markdown import md_cell
+
+#: How often the paused run asks the server whether it was answered.
+POLL_S = 5
+
+#: At most this many assets listed in the form's description (the rest are counted; ``reject`` takes any name).
+MAX_LISTED = 200
+
+#: The first this many listed assets get an inline thumbnail (≈ 3 KB each in the form's description).
+MAX_THUMBNAILS = 50
+
+#: Width of an inline thumbnail, in pixels.
+THUMBNAIL_PX = 80
+
+
+class Correction(BaseModel):
+    """A new title and/or keywords for one waiting asset (what is left empty stays as it is)."""
+
+    file: str = Field(description="The asset's file name, as listed above.")
+    title: str | None = Field(None, description="The new title.")
+    keywords: list[str] | None = Field(None, description="The new keywords, most important first.")
+
+
+class ReviewAnswer(RunInput):
+    """The form of a paused stock-batch run."""
+
+    reject: list[str] = Field(default_factory=list, description=(
+        "File names of the assets to leave out: they get no CSV row and are never uploaded. "
+        "Every other asset listed above is approved."))
+    corrections: list[Correction] = Field(default_factory=list, description=(
+        "Optional: a new title and/or keywords per asset, written to its sidecar and checked against every "
+        "agency's rules before anything is uploaded (an asset that breaks a rule is held back there, as usual)."))
+
+
+@dataclass
+class ReviewReport:
+    """What the review step decided this run, and every asset rejected in review so far."""
+
+    #: Assets this run asked about (empty: review is off, or nothing was waiting).
+    asked: list[str] = field(default_factory=list)
+    approved: list[str] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+    #: Still waiting after a time-out with ``on_timeout = "hold"``: not sent this run, asked again next run.
+    held: list[str] = field(default_factory=list)
+    #: Names in the answer that were not waiting (ignored).
+    unknown: list[str] = field(default_factory=list)
+    #: Approved assets whose title or keywords the answer corrected (their files are packed again).
+    corrected: list[str] = field(default_factory=list)
+    timed_out: bool = False
+    #: Rejected by earlier runs' reviews: name -> when.
+    rejected_before: dict[str, str] = field(default_factory=dict)
+
+    def cells(self) -> dict[str, str]:
+        """Asset name -> what review made of it, for the ``batch-assets`` table and the summary."""
+        out = {name: f"rejected in review ({at})" for name, at in self.rejected_before.items()}
+        out.update({name: "rejected in review" for name in self.rejected})
+        out.update({name: "waiting for review" for name in self.held})
+        return out
+
+    def without_left_out(self, packed: PackReport) -> PackReport:
+        """``packed`` without the rejected and held assets' files (so the batch ZIP leaves them out)."""
+        out = self.cells()
+        return replace(packed, ready={name: path for name, path in packed.ready.items() if name not in out})
+
+    def message(self) -> str:
+        """One line for the log: what was asked and decided."""
+        if not self.asked:
+            return "review: nothing waiting"
+        text = f"review: {len(self.asked)} asked · {len(self.approved)} approved · {len(self.rejected)} rejected"
+        if self.corrected:
+            text += f" · {len(self.corrected)} corrected"
+        if self.timed_out:
+            text += f" · no answer in time: {len(self.held)} held for the next run" if self.held else \
+                " · no answer in time: approved"
+        return text
+
+
+def waiting_sidecars(sidecars: list[Sidecar], packed: PackReport) -> list[Sidecar]:
+    """Described and packed assets without a review decision (rejected ones by pack are not asked about)."""
+    return [s for s in sidecars if s.review is None and s.name in packed.ready and s.name not in packed.rejected]
+
+
+def agency_verdict(name: str, agency: str, csvs: CsvReport) -> str:
+    """``sent`` or ``held back: <why>`` for one asset at one agency, from the CSV stage's report."""
+    if csvs.accepted(agency, name):
+        return "sent"
+    why = [p.message for p in csvs.problems if p.agency == agency and p.asset in (name, "")]
+    return f"held back: {why[0]}" if why else "held back"
+
+
+def thumbnail_markdown(path) -> str:
+    """A small inline image (a ``data:`` URI: the Prefect UI renders it in the form's description), or ""."""
+    try:
+        with Image.open(path) as im:
+            im.thumbnail((THUMBNAIL_PX, THUMBNAIL_PX))
+            buf = io.BytesIO()
+            im.convert("RGB").save(buf, "JPEG", quality=70)
+    except (OSError, UnidentifiedImageError):
+        return ""
+    return f"![thumbnail](data:image/jpeg;base64,{base64.b64encode(buf.getvalue()).decode()})"
+
+
+def review_description(wd: Workdir, waiting: list[Sidecar], csvs: CsvReport, settings: Settings) -> str:
+    """The markdown above the form: one row per waiting asset (with a thumbnail), and what submitting does."""
+    m = md_cell
+    lines = [f"## {len(waiting)} asset(s) waiting for review", "",
+             "Put the file names to leave out in **reject**, then submit: every other asset below is approved "
+             "and uploaded. Rejected assets get no CSV row and are never uploaded. **corrections** (optional) "
+             "gives an asset a new title and/or keywords, checked against every agency's rules.", "",
+             "| | file | title | keywords | categories | where it goes |", "|---|---|---|---|---|---|"]
+    for i, s in enumerate(waiting[:MAX_LISTED]):
+        md = s.metadata
+        thumb = thumbnail_markdown(wd.packs / "thumbs" / ready_name(s.name)) if i < MAX_THUMBNAILS else ""
+        categories = ", ".join(filter(None, [f"Adobe {md.adobe_category}" if md.adobe_category else "",
+                                             ", ".join(md.category_hints)]))
+        goes = "; ".join(f"{a}: {agency_verdict(s.name, a, csvs)}" for a in csvs.agencies)
+        lines.append(f"| {thumb} | `{m(s.name)}` | {m(md.title)} | {m(', '.join(md.keywords[:6]))} | {m(categories)} "
+                     f"| {m(goes)} |")
+    if len(waiting) > MAX_LISTED:
+        lines.append(f"\n… and {len(waiting) - MAX_LISTED} more (every one is approved unless listed in reject).")
+    review = settings.review
+    lines += ["", f"Without an answer within {review.timeout_hours:g} h: "
+                  + ("nothing of this is sent; the next run asks again." if review.on_timeout == "hold"
+                     else "everything above is approved and sent.")]
+    return "\n".join(lines)
+
+
+def ask(description: str, timeout_s: int) -> ReviewAnswer | None:
+    """Pause the flow run until the form is answered; None when it is not answered within ``timeout_s``.
+
+    After a time-out the run is set back to Running (forced: the server refuses to resume an expired
+    pause), so the rest of the run — CSVs without the held assets, the summary — still happens.
+    """
+    try:
+        return pause_flow_run(wait_for_input=ReviewAnswer.with_initial_data(description=description),
+                              timeout=timeout_s, poll_interval=POLL_S, key="review")
+    except FlowPauseTimeout:
+        flow_run_id = FlowRunContext.get().flow_run.id
+        with get_client(sync_client=True) as client:
+            client.set_flow_run_state(flow_run_id, Running(message="review: no answer in time"), force=True)
+        return None
+
+
+def review_stage(wd: Workdir, settings: Settings, packed: PackReport, csvs: CsvReport) -> ReviewReport:
+    """Ask about the assets waiting for review (when ``[review]`` is enabled) and record the answer.
+
+    Returns what was decided and every asset rejected so far; never pauses when review is off or
+    nothing is waiting.
+    """
+    sidecars = described_sidecars(wd)
+    report = ReviewReport(rejected_before={s.name: s.review.at for s in sidecars if s.rejected})
+    if not settings.review.enabled:
+        return report
+    waiting = waiting_sidecars(sidecars, packed)
+    if not waiting:
+        return report
+    logger = get_run_logger()
+    report.asked = [s.name for s in waiting]
+    events.review_waiting(len(waiting))
+    logger.info("review: %d asset(s) waiting; the run pauses for the answer (Prefect UI: the run → Resume)",
+                len(waiting))
+    answer = ask(review_description(wd, waiting, csvs, settings), max(1, round(settings.review.timeout_hours * 3600)))
+    if answer is None:
+        report.timed_out = True
+        if settings.review.on_timeout == "hold":
+            report.held = list(report.asked)
+            logger.info(report.message())
+            return report
+        rejected, by = set(), "review timeout"
+    else:
+        rejected, by = set(answer.reject), "review"
+        corrections = {c.file: c for c in answer.corrections if c.file not in rejected}
+        report.unknown = sorted((rejected | set(corrections)) - set(report.asked))
+        if report.unknown:
+            logger.warning("review: not waiting, ignored: %s", ", ".join(report.unknown))
+        report.corrected = [name for name in report.asked if name in corrections
+                            and apply_correction(wd, name, corrections[name])]
+    for name in report.asked:
+        decision = "rejected" if name in rejected else "approved"
+        record_review(wd.sidecar(name), decision, by)
+        (report.rejected if decision == "rejected" else report.approved).append(name)
+    logger.info(report.message())
+    return report
+
+
+def apply_correction(wd: Workdir, name: str, correction: Correction) -> bool:
+    """Write a corrected title and/or keywords into the asset's sidecar; False when there was nothing to change."""
+    sidecar = read_sidecar(wd.sidecar(name))
+    update = {k: v for k, v in (("title", correction.title), ("keywords", correction.keywords)) if v is not None}
+    if sidecar is None or not update:
+        return False
+    sidecar.metadata = sidecar.metadata.model_copy(update=update)
+    save_sidecar(wd.sidecar(name), sidecar)
+    return True
+
+
+# --- the terminal's side: `microstock review` -------------------------------------------------------
+
+
+def review_overview(wd: Workdir) -> tuple[list[str], dict[str, str]]:
+    """(assets waiting for a decision, rejected asset -> when), from the sidecars and ``packs/ready/``."""
+    sidecars = described_sidecars(wd)
+    waiting = [s.name for s in sidecars if s.review is None and (wd.packs / "ready" / ready_name(s.name)).is_file()]
+    return waiting, {s.name: s.review.at for s in sidecars if s.rejected}
+
+
+def decide(wd: Workdir, names: list[str], decision: Literal["approved", "rejected"] | None) -> list[str]:
+    """Record ``decision`` (None: reopen) in each named asset's sidecar; returns the names without a sidecar."""
+    return [name for name in names if record_review(wd.sidecar(name), decision, "microstock review") is None]
+
+
+def paused_review_run(wd: Workdir) -> str | None:
+    """The id of a stock-batch run of this workdir paused for review on the Prefect server
+    (``PREFECT_API_URL``); None without a server (the ephemeral one cannot hold a paused run) or run."""
+    if not os.environ.get("PREFECT_API_URL"):
+        return None
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(
+            flow_filter=FlowFilter(name=FlowFilterName(any_=["stock-batch"])),
+            flow_run_filter=FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PAUSED]))))
+    mine = [r for r in runs if r.parameters.get("workdir") in (str(wd.root), None)]
+    return str(mine[0].id) if mine else None
+
+
+def answer_paused_run(flow_run_id: str, reject: list[str]) -> None:
+    """Submit the paused run's form: ``reject`` these, approve every other asset it asked about."""
+    resume_flow_run(UUID(flow_run_id), run_input={"reject": reject})

@@ -1,0 +1,134 @@
+"""The review step's parts that need no paused run: what is waiting, the form's description, and what a
+decision does to the CSVs, the ZIP and the uploads (the pause itself: tests/orchestration/test_server.py)."""
+
+from __future__ import annotations
+
+import base64
+import csv
+from io import BytesIO
+from pathlib import Path
+
+from PIL import Image
+
+from tasks.core.records import Asset, Metadata, read_sidecar, record_review, write_sidecar
+from tasks.core.reports import PackReport
+from tasks.core.settings import ReviewSettings, Settings
+from tasks.stages.csv import write_agency_csvs
+from tasks.stages.review import ReviewReport, review_description, waiting_sidecars
+from tasks.core.records import described_sidecars
+from tasks.stores.pending import uploadable
+
+NAMES = ["alps.jpg", "bay.jpg", "cove.jpg"]
+
+
+def described(wd) -> PackReport:
+    """Three described assets with upload-ready files; returns the pack report that made them."""
+    ready = {}
+    for i, name in enumerate(NAMES):
+        (wd.assets / name).write_bytes(f"image {i}".encode())
+        metadata = Metadata(title=f"Quiet {name[:-4]} at dawn", description=f"A quiet {name[:-4]} at dawn.",
+                            keywords=[name[:-4], "dawn", "quiet", "landscape", "nature", "travel", "light", "sky",
+                                      "morning", "scenic"], adobe_category=11, category_hints=["landscape"])
+        write_sidecar(wd.sidecar(name), Asset(name=name, asset_id=str(i) * 64, path=wd.assets / name), metadata)
+        (wd.packs / "ready").mkdir(parents=True, exist_ok=True)
+        ready[name] = wd.packs / "ready" / name
+        ready[name].write_bytes(b"jpeg")
+    return PackReport(ready=ready)
+
+
+def adobe_files(wd) -> list[str]:
+    return [row["Filename"] for row in csv.DictReader((wd.csv / "adobe.csv").read_text(encoding="utf-8").splitlines())]
+
+
+def test_a_sidecar_records_the_decision_and_decided_assets_are_not_asked_again(workdir):
+    packed = described(workdir)
+    assert [s.name for s in waiting_sidecars(described_sidecars(workdir), packed)] == NAMES
+    record_review(workdir.sidecar("bay.jpg"), "rejected")
+    record_review(workdir.sidecar("cove.jpg"), "approved", "review timeout")
+    bay, cove = read_sidecar(workdir.sidecar("bay.jpg")), read_sidecar(workdir.sidecar("cove.jpg"))
+    assert (bay.review.decision, bay.review.by, bay.rejected) == ("rejected", "review", True)
+    assert (cove.review.decision, cove.review.by, cove.rejected) == ("approved", "review timeout", False)
+    assert bay.review.at.endswith("+00:00")
+    assert [s.name for s in waiting_sidecars(described_sidecars(workdir), packed)] == ["alps.jpg"]
+    packed.rejected["alps.jpg"] = "too small for every agency"
+    assert waiting_sidecars(described_sidecars(workdir), packed) == [], "what pack rejected is not asked about"
+
+
+def test_a_new_sidecar_has_no_review_field(workdir):
+    described(workdir)
+    assert '"review"' not in workdir.sidecar("alps.jpg").read_text(encoding="utf-8")
+
+
+def test_rejected_assets_get_no_csv_row_and_are_not_uploadable_waiting_ones_no_row(workdir):
+    described(workdir)
+    record_review(workdir.sidecar("bay.jpg"), "rejected")
+    report = write_agency_csvs(workdir, ["adobe"], waiting=["cove.jpg"])
+    assert adobe_files(workdir) == ["alps.jpg"]
+    assert {(p.asset, p.rule, p.message.split(" (")[0]) for p in report.problems} == {
+        ("bay.jpg", "review", "rejected in review"), ("cove.jpg", "review", "waiting for review")}
+    assert [item.name for item in uploadable(workdir, ["adobe"])["adobe"]] == ["alps.jpg"]
+    write_agency_csvs(workdir, ["adobe"])  # the answer came: cove approved; bay stays out for good
+    assert adobe_files(workdir) == ["alps.jpg", "cove.jpg"]
+    assert [item.name for item in uploadable(workdir, ["adobe"])["adobe"]] == ["alps.jpg", "cove.jpg"]
+
+
+def test_the_form_lists_each_waiting_asset_and_where_it_goes(workdir):
+    packed = described(workdir)
+    report = write_agency_csvs(workdir, ["adobe", "dreamstime"], left_out={"dreamstime": {"bay.jpg": "under 3 MP"}})
+    waiting = waiting_sidecars(described_sidecars(workdir), packed)
+    (workdir.packs / "thumbs").mkdir(parents=True)
+    Image.new("RGB", (400, 300), "teal").save(workdir.packs / "thumbs" / "alps.jpg")
+    text = review_description(workdir, waiting, report, Settings())
+    assert "3 asset(s) waiting for review" in text
+    assert "| `alps.jpg` | Quiet alps at dawn | alps, dawn, quiet, landscape, nature, travel | " \
+           "Adobe 11, landscape | adobe: sent; dreamstime: sent |" in text
+    assert "| `bay.jpg` |" in text and "| adobe: sent; dreamstime: held back: under 3 MP |" in text
+    assert "Without an answer within 24 h: nothing of this is sent" in text
+    alps_row = next(line for line in text.splitlines() if "`alps.jpg`" in line)
+    uri = alps_row.split("(data:image/jpeg;base64,")[1].split(")")[0]
+    with Image.open(BytesIO(base64.b64decode(uri))) as thumb:
+        assert thumb.size == (80, 60), "a small inline thumbnail of the packed one"
+    assert next(line for line in text.splitlines() if "`bay.jpg`" in line).startswith("|  | "), "no thumbnail file"
+    approve = review_description(workdir, waiting, report,
+                                 Settings(review=ReviewSettings(on_timeout="approve", timeout_hours=2)))
+    assert "Without an answer within 2 h: everything above is approved and sent." in approve
+
+
+def test_rejected_and_held_assets_are_left_out_of_the_zip():
+    packed = PackReport(ready={n: Path("/w/packs/ready") / n for n in NAMES})
+    report = ReviewReport(asked=NAMES[1:], rejected=["bay.jpg"], held=[], approved=["cove.jpg"],
+                          rejected_before={"alps.jpg": "2026-11-29T02:00:00+00:00"})
+    assert list(report.without_left_out(packed).ready) == ["cove.jpg"]
+    assert report.cells() == {"alps.jpg": "rejected in review (2026-11-29T02:00:00+00:00)", "bay.jpg": "rejected in review"}
+    assert report.message() == "review: 2 asked · 1 approved · 1 rejected"
+
+
+def microstock(wd, *args: str) -> str:
+    """``microstock review …`` in its own process, with no Prefect server (decisions go to the sidecars)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API_URL", "MICROSTOCK_"))}
+    result = subprocess.run([sys.executable, "-c", "from flows.cli import main; main()", "review", *args,
+                             "--workdir", str(wd.root)], env=env, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def test_the_terminal_lists_rejects_approves_and_reopens_for_the_next_run(workdir):
+    described(workdir)
+    assert microstock(workdir, "list").splitlines() == ["waiting\talps.jpg", "waiting\tbay.jpg", "waiting\tcove.jpg"]
+    assert "rejected 1 asset(s)" in microstock(workdir, "reject", "bay.jpg")
+    assert "approved 1 asset(s)" in microstock(workdir, "approve", "cove.jpg")
+    assert "nope.jpg: no such described asset" in microstock(workdir, "approve", "nope.jpg")
+    listed = microstock(workdir, "list").splitlines()
+    assert listed[0] == "waiting\talps.jpg" and listed[1].startswith("rejected\tbay.jpg\t2") and len(listed) == 2
+    bay = read_sidecar(workdir.sidecar("bay.jpg"))
+    assert (bay.review.decision, bay.review.by) == ("rejected", "microstock review")
+    write_agency_csvs(workdir, ["adobe"])
+    assert adobe_files(workdir) == ["alps.jpg", "cove.jpg"]
+    assert "reopened 1 asset(s)" in microstock(workdir, "reopen", "bay.jpg")
+    assert read_sidecar(workdir.sidecar("bay.jpg")).review is None
+    assert "approved 2 asset(s)" in microstock(workdir, "approve"), "no names: everything waiting"
+    assert "nothing waiting for review" in microstock(workdir, "list")
