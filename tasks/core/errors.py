@@ -5,6 +5,7 @@ The tree (httpx draws its own the same way)::
     MicrostockError
     ├── TransientError              retry with backoff; park / leave pending when attempts run out
     │   ├── ServiceTimeout          timeout
+    │   │   └── ReplyOverdue        timeout:reply      (every byte handed over, no reply: the file may still be arriving)
     │   ├── NetworkError            network, network:tls, network:dns
     │   │   └── UnexpectedFtpReply  ftp:reply
     │   ├── ServiceUnavailable      retryable:<http code>
@@ -96,6 +97,21 @@ class ServiceTimeout(TransientError):
     """The service did not answer in time."""
 
     kind = "timeout"
+
+
+class ReplyOverdue(ServiceTimeout):
+    """Every byte of a file was handed over, but the server's reply did not come in time.
+
+    The server may still be reading what was in flight: the file is possibly
+    in transit, and must not be sent again until the server's copy is seen
+    whole (then it is confirmed) or incomplete and no longer growing.
+    ``size``: bytes sent; ``started``: ``time.monotonic()`` when the send
+    began; ``rate``: bytes per second the server was seen reading, if measured.
+    """
+
+    def __init__(self, message: str, *, size: int, started: float, rate: float | None) -> None:
+        super().__init__(message, code="reply")
+        self.size, self.started, self.rate = size, started, rate
 
 
 class NetworkError(TransientError):

@@ -47,6 +47,7 @@ from tasks.core.errors import (
     MicrostockError,
     PermanentError,
     RemoteFileDiffers,
+    ReplyOverdue,
     StageStopped,
     StoreUnavailable,
     TargetUnusable,
@@ -66,10 +67,11 @@ from tasks.orchestration.stage_tags import tags_never_fail
 from tasks.stores.ledger import Ledger
 from tasks.transports.base import Transport
 from tasks.transports.targets import open_transport
+from tasks.transports.transit import Settled, watch
 
-#: How long a partial remote file must stay unchanged before it counts as abandoned.
+#: The least time a partial remote file must stay unchanged before it counts as abandoned
+#: (longer at a slow server: tasks.transports.transit).
 SETTLE_S = 3.0
-_MAX_SETTLE_ROUNDS = 10
 
 #: Makes the (unconnected) transport of an agency; tests and tools may pass their own.
 Opener = Callable[[str, AgencySettings, Workdir], Transport]
@@ -201,6 +203,7 @@ class _AgencyRun:
             local_size = item.path.stat().st_size
         except OSError as exc:
             return self._fail(item, f"upload-ready file unreadable ({exc.strerror or exc})")
+        overdue: ReplyOverdue | None = None  # a send of this file whose reply did not come: maybe in transit
         for attempt in range(1, attempts + 1):
             connecting = not transport.connected
             try:
@@ -208,10 +211,26 @@ class _AgencyRun:
                     self._connect(transport)
                 connecting = False
                 remote = transport.remote_size(item.name)
+                if overdue is not None and not transport.can_list:
+                    return self._fail(item, f"{overdue.message}; the server cannot be listed, so it is not sent "
+                                            "again: check the agency's site — if it arrived, `microstock ledger "
+                                            "done`, else the next run sends it")
                 if remote is not None and remote < local_size:
-                    remote = self._settled_size(transport, item.name, remote)
+                    settled = self._settle(transport, item, remote, local_size, overdue)
+                    if settled.growing:
+                        return self._fail(item, f"still arriving on the server after {settled.watched_s:.0f} s "
+                                                f"of watching ({settled.size} of {local_size} bytes); not sent "
+                                                "again — the next run looks at it first")
+                    remote = settled.size
+                if remote is None and overdue is not None:
+                    return self._fail(item, f"{overdue.message}; it is not on the server now (taken by the agency, "
+                                            "or dropped) and is not sent again this run: check the agency's site — "
+                                            "if it arrived, `microstock ledger done`, else the next run sends it")
                 if remote == local_size:
                     entry = self.ledger.record(self.agency, item.name, item.sha256, transport.remote_path(item.name))
+                    if overdue is not None:  # sent once, this run: it arrived after all
+                        return self._note("uploaded", item, f"→ {entry.remote_path} ({local_size} bytes; the "
+                                                            "server's reply was late, its copy is whole)")
                     return self._note("reconciled", item, f"already on the server whole ({remote} bytes): "
                                                           f"recorded without sending → {entry.remote_path}")
                 if remote is not None and remote > local_size:
@@ -225,6 +244,8 @@ class _AgencyRun:
                                                     f"{time.monotonic() - started:.1f} s)")
             except TransientError as exc:
                 transport.close()  # the next attempt starts on a fresh connection
+                if isinstance(exc, ReplyOverdue):
+                    overdue = exc
                 if attempt == attempts and connecting:  # the server, not this file: spare the others the wait
                     raise TargetUnusable(f"cannot connect after {attempts} attempts: {exc.message}",
                                          code=exc.error_class) from None
@@ -238,19 +259,16 @@ class _AgencyRun:
                 return self._fail(item, exc.message)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _settled_size(self, transport: Transport, name: str, size: int) -> int | None:
-        """The size of a partial remote file once it stops growing (a dead run's bytes may still arrive)."""
-        for _ in range(_MAX_SETTLE_ROUNDS):
-            self.sleep(self.settle_s)
-            now = transport.remote_size(name)
-            if now == size:
-                return size
+    def _settle(self, transport: Transport, item: UploadItem, size: int, expected: int,
+                overdue: ReplyOverdue | None) -> Settled:
+        """Watch a partial remote file until it is whole, gone, or settled (tasks.transports.transit)."""
+        def growing(before: int | None, after: int | None) -> None:
             self.log.info("%s: %s is still arriving on the server (%s → %s bytes); waiting",
-                          self.agency, name, size, now)
-            size = now
-            if size is None:
-                return None
-        return size
+                          self.agency, item.name, before, after)
+
+        return watch(lambda: transport.remote_size(item.name), expected, size,
+                     sent_at=overdue.started if overdue else None, floor_s=self.settle_s, sleep=self.sleep,
+                     on_growth=growing)
 
     def _connect(self, transport: Transport) -> None:
         """Connect; a permanent refusal here (no such folder, ...) stops the agency."""

@@ -12,11 +12,16 @@ forget the confirmation that follows it.
 from __future__ import annotations
 
 import errno
+import fcntl
 import socket
 import ssl
+import struct
+import termios
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -152,3 +157,59 @@ def network_errors(where: str, secret: str | None = None) -> Iterator[None]:
 
 #: OSError numbers that mean "this file was refused", not "the connection broke".
 REFUSED_ERRNOS = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR})
+
+
+# --- what the server still has to read -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Drained:
+    """What :func:`drain` saw: bytes the kernel still held when the last byte was handed over,
+    bytes the server had already acknowledged then, and the rate it read the rest at (None when
+    there was nothing to measure)."""
+
+    held: int
+    acknowledged: int
+    rate: float | None
+
+    def reply_wait(self, timeout: float) -> float:
+        """How long the server's reply may take after the last byte: ``timeout`` plus the time the
+        server needs, at the rate it was seen reading, for what it had acknowledged but perhaps not
+        yet read (its own receive buffer)."""
+        if not self.rate:
+            return timeout
+        return timeout + self.acknowledged / self.rate
+
+
+def unacknowledged(sock: socket.socket) -> int | None:
+    """Bytes written to ``sock`` that the peer has not acknowledged yet (Linux ``SIOCOUTQ``); None
+    where the kernel cannot say."""
+    try:
+        return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+    except (OSError, AttributeError):
+        return None
+
+
+def drain(sock: socket.socket, size: int, timeout: float, poll_s: float = 0.05) -> Drained:
+    """Wait until the peer has acknowledged every byte written to ``sock`` (``size`` in all).
+
+    The wait lasts as long as the server keeps reading — a slow server is
+    not a dead one — and raises TimeoutError once nothing was acknowledged
+    for ``timeout`` seconds.
+    """
+    held = unacknowledged(sock)
+    if held is None:
+        return Drained(0, size, None)
+    start = last_change = time.monotonic()
+    left = held
+    while left > 0:
+        time.sleep(poll_s)
+        now_left = unacknowledged(sock) or 0
+        now = time.monotonic()
+        if now_left < left:
+            left, last_change = now_left, now
+        elif now - last_change > timeout:
+            raise TimeoutError(f"the server read nothing for {timeout:g} s ({left} of {size} bytes unread)")
+    took = time.monotonic() - start
+    measured = took >= 4 * poll_s  # shorter: the polling itself, not the server's pace
+    return Drained(held, size - held, held / took if measured else None)

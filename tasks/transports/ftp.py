@@ -28,6 +28,7 @@ import ftplib
 import socket
 import ssl
 import struct
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,9 +40,10 @@ from tasks.core.errors import (
     FtpTemporary,
     MicrostockError,
     NoSizeCommand,
+    ReplyOverdue,
     UnexpectedFtpReply,
 )
-from tasks.transports.base import Transport, network_errors, say
+from tasks.transports.base import Transport, drain, network_errors, say
 
 _BLOCK = 64 * 1024
 _RESET_ON_CLOSE = struct.pack("ii", 1, 0)
@@ -224,23 +226,47 @@ class FtpTarget(Transport):
     # --- sending ---------------------------------------------------------------
 
     def send(self, local: Path, name: str) -> None:
-        """STOR ``name`` (replacing a partial one) and wait for 226; :meth:`put` then checks the size."""
+        """STOR ``name`` (replacing a partial one) and wait for 226; :meth:`put` then checks the size.
+
+        The kernel takes far more than the server has read (a whole file, on
+        a fast link to a slow server), so the wait does not start at the last
+        byte handed over: it lasts while the server keeps reading what is in
+        flight (:func:`~tasks.transports.base.drain`), then allows for what
+        its own buffer may still hold at the rate it was seen reading. A
+        reply that does not come even then raises ReplyOverdue: the file may
+        still be arriving (docs/UPLOADS.md, "Never a second send").
+        """
         ftp = self._connected()
+        size = local.stat().st_size
         with open(local, "rb") as src, ftp_errors(self.display, self._password):
             ftp.voidcmd("TYPE I")  # binary, every time: a listing switches ftplib to ASCII
             conn = ftp.transfercmd(f"STOR {name}")  # resets on close until the last byte is handed over
+            started = time.monotonic()
             try:
                 while chunk := src.read(_BLOCK):
                     conn.sendall(chunk)
-                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _FIN_ON_CLOSE)
-                if isinstance(conn, ssl.SSLSocket):
-                    conn.unwrap()  # close_notify: the end of the file, said in TLS
+                drained = drain(conn, size, self.timeout)  # a server that stops reading is reset, as if cut off
             except OSError:
                 conn.close()  # resets: the server sees an aborted transfer
                 ftp.voidresp()  # the server usually says why (426 no space, 452 ...): raise that
                 raise
-            conn.close()
-            ftp.voidresp()  # 226 Transfer complete (4xx/5xx raise)
+            wait = drained.reply_wait(self.timeout)
+            try:
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _FIN_ON_CLOSE)
+                conn.settimeout(wait)
+                if isinstance(conn, ssl.SSLSocket):
+                    conn.unwrap()  # close_notify: the end of the file, said in TLS
+                conn.close()
+                ftp.sock.settimeout(wait)
+                ftp.voidresp()  # 226 Transfer complete (4xx/5xx raise)
+            except TimeoutError:
+                raise ReplyOverdue(say(self.display, f"every byte of {name} was handed over, but no reply came "
+                                                     f"within {wait:.0f} s; the file may still be arriving",
+                                       self._password), size=size, started=started, rate=drained.rate) from None
+            finally:
+                conn.close()
+                if ftp.sock is not None:
+                    ftp.sock.settimeout(self.timeout)
 
     def _connected(self) -> ftplib.FTP:
         if self._ftp is None:

@@ -101,6 +101,12 @@ class Faults:
     disk_free: int | None = None
     #: Bytes per second the data channel reads at (None: as fast as it can).
     rate: float | None = None
+    #: The FTP server holds what it reads and writes it to disk in blocks of this size, as vsftpd
+    #: does (64 KiB): at a low rate, the file on disk grows in bursts seconds apart.
+    write_block: int | None = None
+    #: SO_RCVBUF of the FTP server's data connections (None: the kernel's default): a large one
+    #: lets the client hand over a whole file long before the server has read it.
+    receive_buffer: int | None = None
     #: Seconds the server sits on an upload request before answering.
     stall_s: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -163,15 +169,31 @@ def write_client_key(path: Path, passphrase: str | None = None) -> paramiko.PKey
 
 
 class _QuotaFile:
-    """A file object whose writes fail with ENOSPC once the server's disk is 'full'."""
+    """A file object whose writes fail with ENOSPC once the server's disk is 'full', and that
+    reaches the disk in ``write_block`` bursts when the faults ask for them."""
 
     def __init__(self, fh, faults: Faults) -> None:
         self._fh, self._faults = fh, faults
+        self._held = b""
 
     def write(self, data: bytes) -> int:
         if not self._faults.take_disk(len(data)):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return self._fh.write(data)
+        block = self._faults.write_block
+        if block is None:
+            return self._fh.write(data)
+        self._held += data
+        while len(self._held) >= block:
+            self._fh.write(self._held[:block])
+            self._fh.flush()
+            self._held = self._held[block:]
+        return len(data)
+
+    def close(self) -> None:
+        if self._held:
+            self._fh.write(self._held)
+            self._held = b""
+        self._fh.close()
 
     def __getattr__(self, name):
         return getattr(self._fh, name)
@@ -184,7 +206,13 @@ class _FaultyFS(AbstractedFS):
 
 
 class _FaultsOnData:
-    """Data-channel behaviour shared by FTP and FTPS: slow reads, drops."""
+    """Data-channel behaviour shared by FTP and FTPS: slow reads, drops, a large receive buffer."""
+
+    def __init__(self, sock, cmd_channel):
+        size = cmd_channel.ctl.faults.receive_buffer
+        if size:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
+        super().__init__(sock, cmd_channel)
 
     def recv(self, buffer_size):
         chunk = self._recv_chunk(buffer_size)
