@@ -33,6 +33,7 @@ The tree (httpx draws its own the same way)::
     ├── StoreUnavailable            a local store is locked or unreadable: the job stays pending, others go on
     ├── BadInput                    this file cannot be used: reject it with its reason, go on
     └── ConfigError                 the configuration or workdir is unusable: the run cannot start
+        └── MissingPassword         config:password    (no env var, no Secret block: found before connecting)
 
 ``error_class`` (stored in the dead-letter store, shown in messages) is
 derived from the class and its ``code``, never set by hand and never parsed
@@ -311,6 +312,13 @@ class ConfigError(MicrostockError):
     """The configuration or workdir is unusable: the run cannot proceed."""
 
     kind = "config"
+
+
+class MissingPassword(ConfigError):
+    """An agency that needs a password has none: neither the environment variable nor the Secret block."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="password")
 
 
 def error_class_of_parked(exc: BaseException) -> str:

@@ -24,8 +24,8 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from tasks.core.settings import AgencySettings, Settings
-from tasks.core.errors import ConfigError
-from tasks.core.secrets import agency_password, password_env_var
+from tasks.core.errors import ConfigError, MissingPassword
+from tasks.core.secrets import agency_password, password_block_name, password_env_var
 from tasks.transports.base import Transport
 from tasks.transports.ftp import FtpTarget
 from tasks.transports.local import LocalFolder
@@ -97,17 +97,28 @@ def open_transport(agency: str, settings: AgencySettings, workdir: Workdir) -> T
     if target.scheme == "sftp":
         # With a key file the password is only the key's passphrase: the environment may give one,
         # but no Prefect API call is made for it.
-        password = agency_password(agency) if not settings.key_file else _env_password(agency)
+        password = _required_password(agency) if not settings.key_file else _env_password(agency)
         return SftpTarget(
             target.host, target.port, target.user, password, target.path,
             key_file=settings.key_file, trust_unknown_host=settings.trust_unknown_host,
             timeout=settings.timeout_s, keeps_files=settings.remote_keeps_files,
         )
     return FtpTarget(
-        target.host, target.port, target.user, agency_password(agency), target.path,
+        target.host, target.port, target.user, _required_password(agency), target.path,
         tls=target.scheme == "ftps", timeout=settings.timeout_s, verify=not settings.trust_unknown_host,
         keeps_files=settings.remote_keeps_files,
     )
+
+
+def _required_password(agency: str) -> str:
+    """The agency's password; MissingPassword, before any connection, when there is none (an empty
+    one would be sent, and counted by the server as a failed login)."""
+    password = agency_password(agency)
+    if not password:
+        raise MissingPassword(f"{agency}: no password set — set {password_env_var(agency)} or the Prefect Secret "
+                              f"block {password_block_name(agency)} (`microstock secrets set "
+                              f"{password_block_name(agency)}`)")
+    return password
 
 
 def _env_password(agency: str) -> str | None:

@@ -72,6 +72,9 @@ class ServerLog:
         self._lock = threading.Lock()
         self.events: list[Received] = []
         self.stor_commands = 0
+        #: Connections accepted, and passwords received (FTP PASS, SSH password auth).
+        self.connections = 0
+        self.passwords = 0
 
     def add(self, path: str | Path, complete: bool) -> None:
         p = Path(path)
@@ -296,6 +299,13 @@ class _FaultyCommands:
         else:
             super()._on_dtp_close()
 
+    def on_connect(self):
+        self.ctl.log.connections += 1
+
+    def ftp_PASS(self, line):
+        self.ctl.log.passwords += 1
+        return super().ftp_PASS(line)
+
     def on_file_received(self, file):
         self.ctl.log.add(file, complete=True)
 
@@ -456,6 +466,7 @@ class _SftpAuth(paramiko.ServerInterface):
         return "password,publickey"
 
     def check_auth_password(self, username, password):
+        self.ctl.log.passwords += 1
         ok = username == self.ctl.user and password == self.ctl.password
         return paramiko.AUTH_SUCCESSFUL if ok else paramiko.AUTH_FAILED
 
@@ -506,6 +517,7 @@ class SftpServer:
                 conn, _ = self._sock.accept()
             except (TimeoutError, OSError):
                 continue
+            self.log.connections += 1
             t = paramiko.Transport(conn)
             t.add_server_key(self.host_key)
             t.set_subsystem_handler("sftp", paramiko.SFTPServer, _SftpFiles, ctl=self)

@@ -277,3 +277,19 @@ def test_an_unreachable_server_stops_the_agency_after_one_files_attempts(workdir
     assert "cannot connect after 3 attempts" in report.stopped and "refused" in report.stopped
     assert sorted(report.not_tried) == [i.name for i in items] and report.failed == {}
     assert len(sleeps) == 2  # one file's backoff, not four
+
+
+@pytest.mark.parametrize("server_fixture, agency", [("ftp_server", "dreamstime"), ("sftp_server", "adobe")])
+def test_a_missing_password_stops_before_connecting_and_names_where_to_set_it(
+        workdir, prefect_harness, server_fixture, agency, request, monkeypatch):
+    """No env var and no Secret block (the real lookup, against the test Prefect server): a
+    configuration error naming both, found before any connection, so no empty password is sent."""
+    server = request.getfixturevalue(server_fixture)
+    monkeypatch.delenv(f"MICROSTOCK_{agency.upper()}_PASSWORD", raising=False)
+    items = make_items(workdir, 3)
+    report = upload_agency(workdir, agency, items,
+                           AgencySettings(target=server.url(), timeout_s=5, parallel_files=2), sleep=Sleeps())
+    assert f"MICROSTOCK_{agency.upper()}_PASSWORD" in report.stopped
+    assert f"microstock-{agency}-password" in report.stopped
+    assert sorted(report.not_tried) == [i.name for i in items] and report.failed == {}
+    assert server.log.connections == 0 and server.log.passwords == 0
