@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import select
 import socket
 import ssl
 import struct
@@ -190,12 +191,15 @@ def unacknowledged(sock: socket.socket) -> int | None:
         return None
 
 
-def drain(sock: socket.socket, size: int, timeout: float, poll_s: float = 0.05) -> Drained:
+def drain(sock: socket.socket, size: int, timeout: float, answer: socket.socket | None = None,
+          poll_s: float = 0.05) -> Drained:
     """Wait until the peer has acknowledged every byte written to ``sock`` (``size`` in all).
 
     The wait lasts as long as the server keeps reading — a slow server is
     not a dead one — and raises TimeoutError once nothing was acknowledged
-    for ``timeout`` seconds.
+    for ``timeout`` seconds. It ends early when ``answer`` (the control
+    connection) has something to say: the server's verdict (426 disk full,
+    say) comes before the rest would be read.
     """
     held = unacknowledged(sock)
     if held is None:
@@ -203,7 +207,10 @@ def drain(sock: socket.socket, size: int, timeout: float, poll_s: float = 0.05) 
     start = last_change = time.monotonic()
     left = held
     while left > 0:
-        time.sleep(poll_s)
+        if answer is None:
+            time.sleep(poll_s)
+        elif select.select([answer], [], [], poll_s)[0]:
+            return Drained(held, size - held, None)
         now_left = unacknowledged(sock) or 0
         now = time.monotonic()
         if now_left < left:

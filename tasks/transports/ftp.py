@@ -233,8 +233,9 @@ class FtpTarget(Transport):
         byte handed over: it lasts while the server keeps reading what is in
         flight (:func:`~tasks.transports.base.drain`), then allows for what
         its own buffer may still hold at the rate it was seen reading. A
-        reply that does not come even then raises ReplyOverdue: the file may
-        still be arriving (docs/UPLOADS.md, "Never a second send").
+        server that stops reading, or a reply that does not come even then,
+        raises ReplyOverdue: every byte was handed over, so the file may still
+        be arriving (docs/UPLOADS.md, "Never a second send").
         """
         ftp = self._connected()
         size = local.stat().st_size
@@ -245,24 +246,26 @@ class FtpTarget(Transport):
             try:
                 while chunk := src.read(_BLOCK):
                     conn.sendall(chunk)
-                drained = drain(conn, size, self.timeout)  # a server that stops reading is reset, as if cut off
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _FIN_ON_CLOSE)  # every byte handed over
             except OSError:
                 conn.close()  # resets: the server sees an aborted transfer
                 ftp.voidresp()  # the server usually says why (426 no space, 452 ...): raise that
                 raise
-            wait = drained.reply_wait(self.timeout)
+            drained = None
             try:
-                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _FIN_ON_CLOSE)
+                drained = drain(conn, size, self.timeout, answer=ftp.sock)
+                wait = drained.reply_wait(self.timeout)
                 conn.settimeout(wait)
                 if isinstance(conn, ssl.SSLSocket):
                     conn.unwrap()  # close_notify: the end of the file, said in TLS
                 conn.close()
                 ftp.sock.settimeout(wait)
                 ftp.voidresp()  # 226 Transfer complete (4xx/5xx raise)
-            except TimeoutError:
+            except TimeoutError as exc:
                 raise ReplyOverdue(say(self.display, f"every byte of {name} was handed over, but no reply came "
-                                                     f"within {wait:.0f} s; the file may still be arriving",
-                                       self._password), size=size, started=started, rate=drained.rate) from None
+                                                     f"in time ({exc}); the file may still be arriving",
+                                       self._password),
+                                   size=size, started=started, rate=drained.rate if drained else None) from None
             finally:
                 conn.close()
                 if ftp.sock is not None:
