@@ -7,12 +7,14 @@ The tree (httpx draws its own the same way)::
     │   ├── ServiceTimeout          timeout
     │   │   └── ReplyOverdue        timeout:reply      (every byte handed over, no reply: the file may still be arriving)
     │   ├── NetworkError            network, network:tls, network:dns
-    │   │   └── UnexpectedFtpReply  ftp:reply
+    │   │   ├── UnexpectedFtpReply  ftp:reply
+    │   │   └── DataConnectionFailed ftp:data     (login worked, the passive data connection cannot be opened)
     │   ├── ServiceUnavailable      retryable:<http code>
     │   │   └── FtpTemporary        ftp:<code>         (421 busy, 425/426 data connection, 450/451/452)
     │   ├── RateLimited             retryable:429      (``retry_after``: what the service asked)
     │   ├── InvalidOutput           invalid_output     (the model answered, but not usable metadata)
-    │   └── SizeMismatch            size_mismatch      (the server kept fewer bytes than were sent)
+    │   └── SizeMismatch            size_mismatch      (the server kept other bytes than were sent)
+    │       └── ShortWrite          size_mismatch      (fewer: a refused write, disk full or quota)
     ├── PermanentError              do not retry: park the job, or leave the file pending
     │   ├── RequestRejected         permanent:<http code>
     │   ├── ContentBlocked          blocked:<REASON>
@@ -130,6 +132,16 @@ class UnexpectedFtpReply(NetworkError):
         super().__init__(message, code="reply")
 
 
+class DataConnectionFailed(NetworkError):
+    """The FTP login worked, but the passive data connection cannot be opened (firewall, NAT, or a
+    wrong passive address advertised by the server)."""
+
+    kind = "ftp"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="data")
+
+
 class ServiceUnavailable(TransientError):
     """The service answered with a temporary error (``code``: the HTTP status)."""
 
@@ -160,6 +172,10 @@ class SizeMismatch(TransientError):
     """The server kept fewer (or other) bytes than were sent."""
 
     kind = "size_mismatch"
+
+
+class ShortWrite(SizeMismatch):
+    """The server kept fewer bytes than were sent: a write it refused (disk full, quota)."""
 
 
 # --- park: the same input will fail the same way ------------------------------------

@@ -52,6 +52,9 @@ class AgencySettings(_Strict):
     #: False when the agency moves uploaded files away at once: then the server's success
     #: reply alone confirms an upload, and nothing can be reconciled (see docs/UPLOADS.md).
     remote_keeps_files: bool = True
+    #: Stop the agency for this run once this many files in a row failed for a cause every file
+    #: meets alike (data connection unreachable, disk full or quota, writing not permitted); 0: never.
+    stop_after_same_failures: int = Field(3, ge=0)
     #: Values for agency-specific CSV columns (e.g. Dreamstime ``Free``, ``W-EL``).
     csv_defaults: dict[str, str] = Field(default_factory=dict)
 

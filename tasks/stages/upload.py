@@ -65,7 +65,7 @@ from tasks.orchestration.logs import stage_logger
 from tasks.orchestration.progress import StageProgress
 from tasks.orchestration.stage_tags import tags_never_fail
 from tasks.stores.ledger import Ledger
-from tasks.transports.base import Transport
+from tasks.transports.base import Transport, fails_every_file
 from tasks.transports.targets import open_transport
 from tasks.transports.transit import Settled, watch
 
@@ -142,6 +142,8 @@ class _AgencyRun:
         self.run_file = run_file
         self.lock = threading.Lock()
         self.stop = threading.Event()
+        #: Files in a row that failed for one cause every file meets alike (fails_every_file), and that cause.
+        self.same_failures, self.failure_cause = 0, None
 
     def run(self, pending: list[UploadItem]) -> None:
         todo: queue.SimpleQueue[UploadItem] = queue.SimpleQueue()
@@ -250,13 +252,13 @@ class _AgencyRun:
                     raise TargetUnusable(f"cannot connect after {attempts} attempts: {exc.message}",
                                          code=exc.error_class) from None
                 if attempt == attempts:
-                    return self._fail(item, f"gave up after {attempts} attempts: {exc.message}")
+                    return self._fail(item, f"gave up after {attempts} attempts: {exc.message}", fails_every_file(exc))
                 delay = delay_before_retry(self.settings.retry_delay_s, attempt, exc)
                 self.log.warning("%s: %s attempt %d/%d failed (%s); retrying in %.1f s",
                                  self.agency, item.name, attempt, attempts, exc.message, delay)
                 self.sleep(delay)
             except PermanentError as exc:
-                return self._fail(item, exc.message)
+                return self._fail(item, exc.message, fails_every_file(exc))
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _settle(self, transport: Transport, item: UploadItem, size: int, expected: int,
@@ -282,13 +284,23 @@ class _AgencyRun:
     def _note(self, what: str, item: UploadItem, detail: str) -> FileOutcome:
         with self.lock:
             getattr(self.result, what).append(item.name)
+            self.same_failures, self.failure_cause = 0, None
         self.log.info("%s: %s %s %s", self.agency, what, item.name, detail)
         return FileOutcome(what, detail)
 
-    def _fail(self, item: UploadItem, reason: str) -> FileOutcome:
+    def _fail(self, item: UploadItem, reason: str, cause: str | None = None) -> FileOutcome:
+        """Leave ``item`` pending; stop the agency once ``stop_after_same_failures`` files in a row
+        failed for the same ``cause`` (one that every file meets alike)."""
+        limit = self.settings.stop_after_same_failures
         with self.lock:
             self.result.failed[item.name] = reason
+            self.same_failures = self.same_failures + 1 if cause and cause == self.failure_cause else int(bool(cause))
+            self.failure_cause = cause
+            alike = self.same_failures if cause and limit and self.same_failures >= limit else 0
         self.log.warning("%s: %s left pending: %s", self.agency, item.name, reason)
+        if alike:
+            self._stop(f"{alike} files in a row failed the same way — {cause}; the rest would too, so this "
+                       f"agency stops for this run. The last: {reason}")
         return FileOutcome("failed", reason)
 
     def _stop(self, reason: str) -> None:

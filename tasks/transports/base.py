@@ -27,9 +27,13 @@ from pathlib import Path
 from types import TracebackType
 
 from tasks.core.errors import (
+    DataConnectionFailed,
+    FtpRefused,
+    FtpTemporary,
     MicrostockError,
     NetworkError,
     ServiceTimeout,
+    ShortWrite,
     SizeMismatch,
     Unconfirmed,
 )
@@ -115,8 +119,10 @@ class Transport(ABC):
                 "remote_keeps_files = false for it"
             )
         if size != expected:
-            why = " (a write was refused: disk full or quota?)" if size < expected else ""
-            raise SizeMismatch(f"{self.remote_path(name)}: the server kept {size} of {expected} bytes{why}")
+            message = f"{self.remote_path(name)}: the server kept {size} of {expected} bytes"
+            if size < expected:
+                raise ShortWrite(f"{message} (a write was refused: disk full or quota?)")
+            raise SizeMismatch(message)
 
     def remote_path(self, name: str) -> str:
         """The remote path of ``name`` as shown to people and written to the ledger."""
@@ -154,6 +160,19 @@ def network_errors(where: str, secret: str | None = None) -> Iterator[None]:
         raise NetworkError(say(where, f"connection lost ({str(exc) or 'closed'})", secret)) from None
     except OSError as exc:
         raise NetworkError(say(where, f"connection failed ({exc.strerror or exc})", secret)) from None
+
+
+def fails_every_file(exc: MicrostockError) -> str | None:
+    """The cause, when ``exc`` is one every further file of the agency would meet too: the data
+    connection cannot be opened, the disk is full or over quota, writing there is not permitted.
+    None when it may be this file's own problem."""
+    if isinstance(exc, DataConnectionFailed):
+        return "the passive data connection cannot be opened"
+    if isinstance(exc, ShortWrite) or (isinstance(exc, (FtpTemporary, FtpRefused)) and exc.code in ("451", "452", "552")):
+        return "the server's disk is full or over quota"
+    if isinstance(exc, FtpRefused) and exc.code == "550":
+        return "the server does not permit writing there"
+    return None
 
 
 #: OSError numbers that mean "this file was refused", not "the connection broke".

@@ -36,6 +36,7 @@ from pathlib import Path
 from tasks.core.errors import (
     AuthenticationFailed,
     CertificateUntrusted,
+    DataConnectionFailed,
     FtpRefused,
     FtpTemporary,
     MicrostockError,
@@ -60,12 +61,20 @@ def ftp_errors(where: str, secret: str | None = None) -> Iterator[None]:
       space) → FtpTemporary ``ftp:<code>`` (retry); other 5xx → FtpRefused ``ftp:<code>``
     - a reply the protocol does not allow → UnexpectedFtpReply ``ftp:reply``
     - an unverifiable certificate → CertificateUntrusted ``tls:certificate`` (stop)
+    - a passive data connection that cannot be opened → DataConnectionFailed ``ftp:data``
     """
     with network_errors(where, secret):
         try:
             yield
         except MicrostockError:
             raise
+        except _NoDataConnection as exc:
+            raise DataConnectionFailed(say(where, f"the passive data connection to port {exc.port} cannot be "
+                                                  f"opened ({exc.cause}), although the login worked: usually a "
+                                                  "firewall or NAT between here and the server, or the server "
+                                                  "advertising a wrong passive address or port range (check the "
+                                                  "agency's passive-mode settings and any firewall on this side)",
+                                           secret)) from None
         except ftplib.error_temp as exc:
             raise FtpTemporary(say(where, f"server busy or out of room ({exc})", secret), code=str(exc)[:3]) from None
         except ftplib.error_perm as exc:
@@ -81,6 +90,14 @@ def ftp_errors(where: str, secret: str | None = None) -> Iterator[None]:
                                                   "to skip the check", secret)) from None
 
 
+class _NoDataConnection(Exception):
+    """The passive data connection could not be opened; :func:`ftp_errors` makes it DataConnectionFailed."""
+
+    def __init__(self, port: int, cause: str) -> None:
+        super().__init__(f"port {port}: {cause}")
+        self.port, self.cause = port, cause
+
+
 class _PassiveData:
     """Passive data connections; for STOR one that resets on close from the moment it exists.
 
@@ -92,7 +109,12 @@ class _PassiveData:
 
     def ntransfercmd(self, cmd, rest=None):
         host, port = self.makepasv()
-        conn = socket.create_connection((host, port), self.timeout, source_address=self.source_address)
+        try:
+            conn = socket.create_connection((host, port), self.timeout, source_address=self.source_address)
+        except TimeoutError:
+            raise _NoDataConnection(port, f"no answer within {self.timeout:g} s") from None
+        except OSError as exc:
+            raise _NoDataConnection(port, exc.strerror or str(exc)) from None
         try:
             if cmd.startswith("STOR"):
                 conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_ON_CLOSE)

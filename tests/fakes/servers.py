@@ -107,6 +107,9 @@ class Faults:
     #: The FTP server holds what it reads and writes it to disk in blocks of this size, as vsftpd
     #: does (64 KiB): at a low rate, the file on disk grows in bursts seconds apart.
     write_block: int | None = None
+    #: The port the FTP server advertises in its PASV reply instead of the one it listens on (a
+    #: firewall, NAT or wrong passive setting between client and server: unreachable).
+    passive_port: int | None = None
     #: SO_RCVBUF of the FTP server's data connections (None: the kernel's default): a large one
     #: lets the client hand over a whole file long before the server has read it.
     receive_buffer: int | None = None
@@ -290,6 +293,10 @@ class _FaultyCommands:
         super().close()
 
     def respond(self, resp, logfun=_log.debug):
+        port = self.ctl.faults.passive_port
+        if port is not None and resp.startswith("227"):
+            address = resp[resp.index("(") + 1:resp.index(")")].split(",")[:4]
+            resp = f"227 Entering passive mode ({','.join(address)},{port // 256},{port % 256})."
         if not self._closed:
             super().respond(resp, logfun)
 

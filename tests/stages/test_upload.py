@@ -293,3 +293,39 @@ def test_a_missing_password_stops_before_connecting_and_names_where_to_set_it(
     assert f"microstock-{agency}-password" in report.stopped
     assert sorted(report.not_tried) == [i.name for i in items] and report.failed == {}
     assert server.log.connections == 0 and server.log.passwords == 0
+
+
+def test_an_unreachable_passive_port_stops_the_agency_after_the_set_number_of_files(workdir, ftp_server,
+                                                                                    ftp_settings):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]  # nothing listens here once closed
+    ftp_server.faults.passive_port = closed
+    items = make_items(workdir, 6)
+    report = upload_agency(workdir, "dreamstime", items, ftp_settings, sleep=Sleeps())
+    assert len(report.failed) == 3 and len(report.not_tried) == 3  # the default: 3 files alike
+    assert all("passive data connection" in why for why in report.failed.values())
+    assert "3 files in a row failed the same way" in report.stopped
+    assert "passive data connection" in report.stopped and "firewall" in report.stopped and "NAT" in report.stopped
+    assert ftp_server.log.stor_commands == 0 and ftp_server.log.received() == []
+    ftp_server.faults.passive_port = None  # the firewall fixed: the next run sends all six
+    assert sorted(upload_agency(workdir, "dreamstime", items, ftp_settings).uploaded) == [i.name for i in items]
+
+
+def test_failures_of_a_files_own_do_not_stop_the_agency(workdir, ftp_server, ftp_settings):
+    ftp_server.faults.refuse_next = ["553 File name not allowed."] * 3
+    items = make_items(workdir, 5)
+    report = upload_agency(workdir, "dreamstime", items, ftp_settings.model_copy(update={"stop_after_same_failures": 2}))
+    assert len(report.failed) == 3 and report.stopped is None and len(report.uploaded) == 2
+
+
+@pytest.mark.parametrize("reply, cause", [("550 Permission denied.", "not permit writing"),
+                                          ("452 Insufficient storage space.", "disk is full or over quota")])
+def test_every_file_refused_alike_stops_the_agency(workdir, ftp_server, ftp_settings, reply, cause):
+    ftp_server.faults.refuse_next = [reply] * 20
+    items = make_items(workdir, 5)
+    report = upload_agency(workdir, "dreamstime", items, ftp_settings, sleep=Sleeps())
+    assert len(report.failed) == 3 and len(report.not_tried) == 2 and report.uploaded == []
+    assert cause in report.stopped and reply[:3] in report.stopped
