@@ -66,7 +66,7 @@ from tasks.orchestration.progress import StageProgress
 from tasks.orchestration.stage_tags import tags_never_fail
 from tasks.stores.ledger import Ledger
 from tasks.transports.base import Transport, fails_every_file
-from tasks.transports.targets import open_transport
+from tasks.transports.targets import open_transport, target_display
 from tasks.transports.transit import Settled, watch
 
 #: The least time a partial remote file must stay unchanged before it counts as abandoned
@@ -110,6 +110,7 @@ def upload_agency(
     result = AgencyUpload()
     ledger = Ledger(wd.ledger)
     try:
+        result.target = target_display(agency, settings, wd)  # also when nothing is pending
         with ledger.agency_lock(agency):
             done = ledger.read().done_for(agency)
             pending: list[UploadItem] = []
@@ -124,7 +125,7 @@ def upload_agency(
                 log.info("%s: %d already in the ledger", agency, len(result.already))
             if pending:
                 _AgencyRun(wd, agency, settings, ledger, opener, sleep, settle_s, log, result, run_file).run(pending)
-    except MicrostockError as exc:  # the lock or the ledger itself
+    except MicrostockError as exc:  # the target URL, the lock or the ledger itself
         result.stopped = exc.message
         result.not_tried = [i.name for i in items if i.name not in result.already]
         log.error("%s: stopped: %s", agency, exc.message)

@@ -129,6 +129,12 @@ class Transport(ABC):
         return f"{self.display.rstrip('/')}/{name}"
 
 
+def remote_display(scheme: str, user: str, host: str, port: int, folder: str) -> str:
+    """How a remote target is shown to people and in the ledger: ``scheme://user@host:port/folder``."""
+    who = f"{user}@" if user else ""
+    return f"{scheme}://{who}{host}:{port}/{folder}"
+
+
 def say(where: str, text: object, secret: str | None = None) -> str:
     """A message about ``where`` (a target without password), with ``secret`` and anything key-shaped cut out."""
     return redact(f"{where}: {text}", secret)

@@ -44,7 +44,7 @@ from tasks.core.errors import (
     ReplyOverdue,
     UnexpectedFtpReply,
 )
-from tasks.transports.base import Transport, drain, network_errors, say
+from tasks.transports.base import Transport, drain, network_errors, remote_display, say
 
 _BLOCK = 64 * 1024
 _RESET_ON_CLOSE = struct.pack("ii", 1, 0)
@@ -167,9 +167,7 @@ class FtpTarget(Transport):
                 self._context.check_hostname = False
                 self._context.verify_mode = ssl.CERT_NONE
         self.can_list = keeps_files
-        scheme = "ftps" if tls else "ftp"
-        who = f"{user}@" if user else ""
-        self.display = f"{scheme}://{who}{host}:{port}/{folder}"
+        self.display = remote_display("ftps" if tls else "ftp", user, host, port, folder)
         self._ftp: ftplib.FTP | None = None
         self._no_size_command = False
 

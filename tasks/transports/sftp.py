@@ -34,7 +34,7 @@ from tasks.core.errors import (
     NetworkError,
     SftpRefused,
 )
-from tasks.transports.base import REFUSED_ERRNOS, Transport, network_errors, say
+from tasks.transports.base import REFUSED_ERRNOS, Transport, network_errors, remote_display, say
 
 _BLOCK = 32 * 1024  # one SFTP write request
 
@@ -134,8 +134,7 @@ class SftpTarget(Transport):
         self.known_hosts = known_hosts or default_known_hosts()
         self._password = password
         self.can_list = keeps_files
-        who = f"{user}@" if user else ""
-        self.display = f"sftp://{who}{host}:{port}/{folder}"
+        self.display = remote_display("sftp", user, host, port, folder)
         self._client: paramiko.SSHClient | None = None
         self._sftp: paramiko.SFTPClient | None = None
 

@@ -26,7 +26,7 @@ from urllib.parse import unquote, urlsplit
 from tasks.core.settings import AgencySettings, Settings
 from tasks.core.errors import ConfigError, MissingPassword
 from tasks.core.secrets import agency_password, password_block_name, password_env_var
-from tasks.transports.base import Transport
+from tasks.transports.base import Transport, remote_display
 from tasks.transports.ftp import FtpTarget
 from tasks.transports.local import LocalFolder
 from tasks.transports.sftp import SftpTarget
@@ -85,6 +85,16 @@ def check_targets(settings: Settings, agencies: list[str]) -> None:
         target = settings.agency(agency).target
         if target.strip():
             parse_target(agency, target)
+
+
+def target_display(agency: str, settings: AgencySettings, workdir: Workdir) -> str:
+    """Where ``agency``'s files go, as its transport shows it — without connecting or asking for a password."""
+    if not settings.target.strip():
+        return LocalFolder(workdir.outbox(agency)).display
+    target = parse_target(agency, settings.target)
+    if target.scheme == "file":
+        return LocalFolder(Path(target.path)).display
+    return remote_display(target.scheme, target.user, target.host, target.port, target.path)
 
 
 def open_transport(agency: str, settings: AgencySettings, workdir: Workdir) -> Transport:

@@ -329,3 +329,10 @@ def test_every_file_refused_alike_stops_the_agency(workdir, ftp_server, ftp_sett
     report = upload_agency(workdir, "dreamstime", items, ftp_settings, sleep=Sleeps())
     assert len(report.failed) == 3 and len(report.not_tried) == 2 and report.uploaded == []
     assert cause in report.stopped and reply[:3] in report.stopped
+
+
+def test_the_target_is_reported_even_when_nothing_was_pending(workdir, sftp_server):
+    """The summary named the local outbox for an sftp target when there was nothing to send."""
+    report = upload_agency(workdir, "adobe", [], AgencySettings(target=sftp_server.url()))
+    assert report.target == sftp_server.url() and report.stopped is None
+    assert sftp_server.log.connections == 0
