@@ -28,6 +28,7 @@ The tree (httpx draws its own the same way)::
     │   ├── HostKeyUnknown          host_key
     │   ├── HostKeyChanged          host_key
     │   ├── CertificateUntrusted    tls:certificate
+    │   ├── CertificateChanged      tls:changed        (not the certificate pinned on first use)
     │   ├── KeyFileUnreadable       key_file
     │   ├── Unconfirmed             unconfirmed        (stored, then gone: the agency took it)
     │   ├── AgencyBusy              busy               (another run holds the agency)
@@ -271,6 +272,15 @@ class CertificateUntrusted(StageStopped):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, code="certificate")
+
+
+class CertificateChanged(StageStopped):
+    """The FTPS server's certificate is not the one pinned when it was first trusted."""
+
+    kind = "tls"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="changed")
 
 
 class KeyFileUnreadable(StageStopped):

@@ -35,10 +35,13 @@ class AgencySettings(_Strict):
     #: ``file:///path``, ``ftp://user@host:port/dir``, ``ftps://…``, ``sftp://…``;
     #: empty means ``<workdir>/outbox/<agency>/``.
     target: str = ""
-    #: Trust the server without checking who it is: SFTP accepts an unknown host key on
-    #: first use and adds it to known_hosts (a changed key is still refused); FTPS skips
-    #: certificate verification. Off: known_hosts / the system CAs are checked.
+    #: Trust an unknown server on first use: SFTP accepts its host key and adds it to
+    #: known_hosts, FTPS pins its certificate's SHA-256 in the workdir; a changed key or
+    #: certificate is refused either way. Off: known_hosts / the system CAs (or ca_file) are checked.
     trust_unknown_host: bool = False
+    #: FTPS only: a PEM file (certificate or CA bundle) to verify this agency's server against,
+    #: instead of the system CAs.
+    ca_file: str = ""
     #: SFTP only: private key file (password auth otherwise).
     key_file: str = ""
     #: Files sent at once to this agency (one connection each).

@@ -2,7 +2,9 @@
 
 ``ftps://`` is explicit TLS (``AUTH TLS`` before the password is sent) with a
 protected data channel (``PROT P``); the certificate is verified against the
-system CAs unless the agency is set to ``trust_unknown_host``.
+system CAs, or against the agency's ``ca_file``; with ``trust_unknown_host``
+it is pinned on first use instead (``tasks.transports.pins``), and a changed
+one is refused before the password is sent.
 
 Files are stored under their final name, not a temporary one: agencies
 ingest what appears in their folder, and a rename after the fact can fail
@@ -45,6 +47,7 @@ from tasks.core.errors import (
     UnexpectedFtpReply,
 )
 from tasks.transports.base import Transport, drain, network_errors, remote_display, say
+from tasks.transports.pins import CertificatePins
 
 _BLOCK = 64 * 1024
 _RESET_ON_CLOSE = struct.pack("ii", 1, 0)
@@ -86,8 +89,9 @@ def ftp_errors(where: str, secret: str | None = None) -> Iterator[None]:
             raise UnexpectedFtpReply(say(where, f"unexpected FTP reply ({exc})", secret)) from None
         except ssl.SSLCertVerificationError as exc:
             raise CertificateUntrusted(say(where, f"the server's TLS certificate cannot be verified "
-                                                  f"({exc.verify_message}); set trust_unknown_host = true "
-                                                  "to skip the check", secret)) from None
+                                                  f"({exc.verify_message}); set ca_file to the PEM file of "
+                                                  "the certificate (or its CA) to trust it, or trust_unknown_host "
+                                                  "= true to pin it on first use", secret)) from None
 
 
 class _NoDataConnection(Exception):
@@ -153,17 +157,18 @@ class FtpTarget(Transport):
         *,
         tls: bool = False,
         timeout: float = 30.0,
-        verify: bool = True,
         ssl_context: ssl.SSLContext | None = None,
+        pins: CertificatePins | None = None,
         keeps_files: bool = True,
     ) -> None:
         self.host, self.port, self.user, self.folder = host, port, user, folder
         self.tls, self.timeout = tls, timeout
         self._password = password
         self._context = ssl_context
+        self._pins = pins
         if tls and self._context is None:
             self._context = ssl.create_default_context()
-            if not verify:
+            if pins is not None:  # trust on first use: the pinned fingerprint is the check, not a CA
                 self._context.check_hostname = False
                 self._context.verify_mode = ssl.CERT_NONE
         self.can_list = keeps_files
@@ -182,6 +187,8 @@ class FtpTarget(Transport):
                 ftp.connect(self.host, self.port)
                 if isinstance(ftp, ftplib.FTP_TLS):
                     ftp.auth()  # before USER/PASS: the password never travels in clear text
+                    if self._pins is not None:  # and never to a server whose certificate changed
+                        self._pins.check(self.display, self.host, self.port, ftp.sock.getpeercert(binary_form=True))
                 ftp.login(self.user, self._password or "")
                 if isinstance(ftp, ftplib.FTP_TLS):
                     ftp.prot_p()

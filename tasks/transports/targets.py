@@ -19,6 +19,7 @@ and are looked up only for a protocol that needs one.
 from __future__ import annotations
 
 import os
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -29,6 +30,7 @@ from tasks.core.secrets import agency_password, password_block_name, password_en
 from tasks.transports.base import Transport, remote_display
 from tasks.transports.ftp import FtpTarget
 from tasks.transports.local import LocalFolder
+from tasks.transports.pins import CertificatePins
 from tasks.transports.sftp import SftpTarget
 from tasks.core.workdir import Workdir
 
@@ -113,11 +115,26 @@ def open_transport(agency: str, settings: AgencySettings, workdir: Workdir) -> T
             key_file=settings.key_file, trust_unknown_host=settings.trust_unknown_host,
             timeout=settings.timeout_s, keeps_files=settings.remote_keeps_files,
         )
+    context, pins = None, None
+    if target.scheme == "ftps" and settings.ca_file:
+        context = _trusting(agency, settings.ca_file)
+    elif target.scheme == "ftps" and settings.trust_unknown_host:
+        pins = CertificatePins(workdir.root / "ftps_known_certs")
     return FtpTarget(
         target.host, target.port, target.user, _required_password(agency), target.path,
-        tls=target.scheme == "ftps", timeout=settings.timeout_s, verify=not settings.trust_unknown_host,
+        tls=target.scheme == "ftps", timeout=settings.timeout_s, ssl_context=context, pins=pins,
         keeps_files=settings.remote_keeps_files,
     )
+
+
+def _trusting(agency: str, ca_file: str) -> ssl.SSLContext:
+    """A TLS context that trusts exactly the certificates in ``ca_file`` (ConfigError when unusable)."""
+    path = os.path.expanduser(ca_file)
+    try:
+        return ssl.create_default_context(cafile=path)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"agencies.{agency}.ca_file: {path} cannot be used as a PEM certificate file "
+                          f"({getattr(exc, 'strerror', None) or exc})") from None
 
 
 def _required_password(agency: str) -> str:

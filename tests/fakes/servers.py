@@ -362,6 +362,12 @@ class FtpServer:
         self._thread.start()
         return self
 
+    def use_certificate(self, certfile: Path) -> None:
+        """Present ``certfile`` from the next connection on (a swapped, or impostor, server)."""
+        handler = self._server.handler
+        handler.certfile = handler.keyfile = str(certfile)  # the key is in the same PEM file
+        handler.ssl_context = None  # pyftpdlib builds its context again
+
     def stop(self) -> None:
         self._server.close_all()
         self._thread.join(5)

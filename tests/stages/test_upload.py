@@ -336,3 +336,39 @@ def test_the_target_is_reported_even_when_nothing_was_pending(workdir, sftp_serv
     report = upload_agency(workdir, "adobe", [], AgencySettings(target=sftp_server.url()))
     assert report.target == sftp_server.url() and report.stopped is None
     assert sftp_server.log.connections == 0
+
+
+def test_ftps_trusted_on_first_use_is_pinned_once_and_a_swapped_certificate_is_refused_before_the_password(
+        workdir, ftps_server, monkeypatch, tmp_path):
+    from tests.fakes.servers import make_self_signed_cert
+
+    monkeypatch.setenv("MICROSTOCK_VECTEEZY_PASSWORD", PASSWORD)
+    settings = AgencySettings(target=ftps_server.url(), timeout_s=5, trust_unknown_host=True, parallel_files=4)
+    first = make_items(workdir, 4)
+    report = upload_agency(workdir, "vecteezy", first, settings)
+    assert sorted(report.uploaded) == [i.name for i in first]
+    pins = (workdir.root / "ftps_known_certs").read_text().splitlines()
+    assert len(pins) == 1 and pins[0].startswith(f"127.0.0.1:{ftps_server.port} SHA256:")  # once, not four times
+    passwords = ftps_server.log.passwords
+    (tmp_path / "impostor").mkdir()
+    ftps_server.use_certificate(make_self_signed_cert(tmp_path / "impostor"))
+    more = make_items(workdir, 2, prefix="more")
+    swapped = upload_agency(workdir, "vecteezy", more, settings)
+    assert "CHANGED" in swapped.stopped and "ftps_known_certs" in swapped.stopped and PASSWORD not in swapped.stopped
+    assert swapped.uploaded == [] and sorted(swapped.not_tried) == [i.name for i in more]
+    assert ftps_server.log.passwords == passwords  # refused before any password was sent
+    assert ftps_server.log.stor_commands == 4
+
+
+def test_ftps_ca_file_trusts_exactly_that_certificate(workdir, ftps_server, ftps_cert, monkeypatch, tmp_path):
+    from tests.fakes.servers import make_self_signed_cert
+
+    monkeypatch.setenv("MICROSTOCK_VECTEEZY_PASSWORD", PASSWORD)
+    settings = AgencySettings(target=ftps_server.url(), timeout_s=5, ca_file=str(ftps_cert))
+    [item] = make_items(workdir, 1)
+    assert upload_agency(workdir, "vecteezy", [item], settings).uploaded == [item.name]
+    (tmp_path / "other").mkdir()
+    ftps_server.use_certificate(make_self_signed_cert(tmp_path / "other"))
+    [other] = make_items(workdir, 1, prefix="other")
+    refused = upload_agency(workdir, "vecteezy", [other], settings)
+    assert "cannot be verified" in refused.stopped and refused.uploaded == []

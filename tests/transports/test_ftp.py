@@ -18,6 +18,7 @@ from tasks.core.errors import (
     StageStopped,
 )
 from tasks.transports.ftp import FtpTarget
+from tasks.transports.pins import CertificatePins
 from tests.fakes.servers import PASSWORD, USER, ftp_server, ftps_cert, ftps_server  # noqa: F401  (fixtures)
 
 
@@ -199,11 +200,12 @@ def test_ftps_uploads_over_a_protected_data_channel(ftps_server, ftps_cert, phot
     assert len(ftps_server.log.received(photo.name)) == 1
 
 
-def test_ftps_refuses_an_unverifiable_certificate_unless_trusted(ftps_server, photo):
+def test_ftps_refuses_an_unverifiable_certificate_unless_trusted(ftps_server, photo, tmp_path):
     with pytest.raises(StageStopped) as info:
         ftp(ftps_server, tls=True).connect()  # the system CAs do not know the test certificate
     assert info.value.error_class == "tls:certificate" and "trust_unknown_host" in info.value.message
-    with ftp(ftps_server, tls=True, verify=False) as t:
+    assert "ca_file" in info.value.message and ftps_server.log.passwords == 0
+    with ftp(ftps_server, tls=True, pins=CertificatePins(tmp_path / "pins")) as t:  # trusted on first use
         t.put(photo, photo.name)
     assert ftps_server.file(photo.name).read_bytes() == photo.read_bytes()
 
