@@ -33,6 +33,7 @@ from tasks.core.errors import (
     MicrostockError,
     NetworkError,
     ServiceTimeout,
+    SftpRefused,
     ShortWrite,
     SizeMismatch,
     Unconfirmed,
@@ -93,9 +94,31 @@ class Transport(ABC):
         same name.
         """
         size = local.stat().st_size
-        self.send(local, name)
-        self.confirm(name, size)
+        try:
+            self.send(local, name)
+            self.confirm(name, size)
+        except (ShortWrite, FtpTemporary, FtpRefused, SftpRefused) as exc:  # the server refused, the transfer is over
+            self._clear_partial(name, size, exc)
+            raise
         return self.remote_path(name)
+
+    def _clear_partial(self, name: str, size: int, exc: MicrostockError) -> None:
+        """After a refused write, delete what it left under the final name (an agency would ingest a
+        zero-byte or cut-short file), and say in ``exc`` what was left. Never raises: the refusal is the news."""
+        try:
+            left = self.remote_size(name) if self.connected else None
+            if left is None or left >= size:
+                return
+            self.remove(name)
+            said = f"; the partial file it left ({left} bytes) was deleted"
+        except MicrostockError:
+            said = f"; a partial file may be left at {self.remote_path(name)} (it could not be deleted)"
+        exc.message += said
+        exc.args = (exc.message,)
+
+    @abstractmethod
+    def remove(self, name: str) -> None:
+        """Delete the remote file ``name`` (only ever a partial one this run wrote)."""
 
     @abstractmethod
     def send(self, local: Path, name: str) -> None:

@@ -298,6 +298,10 @@ class FtpTarget(Transport):
                 if ftp.sock is not None:
                     ftp.sock.settimeout(self.timeout)
 
+    def remove(self, name: str) -> None:
+        with ftp_errors(self.display, self._password):
+            self._connected().delete(name)
+
     def _connected(self) -> ftplib.FTP:
         if self._ftp is None:
             self.connect()

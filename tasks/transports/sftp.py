@@ -212,6 +212,10 @@ class SftpTarget(Transport):
                 while chunk := src.read(_BLOCK):
                     remote.write(chunk)
 
+    def remove(self, name: str) -> None:
+        with sftp_errors(self.display, self._password, self._alive):
+            self._connected().remove(name)
+
     def _connected(self) -> paramiko.SFTPClient:
         if self._sftp is None:
             self.connect()

@@ -102,6 +102,9 @@ class Faults:
     drop_after: list[int] = field(default_factory=list)
     #: Bytes the disk can still take; writes past it fail with ENOSPC.
     disk_free: int | None = None
+    #: What the FTP server replies when a write fails for a full disk (pyftpdlib: "426 ...; transfer
+    #: aborted."; vsftpd: "451 Failure writing to local file.").
+    disk_full_reply: str | None = None
     #: Bytes per second the data channel reads at (None: as fast as it can).
     rate: float | None = None
     #: The FTP server holds what it reads and writes it to disk in blocks of this size, as vsftpd
@@ -233,6 +236,14 @@ class _FaultsOnData:
             if ctl.faults.rate:
                 time.sleep(len(chunk) / ctl.faults.rate)
         return chunk
+
+
+    def handle_error(self):
+        reply = self.cmd_channel.ctl.faults.disk_full_reply
+        if reply is None or self.cmd_channel.ctl.faults.disk_free != 0:
+            return super().handle_error()
+        self._resp = (reply, _log.debug)
+        self.close()
 
 
 class _PlainDTP(_FaultsOnData, DTPHandler):

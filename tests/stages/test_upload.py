@@ -372,3 +372,22 @@ def test_ftps_ca_file_trusts_exactly_that_certificate(workdir, ftps_server, ftps
     [other] = make_items(workdir, 1, prefix="other")
     refused = upload_agency(workdir, "vecteezy", [other], settings)
     assert "cannot be verified" in refused.stopped and refused.uploaded == []
+
+
+@pytest.mark.parametrize("server_fixture, agency", [("ftp_server", "dreamstime"), ("sftp_server", "adobe")])
+def test_a_full_disk_leaves_no_zero_byte_or_partial_file_and_stops_the_agency(
+        workdir, server_fixture, agency, request, monkeypatch, known_hosts, tmp_path):
+    server = request.getfixturevalue(server_fixture)
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "known_hosts").write_text(known_hosts.read_text())
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv(f"MICROSTOCK_{agency.upper()}_PASSWORD", PASSWORD)
+    items = make_items(workdir, 5)
+    server.faults.disk_free = 60_000  # the first file fits, the second is cut short, then nothing
+    server.faults.disk_full_reply = "451 Failure writing to local file."  # as vsftpd says it (FTP only)
+    report = upload_agency(workdir, agency, items, AgencySettings(target=server.url(), timeout_s=5), sleep=Sleeps())
+    assert report.uploaded == [items[0].name]
+    assert sorted(p.name for p in server.root.iterdir()) == [items[0].name]  # nothing zero-byte, nothing partial
+    assert all("deleted" in why for why in report.failed.values()), report.failed
+    assert report.stopped and "disk is full or over quota" in report.stopped and len(report.failed) == 3

@@ -105,7 +105,8 @@ def test_full_disk_is_reported_with_the_servers_reply(ftp_server, photo):
     # pyftpdlib answers a failed write with "426 <reason>; transfer aborted." (its reason text is lost)
     assert info.value.error_class == "ftp:426" and "transfer aborted" in info.value.message
     assert ftp_server.log.received() == []  # the server never took it for a whole file
-    assert ftp_server.file(photo.name).stat().st_size < photo.stat().st_size
+    assert not ftp_server.file(photo.name).exists()  # no partial file left for the agency to ingest
+    assert "the partial file it left" in info.value.message and "was deleted" in info.value.message
 
 
 def test_connection_dropped_mid_transfer_is_a_network_error(ftp_server, photo):

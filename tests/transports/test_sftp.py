@@ -124,7 +124,8 @@ def test_full_disk_is_caught_by_the_size_check(sftp_server, known_hosts, photo):
         with sftp(sftp_server, known_hosts) as t:
             t.put(photo, photo.name)
     assert info.value.error_class == "size_mismatch" and "disk full" in info.value.message
-    assert sftp_server.file(photo.name).stat().st_size < photo.stat().st_size
+    assert not sftp_server.file(photo.name).exists()  # no partial file left for the agency to ingest
+    assert "was deleted" in info.value.message
 
 
 def test_connection_dropped_mid_transfer_is_a_network_error(sftp_server, known_hosts, photo):
