@@ -391,3 +391,18 @@ def test_a_full_disk_leaves_no_zero_byte_or_partial_file_and_stops_the_agency(
     assert sorted(p.name for p in server.root.iterdir()) == [items[0].name]  # nothing zero-byte, nothing partial
     assert all("deleted" in why for why in report.failed.values()), report.failed
     assert report.stopped and "disk is full or over quota" in report.stopped and len(report.failed) == 3
+
+
+def test_sftp_trust_on_first_use_with_parallel_files_writes_known_hosts_once_and_logs_the_key_once(
+        workdir, sftp_server, monkeypatch, tmp_path, caplog):
+    home = tmp_path / "tofu-home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("MICROSTOCK_ADOBE_PASSWORD", PASSWORD)
+    items = make_items(workdir, 8)
+    with caplog.at_level("WARNING", logger="microstock.transports"):
+        report = upload_agency(workdir, "adobe", items, AgencySettings(target=sftp_server.url(), timeout_s=5,
+                                                                      trust_unknown_host=True, parallel_files=4))
+    assert sorted(report.uploaded) == [i.name for i in items]
+    assert (home / ".ssh" / "known_hosts").read_text() == sftp_server.known_hosts_line()  # one line, not four
+    accepted = [r for r in caplog.records if "accepted the host key" in r.getMessage()]
+    assert len(accepted) == 1 and sftp_server.host_key.fingerprint in accepted[0].getMessage()
