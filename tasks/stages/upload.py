@@ -185,19 +185,26 @@ class _AgencyRun:
                     item = todo.get_nowait()
                 except queue.Empty:
                     return
-                try:
-                    self.run_file(self.agency, item, lambda: self._one_file(transport, item))
-                except StageStopped as exc:
-                    self._stop(self._explain(exc))
-                    with self.lock:
-                        self.result.not_tried.append(item.name)
-                except StoreUnavailable as exc:
-                    self._stop(f"{exc.message}; {item.name} may be on the server unrecorded: "
-                               "the next run finds it there and records it")
+                self.run_file(self.agency, item, lambda: self._one_file_or_stop(transport, item))
                 with self.lock:
                     progress.advance()
         finally:
             transport.close()
+
+    def _one_file_or_stop(self, transport: Transport, item: UploadItem) -> FileOutcome:
+        """One file; a stop of the whole agency is decided here and returned as this file's failure, not
+        raised through its task run (Prefect would log an expected stop as a 25-line traceback)."""
+        try:
+            return self._one_file(transport, item)
+        except StageStopped as exc:
+            reason = self._explain(exc)
+            with self.lock:
+                self.result.not_tried.append(item.name)
+        except StoreUnavailable as exc:
+            reason = (f"{exc.message}; {item.name} may be on the server unrecorded: "
+                      "the next run finds it there and records it")
+        self._stop(reason)
+        return FileOutcome("failed", f"not sent: {self.agency} stopped — {reason}")
 
     def _one_file(self, transport: Transport, item: UploadItem) -> FileOutcome:
         """Reconcile, send, confirm, record one file, retrying transient failures within the budget."""
@@ -278,7 +285,8 @@ class _AgencyRun:
         try:
             transport.connect()
         except PermanentError as exc:
-            raise TargetUnusable(f"cannot use {transport.display}: {exc.message}", code=exc.error_class) from None
+            # exc.message starts with the target already: say it once
+            raise TargetUnusable(f"target unusable — {exc.message}", code=exc.error_class) from None
 
     # --- bookkeeping -----------------------------------------------------------------
 

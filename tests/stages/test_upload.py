@@ -406,3 +406,9 @@ def test_sftp_trust_on_first_use_with_parallel_files_writes_known_hosts_once_and
     assert (home / ".ssh" / "known_hosts").read_text() == sftp_server.known_hosts_line()  # one line, not four
     accepted = [r for r in caplog.records if "accepted the host key" in r.getMessage()]
     assert len(accepted) == 1 and sftp_server.host_key.fingerprint in accepted[0].getMessage()
+
+
+def test_a_missing_remote_folder_stops_the_agency_naming_the_target_once(workdir, ftp_server, ftp_settings):
+    settings = ftp_settings.model_copy(update={"target": ftp_server.url("no-such-folder")})
+    report = upload_agency(workdir, "dreamstime", make_items(workdir, 2), settings)
+    assert report.stopped.count(ftp_server.url("no-such-folder")) == 1 and "no-such-folder" in report.stopped
