@@ -289,13 +289,15 @@ class FtpTarget(Transport):
                 ftp.sock.settimeout(wait)
                 ftp.voidresp()  # 226 Transfer complete (4xx/5xx raise)
             except TimeoutError as exc:
+                self._ftp = None  # no QUIT: the server answers nothing before the transfer's own reply
+                _quietly_close(ftp)
                 raise ReplyOverdue(say(self.display, f"every byte of {name} was handed over, but no reply came "
                                                      f"in time ({exc}); the file may still be arriving",
                                        self._password),
                                    size=size, started=started, rate=drained.rate if drained else None) from None
             finally:
                 conn.close()
-                if ftp.sock is not None:
+                if self._ftp is not None:
                     ftp.sock.settimeout(self.timeout)
 
     def remove(self, name: str) -> None:
