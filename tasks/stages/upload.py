@@ -67,7 +67,7 @@ from tasks.orchestration.stage_tags import tags_never_fail
 from tasks.stores.ledger import Ledger
 from tasks.transports.base import Transport, fails_every_file
 from tasks.transports.targets import open_transport, target_display
-from tasks.transports.transit import Settled, watch
+from tasks.transports.transit import SendsInFlight, Settled, watch
 
 #: The least time a partial remote file must stay unchanged before it counts as abandoned
 #: (longer at a slow server: tasks.transports.transit).
@@ -141,6 +141,7 @@ class _AgencyRun:
         self.wd, self.agency, self.settings, self.ledger = wd, agency, settings, ledger
         self.opener, self.sleep, self.settle_s, self.log, self.result = opener, sleep, settle_s, log, result
         self.run_file = run_file
+        self.in_flight = SendsInFlight(wd.root / ".uploads-in-flight" / agency)
         self.lock = threading.Lock()
         self.stop = threading.Event()
         #: Files in a row that failed for one cause every file meets alike (fails_every_file), and that cause.
@@ -214,6 +215,7 @@ class _AgencyRun:
         except OSError as exc:
             return self._fail(item, f"upload-ready file unreadable ({exc.strerror or exc})")
         overdue: ReplyOverdue | None = None  # a send of this file whose reply did not come: maybe in transit
+        sent_here = False  # until this run sends it, a partial remote copy is an earlier run's
         for attempt in range(1, attempts + 1):
             connecting = not transport.connected
             try:
@@ -226,7 +228,7 @@ class _AgencyRun:
                                             "again: check the agency's site — if it arrived, `microstock ledger "
                                             "done`, else the next run sends it")
                 if remote is not None and remote < local_size:
-                    settled = self._settle(transport, item, remote, local_size, overdue)
+                    settled = self._settle(transport, item, remote, local_size, overdue, earlier_run=not sent_here)
                     if settled.growing:
                         return self._fail(item, f"still arriving on the server after {settled.watched_s:.0f} s "
                                                 f"of watching ({settled.size} of {local_size} bytes); not sent "
@@ -238,6 +240,7 @@ class _AgencyRun:
                                             "if it arrived, `microstock ledger done`, else the next run sends it")
                 if remote == local_size:
                     entry = self.ledger.record(self.agency, item.name, item.sha256, transport.remote_path(item.name))
+                    self.in_flight.end(item.name)
                     if overdue is not None:  # sent once, this run: it arrived after all
                         return self._note("uploaded", item, f"→ {entry.remote_path} ({local_size} bytes; the "
                                                             "server's reply was late, its copy is whole)")
@@ -248,8 +251,11 @@ class _AgencyRun:
                                          f"({remote} bytes, this one {local_size}) is already there; "
                                          "not overwritten — check it on the agency's side")
                 started = time.monotonic()
+                sent_here = True
+                self.in_flight.begin(item.name)  # kept until recorded: a later run knows when this send began
                 remote_path = transport.put(item.path, item.name)
                 self.ledger.record(self.agency, item.name, item.sha256, remote_path)
+                self.in_flight.end(item.name)
                 return self._note("uploaded", item, f"→ {remote_path} ({local_size} bytes, "
                                                     f"{time.monotonic() - started:.1f} s)")
             except TransientError as exc:
@@ -270,15 +276,23 @@ class _AgencyRun:
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _settle(self, transport: Transport, item: UploadItem, size: int, expected: int,
-                overdue: ReplyOverdue | None) -> Settled:
-        """Watch a partial remote file until it is whole, gone, or settled (tasks.transports.transit)."""
+                overdue: ReplyOverdue | None, earlier_run: bool) -> Settled:
+        """Watch a partial remote file until it is whole, gone, or settled (tasks.transports.transit):
+        paced by this run's overdue send, else (``earlier_run``: before this run's first send of it)
+        by an earlier run's marker, its quiet window capped at 4 × ``timeout_s``."""
+        if overdue is not None:
+            sent_at, cap = overdue.started, None
+        elif earlier_run:
+            sent_at, cap = self.in_flight.began(item.name), 4 * self.settings.timeout_s
+        else:
+            sent_at, cap = None, None
+
         def growing(before: int | None, after: int | None) -> None:
             self.log.info("%s: %s is still arriving on the server (%s → %s bytes); waiting",
                           self.agency, item.name, before, after)
 
         return watch(lambda: transport.remote_size(item.name), expected, size,
-                     sent_at=overdue.started if overdue else None, floor_s=self.settle_s, sleep=self.sleep,
-                     on_growth=growing)
+                     sent_at=sent_at, floor_s=self.settle_s, sleep=self.sleep, on_growth=growing, cap_s=cap)
 
     def _connect(self, transport: Transport) -> None:
         """Connect; a permanent refusal here (no such folder, ...) stops the agency."""

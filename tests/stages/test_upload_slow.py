@@ -67,3 +67,20 @@ def test_default_settings_at_vsftpd_pace_give_one_receipt(workdir, slow_server):
     assert slow_server.log.stor_commands == 1
     assert report.uploaded == [item.name] and report.failed == {}
     assert ledger_names(workdir, "dreamstime") == [item.name]
+
+
+def test_a_file_left_still_arriving_by_one_run_is_not_sent_again_by_the_next(workdir, slow_server):
+    """A run gives up on a file whose reply is late (one attempt) and ends; the next run, without that
+    run's memory, finds the copy partial and must still wait for it: the send's age is in the workdir."""
+    slow_server.faults.rate = 14_000  # 64 KiB bursts 4.7 s apart: a bare 3 s look calls it dead
+    slow_server.faults.receive_buffer = 4 * 1024 * 1024
+    items = make_items(workdir, 2, size=200_000)
+    settings = AgencySettings(target=slow_server.url(), timeout_s=5, retry_delay_s=0.05)
+    first = upload_agency(workdir, "dreamstime", items[:1], settings.model_copy(update={"attempts": 1}))
+    assert list(first.failed) == [items[0].name] and "may still be arriving" in first.failed[items[0].name]
+    second = upload_agency(workdir, "dreamstime", items, settings)
+    assert_each_received_once(slow_server, items)
+    assert slow_server.log.stor_commands == 2
+    assert second.reconciled == [items[0].name] and second.uploaded == [items[1].name]
+    assert ledger_names(workdir, "dreamstime") == [i.name for i in items]
+    assert list((workdir.root / ".uploads-in-flight" / "dreamstime").iterdir()) == []  # recorded: no markers left
