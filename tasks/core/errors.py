@@ -109,13 +109,12 @@ class ReplyOverdue(ServiceTimeout):
     The server may still be reading what was in flight: the file is possibly
     in transit, and must not be sent again until the server's copy is seen
     whole (then it is confirmed) or incomplete and no longer growing.
-    ``size``: bytes sent; ``started``: ``time.monotonic()`` when the send
-    began; ``rate``: bytes per second the server was seen reading, if measured.
+    ``started``: ``time.monotonic()`` when the send began.
     """
 
-    def __init__(self, message: str, *, size: int, started: float, rate: float | None) -> None:
+    def __init__(self, message: str, *, started: float) -> None:
         super().__init__(message, code="reply")
-        self.size, self.started, self.rate = size, started, rate
+        self.started = started
 
 
 class NetworkError(TransientError):

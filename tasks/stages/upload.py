@@ -18,8 +18,12 @@ fresh connection; a file that keeps failing, or fails permanently, is
 reported and left pending — never recorded; a StageStopped (refused login,
 unknown host key, a server that lost a confirmed file, another run holding
 the agency) stops this agency at once with one message, the other agencies go
-on. One connection per agency is reused for every file; ``parallel_files``
-opens that many, each taking files from one queue.
+on; so do ``stop_after_same_failures`` files in a row failing for a cause every
+file meets alike (``fails_every_file``: the data connection, a full disk). A
+send whose reply came too late may still be arriving: its remote copy is
+watched (``tasks.transports.transit``) before anything is sent again. One
+connection per agency is reused for every file; ``parallel_files`` opens that
+many, each taking files from one queue.
 
 Prefect visibility: the caller passes ``run_file``, which runs each file's
 reconcile-send-confirm-record inside its own task run (``tasks.upload_runs``:

@@ -213,11 +213,9 @@ REFUSED_ERRNOS = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, errno.EISDI
 
 @dataclass(frozen=True)
 class Drained:
-    """What :func:`drain` saw: bytes the kernel still held when the last byte was handed over,
-    bytes the server had already acknowledged then, and the rate it read the rest at (None when
-    there was nothing to measure)."""
+    """What :func:`drain` saw: bytes the server had already acknowledged when the last byte was
+    handed over, and the rate it read the rest at (None when there was nothing to measure)."""
 
-    held: int
     acknowledged: int
     rate: float | None
 
@@ -251,14 +249,14 @@ def drain(sock: socket.socket, size: int, timeout: float, answer: socket.socket 
     """
     held = unacknowledged(sock)
     if held is None:
-        return Drained(0, size, None)
+        return Drained(size, None)
     start = last_change = time.monotonic()
     left = held
     while left > 0:
         if answer is None:
             time.sleep(poll_s)
         elif select.select([answer], [], [], poll_s)[0]:
-            return Drained(held, size - held, None)
+            return Drained(size - held, None)
         now_left = unacknowledged(sock) or 0
         now = time.monotonic()
         if now_left < left:
@@ -267,4 +265,4 @@ def drain(sock: socket.socket, size: int, timeout: float, answer: socket.socket 
             raise TimeoutError(f"the server read nothing for {timeout:g} s ({left} of {size} bytes unread)")
     took = time.monotonic() - start
     measured = took >= 4 * poll_s  # shorter: the polling itself, not the server's pace
-    return Drained(held, size - held, held / took if measured else None)
+    return Drained(size - held, held / took if measured else None)

@@ -278,7 +278,6 @@ class FtpTarget(Transport):
                 conn.close()  # resets: the server sees an aborted transfer
                 ftp.voidresp()  # the server usually says why (426 no space, 452 ...): raise that
                 raise
-            drained = None
             try:
                 drained = drain(conn, size, self.timeout, answer=ftp.sock)
                 wait = drained.reply_wait(self.timeout)
@@ -294,7 +293,7 @@ class FtpTarget(Transport):
                 raise ReplyOverdue(say(self.display, f"every byte of {name} was handed over, but no reply came "
                                                      f"in time ({exc}); the file may still be arriving",
                                        self._password),
-                                   size=size, started=started, rate=drained.rate if drained else None) from None
+                                   started=started) from None
             finally:
                 conn.close()
                 if self._ftp is not None:
