@@ -256,7 +256,7 @@ def drain(sock: socket.socket, size: int, timeout: float, answer: socket.socket 
         if answer is None:
             time.sleep(poll_s)
         elif select.select([answer], [], [], poll_s)[0]:
-            return Drained(size - held, None)
+            return Drained(max(0, size - held), None)
         now_left = unacknowledged(sock) or 0
         now = time.monotonic()
         if now_left < left:
@@ -265,4 +265,4 @@ def drain(sock: socket.socket, size: int, timeout: float, answer: socket.socket 
             raise TimeoutError(f"the server read nothing for {timeout:g} s ({left} of {size} bytes unread)")
     took = time.monotonic() - start
     measured = took >= 4 * poll_s  # shorter: the polling itself, not the server's pace
-    return Drained(size - held, held / took if measured else None)
+    return Drained(max(0, size - held), held / took if measured else None)  # TLS adds bytes to held
