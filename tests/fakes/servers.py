@@ -105,6 +105,9 @@ class Faults:
     #: What the FTP server replies when a write fails for a full disk (pyftpdlib: "426 ...; transfer
     #: aborted."; vsftpd: "451 Failure writing to local file.").
     disk_full_reply: str | None = None
+    #: Stop reading the next FTP uploads, connection left open, once they pass these many bytes (one
+    #: entry per upload): a transfer that died in flight. They resume when the server stops.
+    hang_after: list[int] = field(default_factory=list)
     #: Bytes per second the data channel reads at (None: as fast as it can).
     rate: float | None = None
     #: The FTP server holds what it reads and writes it to disk in blocks of this size, as vsftpd
@@ -233,6 +236,10 @@ class _FaultsOnData:
                 self.cmd_channel.close()  # the server goes away mid-transfer: both connections die
                 self.close()
                 return b""
+            hang = ctl.current_hang
+            if hang is not None and self.tot_bytes_received + len(chunk) >= hang:
+                ctl.current_hang = None
+                ctl.stopping.wait()
             if ctl.faults.rate:
                 time.sleep(len(chunk) / ctl.faults.rate)
         return chunk
@@ -293,6 +300,7 @@ class _FaultyCommands:
                 self.close_when_done()
             return None
         ctl.current_drop = ctl.faults.pop("drop_after")
+        ctl.current_hang = ctl.faults.pop("hang_after")
         return super().ftp_STOR(file, mode)
 
     def close(self):
@@ -342,6 +350,8 @@ class FtpServer:
         self.log = ServerLog()
         self.faults = Faults()
         self.current_drop: int | None = None
+        self.current_hang: int | None = None
+        self.stopping = threading.Event()
         authorizer = DummyAuthorizer()
         authorizer.add_user(user, password, str(root), perm="elradfmwMT")
         if certfile:
@@ -380,6 +390,7 @@ class FtpServer:
         handler.ssl_context = None  # pyftpdlib builds its context again
 
     def stop(self) -> None:
+        self.stopping.set()  # hung transfers go on and end
         self._server.close_all()
         self._thread.join(5)
 

@@ -84,3 +84,19 @@ def test_a_file_left_still_arriving_by_one_run_is_not_sent_again_by_the_next(wor
     assert second.reconciled == [items[0].name] and second.uploaded == [items[1].name]
     assert ledger_names(workdir, "dreamstime") == [i.name for i in items]
     assert list((workdir.root / ".uploads-in-flight" / "dreamstime").iterdir()) == []  # recorded: no markers left
+
+
+def test_a_transfer_that_died_in_flight_is_sent_again_once_known_dead(workdir, ftp_server, monkeypatch):
+    """The reply is late and the server's copy stops growing short of the whole: the first transfer is
+    dead, so the file is sent again — once — and the second transfer gives the one complete receipt."""
+    monkeypatch.setenv("MICROSTOCK_DREAMSTIME_PASSWORD", PASSWORD)
+    ftp_server.faults.receive_buffer = 4 * 1024 * 1024
+    ftp_server.faults.hang_after = [100_000]
+    [item] = make_items(workdir, 1, size=300_000)
+    report = upload_agency(workdir, "dreamstime", [item],
+                           AgencySettings(target=ftp_server.url(), timeout_s=2, retry_delay_s=0.05))
+    assert report.uploaded == [item.name] and report.failed == {}
+    assert ftp_server.log.stor_commands == 2
+    assert [e.size for e in ftp_server.log.received(item.name)] == [item.path.stat().st_size]
+    assert ftp_server.file(item.name).read_bytes() == item.path.read_bytes()
+    assert ledger_names(workdir, "dreamstime") == [item.name]
