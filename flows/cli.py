@@ -120,6 +120,8 @@ def run(
     console.print(summary_table(summary))
     for line in skip_notes(summary):
         console.print(line, highlight=False)
+    if summary.upload_stopped:  # the run completed, but an agency's uploads stopped early: cron should know
+        raise typer.Exit(3)
 
 
 @app.command()

@@ -5,14 +5,17 @@ The tree (httpx draws its own the same way)::
     MicrostockError
     ├── TransientError              retry with backoff; park / leave pending when attempts run out
     │   ├── ServiceTimeout          timeout
+    │   │   └── ReplyOverdue        timeout:reply      (every byte handed over, no reply: the file may still be arriving)
     │   ├── NetworkError            network, network:tls, network:dns
-    │   │   └── UnexpectedFtpReply  ftp:reply
+    │   │   ├── UnexpectedFtpReply  ftp:reply
+    │   │   └── DataConnectionFailed ftp:data     (login worked, the passive data connection cannot be opened)
     │   ├── ServiceUnavailable      retryable:<http code>
     │   │   └── FtpTemporary        ftp:<code>         (421 busy, 425/426 data connection, 450/451/452)
     │   ├── RateLimited             retryable:429      (``retry_after``: what the service asked)
     │   ├── InvalidOutput           invalid_output     (the model answered, but not usable metadata)
     │   │   └── OutputTruncated     invalid_output     (cut at the output limit: retried with a larger one)
-    │   └── SizeMismatch            size_mismatch      (the server kept fewer bytes than were sent)
+    │   └── SizeMismatch            size_mismatch      (the server kept other bytes than were sent)
+    │       └── ShortWrite          size_mismatch      (fewer: a refused write, disk full or quota)
     ├── PermanentError              do not retry: park the job, or leave the file pending
     │   ├── RequestRejected         permanent:<http code>
     │   ├── ContentBlocked          blocked:<REASON>
@@ -33,6 +36,7 @@ The tree (httpx draws its own the same way)::
     │   ├── HostKeyUnknown          host_key
     │   ├── HostKeyChanged          host_key
     │   ├── CertificateUntrusted    tls:certificate
+    │   ├── CertificateChanged      tls:changed        (not the certificate pinned on first use)
     │   ├── KeyFileUnreadable       key_file
     │   ├── Unconfirmed             unconfirmed        (stored, then gone: the agency took it)
     │   ├── AgencyBusy              busy               (another run holds the agency)
@@ -40,6 +44,7 @@ The tree (httpx draws its own the same way)::
     ├── StoreUnavailable            a local store is locked or unreadable: the job stays pending, others go on
     ├── BadInput                    this file cannot be used: reject it with its reason, go on
     └── ConfigError                 the configuration or workdir is unusable: the run cannot start
+        └── MissingPassword         config:password    (no env var, no Secret block: found before connecting)
 
 ``error_class`` (stored in the dead-letter store, shown in messages) is
 derived from the class and its ``code``, never set by hand and never parsed
@@ -110,6 +115,20 @@ class ServiceTimeout(TransientError):
     kind = "timeout"
 
 
+class ReplyOverdue(ServiceTimeout):
+    """Every byte of a file was handed over, but the server's reply did not come in time.
+
+    The server may still be reading what was in flight: the file is possibly
+    in transit, and must not be sent again until the server's copy is seen
+    whole (then it is confirmed) or incomplete and no longer growing.
+    ``started``: ``time.monotonic()`` when the send began.
+    """
+
+    def __init__(self, message: str, *, started: float) -> None:
+        super().__init__(message, code="reply")
+        self.started = started
+
+
 class NetworkError(TransientError):
     """The connection was refused, dropped or reset (``code``: ``tls``, ``dns`` when that is the cause)."""
 
@@ -123,6 +142,16 @@ class UnexpectedFtpReply(NetworkError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, code="reply")
+
+
+class DataConnectionFailed(NetworkError):
+    """The FTP login worked, but the passive data connection cannot be opened (firewall, NAT, or a
+    wrong passive address advertised by the server)."""
+
+    kind = "ftp"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="data")
 
 
 class ServiceUnavailable(TransientError):
@@ -163,6 +192,10 @@ class SizeMismatch(TransientError):
     """The server kept fewer (or other) bytes than were sent."""
 
     kind = "size_mismatch"
+
+
+class ShortWrite(SizeMismatch):
+    """The server kept fewer bytes than were sent: a write it refused (disk full, quota)."""
 
 
 # --- park: the same input will fail the same way ------------------------------------
@@ -305,6 +338,15 @@ class CertificateUntrusted(StageStopped):
         super().__init__(message, code="certificate")
 
 
+class CertificateChanged(StageStopped):
+    """The FTPS server's certificate is not the one pinned when it was first trusted."""
+
+    kind = "tls"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="changed")
+
+
 class KeyFileUnreadable(StageStopped):
     """The SFTP key file set for the agency cannot be read."""
 
@@ -360,6 +402,13 @@ class ConfigError(MicrostockError):
     """The configuration or workdir is unusable: the run cannot proceed."""
 
     kind = "config"
+
+
+class MissingPassword(ConfigError):
+    """An agency that needs a password has none: neither the environment variable nor the Secret block."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="password")
 
 
 def error_class_of_parked(exc: BaseException) -> str:

@@ -52,10 +52,13 @@ class AgencySettings(_Strict):
     #: ``file:///path``, ``ftp://user@host:port/dir``, ``ftps://…``, ``sftp://…``;
     #: empty means ``<workdir>/outbox/<agency>/``.
     target: str = ""
-    #: Trust the server without checking who it is: SFTP accepts an unknown host key on
-    #: first use and adds it to known_hosts (a changed key is still refused); FTPS skips
-    #: certificate verification. Off: known_hosts / the system CAs are checked.
+    #: Trust an unknown server on first use: SFTP accepts its host key and adds it to
+    #: known_hosts, FTPS pins its certificate's SHA-256 in the workdir; a changed key or
+    #: certificate is refused either way. Off: known_hosts / the system CAs (or ca_file) are checked.
     trust_unknown_host: bool = False
+    #: FTPS only: a PEM file (certificate or CA bundle) to verify this agency's server against,
+    #: instead of the system CAs.
+    ca_file: str = ""
     #: SFTP only: private key file (password auth otherwise).
     key_file: str = ""
     #: Files sent at once to this agency (one connection each).
@@ -69,6 +72,9 @@ class AgencySettings(_Strict):
     #: False when the agency moves uploaded files away at once: then the server's success
     #: reply alone confirms an upload, and nothing can be reconciled (see docs/UPLOADS.md).
     remote_keeps_files: bool = True
+    #: Stop the agency for this run once this many files in a row failed for a cause every file
+    #: meets alike (data connection unreachable, disk full or quota, writing not permitted); 0: never.
+    stop_after_same_failures: int = Field(3, ge=0)
     #: Values for agency-specific CSV columns (e.g. Dreamstime ``Free``, ``W-EL``).
     csv_defaults: dict[str, str] = Field(default_factory=dict)
 

@@ -18,8 +18,12 @@ fresh connection; a file that keeps failing, or fails permanently, is
 reported and left pending — never recorded; a StageStopped (refused login,
 unknown host key, a server that lost a confirmed file, another run holding
 the agency) stops this agency at once with one message, the other agencies go
-on. One connection per agency is reused for every file; ``parallel_files``
-opens that many, each taking files from one queue.
+on; so do ``stop_after_same_failures`` files in a row failing for a cause every
+file meets alike (``fails_every_file``: the data connection, a full disk). A
+send whose reply came too late may still be arriving: its remote copy is
+watched (``tasks.transports.transit``) before anything is sent again. One
+connection per agency is reused for every file; ``parallel_files`` opens that
+many, each taking files from one queue.
 
 Prefect visibility: the caller passes ``run_file``, which runs each file's
 reconcile-send-confirm-record inside its own task run (``tasks.upload_runs``:
@@ -47,6 +51,7 @@ from tasks.core.errors import (
     MicrostockError,
     PermanentError,
     RemoteFileDiffers,
+    ReplyOverdue,
     StageStopped,
     StoreUnavailable,
     TargetUnusable,
@@ -64,12 +69,13 @@ from tasks.orchestration.logs import stage_logger
 from tasks.orchestration.progress import StageProgress
 from tasks.orchestration.stage_tags import tags_never_fail
 from tasks.stores.ledger import Ledger
-from tasks.transports.base import Transport
-from tasks.transports.targets import open_transport
+from tasks.transports.base import Transport, fails_every_file
+from tasks.transports.targets import open_transport, target_display
+from tasks.transports.transit import SendsInFlight, Settled, watch
 
-#: How long a partial remote file must stay unchanged before it counts as abandoned.
+#: The least time a partial remote file must stay unchanged before it counts as abandoned
+#: (longer at a slow server: tasks.transports.transit).
 SETTLE_S = 3.0
-_MAX_SETTLE_ROUNDS = 10
 
 #: Makes the (unconnected) transport of an agency; tests and tools may pass their own.
 Opener = Callable[[str, AgencySettings, Workdir], Transport]
@@ -108,6 +114,7 @@ def upload_agency(
     result = AgencyUpload()
     ledger = Ledger(wd.ledger)
     try:
+        result.target = target_display(agency, settings, wd)  # also when nothing is pending
         with ledger.agency_lock(agency):
             done = ledger.read().done_for(agency)
             pending: list[UploadItem] = []
@@ -122,7 +129,7 @@ def upload_agency(
                 log.info("%s: %d already in the ledger", agency, len(result.already))
             if pending:
                 _AgencyRun(wd, agency, settings, ledger, opener, sleep, settle_s, log, result, run_file).run(pending)
-    except MicrostockError as exc:  # the lock or the ledger itself
+    except MicrostockError as exc:  # the target URL, the lock or the ledger itself
         result.stopped = exc.message
         result.not_tried = [i.name for i in items if i.name not in result.already]
         log.error("%s: stopped: %s", agency, exc.message)
@@ -138,8 +145,11 @@ class _AgencyRun:
         self.wd, self.agency, self.settings, self.ledger = wd, agency, settings, ledger
         self.opener, self.sleep, self.settle_s, self.log, self.result = opener, sleep, settle_s, log, result
         self.run_file = run_file
+        self.in_flight = SendsInFlight(wd.root / ".uploads-in-flight" / agency)
         self.lock = threading.Lock()
         self.stop = threading.Event()
+        #: Files in a row that failed for one cause every file meets alike (fails_every_file), and that cause.
+        self.same_failures, self.failure_cause = 0, None
 
     def run(self, pending: list[UploadItem]) -> None:
         todo: queue.SimpleQueue[UploadItem] = queue.SimpleQueue()
@@ -180,19 +190,26 @@ class _AgencyRun:
                     item = todo.get_nowait()
                 except queue.Empty:
                     return
-                try:
-                    self.run_file(self.agency, item, lambda: self._one_file(transport, item))
-                except StageStopped as exc:
-                    self._stop(self._explain(exc))
-                    with self.lock:
-                        self.result.not_tried.append(item.name)
-                except StoreUnavailable as exc:
-                    self._stop(f"{exc.message}; {item.name} may be on the server unrecorded: "
-                               "the next run finds it there and records it")
+                self.run_file(self.agency, item, lambda: self._one_file_or_stop(transport, item))
                 with self.lock:
                     progress.advance()
         finally:
             transport.close()
+
+    def _one_file_or_stop(self, transport: Transport, item: UploadItem) -> FileOutcome:
+        """One file; a stop of the whole agency is decided here and returned as this file's failure, not
+        raised through its task run (Prefect would log an expected stop as a 25-line traceback)."""
+        try:
+            return self._one_file(transport, item)
+        except StageStopped as exc:
+            reason = self._explain(exc)
+            with self.lock:
+                self.result.not_tried.append(item.name)
+        except StoreUnavailable as exc:
+            reason = (f"{exc.message}; {item.name} may be on the server unrecorded: "
+                      "the next run finds it there and records it")
+        self._stop(reason)
+        return FileOutcome("failed", f"not sent: {self.agency} stopped — {reason}")
 
     def _one_file(self, transport: Transport, item: UploadItem) -> FileOutcome:
         """Reconcile, send, confirm, record one file, retrying transient failures within the budget."""
@@ -201,6 +218,8 @@ class _AgencyRun:
             local_size = item.path.stat().st_size
         except OSError as exc:
             return self._fail(item, f"upload-ready file unreadable ({exc.strerror or exc})")
+        overdue: ReplyOverdue | None = None  # a send of this file whose reply did not come: maybe in transit
+        sent_here = False  # until this run sends it, a partial remote copy is an earlier run's
         for attempt in range(1, attempts + 1):
             connecting = not transport.connected
             try:
@@ -208,10 +227,27 @@ class _AgencyRun:
                     self._connect(transport)
                 connecting = False
                 remote = transport.remote_size(item.name)
+                if overdue is not None and not transport.can_list:
+                    return self._fail(item, f"{overdue.message}; the server cannot be listed, so it is not sent "
+                                            "again: check the agency's site — if it arrived, `microstock ledger "
+                                            "done`, else the next run sends it")
                 if remote is not None and remote < local_size:
-                    remote = self._settled_size(transport, item.name, remote)
+                    settled = self._settle(transport, item, remote, local_size, overdue, earlier_run=not sent_here)
+                    if settled.growing:
+                        return self._fail(item, f"still arriving on the server after {settled.watched_s:.0f} s "
+                                                f"of watching ({settled.size} of {local_size} bytes); not sent "
+                                                "again — the next run looks at it first")
+                    remote = settled.size
+                if remote is None and overdue is not None:
+                    return self._fail(item, f"{overdue.message}; it is not on the server now (taken by the agency, "
+                                            "or dropped) and is not sent again this run: check the agency's site — "
+                                            "if it arrived, `microstock ledger done`, else the next run sends it")
                 if remote == local_size:
                     entry = self.ledger.record(self.agency, item.name, item.sha256, transport.remote_path(item.name))
+                    self.in_flight.end(item.name)
+                    if overdue is not None:  # sent once, this run: it arrived after all
+                        return self._note("uploaded", item, f"→ {entry.remote_path} ({local_size} bytes; the "
+                                                            "server's reply was late, its copy is whole)")
                     return self._note("reconciled", item, f"already on the server whole ({remote} bytes): "
                                                           f"recorded without sending → {entry.remote_path}")
                 if remote is not None and remote > local_size:
@@ -219,58 +255,79 @@ class _AgencyRun:
                                          f"({remote} bytes, this one {local_size}) is already there; "
                                          "not overwritten — check it on the agency's side")
                 started = time.monotonic()
+                sent_here = True
+                self.in_flight.begin(item.name)  # kept until recorded: a later run knows when this send began
                 remote_path = transport.put(item.path, item.name)
                 self.ledger.record(self.agency, item.name, item.sha256, remote_path)
+                self.in_flight.end(item.name)
                 return self._note("uploaded", item, f"→ {remote_path} ({local_size} bytes, "
                                                     f"{time.monotonic() - started:.1f} s)")
             except TransientError as exc:
                 transport.close()  # the next attempt starts on a fresh connection
+                if isinstance(exc, ReplyOverdue):
+                    overdue = exc
                 if attempt == attempts and connecting:  # the server, not this file: spare the others the wait
                     raise TargetUnusable(f"cannot connect after {attempts} attempts: {exc.message}",
                                          code=exc.error_class) from exc
                 if attempt == attempts:
-                    return self._fail(item, f"gave up after {attempts} attempts: {exc.message}")
+                    return self._fail(item, f"gave up after {attempts} attempts: {exc.message}", fails_every_file(exc))
                 delay = delay_before_retry(self.settings.retry_delay_s, attempt, exc)
                 self.log.warning("%s: %s attempt %d/%d failed (%s); retrying in %.1f s",
                                  self.agency, item.name, attempt, attempts, exc.message, delay)
                 self.sleep(delay)
             except PermanentError as exc:
-                return self._fail(item, exc.message)
+                return self._fail(item, exc.message, fails_every_file(exc))
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _settled_size(self, transport: Transport, name: str, size: int) -> int | None:
-        """The size of a partial remote file once it stops growing (a dead run's bytes may still arrive)."""
-        for _ in range(_MAX_SETTLE_ROUNDS):
-            self.sleep(self.settle_s)
-            now = transport.remote_size(name)
-            if now == size:
-                return size
+    def _settle(self, transport: Transport, item: UploadItem, size: int, expected: int,
+                overdue: ReplyOverdue | None, earlier_run: bool) -> Settled:
+        """Watch a partial remote file until it is whole, gone, or settled (tasks.transports.transit):
+        paced by this run's overdue send, else (``earlier_run``: before this run's first send of it)
+        by an earlier run's marker, its quiet window capped at 4 × ``timeout_s``."""
+        if overdue is not None:
+            sent_at, cap = overdue.started, None
+        elif earlier_run:
+            sent_at, cap = self.in_flight.began(item.name), 4 * self.settings.timeout_s
+        else:
+            sent_at, cap = None, None
+
+        def growing(before: int | None, after: int | None) -> None:
             self.log.info("%s: %s is still arriving on the server (%s → %s bytes); waiting",
-                          self.agency, name, size, now)
-            size = now
-            if size is None:
-                return None
-        return size
+                          self.agency, item.name, before, after)
+
+        return watch(lambda: transport.remote_size(item.name), expected, size,
+                     sent_at=sent_at, floor_s=self.settle_s, sleep=self.sleep, on_growth=growing, cap_s=cap)
 
     def _connect(self, transport: Transport) -> None:
         """Connect; a permanent refusal here (no such folder, ...) stops the agency."""
         try:
             transport.connect()
         except PermanentError as exc:
-            raise TargetUnusable(f"cannot use {transport.display}: {exc.message}", code=exc.error_class) from exc
+            # exc.message starts with the target already: say it once
+            raise TargetUnusable(f"target unusable — {exc.message}", code=exc.error_class) from exc
 
     # --- bookkeeping -----------------------------------------------------------------
 
     def _note(self, what: str, item: UploadItem, detail: str) -> FileOutcome:
         with self.lock:
             getattr(self.result, what).append(item.name)
+            self.same_failures, self.failure_cause = 0, None
         self.log.info("%s: %s %s %s", self.agency, what, item.name, detail)
         return FileOutcome(what, detail)
 
-    def _fail(self, item: UploadItem, reason: str) -> FileOutcome:
+    def _fail(self, item: UploadItem, reason: str, cause: str | None = None) -> FileOutcome:
+        """Leave ``item`` pending; stop the agency once ``stop_after_same_failures`` files in a row
+        failed for the same ``cause`` (one that every file meets alike)."""
+        limit = self.settings.stop_after_same_failures
         with self.lock:
             self.result.failed[item.name] = reason
+            self.same_failures = self.same_failures + 1 if cause and cause == self.failure_cause else int(bool(cause))
+            self.failure_cause = cause
+            alike = self.same_failures if cause and limit and self.same_failures >= limit else 0
         self.log.warning("%s: %s left pending: %s", self.agency, item.name, reason)
+        if alike:
+            self._stop(f"{alike} files in a row failed the same way — {cause}; the rest would too, so this "
+                       f"agency stops for this run. The last: {reason}")
         return FileOutcome("failed", reason)
 
     def _stop(self, reason: str) -> None:

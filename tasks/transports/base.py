@@ -12,18 +12,29 @@ forget the confirmation that follows it.
 from __future__ import annotations
 
 import errno
+import fcntl
+import select
 import socket
 import ssl
+import struct
+import termios
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 from tasks.core.errors import (
+    DataConnectionFailed,
+    FtpRefused,
+    FtpTemporary,
     MicrostockError,
     NetworkError,
     ServiceTimeout,
+    SftpRefused,
+    ShortWrite,
     SizeMismatch,
     Unconfirmed,
 )
@@ -83,9 +94,31 @@ class Transport(ABC):
         same name.
         """
         size = local.stat().st_size
-        self.send(local, name)
-        self.confirm(name, size)
+        try:
+            self.send(local, name)
+            self.confirm(name, size)
+        except (ShortWrite, FtpTemporary, FtpRefused, SftpRefused) as exc:  # the server refused, the transfer is over
+            self._clear_partial(name, size, exc)
+            raise
         return self.remote_path(name)
+
+    def _clear_partial(self, name: str, size: int, exc: MicrostockError) -> None:
+        """After a refused write, delete what it left under the final name (an agency would ingest a
+        zero-byte or cut-short file), and say in ``exc`` what was left. Never raises: the refusal is the news."""
+        try:
+            left = self.remote_size(name) if self.connected else None
+            if left is None or left >= size:
+                return
+            self.remove(name)
+            said = f"; the partial file it left ({left} bytes) was deleted"
+        except MicrostockError:
+            said = f"; a partial file may be left at {self.remote_path(name)} (it could not be deleted)"
+        exc.message += said
+        exc.args = (exc.message,)
+
+    @abstractmethod
+    def remove(self, name: str) -> None:
+        """Delete the remote file ``name`` (only ever a partial one this run wrote)."""
 
     @abstractmethod
     def send(self, local: Path, name: str) -> None:
@@ -109,12 +142,20 @@ class Transport(ABC):
                 "remote_keeps_files = false for it"
             )
         if size != expected:
-            why = " (a write was refused: disk full or quota?)" if size < expected else ""
-            raise SizeMismatch(f"{self.remote_path(name)}: the server kept {size} of {expected} bytes{why}")
+            message = f"{self.remote_path(name)}: the server kept {size} of {expected} bytes"
+            if size < expected:
+                raise ShortWrite(f"{message} (a write was refused: disk full or quota?)")
+            raise SizeMismatch(message)
 
     def remote_path(self, name: str) -> str:
         """The remote path of ``name`` as shown to people and written to the ledger."""
         return f"{self.display.rstrip('/')}/{name}"
+
+
+def remote_display(scheme: str, user: str, host: str, port: int, folder: str) -> str:
+    """How a remote target is shown to people and in the ledger: ``scheme://user@host:port/folder``."""
+    who = f"{user}@" if user else ""
+    return f"{scheme}://{who}{host}:{port}/{folder}"
 
 
 def say(where: str, text: object, secret: str | None = None) -> str:
@@ -150,5 +191,78 @@ def network_errors(where: str, secret: str | None = None) -> Iterator[None]:
         raise NetworkError(say(where, f"connection failed ({exc.strerror or exc})", secret)) from exc
 
 
+def fails_every_file(exc: MicrostockError) -> str | None:
+    """The cause, when ``exc`` is one every further file of the agency would meet too: the data
+    connection cannot be opened, the disk is full or over quota, writing there is not permitted.
+    None when it may be this file's own problem."""
+    if isinstance(exc, DataConnectionFailed):
+        return "the passive data connection cannot be opened"
+    if isinstance(exc, ShortWrite) or (isinstance(exc, (FtpTemporary, FtpRefused)) and exc.code in ("451", "452", "552")):
+        return "the server's disk is full or over quota"
+    if isinstance(exc, FtpRefused) and exc.code == "550":
+        return "the server does not permit writing there"
+    return None
+
+
 #: OSError numbers that mean "this file was refused", not "the connection broke".
 REFUSED_ERRNOS = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR})
+
+
+# --- what the server still has to read -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Drained:
+    """What :func:`drain` saw: bytes the server had already acknowledged when the last byte was
+    handed over, and the rate it read the rest at (None when there was nothing to measure)."""
+
+    acknowledged: int
+    rate: float | None
+
+    def reply_wait(self, timeout: float) -> float:
+        """How long the server's reply may take after the last byte: ``timeout`` plus the time the
+        server needs, at the rate it was seen reading, for what it had acknowledged but perhaps not
+        yet read (its own receive buffer)."""
+        if not self.rate:
+            return timeout
+        return timeout + self.acknowledged / self.rate
+
+
+def unacknowledged(sock: socket.socket) -> int | None:
+    """Bytes written to ``sock`` that the peer has not acknowledged yet (Linux ``SIOCOUTQ``); None
+    where the kernel cannot say."""
+    try:
+        return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+    except (OSError, AttributeError):
+        return None
+
+
+def drain(sock: socket.socket, size: int, timeout: float, answer: socket.socket | None = None,
+          poll_s: float = 0.05) -> Drained:
+    """Wait until the peer has acknowledged every byte written to ``sock`` (``size`` in all).
+
+    The wait lasts as long as the server keeps reading — a slow server is
+    not a dead one — and raises TimeoutError once nothing was acknowledged
+    for ``timeout`` seconds. It ends early when ``answer`` (the control
+    connection) has something to say: the server's verdict (426 disk full,
+    say) comes before the rest would be read.
+    """
+    held = unacknowledged(sock)
+    if held is None:
+        return Drained(size, None)
+    start = last_change = time.monotonic()
+    left = held
+    while left > 0:
+        if answer is None:
+            time.sleep(poll_s)
+        elif select.select([answer], [], [], poll_s)[0]:
+            return Drained(max(0, size - held), None)
+        now_left = unacknowledged(sock) or 0
+        now = time.monotonic()
+        if now_left < left:
+            left, last_change = now_left, now
+        elif now - last_change > timeout:
+            raise TimeoutError(f"the server read nothing for {timeout:g} s ({left} of {size} bytes unread)")
+    took = time.monotonic() - start
+    measured = took >= 4 * poll_s  # shorter: the polling itself, not the server's pace
+    return Drained(max(0, size - held), held / took if measured else None)  # TLS adds bytes to held

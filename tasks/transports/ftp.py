@@ -2,7 +2,9 @@
 
 ``ftps://`` is explicit TLS (``AUTH TLS`` before the password is sent) with a
 protected data channel (``PROT P``); the certificate is verified against the
-system CAs unless the agency is set to ``trust_unknown_host``.
+system CAs, or against the agency's ``ca_file``; with ``trust_unknown_host``
+it is pinned on first use instead (``tasks.transports.pins``), and a changed
+one is refused before the password is sent.
 
 Files are stored under their final name, not a temporary one: agencies
 ingest what appears in their folder, and a rename after the fact can fail
@@ -28,6 +30,7 @@ import ftplib
 import socket
 import ssl
 import struct
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,13 +38,16 @@ from pathlib import Path
 from tasks.core.errors import (
     AuthenticationFailed,
     CertificateUntrusted,
+    DataConnectionFailed,
     FtpRefused,
     FtpTemporary,
     MicrostockError,
     NoSizeCommand,
+    ReplyOverdue,
     UnexpectedFtpReply,
 )
-from tasks.transports.base import Transport, network_errors, say
+from tasks.transports.base import Transport, drain, network_errors, remote_display, say
+from tasks.transports.pins import CertificatePins
 
 _BLOCK = 64 * 1024
 _RESET_ON_CLOSE = struct.pack("ii", 1, 0)
@@ -58,12 +64,20 @@ def ftp_errors(where: str, secret: str | None = None) -> Iterator[None]:
       space) → FtpTemporary ``ftp:<code>`` (retry); other 5xx → FtpRefused ``ftp:<code>``
     - a reply the protocol does not allow → UnexpectedFtpReply ``ftp:reply``
     - an unverifiable certificate → CertificateUntrusted ``tls:certificate`` (stop)
+    - a passive data connection that cannot be opened → DataConnectionFailed ``ftp:data``
     """
     with network_errors(where, secret):
         try:
             yield
         except MicrostockError:
             raise
+        except _NoDataConnection as exc:
+            raise DataConnectionFailed(say(where, f"the passive data connection to port {exc.port} cannot be "
+                                                  f"opened ({exc.cause}), although the login worked: usually a "
+                                                  "firewall or NAT between here and the server, or the server "
+                                                  "advertising a wrong passive address or port range (check the "
+                                                  "agency's passive-mode settings and any firewall on this side)",
+                                           secret)) from None
         except ftplib.error_temp as exc:
             raise FtpTemporary(say(where, f"server busy or out of room ({exc})", secret), code=str(exc)[:3]) from None
         except ftplib.error_perm as exc:
@@ -75,8 +89,17 @@ def ftp_errors(where: str, secret: str | None = None) -> Iterator[None]:
             raise UnexpectedFtpReply(say(where, f"unexpected FTP reply ({exc})", secret)) from None
         except ssl.SSLCertVerificationError as exc:
             raise CertificateUntrusted(say(where, f"the server's TLS certificate cannot be verified "
-                                                  f"({exc.verify_message}); set trust_unknown_host = true "
-                                                  "to skip the check", secret)) from None
+                                                  f"({exc.verify_message}); set ca_file to the PEM file of "
+                                                  "the certificate (or its CA) to trust it, or trust_unknown_host "
+                                                  "= true to pin it on first use", secret)) from None
+
+
+class _NoDataConnection(Exception):
+    """The passive data connection could not be opened; :func:`ftp_errors` makes it DataConnectionFailed."""
+
+    def __init__(self, port: int, cause: str) -> None:
+        super().__init__(f"port {port}: {cause}")
+        self.port, self.cause = port, cause
 
 
 class _PassiveData:
@@ -90,7 +113,12 @@ class _PassiveData:
 
     def ntransfercmd(self, cmd, rest=None):
         host, port = self.makepasv()
-        conn = socket.create_connection((host, port), self.timeout, source_address=self.source_address)
+        try:
+            conn = socket.create_connection((host, port), self.timeout, source_address=self.source_address)
+        except TimeoutError:
+            raise _NoDataConnection(port, f"no answer within {self.timeout:g} s") from None
+        except OSError as exc:
+            raise _NoDataConnection(port, exc.strerror or str(exc)) from None
         try:
             if cmd.startswith("STOR"):
                 conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_ON_CLOSE)
@@ -129,23 +157,22 @@ class FtpTarget(Transport):
         *,
         tls: bool = False,
         timeout: float = 30.0,
-        verify: bool = True,
         ssl_context: ssl.SSLContext | None = None,
+        pins: CertificatePins | None = None,
         keeps_files: bool = True,
     ) -> None:
         self.host, self.port, self.user, self.folder = host, port, user, folder
         self.tls, self.timeout = tls, timeout
         self._password = password
         self._context = ssl_context
+        self._pins = pins
         if tls and self._context is None:
             self._context = ssl.create_default_context()
-            if not verify:
+            if pins is not None:  # trust on first use: the pinned fingerprint is the check, not a CA
                 self._context.check_hostname = False
                 self._context.verify_mode = ssl.CERT_NONE
         self.can_list = keeps_files
-        scheme = "ftps" if tls else "ftp"
-        who = f"{user}@" if user else ""
-        self.display = f"{scheme}://{who}{host}:{port}/{folder}"
+        self.display = remote_display("ftps" if tls else "ftp", user, host, port, folder)
         self._ftp: ftplib.FTP | None = None
         self._no_size_command = False
 
@@ -160,6 +187,8 @@ class FtpTarget(Transport):
                 ftp.connect(self.host, self.port)
                 if isinstance(ftp, ftplib.FTP_TLS):
                     ftp.auth()  # before USER/PASS: the password never travels in clear text
+                    if self._pins is not None:  # and never to a server whose certificate changed
+                        self._pins.check(self.display, self.host, self.port, ftp.sock.getpeercert(binary_form=True))
                 ftp.login(self.user, self._password or "")
                 if isinstance(ftp, ftplib.FTP_TLS):
                     ftp.prot_p()
@@ -224,23 +253,55 @@ class FtpTarget(Transport):
     # --- sending ---------------------------------------------------------------
 
     def send(self, local: Path, name: str) -> None:
-        """STOR ``name`` (replacing a partial one) and wait for 226; :meth:`put` then checks the size."""
+        """STOR ``name`` (replacing a partial one) and wait for 226; :meth:`put` then checks the size.
+
+        The kernel takes far more than the server has read (a whole file, on
+        a fast link to a slow server), so the wait does not start at the last
+        byte handed over: it lasts while the server keeps reading what is in
+        flight (:func:`~tasks.transports.base.drain`), then allows for what
+        its own buffer may still hold at the rate it was seen reading. A
+        server that stops reading, or a reply that does not come even then,
+        raises ReplyOverdue: every byte was handed over, so the file may still
+        be arriving (docs/UPLOADS.md, "Never a second send").
+        """
         ftp = self._connected()
+        size = local.stat().st_size
         with open(local, "rb") as src, ftp_errors(self.display, self._password):
             ftp.voidcmd("TYPE I")  # binary, every time: a listing switches ftplib to ASCII
             conn = ftp.transfercmd(f"STOR {name}")  # resets on close until the last byte is handed over
+            started = time.monotonic()
             try:
                 while chunk := src.read(_BLOCK):
                     conn.sendall(chunk)
-                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _FIN_ON_CLOSE)
-                if isinstance(conn, ssl.SSLSocket):
-                    conn.unwrap()  # close_notify: the end of the file, said in TLS
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _FIN_ON_CLOSE)  # every byte handed over
             except OSError:
                 conn.close()  # resets: the server sees an aborted transfer
                 ftp.voidresp()  # the server usually says why (426 no space, 452 ...): raise that
                 raise
-            conn.close()
-            ftp.voidresp()  # 226 Transfer complete (4xx/5xx raise)
+            try:
+                drained = drain(conn, size, self.timeout, answer=ftp.sock)
+                wait = drained.reply_wait(self.timeout)
+                conn.settimeout(wait)
+                if isinstance(conn, ssl.SSLSocket):
+                    conn.unwrap()  # close_notify: the end of the file, said in TLS
+                conn.close()
+                ftp.sock.settimeout(wait)
+                ftp.voidresp()  # 226 Transfer complete (4xx/5xx raise)
+            except TimeoutError as exc:
+                self._ftp = None  # no QUIT: the server answers nothing before the transfer's own reply
+                _quietly_close(ftp)
+                raise ReplyOverdue(say(self.display, f"every byte of {name} was handed over, but no reply came "
+                                                     f"in time ({exc}); the file may still be arriving",
+                                       self._password),
+                                   started=started) from None
+            finally:
+                conn.close()
+                if self._ftp is not None:
+                    ftp.sock.settimeout(self.timeout)
+
+    def remove(self, name: str) -> None:
+        with ftp_errors(self.display, self._password):
+            self._connected().delete(name)
 
     def _connected(self) -> ftplib.FTP:
         if self._ftp is None:

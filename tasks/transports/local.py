@@ -61,5 +61,11 @@ class LocalFolder(Transport):
             tmp.unlink(missing_ok=True)
             raise PermanentError(f"{target}: write failed ({exc.strerror})") from exc
 
+    def remove(self, name: str) -> None:
+        try:
+            (self.folder / name).unlink(missing_ok=True)
+        except OSError as exc:
+            raise PermanentError(f"{self.folder / name}: cannot delete ({exc.strerror})") from None
+
     def remote_path(self, name: str) -> str:
         return str(self.folder / name)

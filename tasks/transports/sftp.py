@@ -17,7 +17,10 @@ checked with ``stat`` after the file is closed.
 
 from __future__ import annotations
 
+import fcntl
+import logging
 import os
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,9 +37,10 @@ from tasks.core.errors import (
     NetworkError,
     SftpRefused,
 )
-from tasks.transports.base import REFUSED_ERRNOS, Transport, network_errors, say
+from tasks.transports.base import REFUSED_ERRNOS, Transport, network_errors, remote_display, say
 
 _BLOCK = 32 * 1024  # one SFTP write request
+logger = logging.getLogger("microstock.transports")
 
 
 class _UnknownHost(paramiko.SSHException):
@@ -44,7 +48,8 @@ class _UnknownHost(paramiko.SSHException):
 
 
 @contextmanager
-def sftp_errors(where: str, secret: str | None = None, alive: Callable[[], bool] | None = None) -> Iterator[None]:
+def sftp_errors(where: str, secret: str | None = None, alive: Callable[[], bool] | None = None,
+                changed_hint: str = "remove its old line from known_hosts") -> Iterator[None]:
     """Turn paramiko's errors into :mod:`tasks.core.errors` classes (on top of
     :func:`~tasks.transports.base.network_errors`).
 
@@ -67,7 +72,7 @@ def sftp_errors(where: str, secret: str | None = None, alive: Callable[[], bool]
         except paramiko.BadHostKeyException as exc:
             raise HostKeyChanged(say(where, f"the server's host key has CHANGED (got {exc.key.get_name()} "
                                             f"{exc.key.fingerprint}); refusing to connect — if the change is "
-                                            "expected, remove its old line from known_hosts", secret)) from None
+                                            f"expected, {changed_hint}", secret)) from None
         except _UnknownHost as exc:
             raise HostKeyUnknown(say(where, str(exc), secret)) from None
         except NoValidConnectionsError as exc:
@@ -87,28 +92,45 @@ def default_known_hosts() -> Path:
     return Path(os.path.expanduser("~/.ssh/known_hosts"))
 
 
+def host_pattern(host: str, port: int) -> str:
+    """The host as known_hosts and ssh-keygen name it: ``host`` on port 22, else ``[host]:port``."""
+    return host if port == 22 else f"[{host}]:{port}"
+
+
 class _RefuseUnknown(paramiko.MissingHostKeyPolicy):
-    def __init__(self, known_hosts: Path) -> None:
-        self.known_hosts = known_hosts
+    def __init__(self, known_hosts: Path, port: int) -> None:
+        self.known_hosts, self.port = known_hosts, port
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        host = hostname[1:].split("]")[0] if hostname.startswith("[") else hostname
         raise _UnknownHost(
             f"host {hostname} is not in {self.known_hosts} (its {key.get_name()} key is {key.fingerprint}); "
-            "add it with `ssh-keyscan` after checking the fingerprint, or set trust_unknown_host = true "
-            "to accept it on first use"
+            f"check that fingerprint with the agency, then add it with `ssh-keyscan -p {self.port} {host} >> "
+            f"{self.known_hosts}` — or set trust_unknown_host = true to accept it on first use"
         )
 
 
-class _AcceptNew(paramiko.MissingHostKeyPolicy):
-    """Trust on first use: accept an unknown host and remember its key in known_hosts."""
+_known_hosts_lock = threading.Lock()  # parallel_files connections of one process; fcntl covers other processes
 
-    def __init__(self, known_hosts: Path) -> None:
-        self.known_hosts = known_hosts
+
+class _AcceptNew(paramiko.MissingHostKeyPolicy):
+    """Trust on first use: accept an unknown host, remember its key in known_hosts (once), log it (once)."""
+
+    def __init__(self, known_hosts: Path, port: int) -> None:
+        self.known_hosts, self.port = known_hosts, port
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
-        self.known_hosts.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with open(self.known_hosts, "a", encoding="ascii") as fh:
-            fh.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+        line = f"{hostname} {key.get_name()} {key.get_base64()}"
+        with _known_hosts_lock:
+            self.known_hosts.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            with open(self.known_hosts, "a+", encoding="ascii") as fh:
+                fcntl.flock(fh, fcntl.LOCK_EX)
+                fh.seek(0)
+                if line not in fh.read().splitlines():  # another connection of this run accepted it already
+                    fh.write(line + "\n")
+                    fh.flush()
+                    logger.warning("accepted the host key of %s on first use (%s %s); added to %s",
+                                   hostname, key.get_name(), key.fingerprint, self.known_hosts)
         client.get_host_keys().add(hostname, key.get_name(), key)
 
 
@@ -134,8 +156,7 @@ class SftpTarget(Transport):
         self.known_hosts = known_hosts or default_known_hosts()
         self._password = password
         self.can_list = keeps_files
-        who = f"{user}@" if user else ""
-        self.display = f"sftp://{who}{host}:{port}/{folder}"
+        self.display = remote_display("sftp", user, host, port, folder)
         self._client: paramiko.SSHClient | None = None
         self._sftp: paramiko.SFTPClient | None = None
 
@@ -144,12 +165,13 @@ class SftpTarget(Transport):
         self.close()
         key = self._load_key() if self.key_file else None
         client = paramiko.SSHClient()
-        with sftp_errors(self.display, self._password, self._alive):
+        forget = f'run `ssh-keygen -R "{host_pattern(self.host, self.port)}" -f {self.known_hosts}`, then connect again'
+        with sftp_errors(self.display, self._password, self._alive, changed_hint=forget):
             try:
                 if self.known_hosts.exists():
                     client.load_host_keys(str(self.known_hosts))
                 policy = _AcceptNew if self.trust_unknown_host else _RefuseUnknown
-                client.set_missing_host_key_policy(policy(self.known_hosts))
+                client.set_missing_host_key_policy(policy(self.known_hosts, self.port))
                 client.connect(
                     self.host, self.port, username=self.user or None,
                     # with a key, the password is its passphrase: never sent to the server
@@ -212,6 +234,10 @@ class SftpTarget(Transport):
                 remote.set_pipelined(True)  # acknowledgements are collected at close
                 while chunk := src.read(_BLOCK):
                     remote.write(chunk)
+
+    def remove(self, name: str) -> None:
+        with sftp_errors(self.display, self._password, self._alive):
+            self._connected().remove(name)
 
     def _connected(self) -> paramiko.SFTPClient:
         if self._sftp is None:

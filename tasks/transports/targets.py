@@ -19,16 +19,18 @@ and are looked up only for a protocol that needs one.
 from __future__ import annotations
 
 import os
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from tasks.core.settings import AgencySettings, Settings
-from tasks.core.errors import ConfigError
-from tasks.core.secrets import agency_password, password_env_var
-from tasks.transports.base import Transport
+from tasks.core.errors import ConfigError, MissingPassword
+from tasks.core.secrets import agency_password, password_block_name, password_env_var
+from tasks.transports.base import Transport, remote_display
 from tasks.transports.ftp import FtpTarget
 from tasks.transports.local import LocalFolder
+from tasks.transports.pins import CertificatePins
 from tasks.transports.sftp import SftpTarget
 from tasks.core.workdir import Workdir
 
@@ -87,6 +89,16 @@ def check_targets(settings: Settings, agencies: list[str]) -> None:
             parse_target(agency, target)
 
 
+def target_display(agency: str, settings: AgencySettings, workdir: Workdir) -> str:
+    """Where ``agency``'s files go, as its transport shows it — without connecting or asking for a password."""
+    if not settings.target.strip():
+        return LocalFolder(workdir.outbox(agency)).display
+    target = parse_target(agency, settings.target)
+    if target.scheme == "file":
+        return LocalFolder(Path(target.path)).display
+    return remote_display(target.scheme, target.user, target.host, target.port, target.path)
+
+
 def open_transport(agency: str, settings: AgencySettings, workdir: Workdir) -> Transport:
     """The transport for ``agency`` as configured (not connected yet: use it as a context manager)."""
     if not settings.target.strip():
@@ -97,17 +109,43 @@ def open_transport(agency: str, settings: AgencySettings, workdir: Workdir) -> T
     if target.scheme == "sftp":
         # With a key file the password is only the key's passphrase: the environment may give one,
         # but no Prefect API call is made for it.
-        password = agency_password(agency) if not settings.key_file else _env_password(agency)
+        password = _required_password(agency) if not settings.key_file else _env_password(agency)
         return SftpTarget(
             target.host, target.port, target.user, password, target.path,
             key_file=settings.key_file, trust_unknown_host=settings.trust_unknown_host,
             timeout=settings.timeout_s, keeps_files=settings.remote_keeps_files,
         )
+    context, pins = None, None
+    if target.scheme == "ftps" and settings.ca_file:
+        context = _trusting(agency, settings.ca_file)
+    elif target.scheme == "ftps" and settings.trust_unknown_host:
+        pins = CertificatePins(workdir.root / "ftps_known_certs")
     return FtpTarget(
-        target.host, target.port, target.user, agency_password(agency), target.path,
-        tls=target.scheme == "ftps", timeout=settings.timeout_s, verify=not settings.trust_unknown_host,
+        target.host, target.port, target.user, _required_password(agency), target.path,
+        tls=target.scheme == "ftps", timeout=settings.timeout_s, ssl_context=context, pins=pins,
         keeps_files=settings.remote_keeps_files,
     )
+
+
+def _trusting(agency: str, ca_file: str) -> ssl.SSLContext:
+    """A TLS context that trusts exactly the certificates in ``ca_file`` (ConfigError when unusable)."""
+    path = os.path.expanduser(ca_file)
+    try:
+        return ssl.create_default_context(cafile=path)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"agencies.{agency}.ca_file: {path} cannot be used as a PEM certificate file "
+                          f"({getattr(exc, 'strerror', None) or exc})") from None
+
+
+def _required_password(agency: str) -> str:
+    """The agency's password; MissingPassword, before any connection, when there is none (an empty
+    one would be sent, and counted by the server as a failed login)."""
+    password = agency_password(agency)
+    if not password:
+        raise MissingPassword(f"{agency}: no password set — set {password_env_var(agency)} or the Prefect Secret "
+                              f"block {password_block_name(agency)} (`microstock secrets set "
+                              f"{password_block_name(agency)}`)")
+    return password
 
 
 def _env_password(agency: str) -> str | None:

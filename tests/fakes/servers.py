@@ -72,6 +72,9 @@ class ServerLog:
         self._lock = threading.Lock()
         self.events: list[Received] = []
         self.stor_commands = 0
+        #: Connections accepted, and passwords received (FTP PASS, SSH password auth).
+        self.connections = 0
+        self.passwords = 0
 
     def add(self, path: str | Path, complete: bool) -> None:
         p = Path(path)
@@ -99,8 +102,23 @@ class Faults:
     drop_after: list[int] = field(default_factory=list)
     #: Bytes the disk can still take; writes past it fail with ENOSPC.
     disk_free: int | None = None
+    #: What the FTP server replies when a write fails for a full disk (pyftpdlib: "426 ...; transfer
+    #: aborted."; vsftpd: "451 Failure writing to local file.").
+    disk_full_reply: str | None = None
+    #: Stop reading the next FTP uploads, connection left open, once they pass these many bytes (one
+    #: entry per upload): a transfer that died in flight. They resume when the server stops.
+    hang_after: list[int] = field(default_factory=list)
     #: Bytes per second the data channel reads at (None: as fast as it can).
     rate: float | None = None
+    #: The FTP server holds what it reads and writes it to disk in blocks of this size, as vsftpd
+    #: does (64 KiB): at a low rate, the file on disk grows in bursts seconds apart.
+    write_block: int | None = None
+    #: The port the FTP server advertises in its PASV reply instead of the one it listens on (a
+    #: firewall, NAT or wrong passive setting between client and server: unreachable).
+    passive_port: int | None = None
+    #: SO_RCVBUF of the FTP server's data connections (None: the kernel's default): a large one
+    #: lets the client hand over a whole file long before the server has read it.
+    receive_buffer: int | None = None
     #: Seconds the server sits on an upload request before answering.
     stall_s: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -163,15 +181,31 @@ def write_client_key(path: Path, passphrase: str | None = None) -> paramiko.PKey
 
 
 class _QuotaFile:
-    """A file object whose writes fail with ENOSPC once the server's disk is 'full'."""
+    """A file object whose writes fail with ENOSPC once the server's disk is 'full', and that
+    reaches the disk in ``write_block`` bursts when the faults ask for them."""
 
     def __init__(self, fh, faults: Faults) -> None:
         self._fh, self._faults = fh, faults
+        self._held = b""
 
     def write(self, data: bytes) -> int:
         if not self._faults.take_disk(len(data)):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return self._fh.write(data)
+        block = self._faults.write_block
+        if block is None:
+            return self._fh.write(data)
+        self._held += data
+        while len(self._held) >= block:
+            self._fh.write(self._held[:block])
+            self._fh.flush()
+            self._held = self._held[block:]
+        return len(data)
+
+    def close(self) -> None:
+        if self._held:
+            self._fh.write(self._held)
+            self._held = b""
+        self._fh.close()
 
     def __getattr__(self, name):
         return getattr(self._fh, name)
@@ -184,7 +218,13 @@ class _FaultyFS(AbstractedFS):
 
 
 class _FaultsOnData:
-    """Data-channel behaviour shared by FTP and FTPS: slow reads, drops."""
+    """Data-channel behaviour shared by FTP and FTPS: slow reads, drops, a large receive buffer."""
+
+    def __init__(self, sock, cmd_channel):
+        size = cmd_channel.ctl.faults.receive_buffer
+        if size:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
+        super().__init__(sock, cmd_channel)
 
     def recv(self, buffer_size):
         chunk = self._recv_chunk(buffer_size)
@@ -196,9 +236,21 @@ class _FaultsOnData:
                 self.cmd_channel.close()  # the server goes away mid-transfer: both connections die
                 self.close()
                 return b""
+            hang = ctl.current_hang
+            if hang is not None and self.tot_bytes_received + len(chunk) >= hang:
+                ctl.current_hang = None
+                ctl.stopping.wait()
             if ctl.faults.rate:
                 time.sleep(len(chunk) / ctl.faults.rate)
         return chunk
+
+
+    def handle_error(self):
+        reply = self.cmd_channel.ctl.faults.disk_full_reply
+        if reply is None or self.cmd_channel.ctl.faults.disk_free != 0:
+            return super().handle_error()
+        self._resp = (reply, _log.debug)
+        self.close()
 
 
 class _PlainDTP(_FaultsOnData, DTPHandler):
@@ -248,6 +300,7 @@ class _FaultyCommands:
                 self.close_when_done()
             return None
         ctl.current_drop = ctl.faults.pop("drop_after")
+        ctl.current_hang = ctl.faults.pop("hang_after")
         return super().ftp_STOR(file, mode)
 
     def close(self):
@@ -259,6 +312,10 @@ class _FaultyCommands:
         super().close()
 
     def respond(self, resp, logfun=_log.debug):
+        port = self.ctl.faults.passive_port
+        if port is not None and resp.startswith("227"):
+            address = resp[resp.index("(") + 1:resp.index(")")].split(",")[:4]
+            resp = f"227 Entering passive mode ({','.join(address)},{port // 256},{port % 256})."
         if not self._closed:
             super().respond(resp, logfun)
 
@@ -267,6 +324,13 @@ class _FaultyCommands:
             self.data_channel = None
         else:
             super()._on_dtp_close()
+
+    def on_connect(self):
+        self.ctl.log.connections += 1
+
+    def ftp_PASS(self, line):
+        self.ctl.log.passwords += 1
+        return super().ftp_PASS(line)
 
     def on_file_received(self, file):
         self.ctl.log.add(file, complete=True)
@@ -286,6 +350,8 @@ class FtpServer:
         self.log = ServerLog()
         self.faults = Faults()
         self.current_drop: int | None = None
+        self.current_hang: int | None = None
+        self.stopping = threading.Event()
         authorizer = DummyAuthorizer()
         authorizer.add_user(user, password, str(root), perm="elradfmwMT")
         if certfile:
@@ -317,7 +383,14 @@ class FtpServer:
         self._thread.start()
         return self
 
+    def use_certificate(self, certfile: Path) -> None:
+        """Present ``certfile`` from the next connection on (a swapped, or impostor, server)."""
+        handler = self._server.handler
+        handler.certfile = handler.keyfile = str(certfile)  # the key is in the same PEM file
+        handler.ssl_context = None  # pyftpdlib builds its context again
+
     def stop(self) -> None:
+        self.stopping.set()  # hung transfers go on and end
         self._server.close_all()
         self._thread.join(5)
 
@@ -428,6 +501,7 @@ class _SftpAuth(paramiko.ServerInterface):
         return "password,publickey"
 
     def check_auth_password(self, username, password):
+        self.ctl.log.passwords += 1
         ok = username == self.ctl.user and password == self.ctl.password
         return paramiko.AUTH_SUCCESSFUL if ok else paramiko.AUTH_FAILED
 
@@ -478,6 +552,7 @@ class SftpServer:
                 conn, _ = self._sock.accept()
             except (TimeoutError, OSError):
                 continue
+            self.log.connections += 1
             t = paramiko.Transport(conn)
             t.add_server_key(self.host_key)
             t.set_subsystem_handler("sftp", paramiko.SFTPServer, _SftpFiles, ctl=self)

@@ -89,3 +89,15 @@ def test_bad_config_is_one_line_naming_the_key_and_writes_nothing(cli_env, tmp_p
 def test_unknown_agency_is_refused(cli_env, tmp_path):
     result = microstock(["run", "--agency", "istock", "--workdir", str(tmp_path / "d")], cli_env, tmp_path)
     assert result.returncode == 2 and "unknown agency 'istock'" in result.stderr
+
+
+def test_an_agency_stopped_during_the_run_exits_3(cli_env, tmp_path):
+    """The run completes (the other agencies upload) but dreamstime has no password: exit code 3."""
+    wd = tmp_path / "data"
+    wd.mkdir()
+    (wd / "microstock.toml").write_text("[agencies.dreamstime]\ntarget = 'ftp://42@127.0.0.1:21/'\n")
+    result = microstock(["run", "--count", "1", "--workdir", str(wd)], cli_env, tmp_path)
+    assert result.returncode == 3, result.stderr[-3000:]
+    assert "MICROSTOCK_DREAMSTIME_PASSWORD" in result.stdout + result.stderr
+    ledger = (wd / "uploads.ledger").read_text().splitlines()
+    assert sorted(line.split("\t")[1] for line in ledger if not line.startswith("#")) == ["adobe", "vecteezy"]

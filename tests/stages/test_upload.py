@@ -278,3 +278,138 @@ def test_an_unreachable_server_stops_the_agency_after_one_files_attempts(workdir
     assert "cannot connect after 3 attempts" in report.stopped and "refused" in report.stopped
     assert sorted(report.not_tried) == [i.name for i in items] and report.failed == {}
     assert len(sleeps) == 2  # one file's backoff, not four
+
+
+@pytest.mark.parametrize("server_fixture, agency", [("ftp_server", "dreamstime"), ("sftp_server", "adobe")])
+def test_a_missing_password_stops_before_connecting_and_names_where_to_set_it(
+        workdir, prefect_harness, server_fixture, agency, request, monkeypatch):
+    """No env var and no Secret block (the real lookup, against the test Prefect server): a
+    configuration error naming both, found before any connection, so no empty password is sent."""
+    server = request.getfixturevalue(server_fixture)
+    monkeypatch.delenv(f"MICROSTOCK_{agency.upper()}_PASSWORD", raising=False)
+    items = make_items(workdir, 3)
+    report = upload_agency(workdir, agency, items,
+                           AgencySettings(target=server.url(), timeout_s=5, parallel_files=2), sleep=Sleeps())
+    assert f"MICROSTOCK_{agency.upper()}_PASSWORD" in report.stopped
+    assert f"microstock-{agency}-password" in report.stopped
+    assert sorted(report.not_tried) == [i.name for i in items] and report.failed == {}
+    assert server.log.connections == 0 and server.log.passwords == 0
+
+
+def test_an_unreachable_passive_port_stops_the_agency_after_the_set_number_of_files(workdir, ftp_server,
+                                                                                    ftp_settings):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]  # nothing listens here once closed
+    ftp_server.faults.passive_port = closed
+    items = make_items(workdir, 6)
+    report = upload_agency(workdir, "dreamstime", items, ftp_settings, sleep=Sleeps())
+    assert len(report.failed) == 3 and len(report.not_tried) == 3  # the default: 3 files alike
+    assert all("passive data connection" in why for why in report.failed.values())
+    assert "3 files in a row failed the same way" in report.stopped
+    assert "passive data connection" in report.stopped and "firewall" in report.stopped and "NAT" in report.stopped
+    assert ftp_server.log.stor_commands == 0 and ftp_server.log.received() == []
+    ftp_server.faults.passive_port = None  # the firewall fixed: the next run sends all six
+    assert sorted(upload_agency(workdir, "dreamstime", items, ftp_settings).uploaded) == [i.name for i in items]
+
+
+def test_failures_of_a_files_own_do_not_stop_the_agency(workdir, ftp_server, ftp_settings):
+    ftp_server.faults.refuse_next = ["553 File name not allowed."] * 3
+    items = make_items(workdir, 5)
+    report = upload_agency(workdir, "dreamstime", items, ftp_settings.model_copy(update={"stop_after_same_failures": 2}))
+    assert len(report.failed) == 3 and report.stopped is None and len(report.uploaded) == 2
+
+
+@pytest.mark.parametrize("reply, cause", [("550 Permission denied.", "not permit writing"),
+                                          ("452 Insufficient storage space.", "disk is full or over quota")])
+def test_every_file_refused_alike_stops_the_agency(workdir, ftp_server, ftp_settings, reply, cause):
+    ftp_server.faults.refuse_next = [reply] * 20
+    items = make_items(workdir, 5)
+    report = upload_agency(workdir, "dreamstime", items, ftp_settings, sleep=Sleeps())
+    assert len(report.failed) == 3 and len(report.not_tried) == 2 and report.uploaded == []
+    assert cause in report.stopped and reply[:3] in report.stopped
+
+
+def test_the_target_is_reported_even_when_nothing_was_pending(workdir, sftp_server):
+    """The summary named the local outbox for an sftp target when there was nothing to send."""
+    report = upload_agency(workdir, "adobe", [], AgencySettings(target=sftp_server.url()))
+    assert report.target == sftp_server.url() and report.stopped is None
+    assert sftp_server.log.connections == 0
+
+
+def test_ftps_trusted_on_first_use_is_pinned_once_and_a_swapped_certificate_is_refused_before_the_password(
+        workdir, ftps_server, monkeypatch, tmp_path):
+    from tests.fakes.servers import make_self_signed_cert
+
+    monkeypatch.setenv("MICROSTOCK_VECTEEZY_PASSWORD", PASSWORD)
+    settings = AgencySettings(target=ftps_server.url(), timeout_s=5, trust_unknown_host=True, parallel_files=4)
+    first = make_items(workdir, 4)
+    report = upload_agency(workdir, "vecteezy", first, settings)
+    assert sorted(report.uploaded) == [i.name for i in first]
+    pins = (workdir.root / "ftps_known_certs").read_text().splitlines()
+    assert len(pins) == 1 and pins[0].startswith(f"127.0.0.1:{ftps_server.port} SHA256:")  # once, not four times
+    passwords = ftps_server.log.passwords
+    (tmp_path / "impostor").mkdir()
+    ftps_server.use_certificate(make_self_signed_cert(tmp_path / "impostor"))
+    more = make_items(workdir, 2, prefix="more")
+    swapped = upload_agency(workdir, "vecteezy", more, settings)
+    assert "CHANGED" in swapped.stopped and "ftps_known_certs" in swapped.stopped and PASSWORD not in swapped.stopped
+    assert swapped.uploaded == [] and sorted(swapped.not_tried) == [i.name for i in more]
+    assert ftps_server.log.passwords == passwords  # refused before any password was sent
+    assert ftps_server.log.stor_commands == 4
+
+
+def test_ftps_ca_file_trusts_exactly_that_certificate(workdir, ftps_server, ftps_cert, monkeypatch, tmp_path):
+    from tests.fakes.servers import make_self_signed_cert
+
+    monkeypatch.setenv("MICROSTOCK_VECTEEZY_PASSWORD", PASSWORD)
+    settings = AgencySettings(target=ftps_server.url(), timeout_s=5, ca_file=str(ftps_cert))
+    [item] = make_items(workdir, 1)
+    assert upload_agency(workdir, "vecteezy", [item], settings).uploaded == [item.name]
+    (tmp_path / "other").mkdir()
+    ftps_server.use_certificate(make_self_signed_cert(tmp_path / "other"))
+    [other] = make_items(workdir, 1, prefix="other")
+    refused = upload_agency(workdir, "vecteezy", [other], settings)
+    assert "cannot be verified" in refused.stopped and refused.uploaded == []
+
+
+@pytest.mark.parametrize("server_fixture, agency", [("ftp_server", "dreamstime"), ("sftp_server", "adobe")])
+def test_a_full_disk_leaves_no_zero_byte_or_partial_file_and_stops_the_agency(
+        workdir, server_fixture, agency, request, monkeypatch, known_hosts, tmp_path):
+    server = request.getfixturevalue(server_fixture)
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "known_hosts").write_text(known_hosts.read_text())
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv(f"MICROSTOCK_{agency.upper()}_PASSWORD", PASSWORD)
+    items = make_items(workdir, 5)
+    server.faults.disk_free = 60_000  # the first file fits, the second is cut short, then nothing
+    server.faults.disk_full_reply = "451 Failure writing to local file."  # as vsftpd says it (FTP only)
+    report = upload_agency(workdir, agency, items, AgencySettings(target=server.url(), timeout_s=5), sleep=Sleeps())
+    assert report.uploaded == [items[0].name]
+    assert sorted(p.name for p in server.root.iterdir()) == [items[0].name]  # nothing zero-byte, nothing partial
+    assert all("deleted" in why for why in report.failed.values()), report.failed
+    assert report.stopped and "disk is full or over quota" in report.stopped and len(report.failed) == 3
+
+
+def test_sftp_trust_on_first_use_with_parallel_files_writes_known_hosts_once_and_logs_the_key_once(
+        workdir, sftp_server, monkeypatch, tmp_path, caplog):
+    home = tmp_path / "tofu-home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("MICROSTOCK_ADOBE_PASSWORD", PASSWORD)
+    items = make_items(workdir, 8)
+    with caplog.at_level("WARNING", logger="microstock.transports"):
+        report = upload_agency(workdir, "adobe", items, AgencySettings(target=sftp_server.url(), timeout_s=5,
+                                                                      trust_unknown_host=True, parallel_files=4))
+    assert sorted(report.uploaded) == [i.name for i in items]
+    assert (home / ".ssh" / "known_hosts").read_text() == sftp_server.known_hosts_line()  # one line, not four
+    accepted = [r for r in caplog.records if "accepted the host key" in r.getMessage()]
+    assert len(accepted) == 1 and sftp_server.host_key.fingerprint in accepted[0].getMessage()
+
+
+def test_a_missing_remote_folder_stops_the_agency_naming_the_target_once(workdir, ftp_server, ftp_settings):
+    settings = ftp_settings.model_copy(update={"target": ftp_server.url("no-such-folder")})
+    report = upload_agency(workdir, "dreamstime", make_items(workdir, 2), settings)
+    assert report.stopped.count(ftp_server.url("no-such-folder")) == 1 and "no-such-folder" in report.stopped

@@ -18,6 +18,7 @@ from tasks.core.errors import (
     StageStopped,
 )
 from tasks.transports.ftp import FtpTarget
+from tasks.transports.pins import CertificatePins
 from tests.fakes.servers import PASSWORD, USER, ftp_server, ftps_cert, ftps_server  # noqa: F401  (fixtures)
 
 
@@ -104,7 +105,8 @@ def test_full_disk_is_reported_with_the_servers_reply(ftp_server, photo):
     # pyftpdlib answers a failed write with "426 <reason>; transfer aborted." (its reason text is lost)
     assert info.value.error_class == "ftp:426" and "transfer aborted" in info.value.message
     assert ftp_server.log.received() == []  # the server never took it for a whole file
-    assert ftp_server.file(photo.name).stat().st_size < photo.stat().st_size
+    assert not ftp_server.file(photo.name).exists()  # no partial file left for the agency to ingest
+    assert "the partial file it left" in info.value.message and "was deleted" in info.value.message
 
 
 def test_connection_dropped_mid_transfer_is_a_network_error(ftp_server, photo):
@@ -199,11 +201,12 @@ def test_ftps_uploads_over_a_protected_data_channel(ftps_server, ftps_cert, phot
     assert len(ftps_server.log.received(photo.name)) == 1
 
 
-def test_ftps_refuses_an_unverifiable_certificate_unless_trusted(ftps_server, photo):
+def test_ftps_refuses_an_unverifiable_certificate_unless_trusted(ftps_server, photo, tmp_path):
     with pytest.raises(StageStopped) as info:
         ftp(ftps_server, tls=True).connect()  # the system CAs do not know the test certificate
     assert info.value.error_class == "tls:certificate" and "trust_unknown_host" in info.value.message
-    with ftp(ftps_server, tls=True, verify=False) as t:
+    assert "ca_file" in info.value.message and ftps_server.log.passwords == 0
+    with ftp(ftps_server, tls=True, pins=CertificatePins(tmp_path / "pins")) as t:  # trusted on first use
         t.put(photo, photo.name)
     assert ftps_server.file(photo.name).read_bytes() == photo.read_bytes()
 

@@ -69,7 +69,8 @@ def test_unknown_host_is_refused_before_any_password_is_sent(sftp_server, tmp_pa
     assert info.value.error_class == "host_key"
     assert sftp_server.host_key.fingerprint in info.value.message  # what to check, said plainly
     assert "trust_unknown_host" in info.value.message
-    assert not empty.exists()
+    assert f"`ssh-keyscan -p {sftp_server.port} 127.0.0.1 >> {empty}`" in info.value.message  # the exact command
+    assert not empty.exists() and sftp_server.log.passwords == 0
 
 
 def test_trust_on_first_use_remembers_the_key(sftp_server, tmp_path, photo):
@@ -87,6 +88,8 @@ def test_a_changed_host_key_is_refused_even_with_trust_on_first_use(sftp_server,
     with pytest.raises(StageStopped, match="CHANGED") as info:
         sftp(sftp_server, known, trust_unknown_host=True).connect()
     assert info.value.error_class == "host_key"
+    assert f'`ssh-keygen -R "[127.0.0.1]:{sftp_server.port}" -f {known}`' in info.value.message
+    assert sftp_server.log.passwords == 0
 
 
 def test_wrong_password_is_an_authentication_failure_without_the_password(sftp_server, known_hosts):
@@ -124,7 +127,8 @@ def test_full_disk_is_caught_by_the_size_check(sftp_server, known_hosts, photo):
         with sftp(sftp_server, known_hosts) as t:
             t.put(photo, photo.name)
     assert info.value.error_class == "size_mismatch" and "disk full" in info.value.message
-    assert sftp_server.file(photo.name).stat().st_size < photo.stat().st_size
+    assert not sftp_server.file(photo.name).exists()  # no partial file left for the agency to ingest
+    assert "was deleted" in info.value.message
 
 
 def test_connection_dropped_mid_transfer_is_a_network_error(sftp_server, known_hosts, photo):
