@@ -31,13 +31,18 @@ def _missing() -> str | None:
     return None
 
 
-def start_postgres() -> Iterator[Postgres]:
-    """Skip (or fail under CI) when PostgreSQL cannot run here; else a started server, stopped and removed after."""
+def require_postgres() -> None:
+    """Skip the test, with the reason, when PostgreSQL cannot run here; fail instead under CI."""
     reason = _missing()
     if reason:
         if os.environ.get("MICROSTOCK_REQUIRE_POSTGRES") == "1":
             pytest.fail(f"MICROSTOCK_REQUIRE_POSTGRES=1 but {reason}")
         pytest.skip(reason)
+
+
+def start_postgres() -> Iterator[Postgres]:
+    """A started server (after :func:`require_postgres`), stopped and its data removed after."""
+    require_postgres()
     home = Path(tempfile.mkdtemp(prefix="microstock-pg-"))
     server = Postgres(home, free_port(), generate_password())
     try:

@@ -8,7 +8,7 @@ in the URL: libpq reads it from ``~/.pgpass``, ``$PGPASSFILE`` or
 
 The table is SQLite's plus ``account``: a job is ``(account, job_id)``, so
 the same image in two accounts is two jobs. A store object is one account's
-view; :meth:`PostgresDeadLetterStore.summary_by_account` reads them all.
+view; :meth:`SharedDeadLetters.summaries` reads them all.
 Claims take rows with ``FOR UPDATE SKIP LOCKED``, so concurrent replays on
 any number of machines never share a job.
 """
@@ -73,40 +73,37 @@ def parse_url(url: str | URL) -> URL:
     return parsed
 
 
-class PostgresDeadLetterStore(DeadLetterStore):
-    """One account's dead letters in a shared PostgreSQL table; one short connection per call.
+class SharedDeadLetters:
+    """The shared database itself: connections (one short one per call), the table, and what spans accounts.
 
-    A connection per call (no pool) keeps the store safe across threads and
-    forked processes, as SQLite's is. Raises ConfigError for an unusable
-    URL or a missing driver (``pip install 'prefect-microstock[cluster]'``),
+    A connection per call (no pool) keeps it safe across threads and forked
+    processes, as SQLite's store is. Raises ConfigError for an unusable URL
+    or a missing driver (``pip install 'prefect-microstock[cluster]'``),
     StoreUnavailable when the server cannot be reached or refuses the login.
     """
 
-    def __init__(self, url: str | URL, account: str, *, connect_timeout_s: int = 10) -> None:
-        if not account:
-            raise ConfigError("the PostgreSQL dead-letter store needs an account name (setting `account` "
-                              "or $MICROSTOCK_ACCOUNT)")
+    def __init__(self, url: str | URL, *, account: str | None = None, connect_timeout_s: int = 10) -> None:
         self.url = parse_url(url)
+        #: Only for messages: the account a store works for.
         self.account = account
         try:
             self._engine = create_engine(self.url, poolclass=NullPool,
                                          connect_args={"connect_timeout": connect_timeout_s})
         except (ImportError, NoSuchModuleError):
             raise ConfigError("dead_letter_url needs the psycopg driver: pip install 'prefect-microstock[cluster]'") from None
-        with self._write() as con:
+        with self.write() as con:
             con.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK})
             for statement in _SCHEMA:
                 con.execute(text(statement))
 
     @property
     def name(self) -> str:
-        """The store's address without a password, for messages."""
-        return f"{self.url.render_as_string(hide_password=True)} (account {self.account})"
-
-    # --- connections --------------------------------------------------------------
+        """The database's address without a password (and the account), for messages."""
+        where = self.url.render_as_string(hide_password=True)
+        return where if self.account is None else f"{where} (account {self.account})"
 
     @contextmanager
-    def _connect(self) -> Iterator[Connection]:
+    def connect(self) -> Iterator[Connection]:
         try:
             with self._engine.connect() as con:
                 yield con
@@ -114,7 +111,8 @@ class PostgresDeadLetterStore(DeadLetterStore):
             raise self._unavailable(exc) from None
 
     @contextmanager
-    def _write(self) -> Iterator[Connection]:
+    def write(self) -> Iterator[Connection]:
+        """One transaction, committed when the block ends without an exception."""
         try:
             with self._engine.begin() as con:
                 yield con
@@ -126,6 +124,33 @@ class PostgresDeadLetterStore(DeadLetterStore):
         if self.url.password:
             reason = reason.replace(self.url.password, "***")
         return StoreUnavailable(f"{self.name}: cannot use the dead-letter store: {redact(reason)}")
+
+    def summaries(self, account: str | None = None) -> dict[str, Summary]:
+        """Parked jobs per account (only ``account`` when given), by name; accounts with none are left out."""
+        where = "status = 'parked'" + ("" if account is None else " AND account = :a")
+        with self.connect() as con:
+            rows = con.execute(text(
+                f"SELECT account, error_class, COUNT(*) AS n, MIN(first_seen) AS oldest FROM dead_letter WHERE {where}"
+                " GROUP BY account, error_class ORDER BY account, n DESC, error_class"), {"a": account}).all()
+        out: dict[str, Summary] = {}
+        for name, error_class, n, oldest in rows:
+            before = out.get(name, Summary())
+            first = oldest if before.oldest_first_seen is None else min(before.oldest_first_seen, oldest)
+            out[name] = Summary(by_class=[*before.by_class, (error_class, n)], oldest_first_seen=first)
+        return out
+
+
+class PostgresDeadLetterStore(DeadLetterStore):
+    """One account's dead letters in the shared table (:class:`SharedDeadLetters`)."""
+
+    def __init__(self, url: str | URL, account: str, *, connect_timeout_s: int = 10) -> None:
+        if not account:
+            raise ConfigError("the PostgreSQL dead-letter store needs an account name (setting `account` "
+                              "or $MICROSTOCK_ACCOUNT)")
+        self.account = account
+        self.db = SharedDeadLetters(url, account=account, connect_timeout_s=connect_timeout_s)
+        self.url = self.db.url
+        self._connect, self._write = self.db.connect, self.db.write
 
     @staticmethod
     def _row(row: Any) -> ParkedJob:
@@ -225,21 +250,4 @@ class PostgresDeadLetterStore(DeadLetterStore):
         return result.rowcount == 1
 
     def summary(self):
-        return self._summaries(self.account).get(self.account, Summary())
-
-    def summary_by_account(self) -> dict[str, Summary]:
-        """Every account's summary in this database, by name (accounts with nothing parked are left out)."""
-        return self._summaries(None)
-
-    def _summaries(self, account: str | None) -> dict[str, Summary]:
-        where = "status = 'parked'" + ("" if account is None else " AND account = :a")
-        with self._connect() as con:
-            rows = con.execute(text(
-                f"SELECT account, error_class, COUNT(*) AS n, MIN(first_seen) AS oldest FROM dead_letter WHERE {where}"
-                " GROUP BY account, error_class ORDER BY account, n DESC, error_class"), {"a": account}).all()
-        out: dict[str, Summary] = {}
-        for name, error_class, n, oldest in rows:
-            before = out.get(name, Summary())
-            first = oldest if before.oldest_first_seen is None else min(before.oldest_first_seen, oldest)
-            out[name] = Summary(by_class=[*before.by_class, (error_class, n)], oldest_first_seen=first)
-        return out
+        return self.db.summaries(self.account).get(self.account, Summary())
