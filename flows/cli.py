@@ -17,6 +17,7 @@ from typing import Optional, get_args
 import typer
 from rich.console import Console
 
+from flows.cli_cluster import accounts_app, all_accounts_summary, cluster_app, shared_dead_letter_url
 from tasks.core.errors import ConfigError
 from tasks.core.workdir import default_workdir
 
@@ -259,45 +260,27 @@ def open_dead_letters(workdir: Optional[Path]):
 
     wd = Workdir(resolve_workdir(workdir))
     try:
-        if not wd.dead_letter_db.exists() and not shared_dead_letter_url(wd):
+        if not wd.dead_letter_db.exists() and not shared_dead_letter_url(wd.root):
             return None
         return open_store(wd)
     except (StoreUnavailable, ConfigError) as exc:
         fail(exc.message)
 
 
-def shared_dead_letter_url(wd) -> str:
-    """$MICROSTOCK_DEAD_LETTER_URL, else the workdir's ``dead_letter_url`` setting ("" for SQLite)."""
-    from tasks.core.settings import load_settings
-    from tasks.stores.dead_letter_sqlite import DEAD_LETTER_URL_ENV
-
-    return os.environ.get(DEAD_LETTER_URL_ENV) or load_settings(wd.config_file).dead_letter_url
-
-
 @dead_letter_app.command("summary")
 def show_dead_letter_summary(
     workdir: Optional[Path] = WorkdirOpt,
     all_accounts: bool = typer.Option(False, "--all-accounts",
-                                      help="Every account of the shared PostgreSQL store (dead_letter_url), a line each."),
+                                      help="Every account of the shared PostgreSQL store (dead_letter_url), a block each."),
 ) -> None:
     """Parked jobs per error class and the oldest one's age: the daily dead-letter-summary flow's report."""
     from tasks.stores.dead_letter import Summary
     from tasks.core.errors import StoreUnavailable
 
+    if all_accounts:
+        all_accounts_summary(resolve_workdir(workdir))
+        return
     try:
-        if all_accounts:
-            from tasks.core.workdir import Workdir
-            from tasks.stores.dead_letter_postgres import SharedDeadLetters
-
-            url = shared_dead_letter_url(Workdir(resolve_workdir(workdir)))
-            if not url:
-                fail("--all-accounts needs the shared store: set dead_letter_url (or $MICROSTOCK_DEAD_LETTER_URL)")
-            summaries = SharedDeadLetters(url).summaries()
-            for account, summary in sorted(summaries.items()):
-                typer.echo(f"account {account}: {summary.text()}")
-            if not summaries:
-                typer.echo(f"{Summary().text()} in every account")
-            return
         store = open_dead_letters(workdir)
         typer.echo((store.summary() if store else Summary()).text())
     except (StoreUnavailable, ConfigError) as exc:
@@ -323,58 +306,8 @@ def list_dead_letters(
         err.print(f"no {status.value if status else ''} jobs in the dead-letter store".replace("  ", " "))
 
 
-accounts_app = typer.Typer(help="Many contributor accounts on one Prefect server (accounts.toml).", no_args_is_help=True)
 app.add_typer(accounts_app, name="accounts")
-
-
-@accounts_app.command("deploy")
-def accounts_deploy(
-    file: Path = typer.Argument(..., help="The accounts file (accounts.toml)."),
-    pool: Optional[str] = typer.Option(None, "--pool", help="Work pool (default: the file's work_pool, else microstock)."),
-) -> None:
-    """Create each account's stock-batch, dead-letter-summary and replay-dead-letters deployments
-    (named after the account, concurrency limit 1) on the server of PREFECT_API_URL."""
-    if not os.environ.get("PREFECT_API_URL"):
-        fail("PREFECT_API_URL is not set: deployments go to a running Prefect server "
-             "(`microstock cluster up` starts one; join it with its cluster.env)")
-    from tasks.orchestration.accounts import deploy_accounts
-
-    try:
-        names = deploy_accounts(file, pool, say=lambda line: console.print(line, highlight=False))
-    except ConfigError as exc:
-        fail(exc.message)
-    console.print(f"{len(names)} deployment(s) applied", highlight=False)
-
-
-cluster_app = typer.Typer(help="A trial cluster on this machine: PostgreSQL, a Prefect server, workers, two "
-                               "demo accounts.", no_args_is_help=True)
 app.add_typer(cluster_app, name="cluster")
-ClusterHomeOpt = typer.Option(Path(".cluster"), "--home", help="The cluster's folder (state, logs, cluster.env).")
-
-
-@cluster_app.command("up")
-def cluster_up(
-    home: Path = ClusterHomeOpt,
-    host: str = typer.Option("127.0.0.1", "--host", help="Address the Prefect server listens on (loopback unless "
-                                                        "told otherwise; it always requires the auth string)."),
-    workers: int = typer.Option(2, "--workers", min=1, help="Process workers to start."),
-) -> None:
-    """Start PostgreSQL, a Prefect server on it, the workers, and deploy two demo accounts."""
-    from tasks.orchestration.cluster import Cluster
-
-    try:
-        Cluster(home).up(host=host, workers=workers, say=lambda line: console.print(line, highlight=False))
-    except ConfigError as exc:
-        fail(exc.message)
-
-
-@cluster_app.command("down")
-def cluster_down(home: Path = ClusterHomeOpt) -> None:
-    """Stop the workers, the server and PostgreSQL of the cluster in HOME, and remove HOME."""
-    from tasks.orchestration.cluster import Cluster
-
-    if not Cluster(home).down(say=lambda line: console.print(line, highlight=False)):
-        err.print(f"no cluster is up in {home}")
 
 
 ledger_app = typer.Typer(help="The upload ledger: what is uploaded, what is pending.", no_args_is_help=True)
