@@ -103,6 +103,10 @@ class Postgres:
         self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
         run_as = _run_as()
         if run_as:
+            closed = [p for p in self.home.resolve().parents if not os.stat(p).st_mode & 0o001]
+            if closed:
+                raise ConfigError(f"the postgres user cannot enter {closed[0]} (mode {oct(os.stat(closed[0]).st_mode)[-3:]}):"
+                                  f" put PostgreSQL's folder elsewhere, e.g. under /tmp")
             os.chown(self.home, run_as["user"], run_as["group"])
             for path in self.home.rglob("*"):
                 os.chown(path, run_as["user"], run_as["group"], follow_symlinks=False)
