@@ -4,10 +4,11 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 WORKDIR ?= ./microstock-data
 COUNT  ?= 12
+CLUSTER_HOME ?= .cluster
 
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench clean postgres cluster cluster-down test-cluster
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,8 +19,9 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e .
 	touch $@
 
+# The cluster extra (psycopg) too: the dead-letter contract tests also run on PostgreSQL.
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,cluster]'
 	touch $@
 
 $(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
@@ -30,7 +32,29 @@ demo: $(VENV)/.installed
 	$(BIN)/microstock run --count $(COUNT) --workdir $(WORKDIR)
 
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not cluster"
+
+# PostgreSQL's server programs (Debian's package): the tests and `make cluster` run initdb/pg_ctl
+# themselves, as the postgres user when root. As root (CI) this installs the package if missing.
+postgres:
+	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		echo "PostgreSQL found: $$(ls -d /usr/lib/postgresql/*/bin | tail -1)"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql; \
+	else \
+		echo "PostgreSQL's server is not installed: sudo apt-get install postgresql" >&2; exit 1; \
+	fi
+
+# PostgreSQL, a Prefect server on it (loopback, auth required), two workers, two demo accounts.
+cluster: $(VENV)/.installed-test postgres
+	$(BIN)/microstock cluster up --home $(CLUSTER_HOME)
+
+cluster-down: $(VENV)/.installed-test
+	$(BIN)/microstock cluster down --home $(CLUSTER_HOME)
+
+# The cluster's end-to-end tests (a few minutes): they start and stop their own cluster.
+test-cluster: $(VENV)/.installed-test postgres
+	MICROSTOCK_REQUIRE_POSTGRES=1 $(BIN)/python -m pytest -q -m cluster
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m bench

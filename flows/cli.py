@@ -17,6 +17,7 @@ from typing import Optional, get_args
 import typer
 from rich.console import Console
 
+from flows.cli_cluster import accounts_app, all_accounts_summary, cluster_app, shared_dead_letter_url
 from flows.review_cli import review_app
 from tasks.core.errors import ConfigError
 from tasks.core.workdir import default_workdir
@@ -273,30 +274,38 @@ JobStatus = _job_statuses()
 
 
 def open_dead_letters(workdir: Optional[Path]):
-    """The workdir's store, or None when it has none yet (nothing was ever parked)."""
-    from tasks.stores.dead_letter_sqlite import SQLiteDeadLetterStore
+    """The workdir's store (the account's view of the shared PostgreSQL one when a ``dead_letter_url``
+    is set), or None when it is SQLite and has no file yet (nothing was ever parked)."""
+    from tasks.stores.dead_letter_sqlite import open_store
     from tasks.core.errors import StoreUnavailable
     from tasks.core.workdir import Workdir
 
-    path = Workdir(resolve_workdir(workdir)).dead_letter_db
-    if not path.exists():
-        return None
+    wd = Workdir(resolve_workdir(workdir))
     try:
-        return SQLiteDeadLetterStore(path)
-    except StoreUnavailable as exc:
+        if not wd.dead_letter_db.exists() and not shared_dead_letter_url(wd.root):
+            return None
+        return open_store(wd)
+    except (StoreUnavailable, ConfigError) as exc:
         fail(exc.message)
 
 
 @dead_letter_app.command("summary")
-def show_dead_letter_summary(workdir: Optional[Path] = WorkdirOpt) -> None:
+def show_dead_letter_summary(
+    workdir: Optional[Path] = WorkdirOpt,
+    all_accounts: bool = typer.Option(False, "--all-accounts",
+                                      help="Every account of the shared PostgreSQL store (dead_letter_url), a block each."),
+) -> None:
     """Parked jobs per error class and the oldest one's age: the daily dead-letter-summary flow's report."""
     from tasks.stores.dead_letter import Summary
     from tasks.core.errors import StoreUnavailable
 
-    store = open_dead_letters(workdir)
+    if all_accounts:
+        all_accounts_summary(resolve_workdir(workdir))
+        return
     try:
+        store = open_dead_letters(workdir)
         typer.echo((store.summary() if store else Summary()).text())
-    except StoreUnavailable as exc:
+    except (StoreUnavailable, ConfigError) as exc:
         fail(exc.message)
 
 
@@ -317,6 +326,10 @@ def list_dead_letters(
         typer.echo(job.line())
     if not jobs:
         err.print(f"no {status.value if status else ''} jobs in the dead-letter store".replace("  ", " "))
+
+
+app.add_typer(accounts_app, name="accounts")
+app.add_typer(cluster_app, name="cluster")
 
 
 ledger_app = typer.Typer(help="The upload ledger: what is uploaded, what is pending.", no_args_is_help=True)

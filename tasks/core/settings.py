@@ -10,8 +10,9 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tasks.core.errors import ConfigError
 
@@ -121,6 +122,20 @@ class Settings(_Strict):
     generate: GenerateSettings = GenerateSettings()
     pack: PackSettings = PackSettings()
     review: ReviewSettings = ReviewSettings()
+    #: Empty: the dead-letter store is ``<workdir>/dead_letter.db`` (SQLite). Else a studio's shared
+    #: store, ``postgresql+psycopg://user@host:port/db``, without the password (libpq reads it from
+    #: ~/.pgpass, $PGPASSFILE or $PGPASSWORD). ``$MICROSTOCK_DEAD_LETTER_URL`` overrides it.
+    dead_letter_url: str = ""
+    #: The contributor account this workdir belongs to: its name in the shared dead-letter store.
+    #: ``$MICROSTOCK_ACCOUNT`` overrides it.
+    account: str = ""
+
+    @field_validator("dead_letter_url")
+    @classmethod
+    def _no_password_in_url(cls, url: str) -> str:
+        if url and urlsplit(url).password is not None:
+            raise ValueError("holds a password: keep it in ~/.pgpass or $PGPASSFILE, never in the config file")
+        return url
 
     def agency(self, name: str) -> AgencySettings:
         """The settings of one agency (defaults when the file does not mention it)."""

@@ -8,6 +8,7 @@ IMMEDIATE``) are SQLite's.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -17,8 +18,15 @@ from typing import Any
 
 from tasks.core.errors import StoreUnavailable
 from tasks.core.secrets import redact
+from tasks.core.settings import load_settings
 from tasks.core.workdir import Workdir
 from tasks.stores.dead_letter import CLAIM_TIMEOUT_S, DeadLetterStore, ParkedJob, Summary
+from tasks.stores.dead_letter_postgres import PostgresDeadLetterStore
+
+#: Override the workdir's ``dead_letter_url`` and ``account`` settings (set per deployment by
+#: ``microstock accounts deploy``).
+DEAD_LETTER_URL_ENV = "MICROSTOCK_DEAD_LETTER_URL"
+ACCOUNT_ENV = "MICROSTOCK_ACCOUNT"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS dead_letter (
@@ -208,5 +216,13 @@ class SQLiteDeadLetterStore(DeadLetterStore):
 
 
 def open_store(wd: Workdir, *, busy_timeout_s: float = 10.0) -> DeadLetterStore:
-    """The workdir's store (``<workdir>/dead_letter.db``), created on first use."""
+    """The workdir's store: SQLite at ``<workdir>/dead_letter.db`` (created on first use), unless a
+    ``dead_letter_url`` is set ($MICROSTOCK_DEAD_LETTER_URL, else the workdir's microstock.toml): then the
+    account's view of the shared PostgreSQL store ($MICROSTOCK_ACCOUNT, else the ``account`` setting)."""
+    url, account = os.environ.get(DEAD_LETTER_URL_ENV, ""), os.environ.get(ACCOUNT_ENV, "")
+    if not url or not account:
+        settings = load_settings(wd.config_file)
+        url, account = url or settings.dead_letter_url, account or settings.account
+    if url:
+        return PostgresDeadLetterStore(url, account)
     return SQLiteDeadLetterStore(wd.dead_letter_db, busy_timeout_s=busy_timeout_s)

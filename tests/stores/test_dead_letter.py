@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import sqlite3
 import threading
+import uuid
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ from tasks.stores import dead_letter
 from tasks.stores.dead_letter_sqlite import SQLiteDeadLetterStore
 from tasks.stores.dead_letter import DeadLetterStore, Summary
 from tasks.stores.dead_letter_memory import MemoryDeadLetterStore
+from tasks.stores.dead_letter_postgres import PostgresDeadLetterStore
+from tests.postgres import postgres  # noqa: F401 (the session's PostgreSQL)
 from tasks.core.errors import error_class_of_parked
 from tasks.core.errors import (
     AuthenticationFailed,
@@ -43,12 +46,27 @@ def sqlite_store(tmp_path) -> SQLiteDeadLetterStore:
     return SQLiteDeadLetterStore(tmp_path / "dead_letter.db", busy_timeout_s=2)
 
 
-@pytest.fixture(params=["sqlite", "memory"])
+@pytest.fixture(params=["sqlite", "memory", "postgres"])
 def store(request, tmp_path) -> DeadLetterStore:
-    """The contract tests run against every backend."""
+    """The contract tests run against every backend (PostgreSQL: a real server, a fresh account per test)."""
     if request.param == "memory":
         return MemoryDeadLetterStore()
+    if request.param == "postgres":
+        return PostgresDeadLetterStore(request.getfixturevalue("postgres").url("postgres"), f"acct-{uuid.uuid4().hex[:8]}")
     return SQLiteDeadLetterStore(tmp_path / "dead_letter.db", busy_timeout_s=2)
+
+
+def pg_rows(store: PostgresDeadLetterStore, where: str = "TRUE") -> int:
+    """Rows of the store's account in the real table, read with SQL of the test's own."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(store.url)
+    try:
+        with engine.connect() as con:
+            return con.execute(text(f"SELECT COUNT(*) FROM dead_letter WHERE account = :a AND ({where})"),
+                               {"a": store.account}).scalar_one()
+    finally:
+        engine.dispose()
 
 
 class FakeClock:
@@ -72,6 +90,8 @@ def test_parking_again_updates_the_one_row(store, monkeypatch):
     if isinstance(store, SQLiteDeadLetterStore):
         with sqlite3.connect(store.path) as con:
             assert con.execute("SELECT COUNT(*) FROM dead_letter").fetchone()[0] == 1
+    if isinstance(store, PostgresDeadLetterStore):
+        assert pg_rows(store) == 1
 
 
 def test_table_has_the_original_columns_and_wal(sqlite_store):
@@ -165,6 +185,9 @@ def test_the_api_key_is_never_stored(store, monkeypatch):
         assert key.encode() not in store.path.read_bytes()
         for extra in store.path.parent.glob("dead_letter.db-*"):
             assert key.encode() not in extra.read_bytes()
+    if isinstance(store, PostgresDeadLetterStore):
+        assert pg_rows(store, f"payload_json LIKE '%{key}%' OR error_message LIKE '%{key}%'") == 0
+        assert pg_rows(store, "payload_json LIKE '%***%'") == 1
 
 
 def _park_many(path: str, prefix: str, jobs: int, rounds: int) -> None:

@@ -1,0 +1,145 @@
+"""The same stock-batch against a `prefect server start` on SQLite and on PostgreSQL, side by side.
+
+    .venv/bin/python -m bench.server_backends                 # 1,000 assets
+    .venv/bin/python -m bench.server_backends --assets 1000 --backends sqlite --tune-sqlite
+    .venv/bin/python -m bench.scale --help                    # what one run measures
+
+For each backend a fresh server on 127.0.0.1 — SQLite with Prefect's
+defaults; PostgreSQL 15 as ``microstock cluster up`` runs it (the task-run
+recorder batched: ``tasks.orchestration.cluster.SERVER_TUNING``) — and one
+child process running ``bench.scale``'s measurement (the whole flow over
+``--assets`` tiny JPEGs, offline describer) with ``PREFECT_API_URL`` set to
+that server. Reported per backend: the flow run and its describe stage, the
+server's catch-up (how long after the flow it still needed to record every
+describe run), task runs not recorded as finished, server errors in the
+client's log, and peak RSS of the flow process and of the server's
+processes (``VmHWM``). ``--tune-sqlite`` gives the SQLite server the same
+recorder settings, to tell the database's share from the settings'.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.measure import run_child, server_trouble
+from tasks.orchestration.cluster import SERVER_TUNING
+from tasks.orchestration.local_server import LocalServer, free_port
+from tasks.orchestration.postgres import HOST, SUPERUSER, Postgres, generate_password
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and every process below it."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += children.get(p, [])
+    return out
+
+
+def peak_rss_mb(pid: int) -> float:
+    """The largest ``VmHWM`` (peak resident set) among ``pid`` and its descendants, in MB."""
+    peak = 0
+    for p in _tree(pid):
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peak = max(peak, int(line.split()[1]))
+        except OSError:
+            continue
+    return peak / 1024
+
+
+def measure(backend: str, assets: int, tune_sqlite: bool = False) -> dict:
+    tmp = Path(tempfile.mkdtemp(prefix=f"bench-backend-{backend}-"))
+    saved = dict(os.environ)
+    pg = None
+    try:
+        os.environ.pop("PREFECT_API_URL", None)
+        os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+        if backend == "sqlite" and tune_sqlite:
+            os.environ.update(SERVER_TUNING)
+        if backend == "postgres":
+            pg = Postgres(Path(tempfile.mkdtemp(prefix="bench-backend-pg-")), free_port(), generate_password())
+            pg.start()
+            pg.create_database("prefect")
+            pgpass = tmp / "pgpass"
+            pgpass.write_text(f"{HOST}:{pg.port}:*:{SUPERUSER}:{pg.password}\n")
+            pgpass.chmod(0o600)
+            os.environ.update(SERVER_TUNING, PGPASSFILE=str(pgpass),
+                              PREFECT_SERVER_DATABASE_CONNECTION_URL=f"postgresql+asyncpg://{SUPERUSER}@{HOST}:{pg.port}/prefect")
+        with LocalServer(tmp / "server", free_port()) as server:
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_SERVER_DATABASE", "PGPASS"))}
+            env.update(PREFECT_API_URL=server.api_url, PREFECT_HOME=str(tmp / "client"), PREFECT_LOGGING_LEVEL="WARNING")
+            env.pop("GEMINI_API_KEY", None)
+            env.pop("GOOGLE_API_KEY", None)
+            out = tmp / "result.json"
+            work = tmp / "run"
+            work.mkdir()
+            rc, wall, log = run_child([sys.executable, "-m", "bench.scale", "--child", str(assets), "--dir", str(work),
+                                       "--out", str(out)], env, tmp / "child.log", timeout=3600)
+            server_rss = peak_rss_mb(server.proc.pid)
+            result = json.loads(out.read_text()) if out.exists() else {"assets": assets}
+        server_log = (tmp / "server" / "server.log").read_text(errors="replace")
+        result.update(backend=backend + (" (recorder batched)" if tune_sqlite and backend == "sqlite" else ""),
+                      exit_code=rc, process_wall_s=wall, server_peak_rss_mb=server_rss,
+                      client_trouble=server_trouble(log)[:5], server_log_trouble=server_trouble(server_log)[:5])
+        if rc != 0:
+            result["log_tail"] = log[-2000:]
+        return result
+    finally:
+        if pg is not None:
+            pg.stop()
+            shutil.rmtree(pg.home, ignore_errors=True)
+        os.environ.clear()
+        os.environ.update(saved)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def report(rows: list[dict]) -> str:
+    lines = ["| server | assets | state | flow run s | describe s | server catch-up s | describe runs/s incl. catch-up "
+             "| task runs not completed | errors (client log / server log) | peak RSS flow | peak RSS server |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---|---:|---:|"]
+    for r in rows:
+        d = r.get("stage_s", {}).get("describe", 0)
+        lag = r.get("server_lag_s") or 0
+        rate = r["assets"] / (d + lag) if d else 0
+        lines.append(f"| {r['backend']} | {r['assets']:,} | {r.get('state', '?')} | {r.get('flow_run_s', 0):.1f} "
+                     f"| {d:.1f} | {lag:.1f} | {rate:.0f} | {r.get('task_runs_not_completed', '?')} "
+                     f"| {len(r['client_trouble'])} / {len(r['server_log_trouble'])} "
+                     f"| {r.get('peak_rss_mb', 0):.0f} MB | {r['server_peak_rss_mb']:.0f} MB |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.server_backends", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--assets", type=int, default=1000)
+    ap.add_argument("--backends", default="sqlite,postgres")
+    ap.add_argument("--tune-sqlite", action="store_true", help="give the SQLite server the same recorder settings")
+    args = ap.parse_args(argv)
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    rows = []
+    for backend in args.backends.split(","):
+        rows.append(measure(backend, args.assets, args.tune_sqlite))
+        print(json.dumps({k: v for k, v in rows[-1].items() if k != "log_tail"}), flush=True)
+        if rows[-1]["exit_code"]:
+            print(rows[-1]["log_tail"])
+    print(f"\n{started}, load average at the end {os.getloadavg()[0]:.2f}\n\n{report(rows)}")
+
+
+if __name__ == "__main__":
+    main()

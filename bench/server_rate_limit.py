@@ -1,0 +1,125 @@
+"""How exactly a Prefect server holds a rate limit shared by processes: SQLite server vs PostgreSQL server.
+
+    .venv/bin/python -m bench.server_rate_limit                       # 240/min, 2 processes, 120 s each
+    .venv/bin/python -m bench.server_rate_limit --rpm 120 --procs 4 --seconds 180 --limit 2
+
+For each backend a fresh ``prefect server start`` on 127.0.0.1 (SQLite: the
+default; PostgreSQL: Debian's, started as in ``microstock cluster up``) gets
+one global concurrency limit with ``limit`` slots and a slot decay of
+``rpm / 60`` per second — Prefect's way to use it as a rate limit. Then
+``--procs`` processes call ``prefect.concurrency.sync.rate_limit(name)`` in a
+loop for ``--seconds`` and note the time of every start. Reported: the
+starts, the rate achieved as a share of ``rpm``, the most starts in any 60 s
+window (the quota is broken above ``rpm``) and in any 1 s window. This is
+the question of issue 18 item 2: can the server's limit share one Gemini
+quota between processes and machines?
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import shutil
+import tempfile
+import time
+from bisect import bisect_right
+from pathlib import Path
+
+import httpx
+
+from tasks.orchestration.local_server import LocalServer, free_port
+from tasks.orchestration.postgres import HOST, SUPERUSER, Postgres, generate_password
+
+NAME = "gemini-quota-bench"
+
+
+def _caller(api_url: str, seconds: float, out) -> None:
+    os.environ["PREFECT_API_URL"] = api_url
+    from prefect.concurrency.sync import rate_limit
+
+    starts, deadline = [], time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        rate_limit(NAME, strict=True)
+        starts.append(time.time())
+    out.put(starts)
+
+
+def max_in_window(times: list[float], window_s: float) -> int:
+    """The most starts in any ``window_s``-second window (each window starting at a start)."""
+    return max((bisect_right(times, t + window_s - 1e-9) - i for i, t in enumerate(times)), default=0)
+
+
+def measure(backend: str, *, rpm: int, limit: int, procs: int, seconds: float) -> dict:
+    home = Path(tempfile.mkdtemp(prefix=f"bench-rate-{backend}-"))
+    saved = dict(os.environ)
+    pg = None
+    try:
+        os.environ.pop("PREFECT_API_URL", None)
+        os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+        if backend == "postgres":
+            pg = Postgres(Path(tempfile.mkdtemp(prefix="bench-rate-pg-")), free_port(), generate_password())
+            pg.start()
+            pg.create_database("prefect")
+            pgpass = home / "pgpass"
+            pgpass.write_text(f"{HOST}:{pg.port}:*:{SUPERUSER}:{pg.password}\n")
+            pgpass.chmod(0o600)
+            os.environ["PGPASSFILE"] = str(pgpass)
+            os.environ["PREFECT_SERVER_DATABASE_CONNECTION_URL"] = \
+                f"postgresql+asyncpg://{SUPERUSER}@{HOST}:{pg.port}/prefect"
+        with LocalServer(home / "server", free_port()) as server:
+            r = httpx.post(f"{server.api_url}/v2/concurrency_limits/", timeout=30,
+                           json={"name": NAME, "limit": limit, "slot_decay_per_second": rpm / 60})
+            r.raise_for_status()
+            ctx = multiprocessing.get_context("spawn")
+            out = ctx.Queue()
+            workers = [ctx.Process(target=_caller, args=(server.api_url, seconds, out)) for _ in range(procs)]
+            for w in workers:
+                w.start()
+            per_proc = [out.get(timeout=seconds + 300) for _ in workers]
+            for w in workers:
+                w.join(60)
+    finally:
+        if pg is not None:
+            pg.stop()
+            shutil.rmtree(pg.home, ignore_errors=True)
+        os.environ.clear()
+        os.environ.update(saved)
+        shutil.rmtree(home, ignore_errors=True)
+    starts = sorted(t for part in per_proc for t in part)
+    span = starts[-1] - starts[0] if len(starts) > 1 else 0.0
+    achieved = (len(starts) - 1) / span * 60 if span else 0.0
+    return {"backend": backend, "rpm": rpm, "limit": limit, "procs": procs, "seconds": seconds,
+            "starts": len(starts), "per_process": [len(p) for p in per_proc],
+            "achieved_per_min": round(achieved, 1), "share_of_rpm": round(achieved / rpm, 3),
+            "max_in_60s": max_in_window(starts, 60.0), "max_in_1s": max_in_window(starts, 1.0)}
+
+
+def report(rows: list[dict]) -> str:
+    lines = ["| server | asked | limit (burst) | processes | starts | achieved | share | most in 60 s | most in 1 s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['backend']} | {r['rpm']}/min | {r['limit']} | {r['procs']} | {r['starts']} "
+                     f"| {r['achieved_per_min']}/min | {r['share_of_rpm']:.0%} | {r['max_in_60s']} | {r['max_in_1s']} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.server_rate_limit", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rpm", type=int, default=240)
+    ap.add_argument("--limit", type=int, default=1, help="slots of the limit: the burst it allows")
+    ap.add_argument("--procs", type=int, default=2)
+    ap.add_argument("--seconds", type=float, default=120)
+    ap.add_argument("--backends", default="sqlite,postgres")
+    args = ap.parse_args(argv)
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    rows = []
+    for backend in args.backends.split(","):
+        rows.append(measure(backend, rpm=args.rpm, limit=args.limit, procs=args.procs, seconds=args.seconds))
+        print(json.dumps(rows[-1]), flush=True)
+    print(f"\n{started}, load average at the end {os.getloadavg()[0]:.2f}\n\n{report(rows)}")
+
+
+if __name__ == "__main__":
+    main()

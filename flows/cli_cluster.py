@@ -1,0 +1,104 @@
+"""``microstock accounts`` and ``microstock cluster``: many contributor accounts on one Prefect server.
+
+Added to the ``microstock`` app by :mod:`flows.cli`; like it, Prefect is
+imported only inside the commands.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from tasks.core.errors import ConfigError
+
+console = Console(stderr=False)
+err = Console(stderr=True)
+
+
+def fail(message: str, code: int = 2) -> None:
+    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+accounts_app = typer.Typer(help="Many contributor accounts on one Prefect server (accounts.toml).", no_args_is_help=True)
+
+
+@accounts_app.command("deploy")
+def accounts_deploy(
+    file: Path = typer.Argument(..., help="The accounts file (accounts.toml)."),
+    pool: Optional[str] = typer.Option(None, "--pool", help="Work pool (default: the file's work_pool, else microstock)."),
+) -> None:
+    """Create each account's stock-batch, dead-letter-summary and replay-dead-letters deployments
+    (named after the account, concurrency limit 1) on the server of PREFECT_API_URL."""
+    if not os.environ.get("PREFECT_API_URL"):
+        fail("PREFECT_API_URL is not set: deployments go to a running Prefect server "
+             "(`microstock cluster up` starts one; join it with its cluster.env)")
+    from tasks.orchestration.accounts import deploy_accounts
+
+    try:
+        names = deploy_accounts(file, pool, say=lambda line: console.print(line, highlight=False))
+    except ConfigError as exc:
+        fail(exc.message)
+    console.print(f"{len(names)} deployment(s) applied", highlight=False)
+
+
+cluster_app = typer.Typer(help="A trial cluster on this machine: PostgreSQL, a Prefect server, workers, two "
+                               "demo accounts.", no_args_is_help=True)
+ClusterHomeOpt = typer.Option(Path(".cluster"), "--home", help="The cluster's folder (state, logs, cluster.env).")
+
+
+@cluster_app.command("up")
+def cluster_up(
+    home: Path = ClusterHomeOpt,
+    host: str = typer.Option("127.0.0.1", "--host", help="Address the Prefect server listens on (loopback unless "
+                                                        "told otherwise; it always requires the auth string)."),
+    workers: int = typer.Option(2, "--workers", min=1, help="Process workers to start."),
+) -> None:
+    """Start PostgreSQL, a Prefect server on it, the workers, and deploy two demo accounts."""
+    from tasks.orchestration.cluster import Cluster
+
+    try:
+        Cluster(home).up(host=host, workers=workers, say=lambda line: console.print(line, highlight=False))
+    except ConfigError as exc:
+        fail(exc.message)
+
+
+@cluster_app.command("down")
+def cluster_down(home: Path = ClusterHomeOpt) -> None:
+    """Stop the workers, the server and PostgreSQL of the cluster in HOME, and remove HOME."""
+    from tasks.orchestration.cluster import Cluster
+
+    if not Cluster(home).down(say=lambda line: console.print(line, highlight=False)):
+        err.print(f"no cluster is up in {home}")
+
+
+def shared_dead_letter_url(workdir: Path) -> str:
+    """$MICROSTOCK_DEAD_LETTER_URL, else the workdir's ``dead_letter_url`` setting ("" for SQLite)."""
+    from tasks.core.settings import load_settings
+    from tasks.core.workdir import Workdir
+    from tasks.stores.dead_letter_sqlite import DEAD_LETTER_URL_ENV
+
+    return os.environ.get(DEAD_LETTER_URL_ENV) or load_settings(Workdir(workdir).config_file).dead_letter_url
+
+
+def all_accounts_summary(workdir: Path) -> None:
+    """``dead-letter summary --all-accounts``: every account of the shared store, a block each."""
+    from tasks.core.errors import StoreUnavailable
+    from tasks.stores.dead_letter import Summary
+    from tasks.stores.dead_letter_postgres import SharedDeadLetters
+
+    try:
+        url = shared_dead_letter_url(workdir)
+        if not url:
+            fail("--all-accounts needs the shared store: set dead_letter_url (or $MICROSTOCK_DEAD_LETTER_URL)")
+        summaries = SharedDeadLetters(url).summaries()
+    except (StoreUnavailable, ConfigError) as exc:
+        fail(exc.message)
+    for account, summary in sorted(summaries.items()):
+        typer.echo(f"account {account}: {summary.text()}")
+    if not summaries:
+        typer.echo(f"{Summary().text()} in every account")
