@@ -15,30 +15,20 @@ from pathlib import Path
 from typing import Optional, get_args
 
 import typer
-from rich.console import Console
 
 from flows.cli_cluster import accounts_app, all_accounts_summary, cluster_app, shared_dead_letter_url
+from flows.cli_common import WorkdirOpt, console, err, fail, resolve_workdir, workdir_agencies
+from flows.cli_ledger import ledger_app
 from flows.review_cli import review_app
 from tasks.core.errors import ConfigError
-from tasks.core.workdir import default_workdir
 
 app = typer.Typer(help="Take a microstock batch from images to agencies, without losing or double-posting anything.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-console = Console(stderr=False)
-err = Console(stderr=True)
-
 
 
 @app.callback()
 def root() -> None:
     """Commands follow INTERFACE.md: run, replay, dead-letter, ledger, serve."""
-
-
-WorkdirOpt = typer.Option(None, "--workdir", help="Workdir (default: $MICROSTOCK_WORKDIR, else ./microstock-data).")
-
-
-def resolve_workdir(workdir: Optional[Path]) -> Path:
-    return (workdir or default_workdir()).resolve()
 
 
 def prefect_env(workdir: Path, verbose: bool = False) -> None:
@@ -57,11 +47,6 @@ def wait_for_prefects_record(state) -> None:
     if not wait(state):
         err.print("note: Prefect's server had not recorded every task run of this run when it stopped; "
                   "the workdir is complete, only the run's history in Prefect may be short", highlight=False)
-
-
-def fail(message: str, code: int = 2) -> None:
-    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
 
 
 @app.command()
@@ -160,17 +145,6 @@ def serve(
 
 secrets_app = typer.Typer(help="The Gemini key and agency passwords as Prefect Secret blocks.", no_args_is_help=True)
 app.add_typer(secrets_app, name="secrets")
-
-
-def workdir_agencies(workdir: Path) -> tuple[str, ...]:
-    """Every agency of the workdir, shipped and its own; fails with a broken spec's one-line reason."""
-    from tasks.agencies.catalog import agency_names
-    from tasks.core.workdir import Workdir
-
-    try:
-        return agency_names(Workdir(workdir))
-    except ConfigError as exc:
-        fail(exc.message)
 
 
 def secret_names(workdir: Path) -> list[str]:
@@ -332,88 +306,7 @@ app.add_typer(accounts_app, name="accounts")
 app.add_typer(cluster_app, name="cluster")
 
 
-ledger_app = typer.Typer(help="The upload ledger: what is uploaded, what is pending.", no_args_is_help=True)
 app.add_typer(ledger_app, name="ledger")
-
-
-def ledger_agencies(workdir: Path, only: Optional[str]) -> list[str]:
-    """The enabled agencies of the workdir's config (or just ``only``); fails with the config's reason."""
-    from tasks.agencies.catalog import enabled_agencies
-    from tasks.core.settings import load_settings
-    from tasks.core.workdir import Workdir
-
-    try:
-        return enabled_agencies(load_settings(Workdir(workdir).config_file), [only] if only else None, Workdir(workdir))
-    except ConfigError as exc:
-        fail(exc.message)
-
-
-def warn_ledger_problems(state) -> None:
-    for number, reason in state.problems:
-        err.print(f"uploads.ledger line {number}: {reason}", highlight=False, soft_wrap=True)
-
-
-@ledger_app.command("pending")
-def ledger_pending(
-    agency: Optional[str] = typer.Option(None, "--agency", help="Only this agency."),
-    workdir: Optional[Path] = WorkdirOpt,
-) -> None:
-    """What the next run uploads: one line per agency and file (described, packed, not in the ledger)."""
-    from tasks.stores.pending import ledger_overview
-    from tasks.core.workdir import Workdir
-
-    wd_path = resolve_workdir(workdir)
-    rows, state = ledger_overview(Workdir(wd_path), ledger_agencies(wd_path, agency))
-    warn_ledger_problems(state)
-    for row in rows:
-        for item in row.pending:
-            typer.echo(f"{row.agency}\t{item.name}")
-    if not any(row.pending for row in rows):
-        err.print("nothing pending")
-
-
-@ledger_app.command("done")
-def ledger_done(
-    agency: str = typer.Argument(..., help="The agency (one with a spec, shipped or in <workdir>/agencies/)."),
-    file: str = typer.Argument(..., help="The asset's file name (assets/) or its upload-ready name (packs/ready/)."),
-    workdir: Optional[Path] = WorkdirOpt,
-) -> None:
-    """Record by hand that FILE is uploaded to AGENCY (the key is the SHA-256 of its source image)."""
-    from tasks.core.errors import BadInput, StoreUnavailable
-    from tasks.core.workdir import Workdir
-    from tasks.stores.pending import mark_done
-
-    wd_path = resolve_workdir(workdir)
-    if agency not in (known := workdir_agencies(wd_path)):
-        fail(f"unknown agency {agency!r} (choose from {', '.join(known)})")
-    try:
-        entry = mark_done(Workdir(wd_path), agency, file)
-    except (BadInput, StoreUnavailable) as exc:
-        fail(exc.message)
-    if entry is None:
-        console.print(f"{file} is already recorded as uploaded to {agency}: nothing added", highlight=False)
-    else:
-        console.print(f"recorded {entry.filename} as uploaded to {agency} (sha256 {entry.sha256[:12]}…)",
-                      highlight=False)
-
-
-@ledger_app.command("status")
-def ledger_status(workdir: Optional[Path] = WorkdirOpt) -> None:
-    """Uploads done and pending per agency."""
-    from rich.table import Table
-
-    from tasks.stores.pending import ledger_overview
-    from tasks.core.workdir import Workdir
-
-    wd_path = resolve_workdir(workdir)
-    rows, state = ledger_overview(Workdir(wd_path), ledger_agencies(wd_path, None))
-    table = Table("agency", "done", "pending", "held back", title=f"uploads.ledger · {wd_path}", title_justify="left")
-    for row in rows:
-        table.add_row(row.agency, str(row.done), str(len(row.pending)), str(len(row.held_back)))
-    console.print(table)
-    warn_ledger_problems(state)
-
-
 app.add_typer(review_app, name="review")  # its own module, flows/review_cli.py
 
 

@@ -34,6 +34,13 @@ def port_in_use(port: int, host: str = HOST) -> bool:
         return s.connect_ex((host, port)) == 0
 
 
+def free_port(host: str = HOST) -> int:
+    """A port nothing listens on right now (the cluster's PostgreSQL and server ports)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
 def healthy(api_url: str, timeout_s: float = 2.0) -> bool:
     """True when ``<api_url>/health`` answers 200."""
     try:

@@ -9,7 +9,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -24,7 +23,7 @@ from PIL import Image
 from tasks.stores.dead_letter_sqlite import open_store
 from tasks.orchestration.deployments import PROJECT_DIR
 from tasks.core.files import sha256_file
-from tasks.orchestration.local_server import LocalServer, healthy, port_in_use
+from tasks.orchestration.local_server import LocalServer, free_port, healthy, port_in_use
 from tasks.core.workdir import Workdir
 
 pytestmark = pytest.mark.server
@@ -94,13 +93,6 @@ def microstock_events(url: str) -> list[dict]:
 def make_photo(path: Path, colour: str) -> None:
     Image.new("RGB", (2400, 1800), colour).save(path, quality=80)
 
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
