@@ -104,7 +104,7 @@ def run(
     if validation.is_file():  # this run's CSV validation report: rows, fixes, skipped assets with the rule
         console.print(validation_table(CsvReport.model_validate_json(validation.read_text(encoding="utf-8"))))
     console.print(summary_table(summary))
-    for line in skip_notes(summary):
+    for line in skip_notes(summary) + summary.ai_tick_notes():
         console.print(line, highlight=False)
     if summary.upload_stopped:  # the run completed, but an agency's uploads stopped early: cron should know
         raise typer.Exit(3)

@@ -190,6 +190,9 @@ class AiRules(_Spec):
     #: Put first among an AI-generated asset's keywords (Freepik: ``_ai_generated``). Other
     #: disclosures are columns: ``source = "ai_generated"`` (a flag) or ``ai_only`` (Freepik's Prompt, Model).
     keyword: str = ""
+    #: The box the contributor ticks in the agency's portal for an AI-generated file (Adobe: "Created using
+    #: generative AI tools"): the run summary lists the files uploaded there that need it.
+    portal_tick: str = ""
 
 
 class TransportHint(_Spec):

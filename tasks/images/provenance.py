@@ -62,3 +62,12 @@ def digital_source_type(provenance: Provenance, own_files_are_ai: bool = False) 
     if provenance.source == "generated":
         return TRAINED_ALGORITHMIC_MEDIA if provenance.generator == "gemini" else ALGORITHMIC_MEDIA
     return TRAINED_ALGORITHMIC_MEDIA if own_files_are_ai else None
+
+
+def is_ai_generated(provenance: Provenance, own_files_are_ai: bool = False) -> bool:
+    """Made by a trained model (an agency's "AI-generated"): Gemini's images, and own files labelled so.
+
+    The offline demo generator's drawings are made by an algorithm without
+    training data: not what agencies mean by AI-generated.
+    """
+    return digital_source_type(provenance, own_files_are_ai) == TRAINED_ALGORITHMIC_MEDIA

@@ -47,6 +47,8 @@ def summary_markdown(s: BatchSummary) -> str:
         stopped = f" · stopped: {s.upload_stopped[agency]}" if agency in s.upload_stopped else ""
         lines.append(f"| uploads · {agency} | {total} | {s.uploaded_now.get(agency, 0)} this run → "
                      f"{m(s.targets.get(agency, '') + stopped)} |")
+    if s.ai_ticks:
+        lines += ["", "### AI-generated files: tick in the portal", ""] + [f"- {m(note)}" for note in s.ai_tick_notes()]
     return "\n".join(lines) + "\n"
 
 

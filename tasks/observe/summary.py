@@ -8,6 +8,8 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, Field
 
+from tasks.agencies.catalog import catalog
+from tasks.core.records import described_sidecars, ready_name
 from tasks.core.reports import AgencyUpload, CsvReport, DescribeReport, Gathered, PackReport
 from tasks.core.workdir import Workdir
 
@@ -52,6 +54,8 @@ class BatchSummary(BaseModel):
     zip_path: str | None = None
     #: What review made of an asset (``[review]`` on): name -> ``rejected in review (…)`` / ``waiting for review``.
     in_review: dict[str, str] = Field(default_factory=dict)
+    #: agency -> (the portal tick, the files uploaded this run that need it): AI-generated files.
+    ai_ticks: dict[str, tuple[str, list[str]]] = Field(default_factory=dict)
 
     @classmethod
     def from_stages(cls, wd: Workdir, gathered: Gathered, described: DescribeReport, csvs: CsvReport,
@@ -88,11 +92,19 @@ class BatchSummary(BaseModel):
             targets={a: u.target or str(wd.outbox(a)) for a, u in uploads.items()},
             zip_path=str(packed.zip_path) if packed.zip_path else None,
             in_review=dict(in_review or {}),
+            ai_ticks=needs_ai_tick(wd, uploads),
         )
 
     def review_count(self, prefix: str) -> int:
         """Assets whose review cell starts with ``prefix`` (``rejected in review``, ``waiting for review``)."""
         return sum(1 for cell in self.in_review.values() if cell.startswith(prefix))
+
+    def ai_tick_notes(self) -> list[str]:
+        """One line per agency whose portal needs an AI tick for files uploaded this run."""
+        return [f"{agency}: tick \"{tick}\" in the contributor portal for {len(files)} AI-generated file(s) "
+                f"(and \"People and Property are fictional\" where they appear): {', '.join(files[:LISTED])}"
+                + (f" … and {len(files) - LISTED} more" if len(files) > LISTED else "")
+                for agency, (tick, files) in self.ai_ticks.items()]
 
     @property
     def tokens_per_asset(self) -> float:
@@ -141,3 +153,15 @@ def listed(reasons: dict[str, str]) -> str:
     names = sorted(reasons)
     text = "; ".join(f"{k}: {reasons[k]}" for k in names[:LISTED])
     return text + (f"; … and {len(names) - LISTED} more" if len(names) > LISTED else "")
+
+
+def needs_ai_tick(wd: Workdir, uploads: Mapping[str, AgencyUpload]) -> dict[str, tuple[str, list[str]]]:
+    """agency -> (its portal tick, the AI-generated files uploaded there this run), for agencies whose spec has one."""
+    ai_files = {ready_name(s.name) for s in described_sidecars(wd) if s.metadata.ai_generated}
+    ticks = {}
+    for agency, upload in uploads.items():
+        tick = catalog(wd).spec(agency).ai.portal_tick
+        files = sorted(set(upload.uploaded) & ai_files)
+        if tick and files:
+            ticks[agency] = (tick, files)
+    return ticks

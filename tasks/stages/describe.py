@@ -50,7 +50,7 @@ from tasks.core.reports import DescribeReport
 from tasks.core.retry import JITTER_FACTOR, backoff_schedule
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
-from tasks.images.provenance import provenance_of
+from tasks.images.provenance import is_ai_generated, provenance_of
 from tasks.orchestration.progress import StageProgress
 from tasks.orchestration.windowed import submit_in_window
 from tasks.stages.describing import DescribeRun
@@ -118,7 +118,9 @@ def describe_asset(asset: Asset, run: DescribeRun) -> Metadata | State | None:
         if isinstance(exc, TransientError) and attempt <= ctx.task.retries:
             raise  # Prefect retries it
         return parked_state(exc, attempt, run.redact)
-    write_sidecar(run.wd.sidecar(asset.name), asset, metadata, provenance_of(asset.path))
+    provenance = provenance_of(asset.path)
+    ai = is_ai_generated(provenance, run.settings.pack.label_own_files_ai)  # agencies' AI rules apply to it
+    write_sidecar(run.wd.sidecar(asset.name), asset, metadata.model_copy(update={"ai_generated": ai}), provenance)
     return metadata
 
 

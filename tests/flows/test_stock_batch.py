@@ -94,6 +94,7 @@ def test_generated_images_say_where_they_came_from_in_the_sidecar_and_the_embedd
         assert (provenance.source, provenance.generator) == ("generated", "offline demo")
         assert provenance.prompt and (provenance.width, provenance.height) == Image.open(path).size
         assert xmp_source_type((wd.packs / "ready" / path.name).read_bytes()) == ALGORITHMIC_MEDIA
+        assert not read_sidecar(wd.sidecar(path.name)).metadata.ai_generated  # drawn by an algorithm, no model
 
 
 def test_ingest_processes_only_new_images_and_rejects_bad_ones(prefect_harness, tmp_path):

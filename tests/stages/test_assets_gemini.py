@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from tasks.core.errors import ConfigError
+from tasks.core.records import read_sidecar
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.gemini import ratelimit
@@ -41,6 +42,9 @@ def test_default_settings_make_images_every_enabled_agency_takes_end_to_end(pref
     for path in wd.outbox("adobe").iterdir():
         with Image.open(path) as im:
             assert im.width * im.height >= 4_000_000 and abs(im.width / im.height - 1.5) < 0.02
+    sent = sorted(p.name for p in wd.outbox("adobe").iterdir())
+    assert summary["ai_ticks"] == {"adobe": ("Created using generative AI tools", sent)}  # Adobe's portal tick
+    assert all(read_sidecar(wd.sidecar(name)).metadata.ai_generated for name in sent)
 
 
 def test_a_model_and_size_no_agency_takes_is_refused_before_anything_runs(tmp_path, monkeypatch):
