@@ -1,4 +1,15 @@
-"""Where a stage's log lines go: Prefect's run logger inside a run (the UI shows them), else a plain logger."""
+"""Where a stage's log lines go, and one line of Prefect's that must not read like a crash.
+
+:func:`stage_logger` gives Prefect's run logger inside a run (the UI shows
+the lines), else a plain logger.
+
+A task that ends by returning a failed-type state (an upload file left
+pending, a describe job Parked) is an expected outcome, not an exception, but
+Prefect logs it with ``exc_info=True`` while no exception is in flight, so
+every such line is followed by ``NoneType: None``. :class:`NoEmptyTraceback`,
+on Prefect's ``prefect.task_runs`` logger from the moment this module is
+loaded, drops that empty traceback and nothing else.
+"""
 
 from __future__ import annotations
 
@@ -22,3 +33,17 @@ def stage_logger(name: str) -> logging.Logger | logging.LoggerAdapter:
         return get_run_logger()
     except MissingContextError:
         return logging.getLogger(name)
+
+
+class NoEmptyTraceback(logging.Filter):
+    """Drop ``exc_info`` from a record logged with ``exc_info=True`` while no exception was in flight."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[0] is None:
+            record.exc_info = None
+        return True
+
+
+_TASK_RUNS = logging.getLogger("prefect.task_runs")
+if not any(isinstance(f, NoEmptyTraceback) for f in _TASK_RUNS.filters):
+    _TASK_RUNS.addFilter(NoEmptyTraceback())
