@@ -94,6 +94,9 @@ class Provenance(BaseModel):
     height: int = 0
     #: When this was recorded (UTC, ISO 8601).
     recorded: str = ""
+    #: What generating the image cost (Gemini's images; None for a free or unknown maker).
+    usage: Usage | None = None
+    cost_usd: float | None = None
 
 
 class ReviewDecision(BaseModel):
@@ -207,3 +210,12 @@ class FileOutcome:
 
     kind: str
     detail: str
+
+
+@dataclass(frozen=True)
+class Made:
+    """A generated image and what making it cost (``usage`` None when nothing was billed)."""
+
+    jpeg: bytes
+    usage: Usage | None = None
+    cost_usd: float | None = None

@@ -35,12 +35,14 @@ from prefect.logging import get_logger, get_run_logger
 
 from tasks.images.demo import DemoPrompt
 from tasks.core.settings import GeminiSettings, GenerateSettings
+from tasks.gemini.daybudget import DailyBudget
 from tasks.gemini.client import Target, check_answer, gemini_client, map_gemini_errors, usage_of
 from tasks.gemini.models import cost_usd
 from tasks.gemini.ratelimit import WaitAllowance, shared_limiter
 from tasks.images.pixels import rgb_on_white
 from tasks.images.provenance import gemini_software
 from tasks.core.errors import AnswerRefused, InvalidOutput
+from tasks.core.records import Made
 
 JPEG_QUALITY = 92
 
@@ -88,8 +90,10 @@ class GeminiImageMaker:
     caller uses it for the file name.
     """
 
-    def __init__(self, settings: GeminiSettings, api_key: str, generate: GenerateSettings = GenerateSettings()) -> None:
+    def __init__(self, settings: GeminiSettings, api_key: str, generate: GenerateSettings = GenerateSettings(),
+                 budget: DailyBudget | None = None) -> None:
         self.model = settings.image_model
+        self.budget = budget
         self._api_key = api_key
         self._client = gemini_client(settings, api_key)
         self._target = Target("gemini.image_model", settings.image_model, "image", settings.api_version)
@@ -109,7 +113,9 @@ class GeminiImageMaker:
                 model=self.model, contents=[image_prompt(prompt)], config=self._config,
             )
 
-    def __call__(self, prompt: DemoPrompt, index: int) -> bytes:
+    def __call__(self, prompt: DemoPrompt, index: int) -> Made:
+        if self.budget is not None:
+            self.budget.take()  # the day's requests to the image model (QuotaExhausted stops generation)
         response = self.limiter.call(lambda: self._generate(prompt), self._waits)
         usage = usage_of(response)
         cost = cost_usd(self.model, usage, dt.date.today())
@@ -121,7 +127,7 @@ class GeminiImageMaker:
         for part in candidate.content.parts:  # type: ignore[union-attr]  # check_answer ensured content
             blob = part.inline_data
             if blob is not None and blob.data and (blob.mime_type or "").startswith("image/"):
-                return to_jpeg(blob.data, prompt.prompt, gemini_software(self.model))
+                return Made(to_jpeg(blob.data, prompt.prompt, gemini_software(self.model)), usage, cost)
             if part.text:
                 words.append(part.text)
         if words:

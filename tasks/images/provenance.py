@@ -16,11 +16,13 @@ are AI-generated too.
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tasks.core.records import Provenance
+from tasks.core.files import atomic_write_bytes
+from tasks.core.records import Made, Provenance, Usage
 from tasks.images.demo import DEMO_SOFTWARE
 from tasks.images.inspect import open_image, pillow_errors
 
@@ -37,6 +39,18 @@ def gemini_software(model: str) -> str:
     return f"prefect-microstock via Gemini {model} (AI-generated)"
 
 
+def generation_record(image: Path) -> Path:
+    """``assets/.<stem>.made.json``: what making a generated image cost (hidden from asset listings)."""
+    return image.parent / f".{image.stem}.made.json"
+
+
+def record_generation(image: Path, made: Made) -> None:
+    """Keep ``made``'s usage and cost next to the image (nothing when it has none)."""
+    if made.usage is not None:
+        body = {"usage": made.usage.model_dump(), "cost_usd": made.cost_usd}
+        atomic_write_bytes(generation_record(image), json.dumps(body, sort_keys=True).encode("utf-8"))
+
+
 def provenance_of(path: Path) -> Provenance:
     """What the image at ``path`` says about where it came from (its header only is read).
 
@@ -49,12 +63,22 @@ def provenance_of(path: Path) -> Provenance:
     recorded = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     gemini = _GEMINI.match(software)
     if gemini:
+        cost = _generation_cost(path)
         return Provenance(source="generated", generator="gemini", model=gemini["model"], prompt=prompt,
-                          width=width, height=height, recorded=recorded)
+                          width=width, height=height, recorded=recorded, **cost)
     if software == DEMO_SOFTWARE:
         return Provenance(source="generated", generator="offline demo", prompt=prompt, width=width, height=height,
                           recorded=recorded)
     return Provenance(source="own", width=width, height=height, recorded=recorded)
+
+
+def _generation_cost(image: Path) -> dict:
+    """``usage`` and ``cost_usd`` from the image's generation record; empty when there is none or it is unreadable."""
+    try:
+        found = json.loads(generation_record(image).read_text(encoding="utf-8"))
+        return {"usage": Usage.model_validate(found["usage"]), "cost_usd": found.get("cost_usd")}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
 
 
 def digital_source_type(provenance: Provenance, own_files_are_ai: bool = False) -> str | None:

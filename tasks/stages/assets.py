@@ -19,20 +19,21 @@ from prefect.logging import get_run_logger
 
 from tasks.core.errors import BadInput, MicrostockError, StageStopped, TransientError
 from tasks.core.files import atomic_file, atomic_write_bytes, sha256_file
-from tasks.core.records import ACCEPTED_EXTENSIONS, Asset, iter_asset_files, list_assets
+from tasks.core.records import ACCEPTED_EXTENSIONS, Asset, Made, iter_asset_files, list_assets
 from tasks.core.reports import Gathered
 from tasks.core.retry import delay_before_retry
 from tasks.core.secrets import gemini_key
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.images.demo import DemoPrompt, demo_jpeg_bytes, generated_name, prompts_from
+from tasks.images.provenance import record_generation
 from tasks.images.inspect import IMAGE_EXTENSIONS, ImageRules, image_rules, inspect_image, open_image
 from tasks.orchestration.progress import StageProgress
 from tasks.orchestration.stage_tags import tags_never_fail
 
 
-#: Makes the JPEG bytes of image ``index`` for a prompt (offline or with Gemini).
-ImageMaker = Callable[[DemoPrompt, int], bytes]
+#: Makes image ``index`` for a prompt (offline or with Gemini): its JPEG and what making it cost.
+ImageMaker = Callable[[DemoPrompt, int], Made]
 
 
 @dataclass
@@ -52,7 +53,7 @@ GENERATE_ATTEMPTS = 3
 GENERATE_RETRY_DELAY_S = 2.0
 
 
-def _make_with_retries(make: ImageMaker, prompt: DemoPrompt, index: int, sleep=time.sleep) -> bytes:
+def _make_with_retries(make: ImageMaker, prompt: DemoPrompt, index: int, sleep=time.sleep) -> Made:
     for attempt in range(1, GENERATE_ATTEMPTS + 1):
         try:
             return make(prompt, index)
@@ -78,7 +79,9 @@ def generate(assets_dir: Path, count: int, prompts: list[DemoPrompt], seed: int,
             path = assets_dir / generated_name(prompt, seed, i)
             if not path.exists():
                 try:
-                    atomic_write_bytes(path, _make_with_retries(make, prompt, i, sleep))
+                    made = _make_with_retries(make, prompt, i, sleep)
+                    record_generation(path, made)  # first: an image is never there without its cost
+                    atomic_write_bytes(path, made.jpeg)
                 except StageStopped as exc:
                     result.stopped = f"generation stopped: {exc.message}"
                     result.failed[path.name] = exc.message
@@ -151,14 +154,18 @@ def check_generation(settings: Settings, agencies: list[str], wd: Workdir | None
                          settings.pack.upscale_to_minimum)
 
 
-def image_maker(settings: Settings, api_key: str | None) -> ImageMaker:
-    """Gemini's image model when a key is set, else the offline demo generator."""
+def image_maker(settings: Settings, api_key: str | None, wd: Workdir) -> ImageMaker:
+    """Gemini's image model when a key is set (counting the day's requests in ``wd``), else the offline demo
+    generator."""
     if api_key:
+        from tasks.gemini.daybudget import FILE_NAME, DailyBudget
         from tasks.gemini.images import GeminiImageMaker  # the SDK loads only when it is used
 
-        return GeminiImageMaker(settings.gemini, api_key, settings.generate)
+        gemini = settings.gemini
+        return GeminiImageMaker(gemini, api_key, settings.generate,
+                                DailyBudget(wd.root / FILE_NAME, gemini.image_model, gemini.requests_per_day))
     seed = settings.generate.seed
-    return lambda prompt, i: demo_jpeg_bytes(prompt, seed, i)
+    return lambda prompt, i: Made(demo_jpeg_bytes(prompt, seed, i))
 
 
 def gather(assets_dir: Path, count: int, source: Path | None, prompts: list[DemoPrompt], seed: int,
@@ -209,7 +216,7 @@ def assets_stage(wd: Workdir, settings: Settings, count: int, source: str | None
     key = gemini_key() if count > 0 and not source else None  # ingesting asks for no key
     if key:
         check_generation(settings, agencies, wd)  # before any image is paid for
-    make = image_maker(settings, key)
+    make = image_maker(settings, key, wd)
     rules = [image_rules(a, wd) for a in agencies]
     gathered = gather(wd.assets, count, Path(source) if source else None, prompts_from(settings.generate.prompts),
                       settings.generate.seed, make, [] if settings.pack.upscale_to_minimum else rules)

@@ -51,7 +51,7 @@ def maker(fake_gemini):
 
 def test_png_answer_becomes_a_jpeg_with_the_prompt_in_its_exif(fake_gemini, maker):
     fake_gemini.push(answer_image(png_bytes(), with_text="Here is your image"))
-    data = maker(PROMPT, 0)
+    data = maker(PROMPT, 0).jpeg
     with Image.open(BytesIO(data)) as im:
         assert (im.format, im.mode, im.size) == ("JPEG", "RGB", (96, 72))
         assert im.getpixel((70, 50))[0] > 200  # the orange half survived
@@ -76,7 +76,7 @@ def test_jpeg_answer_is_kept_as_jpeg_and_tagged(fake_gemini, maker):
     buf = BytesIO()
     Image.new("RGB", (64, 48), (10, 200, 10)).save(buf, "JPEG")
     fake_gemini.push(answer_image(buf.getvalue(), "image/jpeg"))
-    with Image.open(BytesIO(maker(PROMPT, 0))) as im:
+    with Image.open(BytesIO(maker(PROMPT, 0).jpeg)) as im:
         assert im.format == "JPEG" and im.size == (64, 48)
         assert im.getexif()[0x010E] == PROMPT.prompt
 
@@ -116,7 +116,7 @@ def test_failures_map_like_the_describers(fake_gemini, maker, reply, cls, error_
 
 def test_a_429_is_waited_out_and_called_again_without_failing_the_image(fake_gemini, maker):
     fake_gemini.push(rate_limited("0.3s"), error(429, "Quota exceeded. Please retry in 0.2s."), answer_image(png_bytes()))
-    with Image.open(BytesIO(maker(PROMPT, 0))) as im:
+    with Image.open(BytesIO(maker(PROMPT, 0).jpeg)) as im:
         assert im.format == "JPEG"
     times = [r.at for r in fake_gemini.requests]
     assert len(times) == 3 and times[1] - times[0] >= 0.3 and times[2] - times[1] >= 0.2
@@ -172,3 +172,19 @@ def test_each_image_call_logs_its_tokens_and_cost(fake_gemini, maker):
     assert [r.getMessage() for r in records] == [
         f"image 3 ({PROMPT.slug}) by gemini-3-pro-image: prompt 1340 · output 60 · thinking 0 tokens · "
         "cost unknown (no confirmed price)"]
+
+
+def test_image_requests_take_from_the_days_budget_of_the_image_model(fake_gemini, tmp_path):
+    from tasks.core.errors import QuotaExhausted
+    from tasks.gemini.daybudget import DailyBudget
+    from tests.fakes.gemini import image_or_metadata
+
+    fake_gemini.default = image_or_metadata
+    budget = DailyBudget(tmp_path / "gemini-requests.json", "gemini-3-pro-image", 1)
+    maker = GeminiImageMaker(GeminiSettings(image_model="gemini-3-pro-image", requests_per_minute=6000), FAKE_KEY,
+                             budget=budget)
+    made = maker(PROMPT, 0)
+    assert made.usage.total == 1680  # the answer's usage comes back with the image
+    with pytest.raises(QuotaExhausted, match="gemini.requests_per_day = 1"):
+        maker(PROMPT, 1)
+    assert len(fake_gemini.requests) == 1  # the second request was never sent

@@ -9,6 +9,7 @@ from pathlib import Path
 import pyexiv2
 from PIL import Image
 
+from tasks.core.records import Made
 from tasks.images.demo import DEMO_PROMPTS, demo_jpeg_bytes, generated_name
 from tasks.core.records import Asset, list_assets
 from tasks.stages.assets import generate, ingest
@@ -44,7 +45,7 @@ def test_generate_keeps_existing_images(tmp_path):
 
     def make(prompt, i):
         calls.append(i)
-        return demo_jpeg_bytes(prompt, 0, i)
+        return Made(demo_jpeg_bytes(prompt, 0, i))
 
     first = generate(tmp_path, 2, list(DEMO_PROMPTS), 0, make).assets
     again = generate(tmp_path, 3, list(DEMO_PROMPTS), 0, make).assets
@@ -141,7 +142,7 @@ def test_an_image_no_chosen_agency_takes_is_rejected_before_it_is_described(tmp_
     def make(prompt, i):  # the first image comes back at 1184×864 (≈ 1 MP), the second at 2400×1800
         buf = BytesIO()
         Image.new("RGB", (1184, 864) if i == 0 else (2400, 1800), (90, 140, 200)).save(buf, "JPEG")
-        return buf.getvalue()
+        return Made(buf.getvalue())
 
     got = gather(tmp_path, 2, None, list(DEMO_PROMPTS), 0, make, [image_rules("adobe"), image_rules("dreamstime")])
     small = generated_name(DEMO_PROMPTS[0], 0, 0)

@@ -45,6 +45,9 @@ def test_default_settings_make_images_every_enabled_agency_takes_end_to_end(pref
     sent = sorted(p.name for p in wd.outbox("adobe").iterdir())
     assert summary["ai_ticks"] == {"adobe": ("Created using generative AI tools", sent)}  # Adobe's portal tick
     assert all(read_sidecar(wd.sidecar(name)).metadata.ai_generated for name in sent)
+    provenance = read_sidecar(wd.sidecar(sent[0])).provenance  # what generating it cost, kept with the asset
+    assert provenance.model == "gemini-3.1-flash-image" and provenance.usage.total == 1680
+    assert provenance.cost_usd is None  # no confirmed price for this model (docs/GEMINI.md)
 
 
 def test_a_model_and_size_no_agency_takes_is_refused_before_anything_runs(tmp_path, monkeypatch):
