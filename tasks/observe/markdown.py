@@ -33,6 +33,8 @@ def summary_markdown(s: BatchSummary) -> str:
     if s.usage_note():
         lines.append(f"| tokens and cost | {s.prompt_tokens + s.output_tokens + s.thought_tokens} | "
                      f"{m(s.usage_note())} |")
+    if s.generation_note():
+        lines.append(f"| image generation | {s.generation_tokens} | {m(s.generation_note())} |")
     lines.append(f"| parked | {s.parked + s.still_parked} | {s.parked} this run, {s.still_parked} from earlier runs |")
     if s.not_generated:
         lines.append(f"| not generated | {len(s.not_generated)} | {m(listed(s.not_generated))} |")

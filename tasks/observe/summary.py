@@ -11,7 +11,9 @@ from pydantic import BaseModel, Field
 from tasks.agencies.catalog import catalog
 from tasks.core.records import described_sidecars, ready_name
 from tasks.core.reports import AgencyUpload, CsvReport, DescribeReport, Gathered, PackReport
+from tasks.core.errors import BadInput
 from tasks.core.workdir import Workdir
+from tasks.images.provenance import provenance_of
 
 
 class BatchSummary(BaseModel):
@@ -38,6 +40,10 @@ class BatchSummary(BaseModel):
     #: USD of the assets described this run whose price is known; ``cost_unknown`` counts the others.
     cost_usd: float = 0.0
     cost_unknown: int = 0
+    #: Images generated this run by Gemini: their tokens, and the USD of those with a known price.
+    generation_tokens: int = 0
+    generation_cost_usd: float = 0.0
+    generation_cost_unknown: int = 0
     csv_rows: dict[str, int] = Field(default_factory=dict)
     csv_files: dict[str, list[str]] = Field(default_factory=dict)
     uploaded_now: dict[str, int] = Field(default_factory=dict)
@@ -93,6 +99,7 @@ class BatchSummary(BaseModel):
             zip_path=str(packed.zip_path) if packed.zip_path else None,
             in_review=dict(in_review or {}),
             ai_ticks=needs_ai_tick(wd, uploads),
+            **generation_costs(wd, gathered.new),
         )
 
     def review_count(self, prefix: str) -> int:
@@ -126,6 +133,17 @@ class BatchSummary(BaseModel):
             parts.append(f"${self.cost_usd:.4f} (${self.cost_usd / priced:.4f} per asset)")
         if self.cost_unknown:
             parts.append(f"cost unknown for {self.cost_unknown} (no confirmed price)")
+        return " · ".join(parts)
+
+    def generation_note(self) -> str:
+        """Tokens and cost of the images generated this run: ``3,360 tokens · $0.2680``; empty when none was billed."""
+        if not self.generation_tokens:
+            return ""
+        parts = [f"{self.generation_tokens:,} tokens"]
+        if self.generation_cost_usd:
+            parts.append(f"${self.generation_cost_usd:.4f}")
+        if self.generation_cost_unknown:
+            parts.append(f"cost unknown for {self.generation_cost_unknown} (no confirmed price)")
         return " · ".join(parts)
 
     def headline(self) -> str:
@@ -165,3 +183,21 @@ def needs_ai_tick(wd: Workdir, uploads: Mapping[str, AgencyUpload]) -> dict[str,
         if tick and files:
             ticks[agency] = (tick, files)
     return ticks
+
+
+def generation_costs(wd: Workdir, new: list[str]) -> dict:
+    """The summary's generation fields, from the records the generator kept next to each new image."""
+    tokens, cost, unknown = 0, 0.0, 0
+    for name in new:
+        try:
+            provenance = provenance_of(wd.assets / name)
+        except BadInput:  # rejected by the assets stage: named there already
+            continue
+        if provenance.usage is None:
+            continue
+        tokens += provenance.usage.total
+        if provenance.cost_usd is None:
+            unknown += 1
+        else:
+            cost += provenance.cost_usd
+    return {"generation_tokens": tokens, "generation_cost_usd": cost, "generation_cost_unknown": unknown}

@@ -80,6 +80,8 @@ def summary_table(s: BatchSummary) -> Table:
               " · ".join(filter(None, [f"{s.described_now} this run by {s.describer or '—'}", s.tokens_note()])))
     if s.usage_note():
         t.add_row("tokens and cost", f"{s.prompt_tokens + s.output_tokens + s.thought_tokens:,}", s.usage_note())
+    if s.generation_note():
+        t.add_row("image generation", f"{s.generation_tokens:,}", s.generation_note())
     parked_note = f"{s.parked} this run, {s.still_parked} from earlier runs · microstock dead-letter list"
     t.add_row("parked", str(s.parked + s.still_parked), parked_note if s.parked + s.still_parked else "")
     if s.pending:

@@ -48,6 +48,7 @@ def test_default_settings_make_images_every_enabled_agency_takes_end_to_end(pref
     provenance = read_sidecar(wd.sidecar(sent[0])).provenance  # what generating it cost, kept with the asset
     assert provenance.model == "gemini-3.1-flash-image" and provenance.usage.total == 1680
     assert provenance.cost_usd is None  # no confirmed price for this model (docs/GEMINI.md)
+    assert (summary["generation_tokens"], summary["generation_cost_unknown"]) == (2 * 1680, 2)  # in the batch's total
 
 
 def test_a_model_and_size_no_agency_takes_is_refused_before_anything_runs(tmp_path, monkeypatch):
