@@ -112,10 +112,10 @@ def test_parallel_file_workers_run_each_file_in_a_task_run_of_the_flow_and_a_fil
 
     opened = []
 
-    class CountedFolder(targets.LocalFolder):  # the real local target, counted: one per worker
-        def __init__(self, folder):
-            super().__init__(folder)
-            opened.append(folder)
+    class CountedFolder(targets.LocalFolder):  # the real local target, its connections counted: one per worker
+        def connect(self):
+            super().connect()
+            opened.append(self.folder)
 
     monkeypatch.setattr(targets, "LocalFolder", CountedFolder)
     workdir.config_file.write_text("[agencies.adobe]\nparallel_files = 3\n")
