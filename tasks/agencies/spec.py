@@ -26,6 +26,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from tasks.core.errors import ConfigError
+from tasks.core.settings import invalid
 
 #: What an agency may be called: its name becomes a file, a folder, an environment
 #: variable (``MICROSTOCK_<NAME>_PASSWORD``) and a Prefect block name.
@@ -310,10 +311,7 @@ def parse_spec(text: str, origin: str, name: str) -> AgencySpec:
     try:
         return AgencySpec.model_validate({**data, "name": name})
     except ValidationError as exc:
-        err = exc.errors()[0]
-        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        raise ConfigError(f"{origin}: {key}: {msg}") from exc
+        raise invalid(origin, exc) from exc
 
 
 def shipped_spec_names() -> set[str]:

@@ -55,7 +55,7 @@ a reason), and ``error_class`` is ``kind`` or ``kind:code``.
 The lower libraries' exceptions become these at one boundary each, next to
 the code that calls them: :func:`tasks.gemini.client.map_gemini_errors`,
 ``tasks.transports.ftp``'s and ``tasks.transports.sftp``'s mappers (on top of
-:func:`tasks.transports.base.socket_errors`), :func:`tasks.images.inspect.pillow_errors`.
+:func:`tasks.transports.base.network_errors`), :func:`tasks.images.inspect.pillow_errors`.
 
 Every message is safe to show a user: boundaries build messages from codes
 and reasons, never from request headers, URLs with credentials or keys. A

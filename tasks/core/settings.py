@@ -156,7 +156,12 @@ def load_settings(path: Path | None) -> Settings:
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        raise ConfigError(f"{path}: {key}: {msg}") from exc
+        raise invalid(path, exc) from exc
+
+
+def invalid(origin: object, exc: ValidationError) -> ConfigError:
+    """The one-line ConfigError for a file that does not validate: ``<origin>: <key>: <what is wrong>``."""
+    err = exc.errors()[0]
+    key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+    return ConfigError(f"{origin}: {key}: {msg}")

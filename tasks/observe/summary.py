@@ -175,12 +175,15 @@ def listed(reasons: dict[str, str]) -> str:
 
 def needs_ai_tick(wd: Workdir, uploads: Mapping[str, AgencyUpload]) -> dict[str, tuple[str, list[str]]]:
     """agency -> (its portal tick, the AI-generated files uploaded there this run), for agencies whose spec has one."""
+    asked = {agency: tick for agency, upload in uploads.items()
+             if upload.uploaded and (tick := catalog(wd).spec(agency).ai.portal_tick)}
+    if not asked:  # no sidecar to read
+        return {}
     ai_files = {ready_name(s.name) for s in described_sidecars(wd) if s.metadata.ai_generated}
     ticks = {}
-    for agency, upload in uploads.items():
-        tick = catalog(wd).spec(agency).ai.portal_tick
-        files = sorted(set(upload.uploaded) & ai_files)
-        if tick and files:
+    for agency, tick in asked.items():
+        files = sorted(set(uploads[agency].uploaded) & ai_files)
+        if files:
             ticks[agency] = (tick, files)
     return ticks
 

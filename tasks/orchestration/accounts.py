@@ -37,6 +37,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tasks.core.errors import ConfigError
+from tasks.core.settings import invalid
 from tasks.orchestration.deployments import CronSpec, DeploymentSpec, load_flow, load_specs
 
 #: The flow whose schedule an account's ``schedule`` replaces.
@@ -113,10 +114,7 @@ def load_accounts(path: Path) -> AccountsFile:
     try:
         return AccountsFile.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        raise ConfigError(f"{path}: {key}: {msg}") from None
+        raise invalid(path, exc) from exc
 
 
 def account_env(accounts: AccountsFile, account: Account) -> dict[str, str]:
