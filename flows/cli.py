@@ -63,7 +63,6 @@ def run(
     from tasks.core.settings import load_settings
     from tasks.core.workdir import Workdir
     from tasks.core.secrets import gemini_api_key
-    from tasks.stages.assets import check_generation
     from tasks.transports.targets import check_targets
 
     wd_path = resolve_workdir(workdir)
@@ -77,6 +76,8 @@ def run(
         chosen = agencies.enabled(settings, agency)
         check_targets(settings, chosen)
         if gemini_api_key() and count and source is None:  # a key from a Secret block is checked in the run
+            from tasks.gemini.models import check_generation  # no Prefect: its settings are not set yet
+
             check_generation(settings, chosen, Workdir(wd_path))
     except ConfigError as exc:
         fail(exc.message)

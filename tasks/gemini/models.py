@@ -18,6 +18,9 @@ from google.genai import types
 
 from tasks.core.errors import ConfigError
 from tasks.core.records import Usage
+from tasks.core.settings import Settings
+from tasks.core.workdir import Workdir
+from tasks.images.inspect import image_rules
 
 _HERE = Path(__file__).parent
 
@@ -140,3 +143,11 @@ def cost_usd(model: str, usage: Usage, on: dt.date) -> float | None:
         return None
     billed_output = usage.output_tokens + usage.thought_tokens
     return (usage.prompt_tokens * price.input_per_million + billed_output * price.output_per_million) / 1e6
+
+
+def check_generation(settings: Settings, agencies: list[str], wd: Workdir | None = None) -> None:
+    """ConfigError, before anything runs, when Gemini's image model and ``generate.image_size`` cannot make an
+    image any of ``agencies`` takes (the CLI asks when a key is in the environment; the stage asks again)."""
+    floor = min((image_rules(a, wd).min_pixels for a in agencies), default=0)
+    check_image_settings(settings.gemini.image_model, settings.generate.image_size, floor,
+                         settings.pack.upscale_to_minimum)

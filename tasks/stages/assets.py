@@ -26,6 +26,7 @@ from tasks.core.secrets import gemini_key
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.images.demo import DemoPrompt, demo_jpeg_bytes, generated_name, prompts_from
+from tasks.gemini.models import check_generation
 from tasks.images.provenance import record_generation
 from tasks.images.inspect import IMAGE_EXTENSIONS, ImageRules, image_rules, inspect_image, open_image
 from tasks.orchestration.progress import StageProgress
@@ -142,16 +143,6 @@ def ingest(source: Path, assets_dir: Path) -> IngestReport:
 
 
 # --- the assets stage -------------------------------------------------------------
-
-
-def check_generation(settings: Settings, agencies: list[str], wd: Workdir | None = None) -> None:
-    """ConfigError, before anything runs, when Gemini's image model and ``generate.image_size`` cannot make an
-    image any of ``agencies`` takes (the CLI asks when a key is in the environment; the stage asks again)."""
-    from tasks.gemini.models import check_image_settings
-
-    floor = min((image_rules(a, wd).min_pixels for a in agencies), default=0)
-    check_image_settings(settings.gemini.image_model, settings.generate.image_size, floor,
-                         settings.pack.upscale_to_minimum)
 
 
 def image_maker(settings: Settings, api_key: str | None, wd: Workdir) -> ImageMaker:

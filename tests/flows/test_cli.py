@@ -101,3 +101,18 @@ def test_an_agency_stopped_during_the_run_exits_3(cli_env, tmp_path):
     assert "MICROSTOCK_DREAMSTIME_PASSWORD" in result.stdout + result.stderr
     ledger = (wd / "uploads.ledger").read_text().splitlines()
     assert sorted(line.split("\t")[1] for line in ledger if not line.startswith("#")) == ["adobe", "vecteezy"]
+
+
+def test_run_sets_prefects_environment_before_anything_imports_prefect(cli_env, tmp_path):
+    """Prefect fixes its settings when imported: the console level and the ephemeral server's start-up
+    timeout set by the CLI only hold if nothing before prefect_env() loads Prefect (a Gemini key takes the
+    generation check into that path)."""
+    probe = ("import sys\nimport flows.cli as cli\n"
+             "def prefect_env(*args, **kwargs):\n"
+             "    print('prefect already loaded' if 'prefect' in sys.modules else 'not loaded yet')\n"
+             "    raise SystemExit(0)\n"
+             "cli.prefect_env = prefect_env\ncli.main()\n")
+    env = dict(cli_env, GEMINI_API_KEY="AIza-not-a-real-key-for-this-test")
+    result = subprocess.run([sys.executable, "-c", probe, "run", "--count", "1", "--workdir", str(tmp_path / "w")],
+                            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip() == "not loaded yet", result.stderr[-2000:]

@@ -16,7 +16,7 @@ from tasks.core.records import read_sidecar
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.gemini import ratelimit
-from tasks.stages.assets import check_generation
+from tasks.gemini.models import check_generation
 from tests.fakes.gemini import FAKE_KEY, answer_image, fake_gemini, image_or_metadata  # noqa: F401  (fixture)
 
 FAST = "[gemini]\nrequests_per_minute = 6000\nrequests_per_day = 0\n"
