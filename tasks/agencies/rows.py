@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from pydantic import BaseModel, ConfigDict
 
 from tasks.agencies import categories as category_rules
+from tasks.agencies.disclosure import with_category, with_note, without_terms
 from tasks.agencies.dialect import bom_bytes, csv_bytes, unencodable
 from tasks.agencies.spec import AgencySpec, Column, CsvFormat, KeywordRule, TextRule
 from tasks.core.reports import Problem
@@ -118,6 +119,29 @@ def _text(row: _Row, field: str, rule: TextRule, raw: str, fallback_raw: str) ->
         row.fix(f"{field}.max_chars", f"{field} shortened from {len(value)} to {len(short)} characters")
         value = short
     return value
+
+
+def _without_terms(row: _Row, field: str, values: list[str], terms: tuple[str, ...]) -> list[str]:
+    kept, found = [], []
+    for value in values:
+        value, seen = without_terms(value, terms)
+        kept.append(value)
+        found += [t for t in seen if t not in found]
+    if found:
+        row.fix("ai.forbidden_terms", f"removed {', '.join(repr(t) for t in found)} from the {field}: "
+                                      f"{row.spec.display_name} does not want it in AI-generated content's metadata")
+    return kept
+
+
+def _note(row: _Row, description: str) -> str | None:
+    """The description with the agency's AI note (Dreamstime); None (with a problem) when it cannot fit."""
+    note, limit = row.spec.ai.description_note, row.spec.description.max_chars
+    noted = with_note(description, note, limit)
+    if noted is None:
+        row.problem("ai.description_note", f"the description cannot hold {note!r} within {limit} characters")
+    elif noted != description:
+        row.fix("ai.description_note", f"added {note!r} to the description: the asset is AI-generated")
+    return noted
 
 
 def _keywords(row: _Row, rule: KeywordRule, raw: list[str]) -> list[str] | None:
@@ -247,10 +271,16 @@ def build_row(
     columns = spec.active_columns(defaults)
     # an agency without a CSV reads the embedded title, description and keywords: their rules still apply
     sources = {c.source for c in columns} if spec.takes_csv else {"title", "description", "keywords"}
-    title = _text(row, "title", spec.title, metadata.title, metadata.description) if "title" in sources else ""
+    # an AI-generated asset's title and keywords lose the wording the agency forbids for it (Adobe: "generative AI")
+    terms = spec.ai.forbidden_terms if ai else ()
+    raw_title = _without_terms(row, "title", [metadata.title], terms)[0] if "title" in sources else ""
+    title_fallback = without_terms(metadata.description, terms)[0]
+    title = _text(row, "title", spec.title, raw_title, title_fallback) if "title" in sources else ""
     description = (_text(row, "description", spec.description, metadata.description, metadata.title)
                    if "description" in sources else "")
-    raw_keywords = metadata.keywords
+    if ai and spec.ai.description_note and description is not None:
+        description = _note(row, description)
+    raw_keywords = _without_terms(row, "keywords", metadata.keywords, terms) if "keywords" in sources else []
     if ai and spec.ai.keyword:
         raw_keywords = [spec.ai.keyword, *raw_keywords]
         row.fix("ai.keyword", f"added {spec.ai.keyword!r} first: the asset is AI-generated")
@@ -260,6 +290,10 @@ def build_row(
         categories, fixes = category_rules.choose(spec.categories, metadata, spec.display_name)
         for rule, message in fixes:
             row.fix(rule, message)
+        if spec.ai.category is not None:
+            categories, change = with_category(categories, spec.ai.category, spec.categories.count, ai)
+            if change:
+                row.fix("ai.category", change)
     releases = _releases(row, metadata.releases) if "releases" in sources else ""
     if row.problems or title is None or description is None or keywords is None:
         return _result(row, filename, None)
@@ -326,7 +360,8 @@ def embedded_fields(metadata: Metadata, specs: Iterable[AgencySpec]) -> Embedded
     and description are cleaned and shortened at a word boundary to the
     smallest limit (kept whole when no boundary fits: the CSV row is what the
     agency validates), keywords are cleaned, de-duplicated and capped at the
-    smallest maximum, in their order.
+    smallest maximum, in their order; an AI-generated asset's title and
+    keywords lose every agency's ``ai.forbidden_terms``.
     """
     specs = list(specs)
 
@@ -338,12 +373,15 @@ def embedded_fields(metadata: Metadata, specs: Iterable[AgencySpec]) -> Embedded
         value = clean_cell(raw) or clean_cell(fallback)
         return (shorten(value, max_chars) or value) if max_chars else value
 
-    title = text(metadata.title, metadata.description, limit(s.title.max_chars for s in specs))
+    # an AI-generated asset's embedded title and keywords also lose the wording any of the agencies forbids
+    terms = tuple(t for s in specs for t in s.ai.forbidden_terms) if metadata.ai_generated else ()
+    title = text(without_terms(metadata.title, terms)[0], without_terms(metadata.description, terms)[0],
+                 limit(s.title.max_chars for s in specs))
     description = text(metadata.description, metadata.title, limit(s.description.max_chars for s in specs))
     keywords: list[str] = []
     seen: set[str] = set()
     for raw in metadata.keywords:
-        for part in raw.split(","):
+        for part in without_terms(raw, terms)[0].split(","):
             word = clean_cell(part)
             if word and word.casefold() not in seen:
                 seen.add(word.casefold())

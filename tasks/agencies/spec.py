@@ -194,6 +194,15 @@ class AiRules(_Spec):
     #: The box the contributor ticks in the agency's portal for an AI-generated file (Adobe: "Created using
     #: generative AI tools"): the run summary lists the files uploaded there that need it.
     portal_tick: str = ""
+    #: Appended to an AI-generated asset's description (Dreamstime: the description must say the image was
+    #: created using an AI model), within ``description.max_chars``; never added to other assets.
+    description_note: str = ""
+    #: A category an AI-generated asset must have among its categories (Dreamstime: "AI generated"); it
+    #: replaces the last (least relevant) one when all are taken, and is removed from any other asset.
+    category: int | None = None
+    #: Words an AI-generated asset's title and keywords must not contain (Adobe: "generative AI"; the portal
+    #: tick says it): removed wherever they stand, case-insensitively, a space matching a hyphen too.
+    forbidden_terms: tuple[str, ...] = ()
 
 
 class TransportHint(_Spec):
@@ -264,6 +273,10 @@ class AgencySpec(_Spec):
             raise ValueError("[categories] is set but no column has source 'category' or 'categories'")
         if self.ai.keyword and "keywords" not in sources:
             raise ValueError("ai.keyword is set but no column has source 'keywords'")
+        if self.ai.description_note and "description" not in sources:
+            raise ValueError("ai.description_note is set but no column has source 'description'")
+        if self.ai.category is not None and (self.categories is None or self.ai.category not in self.categories.table):
+            raise ValueError(f"ai.category {self.ai.category} is not in the [categories] table")
         for c in self.columns:
             if c.source in ("category", "categories"):
                 if self.categories is None:

@@ -5,6 +5,7 @@
   runs it as a formula).
 - :func:`shorten` cuts at a word boundary, never inside a word.
 - :func:`first_non_latin` finds a letter outside the Latin script (Vecteezy takes English only).
+- :func:`remove_terms` takes words an agency forbids out of a text (Adobe: "generative AI" in titles).
 """
 
 from __future__ import annotations
@@ -91,3 +92,18 @@ def keep_punctuation(text: str, allowed: str) -> str:
 def capitalize_first(text: str) -> str:
     """The first character upper-cased (``ß`` becomes ``SS``; run before shortening)."""
     return text[:1].upper() + text[1:]
+
+
+def remove_terms(text: str, terms: tuple[str, ...]) -> str:
+    """``text`` without any of ``terms`` (whole words, case-insensitive; a space in a term also matches a
+    hyphen, so "AI generated" takes "AI-generated"), the gaps and separators left behind tidied."""
+    out = text
+    for term in terms:
+        words = [re.escape(w) for w in re.split(r"[\s\-]+", term.strip()) if w]
+        if words:
+            out = re.sub(r"(?<!\w)" + r"[\s\-]+".join(words) + r"(?!\w)", " ", out, flags=re.IGNORECASE)
+    if out == text:
+        return text
+    out = re.sub(r"\s+([,;:.!?])", r"\1", _SPACES.sub(" ", out))  # "sea , city" → "sea, city"
+    out = re.sub(r"([,;:])(\s*[,;:])+", r"\1", out)  # separators left side by side → one
+    return out.strip().strip(_CUT_TRAIL).strip()

@@ -133,6 +133,9 @@ def test_golden_hostile_csvs_of_every_agency(hostile_wd):
     freepik = {row[0]: row for row in parse_as(hostile_wd.csv / "freepik.csv", ";")[1:]}
     assert freepik["ai_art_006.jpg"][2].startswith("_ai_generated,city,")
     assert freepik["ai_art_006.jpg"][3:] == ["A futuristic glass city at sunrise.", "Midjourney 5"]
+    dreamstime = {row[0]: row for row in parse(hostile_wd.csv / "dreamstime.csv")[1:]}  # Dreamstime's AI rules
+    assert "AI-generated" in dreamstime["ai_art_006.jpg"][2] and "212" in dreamstime["ai_art_006.jpg"][3:6]
+    assert "AI-generated" not in dreamstime["coast_003.jpg"][2] and "212" not in dreamstime["coast_003.jpg"][3:6]
     assert freepik["coast_003.jpg"][1:] == ['Rocky coast; cliffs, waves and "spray" at noon',
                                             "coast,cliffs,waves,spray,rocks,sea,noon,shore", "", ""]
     # Alamy's rows are checked although no file is written: the tag minimum holds an asset back there
