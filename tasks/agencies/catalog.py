@@ -58,11 +58,15 @@ class Catalog:
         ``enabled_by_default``, and an agency named in ``only`` counts as
         enabled (``--agency shutterstock`` runs it though it ships disabled).
         ConfigError names an agency that has no spec, whether it is in
-        ``only`` or under ``[agencies]`` in the configuration.
+        ``only``, under ``[agencies]`` or in ``pack.upscale_to_minimum``.
         """
         for name in settings.agencies:
             if name not in self.specs:
                 raise ConfigError(f"agencies.{name}: unknown agency (choose from {', '.join(self.names)})")
+        upscaled = settings.pack.upscale_to_minimum
+        for name in upscaled if isinstance(upscaled, list) else []:
+            if name not in self.specs:
+                raise ConfigError(f"pack.upscale_to_minimum: unknown agency {name!r} (choose from {', '.join(self.names)})")
         for name in only or []:
             if name not in self.specs:
                 raise ConfigError(f"unknown agency {name!r} (choose from {', '.join(self.names)})")

@@ -103,8 +103,15 @@ class PackSettings(_Strict):
     #: (then they get the IPTC Digital Source Type trainedAlgorithmicMedia, as Gemini's images do).
     label_own_files_ai: bool = False
     #: Enlarge an image below the largest minimum of the run's agencies to that minimum (LANCZOS) instead of
-    #: holding it back there. Off: Adobe asks contributors not to upsample (docs/AGENCIES.md).
-    upscale_to_minimum: bool = False
+    #: holding it back there. Off: Adobe asks contributors not to upsample (docs/AGENCIES.md). A list of
+    #: agency names (``["dreamstime", "vecteezy"]``) enlarges for those only; the enlarged copy is then
+    #: never sent to the others (docs/AGENCIES.md, "Upscaling").
+    upscale_to_minimum: bool | list[str] = False
+
+    def upscales(self, agency: str) -> bool:
+        """Is an image below ``agency``'s minimum enlarged for it (``true``: for every agency; a list: those named)?"""
+        chosen = self.upscale_to_minimum
+        return chosen is True or (isinstance(chosen, list) and agency in chosen)
 
 
 class ReviewSettings(_Strict):

@@ -178,11 +178,21 @@ def pack_asset(src: Path, files: PackedFiles, fields: EmbeddedFields, settings: 
     return entry, True
 
 
-def held_back_for(entry: dict, rules: list[ImageRules]) -> dict[str, str]:
-    """agency -> the rule the packed image breaks there (agencies it passes are absent)."""
+def held_back_for(entry: dict, rules: list[ImageRules], upscaled_for: set[str]) -> dict[str, str]:
+    """agency -> the rule the packed image breaks there (agencies it passes are absent).
+
+    The upload-ready copy is one file for every agency: when it was enlarged,
+    an agency not in ``upscaled_for`` is judged by the original size and never
+    gets the enlarged copy.
+    """
     out = {}
     for r in rules:
         broken = r.broken_rule(entry["width"], entry["height"], entry["bytes"][0])
+        if not broken and "upscaled_from" in entry and r.agency not in upscaled_for:
+            w, h = entry["upscaled_from"]
+            broken = (r.broken_rule(w, h, entry["bytes"][0]) or f"{w}×{h} passes {r.agency}'s rules") + (
+                f"; the upload-ready copy was enlarged for {', '.join(sorted(upscaled_for))}, and "
+                f"pack.upscale_to_minimum does not name {r.agency}")
         if broken:
             out[r.agency] = broken
     return out
@@ -253,7 +263,8 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
     rules = rules if rules is not None else {a: image_rules(a, wd) for a in known.names}
     checked = [rules[a] for a in (rules if agencies is None else agencies)]
     min_pixels = min(r.min_pixels for r in rules.values())
-    upscale_to = max((r.min_pixels for r in checked), default=0) if settings.upscale_to_minimum else 0
+    upscaled_for = {r.agency for r in checked if settings.upscales(r.agency)}
+    upscale_to = max((r.min_pixels for r in checked if r.agency in upscaled_for), default=0)
     specs = list(known.specs.values())  # one file goes to every agency: the strictest text limits apply
     manifest = _load_manifest(wd)
     entries: dict = manifest["assets"]
@@ -287,8 +298,9 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
                 (report.packed_now if written else report.reused).append(name)
                 if "upscaled_from" in entry:
                     w, h = entry["upscaled_from"]
-                    report.upscaled[name] = f"{w}×{h} → {entry['width']}×{entry['height']}"
-                for agency, rule in held_back_for(entry, checked).items():
+                    report.upscaled[name] = f"{w}×{h} → {entry['width']}×{entry['height']}" + (
+                        f" for {', '.join(sorted(upscaled_for))}" if isinstance(settings.upscale_to_minimum, list) else "")
+                for agency, rule in held_back_for(entry, checked, upscaled_for).items():
                     report.held_back.setdefault(agency, {})[name] = rule
             if name in report.rejected:
                 _remove_outputs(wd, name)

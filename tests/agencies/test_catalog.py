@@ -156,3 +156,12 @@ def test_a_copied_spec_runs_as_a_new_agency_with_no_code_change(prefect_harness,
     assert status.returncode == 0, status.stderr
     (line,) = [line for line in status.stdout.splitlines() if "mystock" in line]
     assert [cell.strip() for cell in line.split("│")[1:5]] == ["mystock", "2", "0", "0"], status.stdout
+
+
+def test_upscaling_for_an_unknown_agency_is_refused_before_anything_runs():
+    settings = Settings.model_validate({"pack": {"upscale_to_minimum": ["dreamstime", "istock"]}})
+    with pytest.raises(ConfigError, match=r"pack.upscale_to_minimum: unknown agency 'istock'"):
+        enabled_agencies(settings)
+    assert settings.pack.upscales("dreamstime") and not settings.pack.upscales("adobe")
+    assert Settings.model_validate({"pack": {"upscale_to_minimum": True}}).pack.upscales("adobe")
+    assert not Settings().pack.upscales("adobe")

@@ -74,3 +74,24 @@ def test_upscaling_is_off_by_default_and_when_chosen_enlarges_to_the_largest_min
     assert chosen.upscaled == {"city.jpg": f"480×360 → {out.width}×{out.height}"}
     with Image.open(wd.assets / "city.jpg") as original:
         assert original.size == (480, 360)  # the contributor's file is never touched
+
+
+def test_upscaling_for_named_agencies_only_never_sends_the_enlarged_copy_to_the_others(tmp_path):
+    wd = Workdir(tmp_path / "work").prepare()
+    for name, size in (("city.jpg", (480, 360)), ("field.jpg", (600, 450))):  # 0.17 MP and 0.27 MP
+        render_demo_image(DEMO_PROMPTS[2], random.Random(len(name)), size=size).save(wd.assets / name, quality=90)
+        write_sidecar(wd.sidecar(name), Asset(name=name, asset_id=sha256_file(wd.assets / name), path=wd.assets / name),
+                      Metadata(title="City", description="City"))
+    # Adobe (not named: it asks contributors not to upsample) takes 0.1 MP here, Dreamstime 0.25 MP
+    rules = {"adobe": ImageRules("adobe", 100_000), "dreamstime": ImageRules("dreamstime", 250_000)}
+    report, sent = pack_and_upload(wd, PackSettings(upscale_to_minimum=["dreamstime"]), rules)
+    assert sent["dreamstime"].uploaded == ["city.jpg", "field.jpg"]
+    with Image.open(wd.outbox("dreamstime") / "city.jpg") as out:
+        assert out.width * out.height >= 250_000
+    assert report.upscaled == {"city.jpg": f"480×360 → {out.width}×{out.height} for dreamstime"}
+    assert sent["adobe"].uploaded == ["field.jpg"]  # the original size, never enlarged
+    with Image.open(wd.outbox("adobe") / "field.jpg") as original:
+        assert original.size == (600, 450)
+    assert report.held_back == {"adobe": {"city.jpg": "480×360 passes adobe's rules; the upload-ready copy was "
+                                                      "enlarged for dreamstime, and pack.upscale_to_minimum does "
+                                                      "not name adobe"}}
