@@ -1,0 +1,45 @@
+"""End to end through the real SDK and the test Gemini server: the Dreamstime row says which asset is AI-generated."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+from PIL import Image
+
+from tasks.core.records import read_sidecar
+from tasks.core.workdir import Workdir
+from tasks.gemini import ratelimit
+from tests.fakes.gemini import FAKE_KEY, fake_gemini, image_or_metadata  # noqa: F401  (fixture)
+
+FAST = "[gemini]\nrequests_per_minute = 6000\nrequests_per_day = 0\n"
+
+
+@pytest.fixture(autouse=True)
+def fresh_limiters(monkeypatch):
+    monkeypatch.setattr(ratelimit, "_shared", {})
+
+
+def test_the_dreamstime_row_of_a_generated_asset_says_it_is_ai_generated_and_an_own_photos_does_not(
+        prefect_harness, fake_gemini, monkeypatch, tmp_path):
+    from flows.stock_batch import stock_batch
+
+    monkeypatch.setenv("GEMINI_API_KEY", FAKE_KEY)
+    fake_gemini.default = image_or_metadata
+    wd = Workdir(tmp_path / "w").prepare()
+    wd.config_file.write_text(FAST)
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    Image.new("RGB", (2500, 1800), (40, 120, 60)).save(photos / "own_meadow.jpg", quality=90)
+    assert stock_batch(workdir=str(wd.root), count=1, return_state=True).is_completed()  # a Gemini image
+    assert stock_batch(workdir=str(wd.root), source=str(photos), return_state=True).is_completed()  # own photo
+
+    rows = {r["Filename"]: r for r in csv.DictReader((wd.csv / "dreamstime.csv").read_text(encoding="utf-8").splitlines())}
+    (generated,) = [name for name in rows if name != "own_meadow.jpg"]
+    assert read_sidecar(wd.sidecar(generated)).metadata.ai_generated
+    assert "AI-generated" in rows[generated]["Description"]
+    assert "212" in (rows[generated]["Category 1"], rows[generated]["Category 2"], rows[generated]["Category 3"])
+    own = rows["own_meadow.jpg"]
+    assert not read_sidecar(wd.sidecar("own_meadow.jpg")).metadata.ai_generated
+    assert "AI" not in own["Description"] and "212" not in (own["Category 1"], own["Category 2"], own["Category 3"])
+    assert sorted(p.name for p in wd.outbox("dreamstime").iterdir()) == sorted(rows)  # both were sent
