@@ -10,7 +10,9 @@ from PIL import Image
 from tasks.core.records import read_sidecar
 from tasks.core.workdir import Workdir
 from tasks.gemini import ratelimit
+from tasks.images.provenance import TRAINED_ALGORITHMIC_MEDIA
 from tests.fakes.gemini import FAKE_KEY, fake_gemini, image_or_metadata  # noqa: F401  (fixture)
+from tests.images.test_provenance import xmp_source_type
 
 FAST = "[gemini]\nrequests_per_minute = 6000\nrequests_per_day = 0\n"
 
@@ -20,7 +22,7 @@ def fresh_limiters(monkeypatch):
     monkeypatch.setattr(ratelimit, "_shared", {})
 
 
-def test_the_dreamstime_row_of_a_generated_asset_says_it_is_ai_generated_and_an_own_photos_does_not(
+def test_a_generated_assets_dreamstime_row_and_xmp_say_it_is_ai_generated_and_an_own_photos_do_not(
         prefect_harness, fake_gemini, monkeypatch, tmp_path):
     from flows.stock_batch import stock_batch
 
@@ -43,3 +45,6 @@ def test_the_dreamstime_row_of_a_generated_asset_says_it_is_ai_generated_and_an_
     assert not read_sidecar(wd.sidecar("own_meadow.jpg")).metadata.ai_generated
     assert "AI" not in own["Description"] and "212" not in (own["Category 1"], own["Category 2"], own["Category 3"])
     assert sorted(p.name for p in wd.outbox("dreamstime").iterdir()) == sorted(rows)  # both were sent
+    # and the files the agency received: the IPTC Digital Source Type on the generated one only
+    assert xmp_source_type((wd.outbox("dreamstime") / generated).read_bytes()) == TRAINED_ALGORITHMIC_MEDIA
+    assert xmp_source_type((wd.outbox("dreamstime") / "own_meadow.jpg").read_bytes()) is None
