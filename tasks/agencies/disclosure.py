@@ -12,18 +12,21 @@
 
 from __future__ import annotations
 
-from tasks.agencies.text import remove_terms, shorten
+from tasks.agencies.text import clean_cell, remove_terms, shorten
 
 #: A description ending in one of these takes the note after a space; otherwise a full stop comes first.
 _SENTENCE_END = ".!?…"
 
 
 def without_terms(text: str, terms: tuple[str, ...]) -> tuple[str, list[str]]:
-    """``text`` without ``terms``, and the terms that were found in it."""
+    """``text`` without ``terms``, and the terms that were found in it. The text is looked at as its cell
+    will be (:func:`clean_cell`), so a line break or an invisible character cannot hide a term; a text with
+    one comes back cleaned, one without comes back as it was."""
     if not terms:
         return text, []
-    found = [t for t in terms if remove_terms(text, (t,)) != text]
-    return (remove_terms(text, terms), found) if found else (text, [])
+    clean = clean_cell(text)
+    found = [t for t in terms if remove_terms(clean, (t,)) != clean]
+    return (remove_terms(clean, terms), found) if found else (text, [])
 
 
 def with_note(description: str, note: str, max_chars: int | None) -> str | None:

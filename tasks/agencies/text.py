@@ -97,11 +97,13 @@ def capitalize_first(text: str) -> str:
 def remove_terms(text: str, terms: tuple[str, ...]) -> str:
     """``text`` without any of ``terms`` (whole words, case-insensitive; a space in a term also matches a
     hyphen, so "AI generated" takes "AI-generated"), the gaps and separators left behind tidied."""
-    out = text
-    for term in terms:
-        words = [re.escape(w) for w in re.split(r"[\s\-]+", term.strip()) if w]
-        if words:
-            out = re.sub(r"(?<!\w)" + r"[\s\-]+".join(words) + r"(?!\w)", " ", out, flags=re.IGNORECASE)
+    patterns = [re.compile(r"(?<!\w)" + r"[\s\-]+".join(words) + r"(?!\w)", re.IGNORECASE)
+                for words in ([re.escape(w) for w in re.split(r"[\s\-]+", t.strip()) if w] for t in terms) if words]
+    out, before = text, None
+    while out != before:  # until none is left: removing one can join the halves of another
+        before = out
+        for pattern in patterns:
+            out = pattern.sub(" ", out)
     if out == text:
         return text
     out = re.sub(r"\s+([,;:.!?])", r"\1", _SPACES.sub(" ", out))  # "sea , city" → "sea, city"

@@ -118,6 +118,7 @@ def test_forbidden_terms_match_whole_words_in_any_case_and_a_hyphen_for_a_space(
     assert remove_terms("AI-Generated sunset, GENERATIVE ai", terms) == "sunset"
     assert remove_terms("Sea: generative AI; waves", terms) == "Sea: waves"
     assert remove_terms("nongenerative AIx and AI generatedness", terms) == "nongenerative AIx and AI generatedness"
+    assert remove_terms("generative generative AI AI city", terms) == "city"  # the halves left would join
 
 
 # --- the spec checks its AI rules ---------------------------------------------------------
@@ -134,3 +135,8 @@ def test_an_ai_category_missing_from_the_table_or_a_note_without_a_description_c
 
 def load_spec_text(name: str) -> str:
     return (resources.files("tasks.agencies") / f"{name}.toml").read_text(encoding="utf-8")
+
+
+def test_a_line_break_or_an_invisible_character_cannot_hide_a_forbidden_term():
+    row = cells("adobe", md(ai_generated=True, title="Glass city, generative\u200b AI", keywords=["city", "generative\nAI"]))
+    assert row["Title"] == "Glass city" and row["Keywords"] == "city"

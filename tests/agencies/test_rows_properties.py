@@ -14,6 +14,7 @@ import unicodedata
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tasks.agencies.disclosure import without_terms
 from tasks.agencies.rows import build_row
 from tasks.agencies.catalog import all_specs
 from tasks.agencies.spec import load_spec
@@ -110,6 +111,9 @@ def check_adobe(cells: dict[str, str], m: Metadata) -> None:
     if m.adobe_category is not None and 1 <= m.adobe_category <= 21:
         assert cells["Category"] == str(m.adobe_category)
     assert all(name and "," not in name for name in cells["Releases"].split(",") if cells["Releases"])
+    if m.ai_generated:  # Adobe's checkbox labels AI content: its wording never stays in the title or keywords
+        for value in (title, cells["Keywords"]):
+            assert without_terms(value, load_spec("adobe").ai.forbidden_terms)[1] == []
 
 
 def check_vecteezy(cells: dict[str, str], m: Metadata) -> None:
@@ -136,6 +140,9 @@ def check_dreamstime(cells: dict[str, str], m: Metadata) -> None:
         assert cells[flag] in ("0", "1")
     assert cells["Editorial"] == ("1" if m.editorial else "0")
     assert cells["SR-Price"] == "" and cells["MR doc Ids"] == "" and cells["Pr Docs"] == ""
+    ai = load_spec("dreamstime").ai  # an AI-generated asset says so; no other asset does
+    assert (str(ai.category) in ids) == m.ai_generated
+    assert cells["Description"].endswith(ai.description_note) or not m.ai_generated
 
 
 SHUTTERSTOCK_CATEGORIES = {
