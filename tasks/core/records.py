@@ -109,6 +109,15 @@ class ReviewDecision(BaseModel):
     by: str = "review"
 
 
+class Upscaled(BaseModel):
+    """The upload-ready copy was enlarged (``pack.upscale_to_minimum``): from what size, to what, for whom."""
+
+    from_size: tuple[int, int]
+    to_size: tuple[int, int]
+    #: The agencies the enlarged copy may go to (the others judge the original size).
+    agencies: list[str]
+
+
 class Sidecar(BaseModel):
     """``assets/<stem>.json``: the asset and its metadata once described, and the review decision if any."""
 
@@ -118,6 +127,8 @@ class Sidecar(BaseModel):
     #: Recorded when the asset is described; None in sidecars written before provenance was kept.
     provenance: Provenance | None = None
     review: ReviewDecision | None = None
+    #: Set by the pack stage when it enlarged the upload-ready copy; None when it did not.
+    upscaled: Upscaled | None = None
 
     @property
     def rejected(self) -> bool:
@@ -153,9 +164,18 @@ def record_review(path: Path, decision: Literal["approved", "rejected"] | None, 
 
 
 def save_sidecar(path: Path, sidecar: Sidecar) -> None:
-    """Write a sidecar as it is (atomically); without a ``review`` field while it has no decision."""
-    body = sidecar.model_dump_json(indent=2, exclude={"review"} if sidecar.review is None else None)
+    """Write a sidecar as it is (atomically); without a ``review`` or ``upscaled`` field while it has none."""
+    absent = {field for field in ("review", "upscaled") if getattr(sidecar, field) is None}
+    body = sidecar.model_dump_json(indent=2, exclude=absent or None)
     atomic_write_bytes(path, body.encode("utf-8"))
+
+
+def record_upscaled(path: Path, upscaled: Upscaled | None) -> None:
+    """Write (or clear, with None) the pack stage's enlargement into the sidecar at ``path`` when it changed."""
+    sidecar = read_sidecar(path)
+    if sidecar is not None and sidecar.upscaled != upscaled:
+        sidecar.upscaled = upscaled
+        save_sidecar(path, sidecar)
 
 
 def iter_asset_files(assets_dir: Path) -> list[Path]:

@@ -150,4 +150,4 @@ def check_generation(settings: Settings, agencies: list[str], wd: Workdir | None
     image any of ``agencies`` takes (the CLI asks when a key is in the environment; the stage asks again)."""
     floor = min((image_rules(a, wd).min_pixels for a in agencies), default=0)
     check_image_settings(settings.gemini.image_model, settings.generate.image_size, floor,
-                         settings.pack.upscale_to_minimum)
+                         any(settings.pack.upscales(a) for a in agencies))

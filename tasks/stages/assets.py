@@ -210,7 +210,8 @@ def assets_stage(wd: Workdir, settings: Settings, count: int, source: str | None
     make = image_maker(settings, key, wd)
     rules = [image_rules(a, wd) for a in agencies]
     gathered = gather(wd.assets, count, Path(source) if source else None, prompts_from(settings.generate.prompts),
-                      settings.generate.seed, make, [] if settings.pack.upscale_to_minimum else rules)
+                      settings.generate.seed, make,
+                      [] if any(settings.pack.upscales(a) for a in agencies) else rules)
     logger = get_run_logger()
     for name, reason in sorted(gathered.rejected.items()):
         logger.warning("rejected %s: %s", name, reason)

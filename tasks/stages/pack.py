@@ -46,7 +46,7 @@ from tasks.core.errors import BadInput
 from tasks.orchestration.logs import stage_logger
 from tasks.core.files import atomic_write_bytes, sha256_file
 from tasks.images.inspect import ImageRules, image_rules, pillow_errors, too_small
-from tasks.core.records import Sidecar, described_sidecars, ready_name
+from tasks.core.records import Sidecar, Upscaled, described_sidecars, ready_name, record_upscaled
 from tasks.core.reports import PackReport
 from tasks.images.batch_zip import write_zip
 from tasks.orchestration.progress import StageProgress
@@ -283,6 +283,7 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
 
     with StageProgress("pack", len(sidecars)) as progress, ThreadPoolExecutor(max(1, workers)) as pool:
         futures = {pool.submit(one, s): s.name for s in sidecars}
+        futures_sidecar = {s.name: s for s in sidecars}
         for future in as_completed(futures):
             name = futures[future]
             try:
@@ -296,10 +297,15 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
                 entries[name] = entry
                 report.ready[name] = PackedFiles.of(wd, name).ready
                 (report.packed_now if written else report.reused).append(name)
+                upscaled = None
                 if "upscaled_from" in entry:
                     w, h = entry["upscaled_from"]
                     report.upscaled[name] = f"{w}×{h} → {entry['width']}×{entry['height']}" + (
                         f" for {', '.join(sorted(upscaled_for))}" if isinstance(settings.upscale_to_minimum, list) else "")
+                    upscaled = Upscaled(from_size=(w, h), to_size=(entry["width"], entry["height"]),
+                                        agencies=sorted(upscaled_for))
+                if futures_sidecar[name].upscaled != upscaled:  # the sidecar says it too
+                    record_upscaled(wd.sidecar(name), upscaled)
                 for agency, rule in held_back_for(entry, checked, upscaled_for).items():
                     report.held_back.setdefault(agency, {})[name] = rule
             if name in report.rejected:

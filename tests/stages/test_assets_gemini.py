@@ -60,6 +60,10 @@ def test_a_model_and_size_no_agency_takes_is_refused_before_anything_runs(tmp_pa
         check_generation(small, ["adobe", "dreamstime"])
     check_generation(Settings.model_validate({"generate": {"image_size": "1K"}, "pack": {"upscale_to_minimum": True}}),
                      ["adobe"])  # upscaling chosen: not refused
+    named = Settings.model_validate({"generate": {"image_size": "1K"}, "pack": {"upscale_to_minimum": ["vecteezy"]}})
+    check_generation(named, ["adobe", "vecteezy"])  # enlarged for vecteezy: some agency of the run takes it
+    with pytest.raises(ConfigError, match=r"choose generate.image_size = '2K'"):
+        check_generation(named, ["adobe", "dreamstime"])  # upscaling names no agency of this run
     wd = tmp_path / "w"
     wd.mkdir()
     (wd / "microstock.toml").write_text('[gemini]\nimage_model = "gemini-3.1-flash-lite-image"\n')
@@ -69,7 +73,9 @@ def test_a_model_and_size_no_agency_takes_is_refused_before_anything_runs(tmp_pa
     assert not (wd / "assets").exists()  # nothing ran
 
 
-def test_an_undersized_image_is_never_described(prefect_harness, fake_gemini, monkeypatch, tmp_path):
+@pytest.mark.parametrize("config", [FAST, FAST + '[pack]\nupscale_to_minimum = ["shutterstock"]\n'],
+                         ids=["no upscaling", "upscaling for an agency not in the run"])
+def test_an_undersized_image_is_never_described(prefect_harness, fake_gemini, monkeypatch, tmp_path, config):
     from io import BytesIO
 
     from flows.stock_batch import stock_batch
@@ -80,7 +86,7 @@ def test_an_undersized_image_is_never_described(prefect_harness, fake_gemini, mo
     fake_gemini.push(answer_image(buf.getvalue()))
     fake_gemini.default = image_or_metadata
     wd = Workdir(tmp_path / "w").prepare()
-    wd.config_file.write_text(FAST)
+    wd.config_file.write_text(config)
     summary = stock_batch(workdir=str(wd.root), count=2, return_state=True).result()
     (small,) = [name for name, why in summary["rejected"].items() if "1184×864" in why]
     describe_calls = [r for r in fake_gemini.requests if not r.model.endswith("-image")]

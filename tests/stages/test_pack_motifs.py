@@ -7,7 +7,7 @@ import random
 from PIL import Image
 
 from tasks.core.files import sha256_file
-from tasks.core.records import Asset, Metadata, described_sidecars, write_sidecar
+from tasks.core.records import Asset, Metadata, described_sidecars, read_sidecar, write_sidecar
 from tasks.core.settings import PackSettings
 from tasks.core.workdir import Workdir
 from tasks.images.demo import DEMO_PROMPTS, render_demo_image
@@ -66,12 +66,15 @@ def test_upscaling_is_off_by_default_and_when_chosen_enlarges_to_the_largest_min
     rules = {"adobe": ImageRules("adobe", 200_000), "dreamstime": ImageRules("dreamstime", 100_000)}
     plain, sent = pack_and_upload(wd, rules=rules)  # 0.17 MP: Dreamstime takes it, Adobe does not
     assert "city.jpg" in plain.held_back["adobe"] and plain.upscaled == {} and sent["adobe"].uploaded == []
+    assert read_sidecar(wd.sidecar("city.jpg")).upscaled is None
 
     chosen, sent = pack_and_upload(wd, PackSettings(upscale_to_minimum=True), rules)
     assert sent["adobe"].uploaded == ["city.jpg"] and chosen.held_back == {}
     with Image.open(wd.outbox("adobe") / "city.jpg") as out:
         assert out.width * out.height >= 200_000 and abs(out.width / out.height - 4 / 3) < 0.01
     assert chosen.upscaled == {"city.jpg": f"480×360 → {out.width}×{out.height}"}
+    recorded = read_sidecar(wd.sidecar("city.jpg")).upscaled  # the sidecar says so too
+    assert (recorded.from_size, recorded.to_size, recorded.agencies) == ((480, 360), out.size, ["adobe", "dreamstime"])
     with Image.open(wd.assets / "city.jpg") as original:
         assert original.size == (480, 360)  # the contributor's file is never touched
 
