@@ -43,7 +43,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.context import TaskRunContext
 from prefect.logging import get_run_logger
 
-from tasks.core.errors import BadInput, BatchJobEnded, MicrostockError
+from tasks.core.errors import BadInput, BatchJobEnded, MicrostockError, StageStopped
 from tasks.core.files import sha256_file
 from tasks.core.records import Asset, Metadata, Usage, read_sidecar
 from tasks.core.reports import DescribeReport
@@ -99,6 +99,8 @@ class BatchStage:
         self.known = dict(known or {})
         self.wd = run.wd
         self.settings = run.settings
+        #: Assets whose job ended this run without describing or parking them: pending again.
+        self.returned: list[str] = []
 
     @classmethod
     def start(cls, wd: Workdir, settings: Settings, store: DeadLetterStore, key: str, report: DescribeReport,
@@ -121,6 +123,8 @@ class BatchStage:
         for record in self.jobs.live():
             try:
                 job = self.batches.get(record.job_name)
+            except StageStopped:
+                raise
             except MicrostockError as exc:
                 logger.error("batch job %s (%s): cannot read it (%s); its assets stay in it for the next run",
                              record.job_name, record.display_name, self.run.redact(exc.message))
@@ -158,6 +162,8 @@ class BatchStage:
                 report.described.append(name)
             elif row.startswith("parked: "):
                 report.parked[name] = row.removeprefix("parked: ")
+            elif row.startswith("pending: "):
+                self.returned.append(name)
         report.tokens += done.tokens
         report.usage += done.usage
         report.cost_usd += done.cost_usd
@@ -240,7 +246,7 @@ def collect_job(stage: BatchStage, record: JobRecord, job: BatchJob, tries: dict
         asset = stage.asset(asset_id, name)
         sidecar = read_sidecar(stage.wd.sidecar(name))
         if asset is None:
-            done.rows[name] = "pending: the image is no longer in assets/ with this content"
+            done.rows[name] = "gone: the image is no longer in assets/ with this content"
         elif sidecar is not None and sidecar.asset_id == asset_id:
             done.rows[name] = "already described"
         elif job.state != "succeeded":
@@ -305,4 +311,5 @@ def collect_batches(wd: Workdir, settings: Settings, store: DeadLetterStore, key
     except MicrostockError as exc:  # the store, a refused key or quota, Gemini unreachable: next run goes on
         get_run_logger().error("collect stopped: %s", stage.run.redact(exc.message))
         report.stopped = stage.run.redact(exc.message)
+    report.pending.extend(stage.returned)  # the next stock-batch run submits them again
     return report
