@@ -46,6 +46,8 @@ from tasks.core.workdir import Workdir
 
 FILE_NAME = "batch_jobs.jsonl"
 LOCK_NAME = ".batch_jobs.lock"
+#: Final states of a job that gave no answers: its assets go back to pending (up to a limit).
+ENDED_UNANSWERED = ("expired", "cancelled", "failed", "missing")
 #: Every display name this project gives a job starts with this.
 PREFIX = "microstock"
 
@@ -82,7 +84,8 @@ class JobRecord:
     #: Gemini's name (``batches/…``); None until the create call returned (or the job was adopted).
     job_name: str | None = None
     submitted_at: str | None = None
-    #: The final state (``succeeded``, ``expired``, ``cancelled``, ``failed``, ``abandoned``); None while live.
+    #: The final state (``succeeded``, ``expired``, ``cancelled``, ``failed``, ``missing``, or ``abandoned``: the
+    #: create never happened); None while live.
     ended: str | None = None
     ended_at: str | None = None
     #: What the end did: ``described``, ``parked``, ``returned`` (to pending) → count.
@@ -135,10 +138,11 @@ class BatchJobs:
         return hits[-1] if hits else None
 
     def ended_tries(self, records: list[JobRecord] | None = None) -> dict[str, int]:
-        """asset id → how many jobs holding it ended without answering (expired, cancelled, failed)."""
+        """asset id → how many jobs holding it ended without answering (expired, cancelled, failed, missing:
+        Gemini no longer knows it)."""
         tries: dict[str, int] = {}
         for r in self.records() if records is None else records:
-            if r.ended in ("expired", "cancelled", "failed"):
+            if r.ended in ENDED_UNANSWERED:
                 for asset_id in r.assets:
                     tries[asset_id] = tries.get(asset_id, 0) + 1
         return tries
