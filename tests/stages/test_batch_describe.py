@@ -188,6 +188,31 @@ def test_an_expired_job_is_resubmitted_then_parked_after_the_limit(prefect_harne
     assert fourth.batch_jobs_submitted == 0 and sorted(fourth.still_parked) == names
 
 
+def test_a_job_parked_in_batch_mode_is_replayed_through_sync_mode(prefect_harness, fake_gemini, gemini_key,
+                                                                    tmp_path):
+    from flows.replay import replay_dead_letters
+
+    wd = Workdir(tmp_path / "w").prepare()
+    wd.config_file.write_text('[gemini]\nmode = "batch"\nbatch_resubmits = 0\nrequests_per_day = 0\n'
+                              'requests_per_minute = 6000\n')
+    names = ["r0.jpg", "r1.jpg"]
+    assets = make_assets(wd, names)
+    fake_gemini.batch.finish_after_s = 0
+    fake_gemini.batch.end_as = ["failed"]
+    settings = batch_settings(batch_resubmits=0)
+    run_describe(wd, settings, assets)
+    _, parked = run_describe(wd, settings, assets)
+    assert parked.parked == {n: "batch:failed" for n in names}
+
+    state = replay_dead_letters(dry_run=False, workdir=str(wd.root), return_state=True)
+    assert state.is_completed(), state.message
+    assert state.result()["recovered"] == 2
+    sync_calls = [r for r in fake_gemini.requests if r.path.endswith(":generateContent")]
+    assert len(sync_calls) == 2 and fake_gemini.batch.created == 1, "one sync call each, no new batch job"
+    assert open_store(wd).list(status="parked") == []
+    assert {read_sidecar(wd.sidecar(n)).metadata.describer for n in names} == {"gemini:gemini-3.5-flash-lite"}
+
+
 def test_assets_in_a_live_job_are_not_submitted_again(prefect_harness, fake_gemini, gemini_key, tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
     assets = make_assets(wd, ["l0.jpg", "l1.jpg", "l2.jpg"])
