@@ -43,7 +43,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.context import TaskRunContext
 from prefect.logging import get_run_logger
 
-from tasks.core.errors import BadInput, BatchJobEnded, MicrostockError, StageStopped
+from tasks.core.errors import BadInput, BatchJobEnded, MicrostockError, PermanentError, StageStopped
 from tasks.core.files import sha256_file
 from tasks.core.records import Asset, Metadata, Usage, read_sidecar
 from tasks.core.reports import DescribeReport
@@ -216,10 +216,21 @@ class BatchStage:
         self.jobs.intend(name, {a.asset_id: a.name for a, _ in chunk}, try_number)
         try:
             job = self.batches.submit([r for _, r in chunk], name)
+        except PermanentError as exc:  # Gemini refused this job: it does not exist; the next chunk may pass
+            self.jobs.end(name, "refused", {"parked": len(chunk)})
+            for asset, _ in chunk:
+                self.report.parked[asset.name] = self.run.park(asset, exc, 1, None).error_class
+            logger.error("batch job %s: create refused (%s); its %d asset(s) are parked for a replay (sync mode)",
+                         name, self.run.redact(exc.message), len(chunk))
+            return True
         except MicrostockError as exc:
             message = self.run.redact(exc.message)
-            logger.error("batch job %s: create failed (%s); the next run looks it up by name and submits it "
-                         "again if Gemini has none", name, message)
+            if isinstance(exc, StageStopped):  # refused before any job was made (key, quota, model …)
+                self.jobs.end(name, "abandoned", {"returned": len(chunk)})
+                logger.error("batch job %s: create refused (%s); its assets stay pending", name, message)
+            else:  # a timeout or a 5xx: the job may exist; the next run looks it up by its display name
+                logger.error("batch job %s: create failed (%s); the next run looks it up by name and submits it "
+                             "again if Gemini has none", name, message)
             self.report.pending.extend(a.name for a, _ in chunk)
             self.report.stopped = f"batch create failed: {message}"
             return False
@@ -297,7 +308,9 @@ def describe_in_batches(wd: Workdir, settings: Settings, store: DeadLetterStore,
         get_run_logger().error("batch describe stopped: %s", stage.run.redact(exc.message))
         report.stopped = stage.run.redact(exc.message)
         if todo is None:
-            report.pending.extend(a.name for a in sort_out(wd, assets, set(), report) if a.name not in report.in_batch)
+            todo = [a for a in sort_out(wd, assets, set(), report) if a.name not in report.in_batch]
+        settled = {*report.in_batch, *report.parked, *report.pending}
+        report.pending.extend(a.name for a in todo if a.name not in settled)
     return report
 
 

@@ -84,8 +84,8 @@ class JobRecord:
     #: Gemini's name (``batches/…``); None until the create call returned (or the job was adopted).
     job_name: str | None = None
     submitted_at: str | None = None
-    #: The final state (``succeeded``, ``expired``, ``cancelled``, ``failed``, ``missing``, or ``abandoned``: the
-    #: create never happened); None while live.
+    #: The final state (``succeeded``, ``expired``, ``cancelled``, ``failed``, ``missing``; ``abandoned``: the
+    #: create never happened; ``refused``: Gemini refused the create, the assets were parked); None while live.
     ended: str | None = None
     ended_at: str | None = None
     #: What the end did: ``described``, ``parked``, ``returned`` (to pending) → count.

@@ -213,6 +213,21 @@ def test_a_job_parked_in_batch_mode_is_replayed_through_sync_mode(prefect_harnes
     assert {read_sidecar(wd.sidecar(n)).metadata.describer for n in names} == {"gemini:gemini-3.5-flash-lite"}
 
 
+def test_a_create_gemini_refuses_parks_its_assets_and_leaves_no_intent(prefect_harness, fake_gemini, gemini_key,
+                                                                         tmp_path):
+    wd = Workdir(tmp_path / "w").prepare()
+    names = ["x0.jpg", "x1.jpg"]
+    assets = make_assets(wd, names)
+    fake_gemini.batch.max_body_bytes = 1000  # every create is "Request payload size exceeds the limit"
+    _, report = run_describe(wd, batch_settings(), assets)
+    assert fake_gemini.batch.created == 0 and report.batch_jobs_submitted == 0
+    assert report.parked == {n: "permanent:400" for n in names} and report.in_batch == []
+    (record,) = BatchJobs(wd).records()
+    assert record.ended == "refused" and BatchJobs(wd).live() == []
+    _, again = run_describe(wd, batch_settings(), assets)
+    assert sorted(again.still_parked) == names and fake_gemini.batch.created == 0
+
+
 def test_assets_in_a_live_job_are_not_submitted_again(prefect_harness, fake_gemini, gemini_key, tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
     assets = make_assets(wd, ["l0.jpg", "l1.jpg", "l2.jpg"])
