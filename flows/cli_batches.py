@@ -94,7 +94,8 @@ def batches_list(ctx: typer.Context, workdir: Optional[Path] = WorkdirOpt) -> No
 
 @batches_app.command("cancel")
 def batches_cancel(
-    name: str = typer.Argument(..., help="The job's name (batches/…) or display name, as `microstock batches` lists it."),
+    name: str = typer.Argument(..., help="The job's name (batches/…) or display name, as `microstock batches` "
+                                         "lists it."),
     workdir: Optional[Path] = WorkdirOpt,
 ) -> None:
     """Cancel one live job at Gemini; the next collect returns its assets to pending (or parks them past the limit)."""

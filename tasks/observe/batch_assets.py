@@ -3,8 +3,8 @@
 The counts of ``batch-counts`` say how many; this table says which. Cells:
 
 * ``describe`` — ``described``, ``described (earlier run)``, ``parked: <class> since <time>``,
-  ``pending``, ``in a batch job`` (batch mode: waiting for Gemini's answer), ``rejected: <reason>`` (the file could not be used), and with ``[review]`` on
-  ``rejected in review`` or ``waiting for review``;
+  ``pending``, ``in a batch job`` (batch mode: waiting for Gemini's answer), ``rejected: <reason>``
+  (the file could not be used), and with ``[review]`` on ``rejected in review`` or ``waiting for review``;
 * one column per agency — ``uploaded``, ``already there``, ``held back (<rule>): <why>``,
   ``failed, left pending: <why>``, ``not tried``.
 

@@ -26,10 +26,13 @@ assets where 1,000 task runs would not be (docs/OPERATIONS.md).
 
 Then the run **submits** the assets that are not described, not parked and in
 no live job, as jobs of inline requests each under
-:data:`~tasks.gemini.batch.JOB_BUDGET_BYTES` (Google's 20 MB inline limit less a margin): the intent is recorded and
-fsynced before the create call, the job name after it returns. A create that
-fails leaves its intent for the next run to resolve and stops submitting.
-The run goes on with what is described; nothing here waits for a job.
+:data:`~tasks.gemini.batch.JOB_BUDGET_BYTES` (Google's 20 MB inline limit
+less a margin): the intent is recorded and fsynced before the create call,
+the job name after it returns. A create Gemini refuses (4xx) made no job: its
+assets are parked with the refusal's class. A stop (key, quota, model) ends
+the intent, its assets stay pending. A timeout or 5xx may have made the job:
+the intent stays for the next run to resolve. Either of the last two stops
+submitting. The run goes on with what is described; nothing waits for a job.
 """
 
 from __future__ import annotations
@@ -131,7 +134,8 @@ class BatchStage:
                 self._hold(record)
                 continue
             if job.state in LIVE_STATES:
-                logger.info("batch job %s is %s: %d asset(s) wait in it", record.job_name, job.state, len(record.assets))
+                logger.info("batch job %s is %s: %d asset(s) wait in it", record.job_name, job.state,
+                            len(record.assets))
                 self._hold(record)
                 continue
             done = collect_job.with_options(task_run_name=f"collect-{record.job_name.rsplit('/', 1)[-1]}")(

@@ -228,7 +228,8 @@ def describe_assets(wd: Workdir, settings: Settings, assets: list[Asset]) -> Des
         key = gemini_key()
         if key:
             return describe_in_batches(wd, settings, store, key, assets)
-        logger.warning("`gemini.mode = batch` needs a Gemini key: without one the offline describer runs as in sync mode")
+        logger.warning("`gemini.mode = batch` needs a Gemini key: without one the offline describer runs "
+                       "as in sync mode")
     todo = sort_out(wd, assets, parked, report)
     if report.still_parked:
         logger.info("%d asset(s) parked by an earlier run are left for `microstock replay`", len(report.still_parked))
