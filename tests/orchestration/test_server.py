@@ -121,8 +121,8 @@ def served(parked_workdir, tmp_path_factory):
                             env=env, cwd=home, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/api"
     try:
-        wait_for("three served deployments", lambda: proc.poll() is None and healthy(url)
-                 and len(deployments_by_name(url)) == 3 or (proc.poll() is not None and _died(proc, log)),
+        wait_for("every served deployment", lambda: proc.poll() is None and healthy(url)
+                 and len(deployments_by_name(url)) == 4 or (proc.poll() is not None and _died(proc, log)),
                  timeout_s=300)
         yield {"proc": proc, "url": url, "port": port, "env": env, "home": home, "log": log}
     finally:
