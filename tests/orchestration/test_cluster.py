@@ -21,7 +21,7 @@ from tests.postgres import require_postgres
 pytestmark = pytest.mark.cluster
 
 MICROSTOCK = [sys.executable, "-c", "from flows.cli import main; main()"]
-FLOWS = ("stock-batch", "dead-letter-summary", "replay-dead-letters")
+FLOWS = ("stock-batch", "dead-letter-summary", "replay-dead-letters", "collect-batches")
 GONE = "0" * 64
 
 

@@ -141,10 +141,10 @@ def _died(proc, log) -> bool:
     raise AssertionError(f"microstock serve exited with {proc.returncode}:\n{log.read()[-3000:]}")
 
 
-def test_serve_registers_the_three_deployments_with_their_schedules(served, parked_workdir):
+def test_serve_registers_every_deployment_with_its_schedules(served, parked_workdir):
     url = served["url"]
     deps = deployments_by_name(url)
-    assert set(deps) == {"stock-batch", "dead-letter-summary", "replay-dead-letters"}
+    assert set(deps) == {"stock-batch", "dead-letter-summary", "replay-dead-letters", "collect-batches"}
     batch = deps["stock-batch"]
     assert [s["schedule"]["cron"] for s in batch["schedules"]] == ["0 2 * * *"]
     assert all(s["active"] for s in batch["schedules"])
