@@ -1,7 +1,7 @@
 """Batch mode vs sync mode for the describe requests (issue 17), against the test Gemini server.
 
-    .venv/bin/python -m bench.batch_bench                    # 1,000 assets
-    .venv/bin/python -m bench.batch_bench --assets 200
+    .venv/bin/python -m bench.batch_bench                    # 1,000 assets, jobs finished after 30 s
+    .venv/bin/python -m bench.batch_bench --assets 200 --delay 10 --part stage
 
 The real google-genai SDK talks to the test server (``tests/fakes/gemini.py``)
 on 127.0.0.1. The same ``--assets`` photo-sized JPEGs (1,200 × 800, distinct)
@@ -22,6 +22,16 @@ rule standing in for Google's tokenizer, which the test server does not
 have; the server answers each request with that many prompt tokens). The cost
 is the sum of the sidecar metadata's ``cost_usd`` (``tasks/gemini/prices.toml``,
 the sync or the batch price).
+
+**Stage part** (``--part stage``), in a fresh process on the embedded default
+Prefect server (its own ``PREFECT_HOME``): a workdir with ``--assets``
+agency-sized JPEGs (2,400 × 1,800) and ``[gemini] mode = "batch"``; the test
+server finishes each job ``--delay`` seconds after its create. ``stock-batch``
+runs once (it submits the jobs), then ``collect-batches`` runs every
+``--poll`` seconds (the deployment's schedule is 30 minutes; the poll stands
+in for it) until no asset is left in a job. Reported: the submitting run's
+wall time, the first and last create, each collect run, and the time from
+the first create to the last file written to an agency's outbox.
 """
 
 from __future__ import annotations
@@ -174,16 +184,124 @@ def report(r: dict) -> str:
         f"{r['usage_equal_per_asset']} of {r['assets']}")
 
 
+BATCH_TOML = '[gemini]\nmode = "batch"\nrequests_per_minute = 6000\nrequests_per_day = 0\ntimeout_s = 300\n'
+
+
+def stage_child(n: int, delay: float, poll: float, root: Path, out: Path) -> None:
+    """Runs inside the fresh process: stock-batch submits, collect-batches collects until nothing is in a job."""
+    from tests.fakes.gemini import FAKE_KEY, FakeGemini
+
+    fake = FakeGemini().start()
+    fake.batch.finish_after_s = delay
+    os.environ.update(GEMINI_API_KEY=FAKE_KEY, GOOGLE_GEMINI_BASE_URL=fake.url)
+    from flows.collect_batches import collect_batches_flow
+    from flows.stock_batch import stock_batch
+    from tasks.core.workdir import Workdir
+
+    wd = Workdir(root / "work").prepare()
+    wd.config_file.write_text(BATCH_TOML)
+    for i in range(n):
+        (wd.assets / f"photo_{i:05d}.jpg").write_bytes(photo_jpeg(i, size=(2400, 1800)))
+    wall = time.time() - time.monotonic()  # the fake stamps requests with time.monotonic()
+
+    t0 = time.monotonic()
+    nightly = stock_batch(workdir=str(wd.root), count=0, return_state=True)
+    submit_run_s = time.monotonic() - t0
+    summary = nightly.result() if nightly.is_completed() else {}
+    creates = [r.at for r in fake.requests if r.path.endswith(":batchGenerateContent")]
+    collects = []
+    while True:
+        next_at = (collects[-1]["started"] if collects else t0) + poll
+        time.sleep(max(0.0, next_at - time.monotonic()))
+        started = time.monotonic()
+        state = collect_batches_flow(workdir=str(wd.root), return_state=True)
+        result = state.result() if state.is_completed() else {}
+        collects.append({"started": started, "seconds": time.monotonic() - started,
+                         "described": len(result.get("described", [])), "in_batch": len(result.get("in_batch", [])),
+                         "state": state.type.value})
+        if not result.get("in_batch") or len(collects) > 1000:
+            break
+    fake.stop()
+    outbox_files = [p for a in ("adobe", "vecteezy", "dreamstime") if wd.outbox(a).exists()
+                    for p in wd.outbox(a).rglob("*") if p.is_file()]
+    last_upload = max(p.stat().st_mtime for p in outbox_files) - wall if outbox_files else None
+    productive = [c for c in collects if c["described"]]
+    out.write_text(json.dumps({
+        "assets": n, "delay_s": delay, "poll_s": poll, "submit_run_s": submit_run_s,
+        "submit_run_state": nightly.type.value, "jobs": len(creates),
+        "in_batch_after_submit": summary.get("in_batch"),
+        "first_create_after_run_start_s": creates[0] - t0 if creates else None,
+        "creates_span_s": creates[-1] - creates[0] if creates else None,
+        "collect_runs": len(collects), "collect_idle_run_s": [round(c["seconds"], 2) for c in collects
+                                                               if not c["described"]][:5],
+        "collect_productive_runs": [{k: round(v, 2) if isinstance(v, float) else v for k, v in c.items()
+                                     if k != "started"} for c in productive],
+        "described": sum(c["described"] for c in collects),
+        "outbox_files": len(outbox_files),
+        "last_create_to_productive_collect_start_s": productive[0]["started"] - creates[-1] if productive else None,
+        "first_create_to_last_upload_s": last_upload - creates[0] if last_upload and creates else None,
+    }))
+
+
+def stage(n: int, delay: float, poll: float, timeout: float = 7200) -> dict:
+    from bench.measure import prefect_env, run_child, server_trouble
+
+    with tempfile.TemporaryDirectory(prefix="bench-batch-stage-") as tmp:
+        root = Path(tmp)
+        out = root / "result.json"
+        args = [sys.executable, "-m", "bench.batch_bench", "--part", "stage-child", "--assets", str(n), "--delay",
+                str(delay), "--poll", str(poll), "--dir", tmp, "--out", str(out)]
+        rc, wall, log = run_child(args, prefect_env(root / "prefect"), root / "child.log", timeout)
+        result = json.loads(out.read_text()) if out.exists() else {}
+        result.update(exit_code=rc, process_wall_s=wall, server_trouble=server_trouble(log)[:10])
+        if rc != 0 or not out.exists():
+            result["log_tail"] = log[-3000:]
+    return result
+
+
+def stage_report(r: dict) -> str:
+    if "jobs" not in r:
+        return f"stage part failed (exit {r.get('exit_code')}):\n{r.get('log_tail', '')}"
+    lines = [
+        f"{r['assets']} assets, jobs finished {r['delay_s']:g} s after their create, collect-batches every "
+        f"{r['poll_s']:g} s:",
+        f"- stock-batch (submits): {r['submit_run_s']:.1f} s, {r['jobs']} jobs, {r['in_batch_after_submit']} assets "
+        f"in them; first create {r['first_create_after_run_start_s']:.1f} s into the run, creates spread over "
+        f"{r['creates_span_s']:.1f} s",
+        f"- collect runs: {r['collect_runs']}"
+        + (f" ({', '.join(f'{s:.1f}' for s in r['collect_idle_run_s'])} s each while the jobs ran)"
+           if r["collect_idle_run_s"] else "") + "; collecting ones: " + "; ".join(
+            f"{c['seconds']:.1f} s, {c['described']} described" for c in r["collect_productive_runs"]),
+        f"- last create → start of the first collecting run: {r['last_create_to_productive_collect_start_s']:.1f} s",
+        f"- **first create → last file in an outbox: {r['first_create_to_last_upload_s']:.1f} s** "
+        f"({r['described']} described, {r['outbox_files']} files in the outboxes)",
+    ]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.batch_bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--assets", type=int, default=1000)
+    ap.add_argument("--part", choices=["both", "boundary", "stage", "stage-child"], default="both")
+    ap.add_argument("--delay", type=float, default=30.0, help="seconds after its create when the server ends a job")
+    ap.add_argument("--poll", type=float, default=5.0, help="seconds between collect-batches runs")
+    ap.add_argument("--dir", type=Path)
+    ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.fakes
-    with tempfile.TemporaryDirectory(prefix="bench-batch-") as tmp:
-        r = boundary(args.assets, Path(tmp))
-    r["load_average"] = os.getloadavg()
-    print(report(r))
-    print(json.dumps(r, indent=1))
+    if args.part == "stage-child":
+        stage_child(args.assets, args.delay, args.poll, args.dir, args.out)
+        return
+    results: dict = {"load_average_at_start": os.getloadavg()}
+    if args.part in ("both", "boundary"):
+        with tempfile.TemporaryDirectory(prefix="bench-batch-") as tmp:
+            results["boundary"] = r = boundary(args.assets, Path(tmp))
+        print(report(r), flush=True)
+    if args.part in ("both", "stage"):
+        results["stage"] = r = stage(args.assets, args.delay, args.poll)
+        print(stage_report(r), flush=True)
+    results["load_average_at_end"] = os.getloadavg()
+    print(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

@@ -247,3 +247,16 @@ def test_no_key_in_any_error_message(fake_gemini, batches, tmp_path):
     messages += [refused.value.message, str(refused.value), repr(batches)]
     assert all(FAKE_KEY not in m for m in messages)
     assert any("[redacted]" in m for m in messages)
+
+
+@pytest.mark.parametrize("grpc, http, error_class", [(3, 400, "permanent:400"), (8, 429, "retryable:429"),
+                                                     (14, 503, "retryable:503"), (13, 500, "retryable:500"),
+                                                     (16, 401, "auth"), (9, 400, "permanent:400")])
+def test_a_status_code_is_read_as_grpc_and_as_http_alike(grpc, http, error_class):
+    from tasks.gemini.client import Target, error_of_status
+
+    target = Target("gemini.model", "gemini-3.5-flash-lite", "describe", "v1beta")
+    by_grpc = error_of_status(grpc, "fake", None, target)
+    by_http = error_of_status(http, "fake", None, target)
+    assert by_grpc.error_class == error_class
+    assert type(by_http) is type(by_grpc) and by_http.error_class == error_class
