@@ -50,7 +50,8 @@ def collect_batches_flow(workdir: str | None = None, config: str | None = None):
     if report.pending:
         headline += f" · {len(report.pending)} back to pending (the next stock-batch run submits them)"
     logger.info(headline)
-    publish_dead_letters(wd)
+    if report.parked:  # every 30 minutes: a new version of the table only when it changed
+        publish_dead_letters(wd)
     return Completed(message=headline, data={"described": report.described, "parked": report.parked,
                                              "in_batch": report.in_batch, "pending": report.pending,
                                              "stopped": report.stopped})
