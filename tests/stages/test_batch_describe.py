@@ -306,3 +306,17 @@ def test_a_run_killed_between_create_and_record_never_makes_a_second_job(
     assert sorted(described) == names and len(set(described)) == len(described)
     assert open_store(wd).list(status="parked") == []
     assert all(read_sidecar(wd.sidecar(n)) for n in names)
+
+
+@pytest.mark.parametrize("line, named", [('mode = "fast"', "gemini.mode"),
+                                         ("batch_resubmits = -1", "gemini.batch_resubmits")])
+def test_a_wrong_batch_setting_is_refused_naming_the_key(tmp_path, line, named):
+    from tasks.core.errors import ConfigError
+    from tasks.core.settings import load_settings
+
+    path = tmp_path / "microstock.toml"
+    path.write_text(f"[gemini]\n{line}\n")
+    with pytest.raises(ConfigError, match=named):
+        load_settings(path)
+    path.write_text("[gemini]\n")
+    assert load_settings(path).gemini.mode == "sync", "sync unless asked"
