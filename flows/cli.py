@@ -16,6 +16,7 @@ from typing import Optional, get_args
 
 import typer
 
+from flows.cli_batches import batches_app
 from flows.cli_cluster import accounts_app, all_accounts_summary, cluster_app, shared_dead_letter_url
 from flows.cli_common import WorkdirOpt, console, err, fail, resolve_workdir, workdir_agencies
 from flows.cli_ledger import ledger_app
@@ -309,6 +310,7 @@ app.add_typer(cluster_app, name="cluster")
 
 app.add_typer(ledger_app, name="ledger")
 app.add_typer(review_app, name="review")  # its own module, flows/cli_review.py
+app.add_typer(batches_app, name="batches")  # its own module, flows/cli_batches.py
 
 
 def main() -> None:

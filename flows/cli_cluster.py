@@ -32,7 +32,7 @@ def accounts_deploy(
     file: Path = typer.Argument(..., help="The accounts file (accounts.toml)."),
     pool: Optional[str] = typer.Option(None, "--pool", help="Work pool (default: the file's work_pool, else microstock)."),
 ) -> None:
-    """Create each account's stock-batch, dead-letter-summary and replay-dead-letters deployments
+    """Create each account's stock-batch, dead-letter-summary, replay-dead-letters and collect-batches deployments
     (named after the account, concurrency limit 1) on the server of PREFECT_API_URL."""
     if not os.environ.get("PREFECT_API_URL"):
         fail("PREFECT_API_URL is not set: deployments go to a running Prefect server "

@@ -1,7 +1,10 @@
 """Flow ``stock-batch``: assets → describe → pack → CSVs → (review) → ZIP → upload, as a recipe.
 
 Every stage derives what is left to do from the workdir, so a re-run after a
-crash finishes the rest and repeats nothing.
+crash finishes the rest and repeats nothing. With ``[gemini] mode = "batch"``
+the describe stage first collects the finished Gemini batch jobs, then submits
+the assets still to describe as new jobs; the run goes on with what is
+described (:mod:`tasks.stages.batch_describe`).
 """
 
 from __future__ import annotations

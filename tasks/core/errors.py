@@ -42,6 +42,8 @@ The tree (httpx draws its own the same way)::
     │   ├── AgencyBusy              busy               (another run holds the agency)
     │   └── TargetUnusable          target, target:<class of the cause>
     ├── StoreUnavailable            a local store is locked or unreadable: the job stays pending, others go on
+    ├── BatchJobEnded               batch:<state>      (a Gemini batch job expired, was cancelled or failed without
+    │                                                   answers: resubmit its assets a set number of times, then park)
     ├── BadInput                    this file cannot be used: reject it with its reason, go on
     └── ConfigError                 the configuration or workdir is unusable: the run cannot start
         └── MissingPassword         config:password    (no env var, no Secret block: found before connecting)
@@ -116,13 +118,9 @@ class ServiceTimeout(TransientError):
 
 
 class ReplyOverdue(ServiceTimeout):
-    """Every byte of a file was handed over, but the server's reply did not come in time.
-
-    The server may still be reading what was in flight: the file is possibly
-    in transit, and must not be sent again until the server's copy is seen
-    whole (then it is confirmed) or incomplete and no longer growing.
-    ``started``: ``time.monotonic()`` when the send began.
-    """
+    """Every byte of a file was handed over, but the server's reply did not come in time: the file may be
+    in transit, not to be sent again until the server's copy is seen whole (confirmed) or incomplete and no
+    longer growing. ``started``: ``time.monotonic()`` when the send began."""
 
     def __init__(self, message: str, *, started: float) -> None:
         super().__init__(message, code="reply")
@@ -375,13 +373,19 @@ class TargetUnusable(StageStopped):
 
 
 class StoreUnavailable(MicrostockError):
-    """A local store (e.g. ``dead_letter.db``) is locked past its busy timeout or unreadable.
-
-    The message names the file; the job that needed the store stays pending
-    and the other jobs go on.
-    """
+    """A local store (e.g. ``dead_letter.db``) is locked past its busy timeout or unreadable: the message
+    names the file; the job that needed the store stays pending and the other jobs go on."""
 
     kind = "store_unavailable"
+
+
+class BatchJobEnded(MicrostockError):
+    """A Gemini batch job ended without answers (``code``: its state, ``expired``, ``cancelled``, ``failed``)."""
+
+    kind = "batch"
+
+    def __init__(self, message: str, *, state: str) -> None:
+        super().__init__(message, code=state)
 
 
 # --- reject the input: this file cannot be used -------------------------------------

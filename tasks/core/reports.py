@@ -51,6 +51,12 @@ class DescribeReport:
     cost_unknown: int = 0
     #: The describer used this run (``offline``, ``gemini:<model>``), empty when none was needed.
     describer: str = ""
+    #: Batch mode: assets waiting in a live Gemini batch job (submitted now or earlier); a later run collects them.
+    in_batch: list[str] = field(default_factory=list)
+    #: Batch mode: jobs created this run.
+    batch_jobs_submitted: int = 0
+    #: Batch mode: what the assets described from batch answers now would have cost at sync prices, minus their cost.
+    batch_saved_usd: float = 0.0
 
 
 @dataclass

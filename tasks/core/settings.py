@@ -45,6 +45,13 @@ class GeminiSettings(_Strict):
     rate_limit_wait_s: float = Field(600, ge=0)
     timeout_s: float = Field(60, gt=0)
     language: str = "en"
+    #: ``sync``: one describe call per asset, answered at once. ``batch``: the pending assets go to Gemini's
+    #: Batch API at half the price, answered within 24 hours; each run (and the collect-batches deployment)
+    #: collects the finished jobs first (docs/GEMINI.md, "Batch mode").
+    mode: Literal["sync", "batch"] = "sync"
+    #: Batch mode: times an asset is submitted again after its job expired, was cancelled or failed;
+    #: after that it is parked as ``batch:<state>``.
+    batch_resubmits: int = Field(2, ge=0)
 
 
 class AgencySettings(_Strict):

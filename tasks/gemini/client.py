@@ -230,6 +230,24 @@ def map_gemini_errors(target: Target, api_key: str | None = None) -> Iterator[No
         raise InvalidOutput("Gemini answered with JSON of an unexpected shape") from None
 
 
+#: google.rpc.Code number → (HTTP status, name), as google/rpc/code.proto maps them.
+_RPC_CODES = {1: (499, "CANCELLED"), 2: (500, "UNKNOWN"), 3: (400, "INVALID_ARGUMENT"), 4: (504, "DEADLINE_EXCEEDED"),
+              5: (404, "NOT_FOUND"), 6: (409, "ALREADY_EXISTS"), 7: (403, "PERMISSION_DENIED"),
+              8: (429, "RESOURCE_EXHAUSTED"), 9: (400, "FAILED_PRECONDITION"), 10: (409, "ABORTED"),
+              11: (400, "OUT_OF_RANGE"), 12: (501, "UNIMPLEMENTED"), 13: (500, "INTERNAL"), 14: (503, "UNAVAILABLE"),
+              15: (500, "DATA_LOSS"), 16: (401, "UNAUTHENTICATED")}
+
+
+def error_of_status(code: int | None, message: str | None, details: Any, target: Target,
+                    api_key: str | None = None) -> MicrostockError:
+    """The error a ``google.rpc.Status`` stands for (a batch job's per-request error): the class a sync call
+    answered with that status gets, by the same table. ``code`` is a google.rpc.Code number (1–16, as the
+    REST reference types the field) or, should the service send one, an HTTP status."""
+    http, status = (code, "") if code is not None and code >= 100 else _RPC_CODES.get(code or 2, (500, "UNKNOWN"))
+    body = {"error": {"code": http, "message": message or "", "status": status, "details": details or []}}
+    return _from_api_error(errors.APIError(http, body), api_key, target)
+
+
 # --- 200 answers ---------------------------------------------------------------------------
 
 #: What each ``FinishReason`` of the SDK means for the job (docs/FAILURES.md has the table):

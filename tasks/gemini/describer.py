@@ -13,6 +13,10 @@ output budget (``gemini.max_output_tokens``); no sampling parameter
 refuse them. An answer cut at the budget is retried once with four times the
 budget, then parked as ``truncated:<REASON>``. The tokens of every call made
 for an asset (failed ones too) and their price go into its metadata.
+
+The request's pieces (:func:`describe_config`, :func:`describe_contents`) and
+the way back (:func:`parse_answer`, :func:`to_metadata`) are functions, so
+batch mode (:mod:`tasks.gemini.batch`) sends and reads exactly what this does.
 """
 
 from __future__ import annotations
@@ -141,6 +145,52 @@ def _unique(words: list[str]) -> list[str]:
     return list(seen.values())
 
 
+# --- the request and the answer, as sync and batch mode (tasks.gemini.batch) both send and read them ------
+
+
+def check_describe_model(model: str) -> None:
+    """ModelUnavailable when ``model`` is known to refuse the response schema: do not pay to hear it."""
+    if lacks_structured_output(model):
+        raise ModelUnavailable(f"`gemini.model = {model}` has no structured output and cannot describe: "
+                               f"{suggestion(model, 'describe')}")
+
+
+def describe_config(settings: GeminiSettings, max_output_tokens: int) -> types.GenerateContentConfig:
+    """The config of every describe request: JSON by :class:`StockAnswer`, the output budget, thinking set on
+    purpose, no sampling parameter."""
+    return types.GenerateContentConfig(
+        response_mime_type="application/json",
+        response_schema=StockAnswer,
+        max_output_tokens=max_output_tokens,
+        thinking_config=thinking_config(settings.model, settings.thinking),
+    )
+
+
+def describe_contents(asset: Asset, prompt: str) -> list:
+    """What a describe request sends: the image (:func:`image_for_model`) and the prompt. BadInput when the
+    image cannot be read."""
+    return [types.Part.from_bytes(data=image_for_model(asset), mime_type="image/jpeg"), prompt]
+
+
+def to_metadata(answer: StockAnswer, response: types.GenerateContentResponse, *, describer: str,
+                settings: GeminiSettings, usage: Usage, batch: bool = False) -> Metadata:
+    """The sidecar metadata of a parsed answer; ``usage`` (every call made for the asset) priced at the sync or
+    the batch price (``cost_usd`` None when that price is not confirmed)."""
+    meta = response.usage_metadata
+    return Metadata(
+        title=" ".join(answer.title.split()),
+        description=" ".join(answer.description.split()),
+        keywords=_unique(answer.keywords),
+        adobe_category=answer.adobe_category,
+        category_hints=_unique(answer.category_hints + answer.dreamstime_hints),
+        language=settings.language,
+        describer=describer,
+        tokens=(meta.total_token_count or 0) if meta else 0,
+        usage=usage,
+        cost_usd=cost_usd(settings.model, usage, dt.date.today(), batch=batch),
+    )
+
+
 class GeminiDescriber:
     """Metadata from Gemini: one ``generate_content`` call per asset.
 
@@ -158,22 +208,14 @@ class GeminiDescriber:
         self._api_key = api_key
         self._client = gemini_client(settings, api_key)
         self._target = Target("gemini.model", settings.model, "describe", settings.api_version)
-        self._config = self._config_with(settings.max_output_tokens)
-        self._larger = self._config_with(settings.max_output_tokens * TRUNCATED_RETRY_FACTOR)
+        self._config = describe_config(settings, settings.max_output_tokens)
+        self._larger = describe_config(settings, settings.max_output_tokens * TRUNCATED_RETRY_FACTOR)
         self._prompt = describe_prompt(settings.language)
         self._lock = threading.Lock()
         #: asset id → tokens of this run's calls for it that gave no metadata yet.
         self._spent: dict[str, Usage] = {}
         #: asset ids whose last answer was truncated: their next call has the larger budget.
         self._truncated: set[str] = set()
-
-    def _config_with(self, max_output_tokens: int) -> types.GenerateContentConfig:
-        return types.GenerateContentConfig(
-            response_mime_type="application/json",
-            response_schema=StockAnswer,
-            max_output_tokens=max_output_tokens,
-            thinking_config=thinking_config(self.settings.model, self.settings.thinking),
-        )
 
     def __repr__(self) -> str:  # never show the key
         return f"GeminiDescriber(model={self.settings.model!r})"
@@ -182,16 +224,13 @@ class GeminiDescriber:
         return {"prompt": self._prompt, "image_max_px": SEND_MAX_PX}
 
     def describe(self, asset: Asset) -> Metadata:
-        if lacks_structured_output(self.model):  # known to refuse the schema: do not pay to hear it
-            raise ModelUnavailable(f"`gemini.model = {self.model}` has no structured output and cannot describe: "
-                                   f"{suggestion(self.model, 'describe')}")
-        image = types.Part.from_bytes(data=image_for_model(asset), mime_type="image/jpeg")
+        check_describe_model(self.model)
+        contents = describe_contents(asset, self._prompt)
         with self._lock:
             retrying_cut = asset.asset_id in self._truncated
         with map_gemini_errors(self._target, self._api_key):
             response = self._client.models.generate_content(
-                model=self.settings.model, contents=[image, self._prompt],
-                config=self._larger if retrying_cut else self._config,
+                model=self.settings.model, contents=contents, config=self._larger if retrying_cut else self._config,
             )
         with self._lock:
             usage = self._spent.pop(asset.asset_id, Usage()) + usage_of(response)
@@ -208,16 +247,4 @@ class GeminiDescriber:
         with self._lock:
             self._spent.pop(asset.asset_id, None)
             self._truncated.discard(asset.asset_id)
-        meta = response.usage_metadata
-        return Metadata(
-            title=" ".join(answer.title.split()),
-            description=" ".join(answer.description.split()),
-            keywords=_unique(answer.keywords),
-            adobe_category=answer.adobe_category,
-            category_hints=_unique(answer.category_hints + answer.dreamstime_hints),
-            language=self.settings.language,
-            describer=self.name,
-            tokens=(meta.total_token_count or 0) if meta else 0,
-            usage=usage,
-            cost_usd=cost_usd(self.model, usage, dt.date.today()),
-        )
+        return to_metadata(answer, response, describer=self.name, settings=self.settings, usage=usage)

@@ -117,11 +117,14 @@ def thinking_config(model: str, setting: str) -> types.ThinkingConfig | None:
 
 @dataclass(frozen=True)
 class Price:
-    """USD per million tokens (output includes thinking), valid until ``until`` when set."""
+    """USD per million tokens (output includes thinking), valid until ``until`` when set; ``batch_*``: the
+    Batch API's price of the same tokens, None when not confirmed for the model."""
 
     input_per_million: float
     output_per_million: float
     until: dt.date | None = None
+    batch_input_per_million: float | None = None
+    batch_output_per_million: float | None = None
 
 
 @cache
@@ -130,19 +133,26 @@ def prices() -> dict[str, Price]:
     data = tomllib.loads((_HERE / "prices.toml").read_text(encoding="utf-8"))
     try:
         return {name: Price(float(row["input_per_million"]), float(row["output_per_million"]),
-                            dt.date.fromisoformat(row["until"]) if "until" in row else None)
+                            dt.date.fromisoformat(row["until"]) if "until" in row else None,
+                            *(float(row[k]) if k in row else None
+                              for k in ("batch_input_per_million", "batch_output_per_million")))
                 for name, row in data["prices"].items()}
     except (KeyError, ValueError) as exc:  # a broken data file is the installation's fault
         raise ConfigError(f"tasks/gemini/prices.toml: {exc}") from None
 
 
-def cost_usd(model: str, usage: Usage, on: dt.date) -> float | None:
-    """What ``usage`` cost on ``model`` on day ``on``; None when no confirmed price is known for it."""
+def cost_usd(model: str, usage: Usage, on: dt.date, *, batch: bool = False) -> float | None:
+    """What ``usage`` cost on ``model`` on day ``on`` (through the Batch API when ``batch``); None when no
+    confirmed price is known for it."""
     price = prices().get(model)
     if price is None or (price.until is not None and on > price.until):
         return None
+    per_input, per_output = ((price.batch_input_per_million, price.batch_output_per_million) if batch
+                             else (price.input_per_million, price.output_per_million))
+    if per_input is None or per_output is None:
+        return None
     billed_output = usage.output_tokens + usage.thought_tokens
-    return (usage.prompt_tokens * price.input_per_million + billed_output * price.output_per_million) / 1e6
+    return (usage.prompt_tokens * per_input + billed_output * per_output) / 1e6
 
 
 def check_generation(settings: Settings, agencies: list[str], wd: Workdir | None = None) -> None:

@@ -14,6 +14,8 @@ key                               type      what
 ``csv-validation``                markdown  rows per agency CSV, automatic fixes, assets skipped and the rule
 ``dead-letter-summary``           markdown  the daily summary: parked jobs per error class, how to replay
 ``progress-<stage>``              progress  made by :mod:`tasks.orchestration.progress` while a stage runs
+``batch-<display name>``          table     one collected Gemini batch job: a row per asset, described or parked
+                                            (with its class) or back to pending (and why)
 ================================  ========  ==============================================
 
 Nothing here shows an
@@ -22,6 +24,9 @@ and never a password or key.
 """
 
 from __future__ import annotations
+
+import re
+from collections import Counter
 
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.logging import get_run_logger
@@ -60,6 +65,11 @@ def batch_rows(s: BatchSummary) -> list[dict[str, str | int]]:
         {"what": "cost (USD)", "total": round(s.cost_usd, 6), "this run": round(s.cost_usd, 6),
          "detail": f"cost unknown for {s.cost_unknown} asset(s)" if s.cost_unknown else ""},
     ]
+    if s.in_batch or s.batch_saved_usd:
+        rows += [{"what": "in batch jobs", "total": s.in_batch, "this run": s.batch_jobs_submitted,
+                  "detail": "jobs submitted this run; collected by the next run or collect-batches"},
+                 {"what": "batch saved (USD)", "total": round(s.batch_saved_usd, 6),
+                  "this run": round(s.batch_saved_usd, 6), "detail": "against sync prices"}]
     if s.in_review:
         rows += [{"what": what, "total": s.review_count(what), "this run": "", "detail": "see batch-assets"}
                  for what in ("rejected in review", "waiting for review")]
@@ -126,3 +136,17 @@ def publish_dead_letter_summary(summary: Summary, wd: Workdir) -> None:
         text += f"\n\nOldest parked since {when(summary.oldest_first_seen)}; you can also {REPLAY_HOW}."
     create_markdown_artifact(text, key=DEAD_LETTER_SUMMARY,
                              description="Parked describe jobs by error class")
+
+
+def batch_job_key(display_name: str) -> str:
+    """The artifact key of one batch job: ``batch-`` + its display name (already lower-case, digits and dashes)."""
+    return "batch-" + re.sub(r"[^a-z0-9-]", "-", display_name.lower())
+
+
+def publish_batch_job(display_name: str, job_name: str, state: str, rows: dict[str, str]) -> None:
+    """The table of one collected batch job: a row per asset and what became of it."""
+    table = [{"asset": name, "result": result} for name, result in sorted(rows.items())]
+    counts = Counter(result.split(":", 1)[0] for result in rows.values())
+    create_table_artifact(table, key=batch_job_key(display_name),
+                          description=f"Gemini batch job {job_name} ({display_name}) {state}: "
+                                      + ", ".join(f"{n} {what}" for what, n in sorted(counts.items())))

@@ -3,8 +3,8 @@
 The counts of ``batch-counts`` say how many; this table says which. Cells:
 
 * ``describe`` — ``described``, ``described (earlier run)``, ``parked: <class> since <time>``,
-  ``pending``, ``rejected: <reason>`` (the file could not be used), and with ``[review]`` on
-  ``rejected in review`` or ``waiting for review``;
+  ``pending``, ``in a batch job`` (batch mode: waiting for Gemini's answer), ``rejected: <reason>``
+  (the file could not be used), and with ``[review]`` on ``rejected in review`` or ``waiting for review``;
 * one column per agency — ``uploaded``, ``already there``, ``held back (<rule>): <why>``,
   ``failed, left pending: <why>``, ``not tried``.
 
@@ -62,6 +62,8 @@ def describe_cell(name: str, described: DescribeReport, parked: dict[str, Parked
         return f"parked: {job.error_class} since {when(job.first_seen)}"
     if name in described.parked:
         return f"parked: {described.parked[name]}"
+    if name in described.in_batch:
+        return "in a batch job"
     return "pending"
 
 

@@ -39,6 +39,9 @@ def summary_markdown(s: BatchSummary) -> str:
     if s.not_generated:
         lines.append(f"| not generated | {len(s.not_generated)} | {m(listed(s.not_generated))} |")
     lines.append(f"| pending | {s.pending} | {m(s.stopped or '')} |")
+    if s.in_batch:
+        lines.append(f"| in batch jobs | {s.in_batch} | {s.batch_jobs_submitted} job(s) submitted this run; "
+                     "collected by the next run or collect-batches |")
     lines.append(f"| rejected | {len(s.rejected)} | {m(listed(s.rejected))} |")
     if s.upscaled:
         lines.append(f"| upscaled | {len(s.upscaled)} | {m(listed(s.upscaled))} (enlarged to the agencies' minimum) |")

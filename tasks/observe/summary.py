@@ -27,6 +27,12 @@ class BatchSummary(BaseModel):
     #: Parked by earlier runs and waiting for a replay (not called again).
     still_parked: int = 0
     pending: int = 0
+    #: Batch mode: assets waiting in a live Gemini batch job (a later run or collect-batches collects them).
+    in_batch: int = 0
+    #: Batch mode: jobs created this run.
+    batch_jobs_submitted: int = 0
+    #: Batch mode: what the batch answers collected this run would have cost at sync prices, minus their cost.
+    batch_saved_usd: float = 0.0
     #: Generated images that could not be made this run (name -> reason); the next run tries again.
     not_generated: dict[str, str] = Field(default_factory=dict)
     rejected: dict[str, str] = Field(default_factory=dict)
@@ -76,6 +82,9 @@ class BatchSummary(BaseModel):
             parked=len(described.parked),
             still_parked=len(described.still_parked),
             pending=len(described.pending),
+            in_batch=len(described.in_batch),
+            batch_jobs_submitted=described.batch_jobs_submitted,
+            batch_saved_usd=described.batch_saved_usd,
             not_generated=gathered.not_generated,
             rejected={**gathered.rejected, **packed.rejected},
             held_back=packed.held_back,
@@ -133,7 +142,13 @@ class BatchSummary(BaseModel):
             parts.append(f"${self.cost_usd:.4f} (${self.cost_usd / priced:.4f} per asset)")
         if self.cost_unknown:
             parts.append(f"cost unknown for {self.cost_unknown} (no confirmed price)")
+        if self.batch_saved_usd:
+            parts.append(self.batch_note())
         return " · ".join(parts)
+
+    def batch_note(self) -> str:
+        """``batch saved $0.0012 against sync prices``: the savings of the batch answers collected this run."""
+        return f"batch saved ${self.batch_saved_usd:.4f} against sync prices"
 
     def generation_note(self) -> str:
         """Tokens and cost of the images generated this run: ``3,360 tokens · $0.2680``; empty when none was billed."""
@@ -151,6 +166,8 @@ class BatchSummary(BaseModel):
         parts = [f"{self.described_now} described", f"{self.parked} parked"]
         if self.pending:
             parts.append(f"{self.pending} pending")
+        if self.in_batch:
+            parts.append(f"{self.in_batch} in batch jobs")
         if self.not_generated:
             parts.append(f"{len(self.not_generated)} not generated")
         if self.rejected:

@@ -86,6 +86,9 @@ def summary_table(s: BatchSummary) -> Table:
     t.add_row("parked", str(s.parked + s.still_parked), parked_note if s.parked + s.still_parked else "")
     if s.pending:
         t.add_row("pending", str(s.pending), s.stopped or "left for the next run")
+    if s.in_batch:
+        t.add_row("in batch jobs", str(s.in_batch), f"{s.batch_jobs_submitted} job(s) submitted this run · "
+                  "collected by the next run or collect-batches · microstock batches")
     if s.not_generated:
         t.add_row("not generated", str(len(s.not_generated)),
                   listed(s.not_generated) + " · the next run tries again")

@@ -2,9 +2,9 @@
 
 The account is the unit of scale. Each account has its own workdir (its
 assets, ledger, outboxes) and config file, and gets its own copy of the
-three deployments of ``prefect.yaml``, named after it
+deployments of ``prefect.yaml``, named after it
 (``stock-batch/<account>``, ``dead-letter-summary/<account>``,
-``replay-dead-letters/<account>``), each with ``concurrency_limit: 1`` — two
+``replay-dead-letters/<account>``, ``collect-batches/<account>``), each with ``concurrency_limit: 1`` — two
 runs of one account never overlap, different accounts run side by side on
 as many workers as the pool has. ``work_queue`` pins an account to the
 machine that holds its workdir (start that machine's worker with

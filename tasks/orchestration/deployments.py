@@ -1,7 +1,7 @@
 """The deployments of ``prefect.yaml``, read once for ``prefect deploy`` and ``microstock serve`` alike.
 
-``prefect.yaml`` at the project root is the one definition of the three
-deployments (names, entrypoints, schedules, parameters, concurrency). This
+``prefect.yaml`` at the project root is the one definition of every
+deployment (names, entrypoints, schedules, parameters, concurrency). This
 module reads it with Prefect's own model of the file and turns each entry
 into a deployment that ``prefect.serve`` can run in this process, so the
 served deployments are the deployed ones.

@@ -45,15 +45,16 @@ from prefect.logging import get_run_logger
 from prefect.states import Failed, State
 
 from tasks.core.errors import MicrostockError, StageStopped, StoreUnavailable, TransientError, error_class_of_parked
-from tasks.core.records import Asset, Metadata, Usage, read_sidecar, write_sidecar
+from tasks.core.records import Asset, Metadata, Usage
+from tasks.core.secrets import gemini_key
 from tasks.core.reports import DescribeReport
 from tasks.core.retry import JITTER_FACTOR, backoff_schedule
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
-from tasks.images.provenance import is_ai_generated, provenance_of
 from tasks.orchestration.progress import StageProgress
 from tasks.orchestration.windowed import submit_in_window
-from tasks.stages.describing import DescribeRun
+from tasks.stages.batch_describe import describe_in_batches
+from tasks.stages.describing import DescribeRun, sort_out
 from tasks.stores.dead_letter_sqlite import open_store
 
 
@@ -118,9 +119,7 @@ def describe_asset(asset: Asset, run: DescribeRun) -> Metadata | State | None:
         if isinstance(exc, TransientError) and attempt <= ctx.task.retries:
             raise  # Prefect retries it
         return parked_state(exc, attempt, run.redact)
-    provenance = provenance_of(asset.path)
-    ai = is_ai_generated(provenance, run.settings.pack.label_own_files_ai)  # agencies' AI rules apply to it
-    write_sidecar(run.wd.sidecar(asset.name), asset, metadata.model_copy(update={"ai_generated": ai}), provenance)
+    run.save(asset, metadata)
     return metadata
 
 
@@ -213,7 +212,11 @@ def describe_jobs(run: DescribeRun, assets: list[Asset], concurrency: int) -> li
 
 
 def describe_assets(wd: Workdir, settings: Settings, assets: list[Asset]) -> DescribeReport:
-    """Describe every asset that has no sidecar and is not parked; never raises for one job's failure."""
+    """Describe every asset that has no sidecar and is not parked; never raises for one job's failure.
+
+    With ``gemini.mode = "batch"`` (and a key) :func:`~tasks.stages.batch_describe.describe_in_batches`
+    does it instead: collect the finished batch jobs, submit the rest.
+    """
     logger = get_run_logger()
     report = DescribeReport()
     try:
@@ -221,15 +224,13 @@ def describe_assets(wd: Workdir, settings: Settings, assets: list[Asset]) -> Des
         parked = {job.job_id for job in store.list(status="parked")}
     except StoreUnavailable as exc:
         store, parked, report.stopped = None, set(), exc.message
-    todo = []
-    for asset in assets:
-        sidecar = read_sidecar(wd.sidecar(asset.name))
-        if sidecar is not None and sidecar.asset_id == asset.asset_id:
-            report.already.append(asset.name)
-        elif asset.asset_id in parked:
-            report.still_parked.append(asset.name)
-        else:
-            todo.append(asset)
+    if store is not None and settings.gemini.mode == "batch":
+        key = gemini_key()
+        if key:
+            return describe_in_batches(wd, settings, store, key, assets)
+        logger.warning("`gemini.mode = batch` needs a Gemini key: without one the offline describer runs "
+                       "as in sync mode")
+    todo = sort_out(wd, assets, parked, report)
     if report.still_parked:
         logger.info("%d asset(s) parked by an earlier run are left for `microstock replay`", len(report.still_parked))
     if store is None:

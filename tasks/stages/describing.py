@@ -16,12 +16,14 @@ import threading
 from typing import Any
 
 from tasks.core.errors import StageStopped, error_class_of_parked
-from tasks.core.records import Asset, Metadata
+from tasks.core.records import Asset, Metadata, read_sidecar, write_sidecar
+from tasks.core.reports import DescribeReport
 from tasks.core.secrets import gemini_key, redact
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.gemini.daybudget import FILE_NAME, DailyBudget
 from tasks.gemini.ratelimit import WaitAllowance
+from tasks.images.provenance import is_ai_generated, provenance_of
 from tasks.observe import events
 from tasks.stages.describers import Describer, select_describer
 from tasks.stores.dead_letter import DeadLetterStore, ParkedJob
@@ -111,6 +113,15 @@ class DescribeRun:
         """``text`` without the key this run uses (from the environment or a Secret block)."""
         return redact(text, self._secret)
 
+    def save(self, asset: Asset, metadata: Metadata) -> None:
+        """Write the asset's sidecar: the metadata, its provenance and the AI label the agencies' rules need.
+
+        The one way a describe answer becomes a sidecar, in sync and batch mode alike.
+        """
+        provenance = provenance_of(asset.path)
+        ai = is_ai_generated(provenance, self.settings.pack.label_own_files_ai)  # agencies' AI rules apply to it
+        write_sidecar(self.wd.sidecar(asset.name), asset, metadata.model_copy(update={"ai_generated": ai}), provenance)
+
     def park(self, asset: Asset, exc: BaseException, attempts: int, task_run_id: str | None) -> ParkedJob:
         """Park the asset's job under the class of ``exc``, and emit ``microstock.job.parked``."""
         job = self.store.park(
@@ -125,3 +136,20 @@ class DescribeRun:
         )
         events.job_parked(asset.asset_id, asset.name, job.error_class, job.attempts, job.model)
         return job
+
+
+def sort_out(wd: Workdir, assets: list[Asset], parked: set[str], report: DescribeReport) -> list[Asset]:
+    """The assets still to describe: no sidecar for their content, not parked (ids in ``parked``), not
+    described or parked by this run already; the others are noted in ``report`` (``already``, ``still_parked``)."""
+    todo = []
+    for asset in assets:
+        if asset.name in report.described or asset.name in report.parked:
+            continue
+        sidecar = read_sidecar(wd.sidecar(asset.name))
+        if sidecar is not None and sidecar.asset_id == asset.asset_id:
+            report.already.append(asset.name)
+        elif asset.asset_id in parked:
+            report.still_parked.append(asset.name)
+        else:
+            todo.append(asset)
+    return todo

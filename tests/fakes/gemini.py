@@ -1,7 +1,9 @@
 """A fake Gemini REST server on 127.0.0.1 for the real google-genai SDK to talk to.
 
-It speaks ``POST /{api_version}/models/{model}:generateContent`` over real HTTP,
-and only what the real service accepts, before any script is consulted:
+It speaks ``POST /{api_version}/models/{model}:generateContent`` over real HTTP
+(and the Batch API: ``fake.batch``, :mod:`tests.fakes.gemini_batch` says what it
+serves and how tests steer it), and only what the real service accepts, before
+any script is consulted:
 
 * only its one API version (``api_version``, default ``v1beta``); any other
   path gets the real 404 body;
@@ -46,6 +48,8 @@ from typing import Any, Callable
 
 import pytest
 from PIL import Image
+
+from tests.fakes.gemini_batch import FakeBatches
 
 #: A key shaped like a real one; tests assert it never leaks past the request header.
 FAKE_KEY = "AIzaSyFAKE-test-key-0123456789abcdefghij"
@@ -370,7 +374,13 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format, *args):  # keep test output quiet
         pass
 
+    def do_GET(self):
+        self._serve("GET")
+
     def do_POST(self):
+        self._serve("POST")
+
+    def _serve(self, method: str) -> None:
         arrived = time.monotonic()
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
@@ -378,15 +388,17 @@ class _Handler(BaseHTTPRequestHandler):
             decoded = json.loads(raw) if raw else None
         except ValueError:
             decoded = None
-        req = Request("POST", self.path, list(self.headers.items()), raw, arrived, decoded)
+        req = Request(method, self.path, list(self.headers.items()), raw, arrived, decoded)
         fake = self.server.fake
-        route = re.match(rf"^/{re.escape(fake.api_version)}/models/[^/:?]+:generateContent(\?.*)?$", self.path)
+        route = method == "POST" and re.match(
+            rf"^/{re.escape(fake.api_version)}/models/[^/:?]+:generateContent(\?.*)?$", self.path)
         refused = refusal(req, fake.api_version) if route else None
         if route and refused is None:
             reply = fake._next_reply(req)
-        else:  # what the real endpoint says to a path it does not serve or a request it does not take
-            fake._record(req)
-            reply = refused or error(404, f"The requested URL {self.path.split('?', 1)[0]} was not found on this server.")
+        else:  # a batch path (tests/fakes/gemini_batch.py), or what the real endpoint says to a path it does
+            fake._record(req)  # not serve or a request it does not take
+            reply = refused or fake.batch.handle(method, self.path, req) or error(
+                404, f"The requested URL {self.path.split('?', 1)[0]} was not found on this server.")
         if reply.delay and fake._stopping.wait(reply.delay):
             self.close_connection = True
             return
@@ -406,7 +418,6 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
         except OSError:  # the client gave up (timeout) and closed the socket
             self.close_connection = True
-
 
 
 class _Server(ThreadingHTTPServer):
@@ -430,6 +441,9 @@ class FakeGemini:
         self._server.fake = self
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="fake-gemini", daemon=True)
+        #: The Batch API: its jobs, records and controls (tests/fakes/gemini_batch.py).
+        self.batch = FakeBatches(api_version, request_of=self._inline_request, reply=self._reply_for,
+                                 refuse=lambda req: refusal(req, api_version), reply_type=Reply, error=error)
 
     @property
     def url(self) -> str:
@@ -455,10 +469,18 @@ class FakeGemini:
             self.requests.append(req)
 
     def _next_reply(self, req: Request) -> Reply:
+        self._record(req)
+        return self._reply_for(req)
+
+    def _reply_for(self, req: Request) -> Reply:
         with self._lock:
-            self.requests.append(req)
             item = self._queue.popleft() if self._queue else self.default
         return item(req) if callable(item) else item
+
+    def _inline_request(self, model: str, body: dict) -> Request:
+        """An inline request of a batch as the ``generateContent`` request it stands for."""
+        return Request("POST", f"/{self.api_version}/models/{model}:generateContent", [],
+                       json.dumps(body).encode(), time.monotonic(), body)
 
 
 @pytest.fixture

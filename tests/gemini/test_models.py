@@ -65,6 +65,13 @@ def test_cost_from_the_price_table_and_unknown_when_there_is_none():
     assert cost_usd("gemini-3.1-flash-lite", usage, dt.date(2026, 11, 30)) is None  # price not confirmed
 
 
+def test_batch_cost_is_half_the_sync_cost_where_a_batch_price_is_confirmed_and_unknown_elsewhere():
+    usage = Usage(prompt_tokens=1_000_000, output_tokens=500_000, thought_tokens=500_000)
+    sync = cost_usd("gemini-3.5-flash-lite", usage, dt.date(2026, 11, 30))
+    assert cost_usd("gemini-3.5-flash-lite", usage, dt.date(2026, 11, 30), batch=True) == pytest.approx(sync / 2)
+    assert cost_usd("gemini-3.8-flash", usage, dt.date(2026, 11, 30), batch=True) is None  # no batch row confirmed
+
+
 def test_an_unusable_model_is_answered_with_its_replacement_and_the_current_ones():
     assert suggestion("gemini-2.5-flash", "describe").startswith("its replacement is gemini-3.5-flash-lite; or pick one of")
     assert suggestion("gemini-9", "image") == ("pick one of gemini-3.1-flash-image, gemini-3-pro-image, "

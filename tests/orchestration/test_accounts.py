@@ -40,8 +40,8 @@ config = "bob.toml"
     assert account_env(accounts, alice) == {"MICROSTOCK_ACCOUNT": "alice", "MICROSTOCK_DEAD_LETTER_URL": URL}
 
     built = {(d.flow_name, d.name): d for d in account_deployments(accounts)}
-    assert set(built) == {(f, a) for f in ("stock-batch", "dead-letter-summary", "replay-dead-letters")
-                          for a in ("alice", "bob")}
+    assert set(built) == {(f, a) for f in ("stock-batch", "dead-letter-summary", "replay-dead-letters",
+                                           "collect-batches") for a in ("alice", "bob")}
     assert all(d.concurrency_limit == 1 for d in built.values())
     batch = built["stock-batch", "alice"]
     ((sched,),) = [batch.schedules]

@@ -21,7 +21,7 @@ from tests.postgres import require_postgres
 pytestmark = pytest.mark.cluster
 
 MICROSTOCK = [sys.executable, "-c", "from flows.cli import main; main()"]
-FLOWS = ("stock-batch", "dead-letter-summary", "replay-dead-letters")
+FLOWS = ("stock-batch", "dead-letter-summary", "replay-dead-letters", "collect-batches")
 GONE = "0" * 64
 
 
@@ -102,7 +102,7 @@ def test_secrets_are_in_private_files_only_never_in_logs_or_output(cluster):
     assert "PostgreSQL on 127.0.0.1:" in said and "auth required" in said
 
 
-def test_each_demo_account_has_the_three_deployments_each_limited_to_one_run(cluster):
+def test_each_demo_account_has_every_deployment_each_limited_to_one_run(cluster):
     deps = deployments(cluster)
     assert set(deps) == {f"{flow}/{account}" for flow in FLOWS for account in DEMO_ACCOUNTS}
     for name, d in deps.items():

@@ -27,7 +27,7 @@ from tasks.orchestration.deployments import (
 )
 from tasks.core.errors import ConfigError
 
-EXPECTED = {"stock-batch", "dead-letter-summary", "replay-dead-letters"}
+EXPECTED = {"stock-batch", "dead-letter-summary", "replay-dead-letters", "collect-batches"}
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ def flows(deployments) -> dict:
     return {name: load_flow_from_entrypoint(str(PROJECT_DIR / d["entrypoint"])) for name, d in deployments.items()}
 
 
-def test_three_deployments_each_named_after_its_flow(deployments, flows):
+def test_every_deployment_is_named_after_its_flow(deployments, flows):
     assert set(deployments) == EXPECTED
     for name, flow in flows.items():
         assert flow.name == name
@@ -73,6 +73,15 @@ def test_batch_is_nightly_and_summary_daily_and_replay_manual(deployments):
 
 def test_the_batch_deployment_lets_one_run_at_a_time(deployments):
     assert deployments["stock-batch"]["concurrency_limit"] == 1
+
+
+def test_collect_batches_runs_every_30_minutes_one_at_a_time(deployments, flows):
+    (every,) = deployments["collect-batches"]["schedules"]
+    dates = next_dates(every, 4)
+    assert [b - a for a, b in zip(dates, dates[1:])] == [dt.timedelta(minutes=30)] * 3
+    assert deployments["collect-batches"]["concurrency_limit"] == 1
+    assert deployments["collect-batches"]["entrypoint"] == "flows/collect_batches.py:collect_batches_flow"
+    assert set(flows["collect-batches"].parameters.properties) == {"workdir", "config"}
 
 
 def test_replay_is_a_dry_run_unless_asked(deployments, flows):
@@ -129,6 +138,9 @@ def test_serve_builds_the_same_deployments(tmp_path):
     assert (sched.schedule.cron, sched.schedule.timezone) == ("0 2 * * *", "Asia/Tokyo")
     assert built["replay-dead-letters"].schedules == []
     assert built["replay-dead-letters"].parameters["dry_run"] is True
+    (collect,) = built["collect-batches"].schedules
+    assert (collect.schedule.cron, collect.schedule.timezone) == ("*/30 * * * *", "Asia/Tokyo")
+    assert built["collect-batches"].parameters["workdir"] == str(tmp_path / "wd")
 
 
 def test_serve_refuses_an_unknown_timezone_and_a_non_cron_schedule(tmp_path):

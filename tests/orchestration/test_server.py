@@ -121,8 +121,8 @@ def served(parked_workdir, tmp_path_factory):
                             env=env, cwd=home, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/api"
     try:
-        wait_for("three served deployments", lambda: proc.poll() is None and healthy(url)
-                 and len(deployments_by_name(url)) == 3 or (proc.poll() is not None and _died(proc, log)),
+        wait_for("every served deployment", lambda: proc.poll() is None and healthy(url)
+                 and len(deployments_by_name(url)) == 4 or (proc.poll() is not None and _died(proc, log)),
                  timeout_s=300)
         yield {"proc": proc, "url": url, "port": port, "env": env, "home": home, "log": log}
     finally:
@@ -141,10 +141,10 @@ def _died(proc, log) -> bool:
     raise AssertionError(f"microstock serve exited with {proc.returncode}:\n{log.read()[-3000:]}")
 
 
-def test_serve_registers_the_three_deployments_with_their_schedules(served, parked_workdir):
+def test_serve_registers_every_deployment_with_its_schedules(served, parked_workdir):
     url = served["url"]
     deps = deployments_by_name(url)
-    assert set(deps) == {"stock-batch", "dead-letter-summary", "replay-dead-letters"}
+    assert set(deps) == {"stock-batch", "dead-letter-summary", "replay-dead-letters", "collect-batches"}
     batch = deps["stock-batch"]
     assert [s["schedule"]["cron"] for s in batch["schedules"]] == ["0 2 * * *"]
     assert all(s["active"] for s in batch["schedules"])

@@ -1,0 +1,225 @@
+"""The workdir's record of its Gemini batch jobs: ``batch_jobs.jsonl``, append-only.
+
+Contract (docs/INTERFACE.md):
+
+* Before a job is created at Gemini, :meth:`BatchJobs.intend` appends an
+  **intent**: the job's deterministic display name (:func:`display_name`),
+  its assets (id → name), the try number and the time. After the create call
+  returns, :meth:`BatchJobs.submitted` appends the **job name** Gemini gave
+  it. When a job is collected or gives up, :meth:`BatchJobs.end` appends its
+  **end** (the final state and what became of its assets). Each append is one
+  ``write`` under an exclusive ``fcntl`` lock, then ``fsync`` — the ledger's
+  discipline — so a line is on disk before the caller goes on, and the intent
+  is on disk before the create request is sent.
+* A record is **live** from its intent until its end. An asset is in at most
+  one live record: the describe stage submits only assets that are in none.
+* An intent without a job name after a crash is resolved by its display name
+  (the stage looks the name up among the account's jobs and adopts the job,
+  or creates it under the same name when the create never happened), so a
+  crash between create and record never makes a second job.
+* :meth:`BatchJobs.exclusive` is held by the one run that collects and
+  submits; a second run at the same time leaves the jobs to it.
+
+Why JSON lines rather than SQLite: a workdir has a handful of jobs (one per
+20 MB of requests), each written three times in its life, never updated in
+place; an append-only text file a contributor can read (``cat``) and back up
+with the workdir, under the same lock-and-fsync rule as the ledger, is all
+that needs. A torn last line (a crash mid-append) is ignored when read; the
+next append starts on a line of its own.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import json
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tasks.core.errors import StoreUnavailable
+from tasks.core.workdir import Workdir
+
+FILE_NAME = "batch_jobs.jsonl"
+LOCK_NAME = ".batch_jobs.lock"
+#: Final states of a job that gave no answers: its assets go back to pending (up to a limit).
+ENDED_UNANSWERED = ("expired", "cancelled", "failed", "missing")
+#: Every display name this project gives a job starts with this.
+PREFIX = "microstock"
+
+
+def workdir_key(wd: Workdir) -> str:
+    """Eight hex digits naming the workdir (its resolved path), so two workdirs on one account never mix jobs."""
+    return hashlib.sha256(str(wd.root.resolve()).encode()).hexdigest()[:8]
+
+
+def workdir_prefix(wd: Workdir) -> str:
+    """``microstock-<workdir key>-``: the start of every display name of this workdir's jobs."""
+    return f"{PREFIX}-{workdir_key(wd)}-"
+
+
+def display_name(wd: Workdir, asset_ids: list[str], try_number: int) -> str:
+    """``microstock-<workdir key>-<12 hex of the sorted asset ids>-<try>``: the same assets and try, the same name."""
+    digest = hashlib.sha256("\n".join(sorted(asset_ids)).encode()).hexdigest()[:12]
+    return f"{workdir_prefix(wd)}{digest}-{try_number}"
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class JobRecord:
+    """One job as the workdir knows it (folded from its lines)."""
+
+    display_name: str
+    #: asset id → asset name, as submitted.
+    assets: dict[str, str]
+    try_number: int
+    intended_at: str
+    #: Gemini's name (``batches/…``); None until the create call returned (or the job was adopted).
+    job_name: str | None = None
+    submitted_at: str | None = None
+    #: The final state (``succeeded``, ``expired``, ``cancelled``, ``failed``, ``missing``; ``abandoned``: the
+    #: create never happened; ``refused``: Gemini refused the create, the assets were parked); None while live.
+    ended: str | None = None
+    ended_at: str | None = None
+    #: What the end did: ``described``, ``parked``, ``returned`` (to pending) → count.
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def live(self) -> bool:
+        return self.ended is None
+
+
+class BatchJobs:
+    """``<workdir>/batch_jobs.jsonl``: intents, job names and ends, appended and fsynced under a lock."""
+
+    def __init__(self, wd: Workdir) -> None:
+        self.wd = wd
+        self.path = wd.root / FILE_NAME
+
+    # --- reading -----------------------------------------------------------------------
+
+    def records(self) -> list[JobRecord]:
+        """Every job ever recorded, in the order of their intents (a missing file: none)."""
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise StoreUnavailable(f"{self.path}: cannot read the batch jobs ({exc.strerror or exc})") from exc
+        found: dict[str, JobRecord] = {}
+        for line in text.splitlines():
+            try:
+                item = json.loads(line)
+                name = item["display_name"]
+                if item["event"] == "intent":
+                    found[name] = JobRecord(name, dict(item["assets"]), int(item["try"]), item["at"])
+                elif name in found and item["event"] == "submitted":
+                    found[name].job_name, found[name].submitted_at = item["job"], item["at"]
+                elif name in found and item["event"] == "end":
+                    found[name].ended, found[name].ended_at = item["state"], item["at"]
+                    found[name].counts = dict(item.get("counts") or {})
+            except (ValueError, KeyError, TypeError):  # a torn last line, or a hand edit: not a record
+                continue
+        return list(found.values())
+
+    def live(self) -> list[JobRecord]:
+        return [r for r in self.records() if r.live]
+
+    def find(self, name: str) -> JobRecord | None:
+        """The record whose job name or display name is ``name`` (the newest when several)."""
+        hits = [r for r in self.records() if name in (r.job_name, r.display_name)]
+        return hits[-1] if hits else None
+
+    def ended_tries(self, records: list[JobRecord] | None = None) -> dict[str, int]:
+        """asset id → how many jobs holding it ended without answering (expired, cancelled, failed, missing:
+        Gemini no longer knows it)."""
+        tries: dict[str, int] = {}
+        for r in self.records() if records is None else records:
+            if r.ended in ENDED_UNANSWERED:
+                for asset_id in r.assets:
+                    tries[asset_id] = tries.get(asset_id, 0) + 1
+        return tries
+
+    # --- writing ------------------------------------------------------------------------
+
+    def intend(self, display_name: str, assets: Mapping[str, str], try_number: int) -> None:
+        """Record that a job of ``assets`` is about to be created under ``display_name`` (before the call)."""
+        self._append({"event": "intent", "display_name": display_name, "try": try_number,
+                      "assets": dict(assets), "at": _now()})
+
+    def submitted(self, display_name: str, job_name: str) -> None:
+        """Record the name Gemini gave the job (after the create call returned, or on adoption)."""
+        self._append({"event": "submitted", "display_name": display_name, "job": job_name, "at": _now()})
+
+    def end(self, display_name: str, state: str, counts: Mapping[str, int] | None = None) -> None:
+        """Record that the job is no longer live: its final ``state`` and what became of its assets."""
+        self._append({"event": "end", "display_name": display_name, "state": state,
+                      "counts": dict(counts or {}), "at": _now()})
+
+    def _append(self, item: dict) -> None:
+        line = (json.dumps(item, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        except OSError as exc:
+            raise StoreUnavailable(f"{self.path}: cannot open the batch jobs ({exc.strerror or exc})") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                line = b"\n" + line  # a torn last line stays alone on its line (and is ignored)
+            try:
+                if os.write(fd, line) != len(line):
+                    raise OSError(errno.ENOSPC, "short write (disk full?)")
+                os.fsync(fd)
+            except OSError:
+                os.ftruncate(fd, size)  # never leave half a record behind
+                raise
+        except OSError as exc:
+            raise StoreUnavailable(f"{self.path}: cannot append to the batch jobs ({exc.strerror or exc})") from exc
+        finally:
+            os.close(fd)
+        if size == 0:
+            _fsync_dir(self.path.parent)
+
+    # --- one collector at a time ---------------------------------------------------------
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold ``.batch_jobs.lock`` while collecting and submitting; StoreUnavailable at once when another run does.
+
+        The lock dies with the process, so a crash never leaves it held.
+        """
+        lock_path = self.wd.root / LOCK_NAME
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreUnavailable(f"{lock_path}: cannot open the batch lock ({exc.strerror or exc})") from exc
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError as exc:
+                raise StoreUnavailable("another run is collecting and submitting batch jobs right now; "
+                                       "this run leaves them to it") from exc
+            yield
+        finally:
+            os.close(fd)
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

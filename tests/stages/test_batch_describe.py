@@ -1,0 +1,322 @@
+"""Batch mode of the describe stage: real Prefect, the real google-genai SDK, the fake Gemini server's Batch API.
+
+Each asset is a plain-coloured image; the fake answers each inline request by
+the colour of its image (the same :class:`Script` as the sync tests, with more
+colours), so a job mixes answers and per-request errors as a test sets them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from tasks.core.files import sha256_file
+from tasks.core.records import Asset, read_sidecar
+from tasks.core.settings import GeminiSettings, Settings
+from tasks.core.workdir import Workdir
+from tasks.gemini import ratelimit
+from tasks.gemini.models import cost_usd
+from tasks.stores.batch_jobs import BatchJobs
+from tasks.stores.dead_letter_sqlite import open_store
+from tests.fakes.gemini import (  # noqa: F401  (fake_gemini is a fixture)
+    FAKE_KEY,
+    answer_json,
+    answer_text,
+    error,
+    fake_gemini,
+    finished,
+    prompt_blocked,
+)
+from tests.stages import test_describe
+from tests.stages.test_describe import Script, gemini_key, run_describe  # noqa: F401  (gemini_key is a fixture)
+
+#: 64 colours far enough apart to survive JPEG and the downscale; the sync tests' Script matches by them.
+COLOURS = [(r, g, b) for r in (20, 90, 160, 230) for g in (20, 90, 160, 230) for b in (20, 90, 160, 230)]
+
+
+@pytest.fixture(autouse=True)
+def more_colours(monkeypatch):
+    monkeypatch.setattr(test_describe, "COLOURS", COLOURS)
+    monkeypatch.setattr(ratelimit, "_shared", {})
+
+
+def batch_settings(**gemini) -> Settings:
+    base = dict(mode="batch", max_attempts=3, retry_delay_s=0.05, timeout_s=5, requests_per_minute=6000,
+                requests_per_day=0)
+    return Settings(gemini=GeminiSettings(**(base | gemini)))
+
+
+def make_assets(wd: Workdir, names: list[str], size: tuple[int, int] = (400, 300)) -> list[Asset]:
+    assets = []
+    for name, colour in zip(names, COLOURS, strict=False):
+        path = wd.assets / name
+        Image.new("RGB", size, colour).save(path, quality=90)
+        assets.append(Asset(name=name, asset_id=sha256_file(path), path=path))
+    assert len(assets) == len(names), "add colours"
+    return assets
+
+
+NAMES = [f"b{i:02d}.jpg" for i in range(30)]
+FAILURES = {
+    "b03.jpg": (finished("SAFETY"), "blocked:SAFETY"),
+    "b09.jpg": (prompt_blocked("PROHIBITED_CONTENT"), "blocked:PROHIBITED_CONTENT"),
+    "b14.jpg": (finished("RECITATION"), "refused:RECITATION"),
+    "b21.jpg": (error(400, "Request contains an invalid argument."), "permanent:400"),
+    "b27.jpg": (answer_text("this is not JSON"), "invalid_output"),
+}
+
+
+@pytest.fixture(scope="module")
+def thirty(prefect_harness, tmp_path_factory):
+    """Three runs over 30 assets in batch mode: submit; collect (5 per-request failures); nothing left."""
+    from tests.fakes.gemini import FakeGemini
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(test_describe, "COLOURS", COLOURS)
+    mp.setattr(ratelimit, "_shared", {})
+    fake = FakeGemini().start()
+    mp.setenv("GOOGLE_GEMINI_BASE_URL", fake.url)
+    mp.setenv("GEMINI_API_KEY", FAKE_KEY)
+    mp.delenv("GOOGLE_API_KEY", raising=False)
+    try:
+        wd = Workdir(tmp_path_factory.mktemp("thirty")).prepare()
+        assets = make_assets(wd, NAMES)
+        script = Script(fake, NAMES)
+        script.fallback = lambda req: answer_json(tokens=1000, thoughts=40)
+        for name, (reply, _) in FAILURES.items():
+            script.set(name, reply)
+        fake.batch.finish_after_s = 0  # a job ends at its first look after the create
+        _, submitted = run_describe(wd, batch_settings(), assets)
+        _, collected = run_describe(wd, batch_settings(), assets)
+        _, again = run_describe(wd, batch_settings(), assets)
+        yield wd, fake, script, submitted, collected, again
+    finally:
+        fake.stop()
+        mp.undo()
+
+
+def test_the_first_run_submits_every_asset_in_one_job_and_describes_none(thirty):
+    wd, fake, _, submitted, _, _ = thirty
+    assert submitted.batch_jobs_submitted == 1 and sorted(submitted.in_batch) == NAMES
+    assert submitted.described == [] and submitted.parked == {} and submitted.pending == []
+    assert len(fake.batch.requests) == 30, "one inline request per asset"
+    assert not [r for r in fake.requests if r.path.endswith(":generateContent")], "no sync call in batch mode"
+
+
+def test_a_finished_job_gives_25_sidecars_and_parks_5_with_their_classes(thirty):
+    wd, _, _, _, collected, _ = thirty
+    assert sorted(collected.described) == sorted(set(NAMES) - set(FAILURES))
+    assert collected.parked == {name: cls for name, (_, cls) in FAILURES.items()}
+    parked = {job.asset_name: job for job in open_store(wd).list(status="parked")}
+    assert {n: j.error_class for n, j in parked.items()} == collected.parked
+    for job in parked.values():  # the same columns as sync mode: a replay (sync) takes them as they are
+        assert job.attempts == 1 and job.model == "gemini-3.5-flash-lite"
+        assert {"asset", "asset_id", "describer", "model", "prompt", "image_max_px"} <= set(job.payload)
+    for name in collected.described:
+        sidecar = read_sidecar(wd.sidecar(name))
+        assert sidecar.asset_id == sha256_file(wd.assets / name) and sidecar.metadata.keywords
+
+
+def test_batch_answers_cost_the_batch_price_and_the_report_says_what_batch_saved(thirty):
+    wd, _, _, _, collected, _ = thirty
+    sidecar = read_sidecar(wd.sidecar("b00.jpg"))
+    usage = sidecar.metadata.usage
+    assert usage.total == 1000
+    import datetime as dt
+
+    today = dt.date.today()
+    assert sidecar.metadata.cost_usd == pytest.approx(cost_usd("gemini-3.5-flash-lite", usage, today, batch=True))
+    sync = cost_usd("gemini-3.5-flash-lite", usage, today)
+    assert sidecar.metadata.cost_usd == pytest.approx(sync / 2)
+    assert collected.cost_usd == pytest.approx(25 * sidecar.metadata.cost_usd)
+    assert collected.batch_saved_usd == pytest.approx(25 * (sync - sidecar.metadata.cost_usd))
+
+
+def test_nothing_is_described_twice_and_a_third_run_submits_nothing(thirty):
+    wd, fake, _, _, collected, again = thirty
+    assert fake.batch.created == 1 and len(fake.batch.requests) == 30
+    assert again.batch_jobs_submitted == 0 and again.described == [] and again.in_batch == []
+    assert sorted(again.already) == sorted(collected.described)
+    assert sorted(again.still_parked) == sorted(FAILURES)
+    (record,) = BatchJobs(wd).records()
+    assert record.ended == "succeeded" and record.counts == {"described": 25, "parked": 5}
+
+
+def test_each_collected_job_is_one_task_run_and_one_table(thirty):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey, TaskRunFilter, TaskRunFilterName
+
+    wd, _, _, _, _, _ = thirty
+    (record,) = BatchJobs(wd).records()
+    job_id = record.job_name.rsplit("/", 1)[-1]
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(task_run_filter=TaskRunFilter(name=TaskRunFilterName(any_=[f"collect-{job_id}"])))
+        (artifact,) = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[f"batch-{record.display_name}"])))
+    assert len(runs) == 1 and runs[0].state.is_completed()
+    rows = {row["asset"]: row["result"] for row in json.loads(artifact.data)}
+    assert len(rows) == 30 and rows["b00.jpg"] == "described" and rows["b03.jpg"] == "parked: blocked:SAFETY"
+
+
+def test_an_expired_job_is_resubmitted_then_parked_after_the_limit(prefect_harness, fake_gemini, gemini_key, tmp_path):
+    wd = Workdir(tmp_path / "w").prepare()
+    names = ["e0.jpg", "e1.jpg", "e2.jpg"]
+    assets = make_assets(wd, names)
+    fake_gemini.batch.finish_after_s = 0
+    fake_gemini.batch.end_as = ["expired", "expired"]
+    settings = batch_settings(batch_resubmits=1)
+    _, first = run_describe(wd, settings, assets)
+    _, second = run_describe(wd, settings, assets)  # job 1 expired: resubmitted once
+    assert first.batch_jobs_submitted == 1 and second.batch_jobs_submitted == 1
+    assert second.parked == {} and sorted(second.in_batch) == names
+    _, third = run_describe(wd, settings, assets)  # job 2 expired too: past the limit
+    assert third.parked == {n: "batch:expired" for n in names} and third.batch_jobs_submitted == 0
+    assert fake_gemini.batch.created == 2
+    parked = open_store(wd).list(status="parked")
+    assert {j.error_class for j in parked} == {"batch:expired"} and {j.attempts for j in parked} == {2}
+    records = BatchJobs(wd).records()
+    assert [r.ended for r in records] == ["expired", "expired"] and [r.try_number for r in records] == [1, 2]
+    _, fourth = run_describe(wd, settings, assets)
+    assert fourth.batch_jobs_submitted == 0 and sorted(fourth.still_parked) == names
+
+
+def test_a_job_parked_in_batch_mode_is_replayed_through_sync_mode(prefect_harness, fake_gemini, gemini_key,
+                                                                    tmp_path):
+    from flows.replay import replay_dead_letters
+
+    wd = Workdir(tmp_path / "w").prepare()
+    wd.config_file.write_text('[gemini]\nmode = "batch"\nbatch_resubmits = 0\nrequests_per_day = 0\n'
+                              'requests_per_minute = 6000\n')
+    names = ["r0.jpg", "r1.jpg"]
+    assets = make_assets(wd, names)
+    fake_gemini.batch.finish_after_s = 0
+    fake_gemini.batch.end_as = ["failed"]
+    settings = batch_settings(batch_resubmits=0)
+    run_describe(wd, settings, assets)
+    _, parked = run_describe(wd, settings, assets)
+    assert parked.parked == {n: "batch:failed" for n in names}
+
+    state = replay_dead_letters(dry_run=False, workdir=str(wd.root), return_state=True)
+    assert state.is_completed(), state.message
+    assert state.result()["recovered"] == 2
+    sync_calls = [r for r in fake_gemini.requests if r.path.endswith(":generateContent")]
+    assert len(sync_calls) == 2 and fake_gemini.batch.created == 1, "one sync call each, no new batch job"
+    assert open_store(wd).list(status="parked") == []
+    assert {read_sidecar(wd.sidecar(n)).metadata.describer for n in names} == {"gemini:gemini-3.5-flash-lite"}
+
+
+def test_a_create_gemini_refuses_parks_its_assets_and_leaves_no_intent(prefect_harness, fake_gemini, gemini_key,
+                                                                         tmp_path):
+    wd = Workdir(tmp_path / "w").prepare()
+    names = ["x0.jpg", "x1.jpg"]
+    assets = make_assets(wd, names)
+    fake_gemini.batch.max_body_bytes = 1000  # every create is "Request payload size exceeds the limit"
+    _, report = run_describe(wd, batch_settings(), assets)
+    assert fake_gemini.batch.created == 0 and report.batch_jobs_submitted == 0
+    assert report.parked == {n: "permanent:400" for n in names} and report.in_batch == []
+    (record,) = BatchJobs(wd).records()
+    assert record.ended == "refused" and BatchJobs(wd).live() == []
+    _, again = run_describe(wd, batch_settings(), assets)
+    assert sorted(again.still_parked) == names and fake_gemini.batch.created == 0
+
+
+def test_assets_in_a_live_job_are_not_submitted_again(prefect_harness, fake_gemini, gemini_key, tmp_path):
+    wd = Workdir(tmp_path / "w").prepare()
+    assets = make_assets(wd, ["l0.jpg", "l1.jpg", "l2.jpg"])
+    fake_gemini.batch.finish_after_s = 3600  # running for the whole test
+    _, first = run_describe(wd, batch_settings(), assets[:2])
+    _, second = run_describe(wd, batch_settings(), assets)  # a new asset since
+    assert first.batch_jobs_submitted == 1 and second.batch_jobs_submitted == 1
+    assert fake_gemini.batch.created == 2 and len(fake_gemini.batch.requests) == 3
+    assert sorted(second.in_batch) == ["l0.jpg", "l1.jpg", "l2.jpg"]
+
+
+# --- a crash between the create call and the record ------------------------------------------
+
+CHILD = textwrap.dedent("""
+    import os, signal, sys
+    from pathlib import Path
+
+    from prefect import flow
+
+    from tasks.core.records import list_assets
+    from tasks.core.settings import load_settings
+    from tasks.core.workdir import Workdir
+    from tasks.gemini import batch
+    from tasks.stages.describe import describe_assets
+
+    create = batch.GeminiBatches.submit
+    when = sys.argv[2]
+
+    def submit_and_die(self, requests, display_name):
+        if when == "before":  # killed after the intent, before the create request is sent
+            os.kill(os.getpid(), signal.SIGKILL)
+        job = create(self, requests, display_name)
+        os.kill(os.getpid(), signal.SIGKILL)  # the job exists at Gemini; its name is not recorded
+
+    batch.GeminiBatches.submit = submit_and_die
+
+    @flow
+    def describe_and_die():
+        wd = Workdir(Path(sys.argv[1]))
+        describe_assets(wd, load_settings(wd.config_file), list_assets(wd.assets))
+
+    describe_and_die()
+""")
+
+
+def run_and_kill(wd: Workdir, fake, when: str) -> subprocess.CompletedProcess:
+    from prefect.settings import PREFECT_API_URL
+
+    env = {**os.environ, "GOOGLE_GEMINI_BASE_URL": fake.url, "GEMINI_API_KEY": FAKE_KEY,
+           "PREFECT_API_URL": PREFECT_API_URL.value()}
+    return subprocess.run([sys.executable, "-c", CHILD, str(wd.root), when], env=env, capture_output=True,
+                          text=True, timeout=300, cwd=Path(__file__).resolve().parents[2])
+
+
+@pytest.mark.parametrize("when, created_by_the_crashed_run", [("after", 1), ("before", 0)],
+                         ids=["killed after the create", "killed before the create"])
+def test_a_run_killed_between_create_and_record_never_makes_a_second_job(
+        prefect_harness, fake_gemini, gemini_key, tmp_path, when, created_by_the_crashed_run):
+    wd = Workdir(tmp_path / "w").prepare()
+    names = [f"k{i}.jpg" for i in range(6)]
+    assets = make_assets(wd, names)
+    wd.config_file.write_text('[gemini]\nmode = "batch"\nrequests_per_day = 0\n')
+    fake_gemini.batch.finish_after_s = 0
+    child = run_and_kill(wd, fake_gemini, when)
+    assert child.returncode == -signal.SIGKILL, child.stderr[-2000:]
+    assert fake_gemini.batch.created == created_by_the_crashed_run
+    (intent,) = BatchJobs(wd).live()
+    assert intent.job_name is None and sorted(intent.assets.values()) == names
+
+    _, rerun = run_describe(wd, batch_settings(), assets)  # adopts the job, or creates it now
+    _, last = run_describe(wd, batch_settings(), assets)  # collects whatever is left
+    assert fake_gemini.batch.created == 1, "exactly one job for these assets"
+    displayed = {job.display_name for job in fake_gemini.batch.jobs.values()}
+    assert displayed == {intent.display_name}, "under the display name the intent recorded"
+    described = rerun.described + last.described
+    assert sorted(described) == names and len(set(described)) == len(described)
+    assert open_store(wd).list(status="parked") == []
+    assert all(read_sidecar(wd.sidecar(n)) for n in names)
+
+
+@pytest.mark.parametrize("line, named", [('mode = "fast"', "gemini.mode"),
+                                         ("batch_resubmits = -1", "gemini.batch_resubmits")])
+def test_a_wrong_batch_setting_is_refused_naming_the_key(tmp_path, line, named):
+    from tasks.core.errors import ConfigError
+    from tasks.core.settings import load_settings
+
+    path = tmp_path / "microstock.toml"
+    path.write_text(f"[gemini]\n{line}\n")
+    with pytest.raises(ConfigError, match=named):
+        load_settings(path)
+    path.write_text("[gemini]\n")
+    assert load_settings(path).gemini.mode == "sync", "sync unless asked"
