@@ -42,8 +42,7 @@ The tree (httpx draws its own the same way)::
     │   ├── AgencyBusy              busy               (another run holds the agency)
     │   └── TargetUnusable          target, target:<class of the cause>
     ├── StoreUnavailable            a local store is locked or unreadable: the job stays pending, others go on
-    ├── BatchJobEnded               batch:<state>      (a Gemini batch job expired, was cancelled or failed without
-    │                                                   answers: resubmit its assets a set number of times, then park)
+    ├── BatchJobEnded               batch:<state>      (a Gemini batch job ended without answers: resubmit, then park)
     ├── BadInput                    this file cannot be used: reject it with its reason, go on
     └── ConfigError                 the configuration or workdir is unusable: the run cannot start
         └── MissingPassword         config:password    (no env var, no Secret block: found before connecting)
@@ -380,7 +379,8 @@ class StoreUnavailable(MicrostockError):
 
 
 class BatchJobEnded(MicrostockError):
-    """A Gemini batch job ended without answers (``code``: its state, ``expired``, ``cancelled``, ``failed``)."""
+    """A Gemini batch job ended without answers (``code``: ``expired``, ``cancelled``, ``failed``, or ``missing``
+    when Gemini no longer knows it); its assets are resubmitted a set number of times, then parked."""
 
     kind = "batch"
 
@@ -416,14 +416,10 @@ class MissingPassword(ConfigError):
 
 
 def error_class_of_parked(exc: BaseException) -> str:
-    """The ``error_class`` a failed describe job is parked under.
-
-    ``blocked:<REASON>`` and ``permanent:<code>`` as the describer said;
-    ``invalid_output`` when the model never gave usable metadata; other
-    transient failures whose attempts ran out become ``exhausted:<code>``
-    (``exhausted:429``, ``exhausted:503``, ``exhausted:timeout``); anything
-    unexpected is ``unknown:<ExceptionType>``.
-    """
+    """The ``error_class`` a failed describe job is parked under: ``blocked:<REASON>``, ``permanent:<code>``
+    … as the describer said; ``invalid_output`` when the model never gave usable metadata; other transient
+    failures whose attempts ran out ``exhausted:<code>`` (``exhausted:503``, ``exhausted:timeout``); anything
+    unexpected ``unknown:<ExceptionType>``."""
     if isinstance(exc, InvalidOutput):
         return exc.error_class
     if isinstance(exc, TransientError):
