@@ -59,7 +59,7 @@ def batches_list(ctx: typer.Context, workdir: Optional[Path] = WorkdirOpt) -> No
     """List the jobs: name, display name, state, assets and what became of them, when submitted."""
     if ctx.invoked_subcommand is not None:
         return
-    from rich.table import Table
+    from rich.table import Column, Table
 
     from tasks.stores.batch_jobs import workdir_prefix
 
@@ -77,8 +77,9 @@ def batches_list(ctx: typer.Context, workdir: Optional[Path] = WorkdirOpt) -> No
             states = {job.name: job.state for job in batches.jobs(workdir_prefix(wd))}
         except MicrostockError as exc:
             err.print(f"cannot ask Gemini for the jobs' states: {exc.message}", highlight=False)
-    table = Table("job", "display name", "state", "assets", "outcome", "submitted at",
-                  title=f"batch jobs · {wd_path}", title_justify="left")
+    # The names are what `microstock batches cancel` takes: folded onto a second line, never cut with "…".
+    table = Table(Column("job", overflow="fold"), Column("display name", overflow="fold"), "state", "assets",
+                  "outcome", "submitted at", title=f"batch jobs · {wd_path}", title_justify="left")
     for r in records:
         if r.ended:
             state = r.ended

@@ -76,7 +76,9 @@ def cli(wd: Workdir, *args):
 
 def test_batches_lists_the_jobs_and_cancel_sends_them_back_to_pending(prefect_harness, fake_gemini, gemini_key,
                                                                       tmp_path, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "300")
+    from flows.cli_common import console
+
+    monkeypatch.setattr(console, "width", 300)  # the console was made when flows.cli_common was first imported
     wd = Workdir(tmp_path / "w").prepare()
     assets = make_assets(wd, ["c0.jpg", "c1.jpg"])
     fake_gemini.batch.finish_after_s = 3600  # still running when listed
