@@ -42,7 +42,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.context import TaskRunContext
 from prefect.futures import PrefectFuture
 from prefect.logging import get_run_logger
-from prefect.states import Failed, State
+from prefect.states import Completed, Failed, State
 
 from tasks.core.errors import MicrostockError, StageStopped, StoreUnavailable, TransientError, error_class_of_parked
 from tasks.core.records import Asset, Metadata, Usage, read_sidecar, write_sidecar
@@ -50,6 +50,7 @@ from tasks.core.reports import DescribeReport
 from tasks.core.retry import JITTER_FACTOR, backoff_schedule
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
+from tasks.gemini.ratelimit import CallTimes
 from tasks.images.provenance import is_ai_generated, provenance_of
 from tasks.orchestration.progress import StageProgress
 from tasks.orchestration.windowed import submit_in_window
@@ -69,7 +70,10 @@ def park_failed_job(task, task_run, state) -> None:
     """``on_failure`` hook: park the job with ``attempts = task_run.run_count``.
 
     StageStopped is not parked (the asset stays pending). A store that cannot
-    be written is logged in one line; the stage's backstop tries again.
+    be written is logged in one line; the stage's backstop tries again. Parking
+    logs nothing more: Prefect's own line as the task run ends ("Finished in
+    state Parked('<class> after <n> attempt(s): <reason>')") already says it,
+    under the task run named for the asset.
     """
     exc = state.result(raise_on_failure=False)
     if isinstance(exc, StageStopped):
@@ -77,13 +81,10 @@ def park_failed_job(task, task_run, state) -> None:
     params = TaskRunContext.get().parameters
     run: DescribeRun = params["run"]
     asset: Asset = params["asset"]
-    logger = get_run_logger()
     try:
-        job = run.park(asset, exc, task_run.run_count, str(task_run.id))
+        run.park(asset, exc, task_run.run_count, str(task_run.id))
     except StoreUnavailable as err:
-        logger.error("could not park %s: %s", asset.name, err.message)
-        return
-    logger.warning("parked %s as %s after %d attempt(s): %s", asset.name, job.error_class, task_run.run_count, job.error_message)
+        get_run_logger().error("could not park %s: %s", asset.name, err.message)
 
 
 @task(
@@ -110,8 +111,9 @@ def describe_asset(asset: Asset, run: DescribeRun) -> Metadata | State | None:
     if run.gate.stopped is not None:
         get_run_logger().info("not calling the describer for %s: the stage stopped (%s)", asset.name, run.gate.stopped.message)
         return None
+    times = CallTimes()
     try:
-        metadata = run.gate.describe(asset)
+        metadata = run.gate.describe(asset, times)
     except StageStopped:
         raise
     except MicrostockError as exc:
@@ -121,7 +123,21 @@ def describe_asset(asset: Asset, run: DescribeRun) -> Metadata | State | None:
     provenance = provenance_of(asset.path)
     ai = is_ai_generated(provenance, run.settings.pack.label_own_files_ai)  # agencies' AI rules apply to it
     write_sidecar(run.wd.sidecar(asset.name), asset, metadata.model_copy(update={"ai_generated": ai}), provenance)
-    return metadata
+    return described_state(metadata, times, run.describer.name if run.gate.limiter is None else None)
+
+
+def described_state(metadata: Metadata, times: CallTimes, offline: str | None = None) -> State:
+    """``Completed`` with the metadata, and one line on where this attempt's time went: calling Gemini apart
+    from waiting for the quota (``offline``: the name of a describer without a quota, timed alone).
+
+    Prefect logs the line as the task run ends ("Finished in state Completed('described in …')") and the UI
+    shows it with the task run's state: no extra log line per asset, and no run timings in the sidecar.
+    """
+    if offline is not None:
+        return Completed(data=metadata, message=f"described in {times.call_s:.1f} s ({offline} describer, no quota)")
+    total = times.quota_wait_s + times.call_s
+    return Completed(data=metadata, message=f"described in {total:.1f} s (Gemini {times.call_s:.1f} s, "
+                                            f"quota wait {times.quota_wait_s:.1f} s)")
 
 
 #: The name of a describe task run's final state when its job is parked (a failed-type state).
