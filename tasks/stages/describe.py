@@ -70,10 +70,14 @@ def park_failed_job(task, task_run, state) -> None:
     """``on_failure`` hook: park the job with ``attempts = task_run.run_count``.
 
     StageStopped is not parked (the asset stays pending). A store that cannot
-    be written is logged in one line; the stage's backstop tries again. Parking
-    logs nothing more: Prefect's own line as the task run ends ("Finished in
-    state Parked('<class> after <n> attempt(s): <reason>')") already says it,
-    under the task run named for the asset.
+    be written is logged in one line; the stage's backstop tries again. A job
+    whose task run ends Parked is not logged again: Prefect's own line as the
+    task run ends ("Finished in state Parked('<class> after <n> attempt(s):
+    <reason>')") already says it, under the task run named for the asset. An
+    unexpected failure (a bug: a plain Failed) gets one line saying it was
+    parked, as what, with the traceback — Prefect logs an exception's
+    traceback only when the task's retries are used up, never for one the
+    retry condition refuses on an earlier attempt.
     """
     exc = state.result(raise_on_failure=False)
     if isinstance(exc, StageStopped):
@@ -82,9 +86,14 @@ def park_failed_job(task, task_run, state) -> None:
     run: DescribeRun = params["run"]
     asset: Asset = params["asset"]
     try:
-        run.park(asset, exc, task_run.run_count, str(task_run.id))
+        job = run.park(asset, exc, task_run.run_count, str(task_run.id))
     except StoreUnavailable as err:
         get_run_logger().error("could not park %s: %s", asset.name, err.message)
+        return
+    if state.name != PARKED:
+        logged_by_prefect = task_run.run_count > task.retries
+        get_run_logger().warning("parked %s as %s after %d attempt(s)", asset.name, job.error_class, job.attempts,
+                                 exc_info=None if logged_by_prefect else exc)
 
 
 @task(
@@ -100,7 +109,8 @@ def park_failed_job(task, task_run, state) -> None:
     cache_policy=NO_CACHE,
 )
 def describe_asset(asset: Asset, run: DescribeRun) -> Metadata | State | None:
-    """Describe one asset and write its sidecar; None when the stage stopped before this call.
+    """Describe one asset and write its sidecar; the metadata in the state :func:`described_state` makes
+    (saying where the time went), or None when the stage stopped before this call.
 
     An expected failure that will not be retried (a permanent one, or a transient one on the
     last attempt) ends the task in the state :func:`parked_state` makes, not with a traceback.
