@@ -44,6 +44,7 @@ from prefect.exceptions import FlowPauseTimeout
 from prefect.client.schemas.filters import FlowFilter, FlowFilterName, FlowRunFilter, FlowRunFilterState
 from prefect.client.schemas.filters import FlowRunFilterStateType
 from prefect.client.schemas.objects import StateType
+from prefect.client.schemas.sorting import FlowRunSort
 from prefect.flow_runs import pause_flow_run, resume_flow_run
 from prefect.input import RunInput
 from prefect.logging import get_run_logger
@@ -297,14 +298,19 @@ def edit_asset(wd: Workdir, settings: Settings, agencies: list[str], correction:
 
 
 def paused_review_run(wd: Workdir) -> str | None:
-    """The id of a stock-batch run of this workdir paused for review on the Prefect server
-    (``PREFECT_API_URL``); None without a server (the ephemeral one cannot hold a paused run) or run."""
+    """The id of the newest stock-batch run of this workdir paused for review on the Prefect server
+    (``PREFECT_API_URL``); None without a server (the ephemeral one cannot hold a paused run) or run.
+
+    The newest: a run whose process died while it waited stays Paused on the server, and the next run
+    asks again — that one is listening.
+    """
     if not os.environ.get("PREFECT_API_URL"):
         return None
     with get_client(sync_client=True) as client:
         runs = client.read_flow_runs(
             flow_filter=FlowFilter(name=FlowFilterName(any_=["stock-batch"])),
-            flow_run_filter=FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PAUSED]))))
+            flow_run_filter=FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PAUSED]))),
+            sort=FlowRunSort.START_TIME_DESC)
     mine = [r for r in runs if r.parameters.get("workdir") in (str(wd.root), None)]
     return str(mine[0].id) if mine else None
 

@@ -653,3 +653,34 @@ def test_an_edit_made_while_a_run_waits_for_review_is_taken_up_when_it_is_answer
 
     with pyexiv2.Image(str(wd.outbox("adobe") / names[0])) as sent:
         assert sent.read_iptc()["Iptc.Application2.Keywords"] == ["corrected", "keyword"], "packed again before sending"
+
+
+def test_a_run_killed_while_paused_loses_nothing_and_the_terminal_answers_the_next_one(server, tmp_path):
+    srv, env = server
+    wd = review_workdir(tmp_path, "timeout_hours = 1")
+    env = dict(env, PREFECT_API_URL=srv.api_url)
+    dead = start_run(env, wd, "--count", "2")
+    try:
+        killed = wait_for("the run to pause for review", lambda: [
+            r for r in stock_batch_runs(srv.api_url, wd) if r["state"]["type"] == "PAUSED"], timeout_s=240)[0]
+    finally:
+        dead.kill()
+        dead.wait()
+    names = sorted(p.name for p in wd.assets.glob("*.jpg"))
+    assert all("review" not in json.loads(wd.sidecar(n).read_text(encoding="utf-8")) for n in names)
+    proc = start_run(env, wd, "--count", "0")
+    try:
+        again = wait_for("the next run to pause for review", lambda: [
+            r for r in stock_batch_runs(srv.api_url, wd) if r["state"]["type"] == "PAUSED" and r["id"] != killed["id"]],
+            timeout_s=240)[0]
+        keyset = again["state"]["state_details"]["run_input_keyset"]
+        description = api(srv.api_url, "GET", f"/flow_runs/{again['id']}/input/{keyset['description']}")
+        assert "2 asset(s) waiting" in str(description), "asked again about both"
+        approve = subprocess.run(MICROSTOCK + ["review", "approve", "--workdir", str(wd.root)], env=env,
+                                 capture_output=True, text=True, timeout=180)
+        assert f"answered the paused run {again['id']}" in approve.stdout.replace("\n", " "), approve.stdout
+        finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert outbox_files(wd) == names and adobe_csv_files(wd) == names
