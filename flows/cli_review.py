@@ -149,10 +149,14 @@ def review_edit(name: str = typer.Argument(..., help="The asset's file name."),
         Console(stderr=True).print(f"[red]error:[/red] {exc.message}", highlight=False)
         raise typer.Exit(2)
     words = None if keywords is None else [w.strip() for w in keywords.split(",") if w.strip()]
-    rows = edit_asset(wd, settings, agencies, Correction(file=name, title=title, description=description,
-                                                         keywords=words))
+    sidecar, rows = edit_asset(wd, settings, agencies, Correction(file=name, title=title, description=description,
+                                                                  keywords=words))
     changed = [f for f, v in (("title", title), ("keywords", words), ("description", description)) if v is not None]
     console.print(f"{name}: {', '.join(changed)} written to its sidecar", highlight=False)
+    if sidecar.rejected:
+        console.print(f"{name} was rejected in review: it gets no row and is never sent unless reopened "
+                      f"(`microstock review reopen {name}`)", highlight=False)
+        return
     for row in rows:
         fixed = "; ".join(f.message for f in row.fixes)
         if row.ok:

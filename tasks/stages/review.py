@@ -287,14 +287,15 @@ def decide(wd: Workdir, names: list[str], decision: Literal["approved", "rejecte
         record_review(wd.sidecar(name), decision, "microstock review")
 
 
-def edit_asset(wd: Workdir, settings: Settings, agencies: list[str], correction: Correction) -> list[RowResult]:
+def edit_asset(wd: Workdir, settings: Settings, agencies: list[str],
+               correction: Correction) -> tuple[Sidecar, list[RowResult]]:
     """``microstock review edit``: write the correction into the asset's sidecar, as the form's are, and check
     the asset's row at each of ``agencies`` by the rules the CSV stage applies (what a rule fixes, or why the
     asset is held back there). The CSVs themselves are written by the run that sends the asset."""
     sidecar = apply_correction(wd, correction.file, correction)
     specs = catalog(wd)
-    return [build_row(specs.spec(a), sidecar.metadata, ready_name(sidecar.name), settings.agency(a).csv_defaults,
-                      asset=sidecar.name) for a in agencies]
+    return sidecar, [build_row(specs.spec(a), sidecar.metadata, ready_name(sidecar.name),
+                               settings.agency(a).csv_defaults, asset=sidecar.name) for a in agencies]
 
 
 def paused_review_run(wd: Workdir) -> str | None:

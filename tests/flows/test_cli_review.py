@@ -70,6 +70,18 @@ def test_an_edit_is_checked_at_once_and_the_next_run_packs_and_writes_it_before_
         assert sent.read_iptc()["Iptc.Application2.Keywords"] == ["snow", "peak", "alps"], "the sent file was packed again"
 
 
+def test_an_edit_of_a_rejected_asset_says_it_is_not_sent(tmp_path):
+    wd = Workdir(tmp_path / "data").prepare()
+    described_photos(wd)
+    assert review(wd, "reject", "bay.jpg").returncode == 0
+    result = review(wd, "edit", "bay.jpg", "--title", "Still not wanted")
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stdout.split())
+    assert "bay.jpg was rejected in review: it gets no row and is never sent unless reopened" in said
+    assert "the next run" not in said and "gets a row" not in said
+    assert read_sidecar(wd.sidecar("bay.jpg")).metadata.title == "Still not wanted"
+
+
 def test_an_unknown_name_changes_nothing_and_exits_1(tmp_path):
     wd = Workdir(tmp_path / "data").prepare()
     described_photos(wd)
