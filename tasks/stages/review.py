@@ -89,8 +89,9 @@ class ReviewAnswer(RunInput):
         "File names of the assets to leave out: they get no CSV row and are never uploaded. "
         "Every other asset listed above is approved."))
     corrections: list[Correction] = Field(default_factory=list, description=(
-        "Optional: a new title, description and/or keywords per asset, written to its sidecar and checked against every "
-        "agency's rules before anything is uploaded (an asset that breaks a rule is held back there, as usual)."))
+        "Optional: a new title, description and/or keywords per asset, written to its sidecar and checked "
+        "against every agency's rules before anything is uploaded (an asset that breaks a rule is held back "
+        "there, as usual)."))
 
 
 @dataclass
@@ -262,7 +263,8 @@ def apply_correction(wd: Workdir, name: str, correction: Correction) -> Sidecar 
 
 def edited_since(wd: Workdir, before: list[Sidecar]) -> list[str]:
     """The assets of ``before`` whose metadata in their sidecar is no longer what it was."""
-    return [s.name for s in before if (now := read_sidecar(wd.sidecar(s.name))) is not None and now.metadata != s.metadata]
+    return [s.name for s in before
+            if (now := read_sidecar(wd.sidecar(s.name))) is not None and now.metadata != s.metadata]
 
 
 # --- the terminal's side: `microstock review` -------------------------------------------------------
