@@ -1,10 +1,14 @@
 """``microstock review``: what waits for review, and the contributor's decisions from the terminal.
 
-Decisions go into the assets' sidecars, where the next run takes them up.
-When a stock-batch run of the workdir is paused for review on the Prefect
-server of ``PREFECT_API_URL``, ``approve`` (every asset) and ``reject NAME…``
-answer its form through Prefect's API instead: the rejected ones are left out,
-every other asset it asked about is approved, and the run goes on.
+Decisions and corrections go into the assets' sidecars, where the next run
+takes them up. When a stock-batch run of the workdir is paused for review on
+the Prefect server of ``PREFECT_API_URL``, ``approve`` (every asset) and
+``reject NAME…`` answer its form through Prefect's API instead: the rejected
+ones are left out, every other asset it asked about is approved, and the run
+goes on. ``edit NAME`` does not answer it (an edit is not a decision about
+the other assets): the paused run takes the correction up when it is
+answered, and packs and writes the CSVs again for it before anything leaves.
+A name that is no described asset changes nothing and exits with status 1.
 Registered on the ``microstock`` app by :mod:`flows.cli`; Prefect is imported
 only inside the commands, after the environment is set.
 """
@@ -20,7 +24,8 @@ from rich.console import Console
 from tasks.core.errors import ConfigError
 from tasks.core.workdir import Workdir, default_workdir
 
-review_app = typer.Typer(help="Review before anything leaves ([review] enabled = true): list, approve, reject, reopen.",
+review_app = typer.Typer(help="Review before anything leaves ([review] enabled = true): list, approve, reject, edit, "
+                         "reopen.",
                          no_args_is_help=True)
 console = Console()
 WorkdirOpt = typer.Option(None, "--workdir", help="Workdir (default: $MICROSTOCK_WORKDIR, else ./microstock-data).")
@@ -39,9 +44,16 @@ def _workdir(workdir: Optional[Path]) -> Workdir:
     return Workdir(path)
 
 
-def _say_missing(missing: list[str]) -> None:
+def _described_or_exit(wd: Workdir, names: list[str]) -> None:
+    """Exit with status 1, changing nothing, when a name is no described asset of the workdir."""
+    from tasks.stages.review import not_described
+
+    missing = not_described(wd, names)
     for name in missing:
-        console.print(f"{name}: no such described asset: nothing recorded", highlight=False)
+        Console(stderr=True).print(f"[red]error:[/red] {name}: no such described asset in {wd.assets}: nothing "
+                                   "changed", highlight=False)
+    if missing:
+        raise typer.Exit(1)
 
 
 @review_app.command("list")
@@ -71,9 +83,9 @@ def review_approve(names: Optional[list[str]] = typer.Argument(None, help="Asset
         console.print(f"answered the paused run {paused}: every asset it asked about is approved", highlight=False)
         return
     chosen = list(names or review_overview(wd)[0])
-    missing = decide(wd, chosen, "approved")
-    _say_missing(missing)
-    console.print(f"approved {len(chosen) - len(missing)} asset(s); the next run sends them", highlight=False)
+    _described_or_exit(wd, chosen)
+    decide(wd, chosen, "approved")
+    console.print(f"approved {len(chosen)} asset(s); the next run sends them", highlight=False)
     if paused:
         console.print(f"a run waits for review ({paused}): it asked about its own list; answer it with "
                       "`microstock review approve` (all) or `microstock review reject NAME…`", highlight=False)
@@ -86,9 +98,9 @@ def review_reject(names: list[str] = typer.Argument(..., help="Asset file names 
     from tasks.stages.review import answer_paused_run, decide, paused_review_run
 
     wd = _workdir(workdir)
-    missing = decide(wd, names, "rejected")
-    _say_missing(missing)
-    console.print(f"rejected {len(names) - len(missing)} asset(s)", highlight=False)
+    _described_or_exit(wd, names)
+    decide(wd, names, "rejected")
+    console.print(f"rejected {len(names)} asset(s)", highlight=False)
     paused = paused_review_run(wd)
     if paused:
         answer_paused_run(paused, list(names))
@@ -102,6 +114,59 @@ def review_reopen(names: list[str] = typer.Argument(..., help="Asset file names 
     """Forget the decision about NAME…: the next run asks again."""
     from tasks.stages.review import decide
 
-    missing = decide(_workdir(workdir), names, None)
-    _say_missing(missing)
-    console.print(f"reopened {len(names) - len(missing)} asset(s): the next run asks about them", highlight=False)
+    wd = _workdir(workdir)
+    _described_or_exit(wd, names)
+    decide(wd, names, None)
+    console.print(f"reopened {len(names)} asset(s): the next run asks about them", highlight=False)
+
+
+@review_app.command("edit")
+def review_edit(name: str = typer.Argument(..., help="The asset's file name."),
+                title: Optional[str] = typer.Option(None, "--title", help="The new title."),
+                keywords: Optional[str] = typer.Option(None, "--keywords",
+                                                       help="The new keywords, comma-separated, most important first."),
+                description: Optional[str] = typer.Option(None, "--description", help="The new description."),
+                workdir: Optional[Path] = WorkdirOpt) -> None:
+    """Correct NAME's title, keywords and/or description, checked against each enabled agency's rules.
+
+    Written to the sidecar as the paused run's form writes its corrections; the run that sends the asset packs
+    it and writes the CSVs again first. A paused run is not answered: it takes the correction up when it is.
+    """
+    from tasks.agencies.catalog import catalog
+    from tasks.core.settings import load_settings
+    from tasks.stages.review import Correction, edit_asset, paused_review_run
+
+    wd = _workdir(workdir)
+    if title is None and keywords is None and description is None:
+        Console(stderr=True).print("[red]error:[/red] nothing to change: give --title, --keywords and/or "
+                                   "--description", highlight=False)
+        raise typer.Exit(2)
+    _described_or_exit(wd, [name])
+    try:
+        settings = load_settings(wd.config_path(None))
+        agencies = catalog(wd).enabled(settings)
+    except ConfigError as exc:
+        Console(stderr=True).print(f"[red]error:[/red] {exc.message}", highlight=False)
+        raise typer.Exit(2)
+    words = None if keywords is None else [w.strip() for w in keywords.split(",") if w.strip()]
+    sidecar, rows = edit_asset(wd, settings, agencies, Correction(file=name, title=title, description=description,
+                                                                  keywords=words))
+    changed = [f for f, v in (("title", title), ("keywords", words), ("description", description)) if v is not None]
+    console.print(f"{name}: {', '.join(changed)} written to its sidecar", highlight=False)
+    if sidecar.rejected:
+        console.print(f"{name} was rejected in review: it gets no row and is never sent unless reopened "
+                      f"(`microstock review reopen {name}`)", highlight=False)
+        return
+    for row in rows:
+        fixed = "; ".join(f.message for f in row.fixes)
+        if row.ok:
+            console.print(f"  {row.agency}: gets a row" + (f" (fixed: {fixed})" if fixed else ""), highlight=False)
+        else:
+            why = "; ".join(f"{p.rule}: {p.message}" for p in row.problems)
+            console.print(f"  {row.agency}: held back ({why})", highlight=False)
+    paused = paused_review_run(wd)
+    if paused:
+        console.print(f"the run {paused} waits for review: it takes this up when answered (`microstock review "
+                      "approve`, `microstock review reject NAME…`, or the form in the Prefect UI)", highlight=False)
+    else:
+        console.print("the next run packs it and writes the CSVs with it before anything is sent", highlight=False)

@@ -23,7 +23,9 @@ so the limiter is in-process and exact:
   :func:`~tasks.core.retry.rate_limited_wait` and the same call again — a 429
   is not a failed attempt. The time a run may spend so is its
   :class:`WaitAllowance`; when that is spent the call raises RateWaitSpent
-  (a StageStopped: the stage stops, the rest stays pending).
+  (a StageStopped: the stage stops, the rest stays pending). Where the time
+  went is counted in a :class:`CallTimes` when the caller passes one: the
+  wait for the quota apart from the time inside the call.
 
 Waiting uses an injectable :class:`Clock`, so tests run the limiter on a fake
 clock, deterministic and instant.
@@ -35,6 +37,7 @@ import threading
 import time
 from collections import deque
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Callable, Iterator, Protocol, TypeVar
 
 from tasks.core.errors import RateLimited, RateWaitSpent
@@ -66,6 +69,17 @@ class MonotonicClock:
 
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
+
+
+@dataclass
+class CallTimes:
+    """Where one :meth:`RateLimiter.call`'s time went, in seconds of the limiter's clock."""
+
+    #: From asking for a slot to the call's start, every try: a free place, the quota's next start,
+    #: a 429's pause, the check before the start (the daily budget).
+    quota_wait_s: float = 0.0
+    #: Inside the call itself, every try (the ones refused with a 429 too).
+    call_s: float = 0.0
 
 
 class RateLimiter:
@@ -110,24 +124,33 @@ class RateLimiter:
         with self._lock:
             self._not_before = max(self._not_before, self._clock.now() + max(seconds, 0.0))
 
-    def call(self, fn: Callable[[], T], waits: "WaitAllowance", before_start: Callable[[], None] | None = None) -> T:
+    def call(self, fn: Callable[[], T], waits: "WaitAllowance", before_start: Callable[[], None] | None = None,
+             times: CallTimes | None = None) -> T:
         """``fn()`` in a slot, called again after every 429 once the pause it asked for has passed.
 
         ``before_start`` runs in the slot before each call (it may raise, e.g.
         QuotaExhausted when the day's budget is spent). A 429 pauses every
         caller of this limiter for :func:`~tasks.core.retry.rate_limited_wait`
         and takes that time from ``waits``; RateWaitSpent when it is used up.
+        ``times``, when given, gets the time waited for the quota and the time
+        spent in ``fn`` added to it, however the call ends.
         """
+        times = times if times is not None else CallTimes()
         while True:
+            asked = self._clock.now()
             with self.slot():
                 if before_start is not None:
                     before_start()
+                began = self._clock.now()
+                times.quota_wait_s += began - asked
                 try:
                     return fn()
                 except RateLimited as exc:
                     wait = rate_limited_wait(exc)
                     self.pause(wait)
                     waits.spend(wait, exc)
+                finally:
+                    times.call_s += self._clock.now() - began
 
     def _earliest(self) -> float:
         at = max(self._next_start, self._not_before)

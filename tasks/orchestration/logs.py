@@ -5,10 +5,12 @@ the lines), else a plain logger.
 
 A task that ends by returning a failed-type state (an upload file left
 pending, a describe job Parked) is an expected outcome, not an exception, but
-Prefect logs it with ``exc_info=True`` while no exception is in flight, so
-every such line is followed by ``NoneType: None``. :class:`NoEmptyTraceback`,
+Prefect logs it twice: "Task run failed with state: Parked(message=…,
+result=…) - Retries are exhausted" (with ``exc_info=True`` while no exception
+is in flight, so followed by ``NoneType: None``), then the line that ends
+every task run, "Finished in state Parked('…')". :class:`NoRepeatedFailedState`,
 on Prefect's ``prefect.task_runs`` logger from the moment this module is
-loaded, drops that empty traceback and nothing else.
+loaded, drops the first: the state's message is logged once.
 """
 
 from __future__ import annotations
@@ -35,15 +37,14 @@ def stage_logger(name: str) -> logging.Logger | logging.LoggerAdapter:
         return logging.getLogger(name)
 
 
-class NoEmptyTraceback(logging.Filter):
-    """Drop ``exc_info`` from a record logged with ``exc_info=True`` while no exception was in flight."""
+class NoRepeatedFailedState(logging.Filter):
+    """Drop Prefect's "Task run failed with state: …" (a task returned a failed-type state and is not retried):
+    the "Finished in state …" line that ends the same task run says it, and the state's message only once."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and record.exc_info[0] is None:
-            record.exc_info = None
-        return True
+        return not (isinstance(record.msg, str) and record.msg.startswith("Task run failed with state: "))
 
 
 _TASK_RUNS = logging.getLogger("prefect.task_runs")
-if not any(isinstance(f, NoEmptyTraceback) for f in _TASK_RUNS.filters):
-    _TASK_RUNS.addFilter(NoEmptyTraceback())
+if not any(isinstance(f, NoRepeatedFailedState) for f in _TASK_RUNS.filters):
+    _TASK_RUNS.addFilter(NoRepeatedFailedState())

@@ -42,7 +42,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.context import TaskRunContext
 from prefect.futures import PrefectFuture
 from prefect.logging import get_run_logger
-from prefect.states import Failed, State
+from prefect.states import Completed, Failed, State
 
 from tasks.core.errors import MicrostockError, StageStopped, StoreUnavailable, TransientError, error_class_of_parked
 from tasks.core.records import Asset, Metadata, Usage
@@ -51,6 +51,7 @@ from tasks.core.reports import DescribeReport
 from tasks.core.retry import JITTER_FACTOR, backoff_schedule
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
+from tasks.gemini.ratelimit import CallTimes
 from tasks.orchestration.progress import StageProgress
 from tasks.orchestration.windowed import submit_in_window
 from tasks.stages.batch_describe import describe_in_batches
@@ -70,7 +71,14 @@ def park_failed_job(task, task_run, state) -> None:
     """``on_failure`` hook: park the job with ``attempts = task_run.run_count``.
 
     StageStopped is not parked (the asset stays pending). A store that cannot
-    be written is logged in one line; the stage's backstop tries again.
+    be written is logged in one line; the stage's backstop tries again. A job
+    whose task run ends Parked is not logged again: Prefect's own line as the
+    task run ends ("Finished in state Parked('<class> after <n> attempt(s):
+    <reason>')") already says it, under the task run named for the asset. An
+    unexpected failure (a bug: a plain Failed) gets one line saying it was
+    parked, as what, with the traceback — Prefect logs an exception's
+    traceback only when the task's retries are used up, never for one the
+    retry condition refuses on an earlier attempt.
     """
     exc = state.result(raise_on_failure=False)
     if isinstance(exc, StageStopped):
@@ -78,13 +86,15 @@ def park_failed_job(task, task_run, state) -> None:
     params = TaskRunContext.get().parameters
     run: DescribeRun = params["run"]
     asset: Asset = params["asset"]
-    logger = get_run_logger()
     try:
         job = run.park(asset, exc, task_run.run_count, str(task_run.id))
     except StoreUnavailable as err:
-        logger.error("could not park %s: %s", asset.name, err.message)
+        get_run_logger().error("could not park %s: %s", asset.name, err.message)
         return
-    logger.warning("parked %s as %s after %d attempt(s): %s", asset.name, job.error_class, task_run.run_count, job.error_message)
+    if state.name != PARKED:
+        logged_by_prefect = task_run.run_count > task.retries
+        get_run_logger().warning("parked %s as %s after %d attempt(s)", asset.name, job.error_class, job.attempts,
+                                 exc_info=None if logged_by_prefect else exc)
 
 
 @task(
@@ -100,7 +110,8 @@ def park_failed_job(task, task_run, state) -> None:
     cache_policy=NO_CACHE,
 )
 def describe_asset(asset: Asset, run: DescribeRun) -> Metadata | State | None:
-    """Describe one asset and write its sidecar; None when the stage stopped before this call.
+    """Describe one asset and write its sidecar; the metadata in the state :func:`described_state` makes
+    (saying where the time went), or None when the stage stopped before this call.
 
     An expected failure that will not be retried (a permanent one, or a transient one on the
     last attempt) ends the task in the state :func:`parked_state` makes, not with a traceback.
@@ -111,8 +122,9 @@ def describe_asset(asset: Asset, run: DescribeRun) -> Metadata | State | None:
     if run.gate.stopped is not None:
         get_run_logger().info("not calling the describer for %s: the stage stopped (%s)", asset.name, run.gate.stopped.message)
         return None
+    times = CallTimes()
     try:
-        metadata = run.gate.describe(asset)
+        metadata = run.gate.describe(asset, times)
     except StageStopped:
         raise
     except MicrostockError as exc:
@@ -120,7 +132,21 @@ def describe_asset(asset: Asset, run: DescribeRun) -> Metadata | State | None:
             raise  # Prefect retries it
         return parked_state(exc, attempt, run.redact)
     run.save(asset, metadata)
-    return metadata
+    return described_state(metadata, times, run.describer.name if run.gate.limiter is None else None)
+
+
+def described_state(metadata: Metadata, times: CallTimes, offline: str | None = None) -> State:
+    """``Completed`` with the metadata, and one line on where this attempt's time went: calling Gemini apart
+    from waiting for the quota (``offline``: the name of a describer without a quota, timed alone).
+
+    Prefect logs the line as the task run ends ("Finished in state Completed('described in …')") and the UI
+    shows it with the task run's state: no extra log line per asset, and no run timings in the sidecar.
+    """
+    if offline is not None:
+        return Completed(data=metadata, message=f"described in {times.call_s:.1f} s ({offline} describer, no quota)")
+    total = times.quota_wait_s + times.call_s
+    return Completed(data=metadata, message=f"described in {total:.1f} s (Gemini {times.call_s:.1f} s, "
+                                            f"quota wait {times.quota_wait_s:.1f} s)")
 
 
 #: The name of a describe task run's final state when its job is parked (a failed-type state).

@@ -13,6 +13,7 @@ parks a job the same way from the hook and from the stage's backstop.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 from tasks.core.errors import StageStopped, error_class_of_parked
@@ -22,7 +23,7 @@ from tasks.core.secrets import gemini_key, redact
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.gemini.daybudget import FILE_NAME, DailyBudget
-from tasks.gemini.ratelimit import WaitAllowance
+from tasks.gemini.ratelimit import CallTimes, WaitAllowance
 from tasks.images.provenance import is_ai_generated, provenance_of
 from tasks.observe import events
 from tasks.stages.describers import Describer, select_describer
@@ -50,12 +51,19 @@ class DescriberGate:
         self._lock = threading.Lock()
         self.stopped: StageStopped | None = None
 
-    def describe(self, asset: Asset) -> Metadata:
+    def describe(self, asset: Asset, times: CallTimes | None = None) -> Metadata:
+        """The asset's metadata from the describer; ``times`` (when given) gets the time waited for the quota
+        apart from the time in the describer's call (without a limiter, no wait: the call's time only)."""
+        times = times if times is not None else CallTimes()
         try:
             if self.limiter is None:
-                return self.describer.describe(asset)
+                began = time.monotonic()
+                try:
+                    return self.describer.describe(asset)
+                finally:
+                    times.call_s += time.monotonic() - began
             return self.limiter.call(lambda: self.describer.describe(asset), self.waits,
-                                     self.budget.take if self.budget is not None else None)
+                                     self.budget.take if self.budget is not None else None, times)
         except StageStopped as exc:
             self.stop(exc)
             raise

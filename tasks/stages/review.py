@@ -8,9 +8,13 @@ waiting (file, title, first keywords, categories, and per agency whether it
 will be sent or is held back and why), each with a small inline thumbnail
 (a ``data:`` URI, which the UI renders). The form's field ``reject``
 lists the file names to leave out; submitting it approves every other
-waiting asset. ``corrections`` may give an asset a new title and/or keywords:
-written to its sidecar before the run packs and writes the CSVs again, so
-the same agency rules check them (a rule broken holds the asset back there).
+waiting asset. ``corrections`` may give an asset a new title, description
+and/or keywords: written to its sidecar before the run packs and writes the
+CSVs again, so the same agency rules check them (a rule broken holds the
+asset back there). ``microstock review edit`` writes a correction the same
+way (:func:`edit_asset`); made while a run is paused, it is taken up when the
+run is answered, as the form's are: the run packs and writes the CSVs again
+for every asset whose sidecar changed while it waited.
 
 Decisions are written into each asset's sidecar (:class:`~tasks.core.records.ReviewDecision`,
 when and from where), so a decided asset is never asked about again and a
@@ -40,12 +44,15 @@ from prefect.exceptions import FlowPauseTimeout
 from prefect.client.schemas.filters import FlowFilter, FlowFilterName, FlowRunFilter, FlowRunFilterState
 from prefect.client.schemas.filters import FlowRunFilterStateType
 from prefect.client.schemas.objects import StateType
+from prefect.client.schemas.sorting import FlowRunSort
 from prefect.flow_runs import pause_flow_run, resume_flow_run
 from prefect.input import RunInput
 from prefect.logging import get_run_logger
 from prefect.states import Running
 from pydantic import BaseModel, Field
 
+from tasks.agencies.catalog import catalog
+from tasks.agencies.rows import RowResult, build_row
 from tasks.core.records import Sidecar, described_sidecars, read_sidecar, ready_name, record_review, save_sidecar
 from tasks.core.reports import CsvReport, PackReport
 from tasks.core.settings import Settings
@@ -67,10 +74,11 @@ THUMBNAIL_PX = 80
 
 
 class Correction(BaseModel):
-    """A new title and/or keywords for one waiting asset (what is left empty stays as it is)."""
+    """A new title, description and/or keywords for one asset (what is left empty stays as it is)."""
 
     file: str = Field(description="The asset's file name, as listed above.")
     title: str | None = Field(None, description="The new title.")
+    description: str | None = Field(None, description="The new description.")
     keywords: list[str] | None = Field(None, description="The new keywords, most important first.")
 
 
@@ -81,8 +89,9 @@ class ReviewAnswer(RunInput):
         "File names of the assets to leave out: they get no CSV row and are never uploaded. "
         "Every other asset listed above is approved."))
     corrections: list[Correction] = Field(default_factory=list, description=(
-        "Optional: a new title and/or keywords per asset, written to its sidecar and checked against every "
-        "agency's rules before anything is uploaded (an asset that breaks a rule is held back there, as usual)."))
+        "Optional: a new title, description and/or keywords per asset, written to its sidecar and checked "
+        "against every agency's rules before anything is uploaded (an asset that breaks a rule is held back "
+        "there, as usual)."))
 
 
 @dataclass
@@ -97,7 +106,8 @@ class ReviewReport:
     held: list[str] = field(default_factory=list)
     #: Names in the answer that were not waiting (ignored).
     unknown: list[str] = field(default_factory=list)
-    #: Approved assets whose title or keywords the answer corrected (their files are packed again).
+    #: Assets whose sidecar's metadata changed while the run waited — corrected in the form or with
+    #: ``microstock review edit`` — so their files are packed again.
     corrected: list[str] = field(default_factory=list)
     timed_out: bool = False
     #: Rejected by earlier runs' reviews: name -> when.
@@ -159,7 +169,8 @@ def review_description(wd: Workdir, waiting: list[Sidecar], csvs: CsvReport, set
     lines = [f"## {len(waiting)} asset(s) waiting for review", "",
              "Put the file names to leave out in **reject**, then submit: every other asset below is approved "
              "and uploaded. Rejected assets get no CSV row and are never uploaded. **corrections** (optional) "
-             "gives an asset a new title and/or keywords, checked against every agency's rules.", "",
+             "gives an asset a new title, description and/or keywords, checked against every agency's rules "
+             "(`microstock review edit NAME` does the same from the terminal before you answer).", "",
              "| | file | title | keywords | categories | where it goes |", "|---|---|---|---|---|---|"]
     for i, s in enumerate(waiting[:MAX_LISTED]):
         md = s.metadata
@@ -215,10 +226,6 @@ def review_stage(wd: Workdir, settings: Settings, packed: PackReport, csvs: CsvR
     answer = ask(review_description(wd, waiting, csvs, settings), max(1, round(settings.review.timeout_hours * 3600)))
     if answer is None:
         report.timed_out = True
-        if settings.review.on_timeout == "hold":
-            report.held = list(report.asked)
-            logger.info(report.message())
-            return report
         rejected, by = set(), "review timeout"
     else:
         rejected, by = set(answer.reject), "review"
@@ -226,8 +233,14 @@ def review_stage(wd: Workdir, settings: Settings, packed: PackReport, csvs: CsvR
         report.unknown = sorted((rejected | set(corrections)) - set(report.asked))
         if report.unknown:
             logger.warning("review: not waiting, ignored: %s", ", ".join(report.unknown))
-        report.corrected = [name for name in report.asked if name in corrections
-                            and apply_correction(wd, name, corrections[name])]
+        for name in report.asked:
+            if name in corrections:
+                apply_correction(wd, name, corrections[name])
+    report.corrected = edited_since(wd, sidecars)
+    if answer is None and settings.review.on_timeout == "hold":
+        report.held = list(report.asked)
+        logger.info(report.message())
+        return report
     for name in report.asked:
         decision = "rejected" if name in rejected else "approved"
         record_review(wd.sidecar(name), decision, by)
@@ -236,15 +249,22 @@ def review_stage(wd: Workdir, settings: Settings, packed: PackReport, csvs: CsvR
     return report
 
 
-def apply_correction(wd: Workdir, name: str, correction: Correction) -> bool:
-    """Write a corrected title and/or keywords into the asset's sidecar; False when there was nothing to change."""
+def apply_correction(wd: Workdir, name: str, correction: Correction) -> Sidecar | None:
+    """Write a corrected title, description and/or keywords into the asset's sidecar (the form's corrections and
+    ``microstock review edit`` both come here); the sidecar written, None when there is none."""
     sidecar = read_sidecar(wd.sidecar(name))
-    update = {k: v for k, v in (("title", correction.title), ("keywords", correction.keywords)) if v is not None}
-    if sidecar is None or not update:
-        return False
+    if sidecar is None:
+        return None
+    update = correction.model_dump(include={"title", "description", "keywords"}, exclude_none=True)
     sidecar.metadata = sidecar.metadata.model_copy(update=update)
     save_sidecar(wd.sidecar(name), sidecar)
-    return True
+    return sidecar
+
+
+def edited_since(wd: Workdir, before: list[Sidecar]) -> list[str]:
+    """The assets of ``before`` whose metadata in their sidecar is no longer what it was."""
+    return [s.name for s in before
+            if (now := read_sidecar(wd.sidecar(s.name))) is not None and now.metadata != s.metadata]
 
 
 # --- the terminal's side: `microstock review` -------------------------------------------------------
@@ -257,20 +277,43 @@ def review_overview(wd: Workdir) -> tuple[list[str], dict[str, str]]:
     return waiting, {s.name: s.review.at for s in sidecars if s.rejected}
 
 
-def decide(wd: Workdir, names: list[str], decision: Literal["approved", "rejected"] | None) -> list[str]:
-    """Record ``decision`` (None: reopen) in each named asset's sidecar; returns the names without a sidecar."""
-    return [name for name in names if record_review(wd.sidecar(name), decision, "microstock review") is None]
+def not_described(wd: Workdir, names: list[str]) -> list[str]:
+    """The names that are no described asset of the workdir (no image in ``assets/``, or no sidecar for it)."""
+    known = {s.name for s in described_sidecars(wd)}
+    return [name for name in names if name not in known]
+
+
+def decide(wd: Workdir, names: list[str], decision: Literal["approved", "rejected"] | None) -> None:
+    """Record ``decision`` (None: reopen) in each named asset's sidecar."""
+    for name in names:
+        record_review(wd.sidecar(name), decision, "microstock review")
+
+
+def edit_asset(wd: Workdir, settings: Settings, agencies: list[str],
+               correction: Correction) -> tuple[Sidecar, list[RowResult]]:
+    """``microstock review edit``: write the correction into the asset's sidecar, as the form's are, and check
+    the asset's row at each of ``agencies`` by the rules the CSV stage applies (what a rule fixes, or why the
+    asset is held back there). The CSVs themselves are written by the run that sends the asset."""
+    sidecar = apply_correction(wd, correction.file, correction)
+    specs = catalog(wd)
+    return sidecar, [build_row(specs.spec(a), sidecar.metadata, ready_name(sidecar.name),
+                               settings.agency(a).csv_defaults, asset=sidecar.name) for a in agencies]
 
 
 def paused_review_run(wd: Workdir) -> str | None:
-    """The id of a stock-batch run of this workdir paused for review on the Prefect server
-    (``PREFECT_API_URL``); None without a server (the ephemeral one cannot hold a paused run) or run."""
+    """The id of the newest stock-batch run of this workdir paused for review on the Prefect server
+    (``PREFECT_API_URL``); None without a server (the ephemeral one cannot hold a paused run) or run.
+
+    The newest: a run whose process died while it waited stays Paused on the server, and the next run
+    asks again — that one is listening.
+    """
     if not os.environ.get("PREFECT_API_URL"):
         return None
     with get_client(sync_client=True) as client:
         runs = client.read_flow_runs(
             flow_filter=FlowFilter(name=FlowFilterName(any_=["stock-batch"])),
-            flow_run_filter=FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PAUSED]))))
+            flow_run_filter=FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PAUSED]))),
+            sort=FlowRunSort.START_TIME_DESC)
     mine = [r for r in runs if r.parameters.get("workdir") in (str(wd.root), None)]
     return str(mine[0].id) if mine else None
 

@@ -87,8 +87,14 @@ FileRunner = Callable[[str, UploadItem, Callable[[], FileOutcome]], object]
 
 
 def run_here(agency: str, item: UploadItem, send: Callable[[], FileOutcome]) -> FileOutcome:
-    """The plain FileRunner: just send."""
-    return send()
+    """The plain FileRunner: send, and say in one log line what became of the file (under Prefect,
+    :class:`~tasks.orchestration.file_runs.FileTaskRuns` says it in the file's task run state instead)."""
+    outcome = send()
+    if outcome.kind == "failed":
+        _logger().warning("%s: %s left pending: %s", agency, item.name, outcome.detail)
+    else:
+        _logger().info("%s: %s %s %s", agency, outcome.kind, item.name, outcome.detail)
+    return outcome
 
 
 def upload_agency(
@@ -312,7 +318,6 @@ class _AgencyRun:
         with self.lock:
             getattr(self.result, what).append(item.name)
             self.same_failures, self.failure_cause = 0, None
-        self.log.info("%s: %s %s %s", self.agency, what, item.name, detail)
         return FileOutcome(what, detail)
 
     def _fail(self, item: UploadItem, reason: str, cause: str | None = None) -> FileOutcome:
@@ -324,7 +329,6 @@ class _AgencyRun:
             self.same_failures = self.same_failures + 1 if cause and cause == self.failure_cause else int(bool(cause))
             self.failure_cause = cause
             alike = self.same_failures if cause and limit and self.same_failures >= limit else 0
-        self.log.warning("%s: %s left pending: %s", self.agency, item.name, reason)
         if alike:
             self._stop(f"{alike} files in a row failed the same way — {cause}; the rest would too, so this "
                        f"agency stops for this run. The last: {reason}")

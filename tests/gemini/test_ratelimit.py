@@ -265,3 +265,50 @@ def test_the_check_before_each_start_runs_for_every_call_again():
     assert limiter.call(call, WaitAllowance(10), budget) == "ok" and len(taken) == 2
     with pytest.raises(QuotaExhausted):
         limiter.call(answers("never"), WaitAllowance(10), budget)
+
+
+# --- where a call's time went: waiting for the quota apart from the call itself -----------------------
+
+from tasks.gemini.ratelimit import CallTimes  # noqa: E402
+
+
+def taking(clock: FakeClock, seconds: float, *items):
+    """``answers(*items)``, each try taking ``seconds`` on the fake clock (the time inside the call)."""
+    call = answers(*items)
+
+    def timed():
+        clock.advance(seconds)
+        return call()
+
+    return timed
+
+
+def test_the_wait_for_a_start_and_the_call_itself_are_counted_apart():
+    clock = FakeClock()
+    limiter = RateLimiter(6, concurrency=1, clock=clock)  # one start every 10 s
+    first, second = CallTimes(), CallTimes()
+    limiter.call(taking(clock, 1.5, "ok"), WaitAllowance(0), times=first)
+    limiter.call(taking(clock, 2.0, "ok"), WaitAllowance(0), times=second)
+    assert (first.quota_wait_s, first.call_s) == (0.0, 1.5), "the first start is free"
+    assert second.quota_wait_s == pytest.approx(10.0 - 1.5) and second.call_s == pytest.approx(2.0)
+
+
+def test_a_429s_pause_is_quota_wait_and_every_try_is_call_time():
+    clock = FakeClock()
+    limiter = RateLimiter(600, concurrency=1, clock=clock)
+    times = CallTimes()
+    assert limiter.call(taking(clock, 0.5, RateLimited("429", retry_after=30), "ok"), WaitAllowance(100),
+                        times=times) == "ok"
+    assert times.call_s == pytest.approx(1.0), "the refused try counts as time in the call"
+    assert times.quota_wait_s == pytest.approx(30.0), "the pause, from the 429's answer to the next start"
+
+
+def test_the_daily_budgets_check_is_quota_wait_and_a_failed_call_is_still_counted():
+    clock = FakeClock()
+    limiter = RateLimiter(600, concurrency=1, clock=clock)
+    times = CallTimes()
+    with pytest.raises(RateWaitSpent):
+        limiter.call(taking(clock, 0.25, RateLimited("429", retry_after=30)), WaitAllowance(10),
+                     before_start=lambda: clock.advance(0.125), times=times)
+    assert (times.quota_wait_s, times.call_s) == (0.125, 0.25)
+

@@ -1,4 +1,4 @@
-"""A task that ends in a failed-type state it returns is logged in one line, without 'NoneType: None'."""
+"""A task that ends in a failed-type state it returns is logged in one line: Prefect's "Finished in state …"."""
 
 from __future__ import annotations
 
@@ -20,10 +20,13 @@ def one_pending_file():
     left_pending(return_state=True)
 
 
-def test_a_returned_failed_state_is_logged_without_an_empty_traceback(prefect_harness, caplog):
+def test_a_returned_failed_state_is_logged_once_without_a_traceback(prefect_harness, caplog):
     caplog.set_level(logging.INFO, logger="prefect.task_runs")
     one_pending_file()
-    failed = [r for r in caplog.records if r.name == "prefect.task_runs" and "Task run failed with state" in r.getMessage()]
-    assert failed and all(r.exc_info is None for r in failed)
-    formatted = "\n".join(logging.Formatter("%(message)s").format(r) for r in failed)
-    assert "photo.jpg left pending" in formatted and "NoneType: None" not in formatted
+    lines = [logging.Formatter("%(message)s").format(r) for r in caplog.records if r.name == "prefect.task_runs"]
+    saying = [line for line in lines if "photo.jpg left pending" in line]
+    assert any(line.startswith("Task run failed with state: ") and "Retry 1/1" in line for line in saying), \
+        "the retry's line stays: it says what happens next"
+    final = [line for line in saying if "Retry" not in line]
+    assert len(final) == 1 and final[0].startswith("Finished in state Failed("), saying
+    assert not any("NoneType: None" in line or "Retries are exhausted" in line for line in lines)

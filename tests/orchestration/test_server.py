@@ -616,3 +616,71 @@ def test_the_terminal_answers_a_run_paused_for_review(server, tmp_path):
     run = api(srv.api_url, "GET", f"/flow_runs/{paused['id']}")
     assert run["state"]["type"] == "COMPLETED" and "1 rejected in review" in run["state"]["message"], run["state"]
     assert adobe_csv_files(wd) == names[1:] and outbox_files(wd) == names[1:]
+
+
+def test_an_edit_made_while_a_run_waits_for_review_is_taken_up_when_it_is_answered(server, tmp_path):
+    srv, env = server
+    wd = review_workdir(tmp_path, "timeout_hours = 1")
+    env = dict(env, PREFECT_API_URL=srv.api_url)
+    proc = start_run(env, wd, "--count", "2")
+    try:
+        paused = wait_for("the run to pause for review", lambda: [
+            r for r in stock_batch_runs(srv.api_url, wd) if r["state"]["type"] == "PAUSED"], timeout_s=240)[0]
+        names = sorted(p.name for p in wd.assets.glob("*.jpg"))
+        edit = subprocess.run(MICROSTOCK + ["review", "edit", names[0], "--title", "Corrected, by the contributor",
+                                            "--keywords", "corrected, keyword", "--workdir", str(wd.root)],
+                              env=env, capture_output=True, text=True, timeout=180)
+        assert edit.returncode == 0, edit.stdout + edit.stderr
+        said = " ".join(edit.stdout.split())
+        assert "adobe: gets a row (fixed: title: removed" in said
+        assert f"the run {paused['id']} waits for review: it takes this up when answered" in said
+        assert api(srv.api_url, "GET", f"/flow_runs/{paused['id']}")["state"]["type"] == "PAUSED", \
+            "an edit is no decision about the other assets: the run still waits"
+        assert outbox_files(wd) == []
+        approve = subprocess.run(MICROSTOCK + ["review", "approve", "--workdir", str(wd.root)], env=env,
+                                 capture_output=True, text=True, timeout=180)
+        assert approve.returncode == 0 and f"answered the paused run {paused['id']}" in approve.stdout.replace("\n", " ")
+        finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    run = api(srv.api_url, "GET", f"/flow_runs/{paused['id']}")
+    assert run["state"]["type"] == "COMPLETED", run["state"]
+    rows = {row["Filename"]: row for row in csv.DictReader((wd.csv / "adobe.csv").read_text(encoding="utf-8").splitlines())}
+    assert sorted(rows) == names and outbox_files(wd) == names
+    assert (rows[names[0]]["Title"], rows[names[0]]["Keywords"]) == ("Corrected by the contributor", "corrected,keyword")
+    import pyexiv2
+
+    with pyexiv2.Image(str(wd.outbox("adobe") / names[0])) as sent:
+        assert sent.read_iptc()["Iptc.Application2.Keywords"] == ["corrected", "keyword"], "packed again before sending"
+
+
+def test_a_run_killed_while_paused_loses_nothing_and_the_terminal_answers_the_next_one(server, tmp_path):
+    srv, env = server
+    wd = review_workdir(tmp_path, "timeout_hours = 1")
+    env = dict(env, PREFECT_API_URL=srv.api_url)
+    dead = start_run(env, wd, "--count", "2")
+    try:
+        killed = wait_for("the run to pause for review", lambda: [
+            r for r in stock_batch_runs(srv.api_url, wd) if r["state"]["type"] == "PAUSED"], timeout_s=240)[0]
+    finally:
+        dead.kill()
+        dead.wait()
+    names = sorted(p.name for p in wd.assets.glob("*.jpg"))
+    assert all("review" not in json.loads(wd.sidecar(n).read_text(encoding="utf-8")) for n in names)
+    proc = start_run(env, wd, "--count", "0")
+    try:
+        again = wait_for("the next run to pause for review", lambda: [
+            r for r in stock_batch_runs(srv.api_url, wd) if r["state"]["type"] == "PAUSED" and r["id"] != killed["id"]],
+            timeout_s=240)[0]
+        keyset = again["state"]["state_details"]["run_input_keyset"]
+        description = api(srv.api_url, "GET", f"/flow_runs/{again['id']}/input/{keyset['description']}")
+        assert "2 asset(s) waiting" in str(description), "asked again about both"
+        approve = subprocess.run(MICROSTOCK + ["review", "approve", "--workdir", str(wd.root)], env=env,
+                                 capture_output=True, text=True, timeout=180)
+        assert f"answered the paused run {again['id']}" in approve.stdout.replace("\n", " "), approve.stdout
+        finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert outbox_files(wd) == names and adobe_csv_files(wd) == names

@@ -226,7 +226,7 @@ def test_the_api_key_appears_nowhere(mixed_run):
     for path, data in workdir_bytes(wd):
         assert FAKE_KEY.encode() not in data, path
     logs = flow_run_logs(state) + flow_run_logs(again_state)
-    assert "parked down.jpg as exhausted:503" in logs, "the logs were read"
+    assert "Parked('exhausted:503 after 3 attempt(s)" in logs, "the logs were read"
     assert FAKE_KEY not in logs
 
 

@@ -1,0 +1,73 @@
+"""A stock-batch run's log says each thing about a file once: described, parked, rejected, uploaded to each agency."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from io import BytesIO
+
+from PIL import Image
+
+from tasks.core.workdir import Workdir
+
+FILES = ["red_fox.jpg", "green_hill.jpg", "tiny_sea.jpg"]
+AGENCIES = ["adobe", "vecteezy", "dreamstime"]
+
+
+def run_logs(flow_run_id) -> tuple[list, dict]:
+    """The flow run's log records once every task run's last line is in, and its task runs' names by id."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, LogFilter, LogFilterFlowRunId
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=10)
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+        for _ in range(30):
+            logs = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])))
+            if len([log for log in logs if log.message.startswith("Finished in state")]) > len(runs):
+                break
+            time.sleep(1)
+    return logs, {run.id: run.name for run in runs}
+
+
+def test_each_thing_about_a_file_is_said_once(prefect_harness, tmp_path, monkeypatch):
+    from flows.stock_batch import stock_batch
+    from tests.fakes.gemini import FAKE_KEY, FakeGemini, answer_json, finished
+
+    def reply(req):  # a red image is blocked for SAFETY, any other gets valid metadata
+        with Image.open(BytesIO(req.inline_images()[0][1])) as im:
+            r, g, _ = im.convert("RGB").getpixel((im.width // 2, im.height // 2))
+        return finished("SAFETY") if r > 150 and g < 100 else answer_json()
+
+    fake = FakeGemini().start()
+    fake.default = reply
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", fake.url)
+    monkeypatch.setenv("GEMINI_API_KEY", FAKE_KEY)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    wd = Workdir(tmp_path / "data").prepare()
+    Image.new("RGB", (2400, 1800), "red").save(wd.assets / "red_fox.jpg")
+    Image.new("RGB", (2400, 1800), "green").save(wd.assets / "green_hill.jpg")
+    Image.new("RGB", (600, 400), "blue").save(wd.assets / "tiny_sea.jpg")  # too small for every agency
+    try:
+        state = stock_batch(workdir=str(wd.root), count=0, agencies=AGENCIES, return_state=True)
+    finally:
+        fake.stop()
+    assert state.is_completed() and state.message == "1 described · 1 parked · 1 rejected · 3 uploaded", state.message
+
+    logs, task_runs = run_logs(state.state_details.flow_run_id)
+    said: dict[str, list[str]] = {name: [] for name in FILES}
+    for log in logs:
+        for name in FILES:
+            if name in log.message or task_runs.get(log.task_run_id, "").endswith(f"-{name}"):
+                said[name].append(log.message)
+    print("\n".join(f"{n}: {line}" for n, lines in said.items() for line in lines))  # shown when a test fails
+    for name, lines in said.items():
+        assert [line for line, n in Counter(lines).items() if n > 1] == [], name
+    assert sum("blocked:SAFETY" in line for line in said["red_fox.jpg"]) == 1
+    assert sum("too small" in line for line in said["tiny_sea.jpg"]) == 1
+    for agency in AGENCIES:
+        sent = [line for line in said["green_hill.jpg"] if f"outbox/{agency}/green_hill.jpg" in line]
+        assert len(sent) == 1 and sent[0].startswith("Finished in state Completed('green_hill.jpg uploaded → "), sent
+    described = [line for line in said["green_hill.jpg"] if "described in" in line]
+    assert len(described) == 1 and "(Gemini " in described[0]
