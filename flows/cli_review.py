@@ -19,15 +19,14 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
+from flows.cli_common import console, err, fail
 from tasks.core.errors import ConfigError
 from tasks.core.workdir import Workdir, default_workdir
 
 review_app = typer.Typer(help="Review before anything leaves ([review] enabled = true): list, approve, reject, edit, "
                          "reopen.",
                          no_args_is_help=True)
-console = Console()
 WorkdirOpt = typer.Option(None, "--workdir", help="Workdir (default: $MICROSTOCK_WORKDIR, else ./microstock-data).")
 
 
@@ -39,7 +38,7 @@ def _workdir(workdir: Optional[Path]) -> Workdir:
     try:
         set_prefect_env(path)
     except ConfigError as exc:
-        Console(stderr=True).print(f"[red]error:[/red] {exc.message}", highlight=False)
+        err.print(f"[red]error:[/red] {exc.message}", highlight=False, soft_wrap=True)
         raise typer.Exit(2)
     return Workdir(path)
 
@@ -50,8 +49,8 @@ def _described_or_exit(wd: Workdir, names: list[str]) -> None:
 
     missing = not_described(wd, names)
     for name in missing:
-        Console(stderr=True).print(f"[red]error:[/red] {name}: no such described asset in {wd.assets}: nothing "
-                                   "changed", highlight=False)
+        err.print(f"[red]error:[/red] {name}: no such described asset in {wd.assets}: nothing changed",
+                  highlight=False, soft_wrap=True)
     if missing:
         raise typer.Exit(1)
 
@@ -138,15 +137,13 @@ def review_edit(name: str = typer.Argument(..., help="The asset's file name."),
 
     wd = _workdir(workdir)
     if title is None and keywords is None and description is None:
-        Console(stderr=True).print("[red]error:[/red] nothing to change: give --title, --keywords and/or "
-                                   "--description", highlight=False)
-        raise typer.Exit(2)
+        fail("nothing to change: give --title, --keywords and/or --description")
     _described_or_exit(wd, [name])
     try:
         settings = load_settings(wd.config_path(None))
         agencies = catalog(wd).enabled(settings)
     except ConfigError as exc:
-        Console(stderr=True).print(f"[red]error:[/red] {exc.message}", highlight=False)
+        err.print(f"[red]error:[/red] {exc.message}", highlight=False, soft_wrap=True)
         raise typer.Exit(2)
     words = None if keywords is None else [w.strip() for w in keywords.split(",") if w.strip()]
     sidecar, rows = edit_asset(wd, settings, agencies, Correction(file=name, title=title, description=description,
