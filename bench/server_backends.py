@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.measure import run_child, server_trouble
+from bench.measure import OUT, run_child, server_trouble
 from tasks.orchestration.cluster import SERVER_TUNING
 from tasks.orchestration.local_server import LocalServer, free_port
 from tasks.orchestration.postgres import Postgres, generate_password
@@ -101,8 +101,11 @@ def measure(backend: str, assets: int, tune_sqlite: bool = False, uploadable: bo
                       client_trouble=server_trouble(log)[:5], server_log_trouble=server_trouble(server_log)[:5],
                       client_trouble_lines=len(server_trouble(log)),
                       server_log_trouble_lines=len(server_trouble(server_log)))
-        if result.get("all_recorded_after_s") is not None and result.get("flow_run_s"):
-            result["task_runs_recorded_per_s"] = result["task_runs"] / (result["flow_run_s"] + result["all_recorded_after_s"])
+        runs = result.get("task_runs")
+        result["task_runs_total"] = sum(runs.values()) if isinstance(runs, dict) else runs
+        if result.get("all_recorded_after_s") is not None and result.get("flow_run_s") and result["task_runs_total"]:
+            result["task_runs_recorded_per_s"] = result["task_runs_total"] / (result["flow_run_s"]
+                                                                               + result["all_recorded_after_s"])
         if rc != 0:
             result["log_tail"] = log[-2000:]
         return result
@@ -128,7 +131,7 @@ def report(rows: list[dict]) -> str:
         recorded = r.get("task_runs_recorded_per_s")
         lines.append(f"| {r['backend']} | {r['assets']:,} | {r.get('state', '?')} | {r.get('flow_run_s', 0):.1f} "
                      f"| {d:.1f} | {r.get('stage_s', {}).get('upload', 0):.1f} | {lag:.1f} | {rate:.0f} "
-                     f"| {r.get('task_runs', '?')} | {f'{recorded:.0f}' if recorded else '–'} "
+                     f"| {r.get('task_runs_total', '?')} | {f'{recorded:.0f}' if recorded else '–'} "
                      f"| {uploads} ({r.get('ledger_lines', '?')}) | {r.get('task_runs_not_completed', '?')} "
                      f"| {r.get('client_trouble_lines', 0)} / {r.get('server_log_trouble_lines', 0)} "
                      f"| {r.get('peak_rss_mb', 0):.0f} MB | {r['server_peak_rss_mb']:.0f} MB |")
@@ -147,6 +150,9 @@ def main(argv: list[str] | None = None) -> None:
     for backend in args.backends.split(","):
         rows.append(measure(backend, args.assets, args.tune_sqlite, args.uploadable))
         print(json.dumps({k: v for k, v in rows[-1].items() if k != "log_tail"}), flush=True)
+        OUT.mkdir(parents=True, exist_ok=True)
+        (OUT / f"server_backends-{backend}-{args.assets}{'-uploadable' if args.uploadable else ''}.json").write_text(
+            json.dumps(rows[-1], indent=2))
         if rows[-1]["exit_code"]:
             print(rows[-1]["log_tail"])
     print(f"\n{started}, load average at the end {os.getloadavg()[0]:.2f}\n\n{report(rows)}")
