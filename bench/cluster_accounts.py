@@ -42,7 +42,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.measure import OUT, write_uploadable_assets
+from bench.measure import OUT, server_trouble, write_uploadable_assets
 from tasks.orchestration.cluster import POOL, Cluster
 from tasks.stores.dead_letter_postgres import PostgresDeadLetterStore
 
@@ -183,8 +183,8 @@ def main(argv: list[str] | None = None) -> dict:
             "share_of_quota_busiest_60s": most_in_window(arrivals, 60.0) / args.rpm,
         }
         server_log = (home / "server.log").read_text(errors="replace")
-        result["server_log_trouble"] = sum(1 for line in server_log.splitlines()
-                                           if "503" in line or "queue is full" in line or "locked" in line)
+        result["server_log_trouble"] = len(server_trouble(server_log))
+        result["server_log_trouble_first"] = server_trouble(server_log)[:5]
     finally:
         stop.set()
         result["load_1min"] = loads
