@@ -26,8 +26,8 @@ at most ``HOLD_S`` after its grant, and any 60 s window holds at most
 **Why it gets close to the budget.** Measured (docs/BENCHMARKS.md), Prefect's
 own ``rate_limit()`` reached 70–78 % of the asked rate: a refused caller
 sleeps the server's ``Retry-After`` (its wait *plus every caller denied before
-it*), and every refusal rewrites the row's ``updated`` time, so the fraction
-of a slot decayed until then is lost. Here a process asks only when the
+it*), and every refusal rewrites the row's ``updated`` time without decaying the
+slots, so the decay since the last update is lost. Here a process asks only when the
 server's own figures say the slots are free: it reads the limit (a read
 changes nothing), computes from ``active_slots`` and ``updated`` the moment
 enough slots will have decayed for the callers waiting in this process (up
