@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -162,7 +163,12 @@ def main(argv: list[str] | None = None) -> dict:
         while len(done) < len(runs) and time.monotonic() < deadline:
             for n, rid in runs.items():
                 if n not in done:
-                    fr = api("GET", f"/flow_runs/{rid}")
+                    try:
+                        fr = api("GET", f"/flow_runs/{rid}")
+                    except (httpx.HTTPStatusError, httpx.TransportError) as exc:  # a busy server: ask again
+                        result["poll_errors"] = result.get("poll_errors", 0) + 1
+                        print(f"poll of {n}: {exc}", flush=True)
+                        continue
                     if fr["state"]["type"] in FINISHED:
                         done[n] = fr
                         print(f"{n}: {fr['state']['type']} after {time.monotonic() - t0:.0f} s: "
@@ -188,6 +194,9 @@ def main(argv: list[str] | None = None) -> dict:
     finally:
         stop.set()
         result["load_1min"] = loads
+        OUT.mkdir(parents=True, exist_ok=True)
+        if (home / "server.log").exists():  # down removes the cluster's folder
+            shutil.copy(home / "server.log", OUT / "cluster_accounts-server.log")
         cluster.down(say=lambda line: None)
         fake.stop()
         os.environ.clear()
