@@ -198,6 +198,7 @@ def main(argv: list[str] | None = None) -> dict:
         if (home / "server.log").exists():  # down removes the cluster's folder
             shutil.copy(home / "server.log", OUT / "cluster_accounts-server.log")
         cluster.down(say=lambda line: None)
+        shutil.rmtree(home.parent, ignore_errors=True)
         fake.stop()
         os.environ.clear()
         os.environ.update(saved)
