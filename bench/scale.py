@@ -51,6 +51,9 @@ def child(n: int, root: Path, out: Path, uploadable: bool = False) -> None:
 
     wd_root = root / "work"
     paths = (write_uploadable_assets if uploadable else write_tiny_assets)(wd_root / "assets", n)
+    if not uploadable:  # tiny assets no agency takes: with none chosen, none is rejected before describe (issue 14)
+        (wd_root / "microstock.toml").write_text("".join(f"[agencies.{a}]\nenabled = false\n"
+                                                         for a in ("adobe", "vecteezy", "dreamstime")))
     rss_before = peak_rss_mb()
 
     from flows.stock_batch import stock_batch

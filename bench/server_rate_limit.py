@@ -2,6 +2,13 @@
 
     .venv/bin/python -m bench.server_rate_limit                       # 240/min, 2 processes, 120 s each
     .venv/bin/python -m bench.server_rate_limit --rpm 120 --procs 4 --seconds 180 --limit 2
+    .venv/bin/python -m bench.server_rate_limit --client microstock --backends postgres --rpm 600
+
+``--client prefect`` (the default) calls Prefect's own ``rate_limit()``;
+``--client microstock`` takes the starts through the project's
+``SharedQuotaLimiter`` (tasks/orchestration/shared_quota.py: it sets the
+limit and decay itself from ``--rpm``, holding 97 % of it; ``--threads``
+callers per process each "call" for ``--latency`` seconds in a slot).
 
 For each backend a fresh ``prefect server start`` on 127.0.0.1 (SQLite: the
 default; PostgreSQL: Debian's, started as in ``microstock cluster up``) gets
@@ -30,9 +37,32 @@ from pathlib import Path
 import httpx
 
 from tasks.orchestration.local_server import LocalServer, free_port
-from tasks.orchestration.postgres import HOST, SUPERUSER, Postgres, generate_password
+from tasks.orchestration.postgres import Postgres, generate_password
 
 NAME = "gemini-quota-bench"
+
+
+def _shared_caller(api_url: str, seconds: float, out, rpm: int, threads: int, latency: float) -> None:
+    os.environ["PREFECT_API_URL"] = api_url
+    import threading
+
+    from tasks.orchestration.shared_quota import SharedQuotaLimiter
+
+    limiter = SharedQuotaLimiter(NAME, rpm, threads)
+    starts, deadline = [], time.monotonic() + seconds
+
+    def loop() -> None:
+        while time.monotonic() < deadline:
+            with limiter.slot():
+                starts.append(time.time())
+                time.sleep(latency)
+
+    pool = [threading.Thread(target=loop) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    out.put(starts)
 
 
 def _caller(api_url: str, seconds: float, out) -> None:
@@ -51,7 +81,8 @@ def max_in_window(times: list[float], window_s: float) -> int:
     return max((bisect_right(times, t + window_s - 1e-9) - i for i, t in enumerate(times)), default=0)
 
 
-def measure(backend: str, *, rpm: int, limit: int, procs: int, seconds: float) -> dict:
+def measure(backend: str, *, rpm: int, limit: int, procs: int, seconds: float, client: str = "prefect",
+            threads: int = 4, latency: float = 0.25) -> dict:
     home = Path(tempfile.mkdtemp(prefix=f"bench-rate-{backend}-"))
     saved = dict(os.environ)
     pg = None
@@ -61,20 +92,19 @@ def measure(backend: str, *, rpm: int, limit: int, procs: int, seconds: float) -
         if backend == "postgres":
             pg = Postgres(Path(tempfile.mkdtemp(prefix="bench-rate-pg-")), free_port(), generate_password())
             pg.start()
-            pg.create_database("prefect")
-            pgpass = home / "pgpass"
-            pgpass.write_text(f"{HOST}:{pg.port}:*:{SUPERUSER}:{pg.password}\n")
-            pgpass.chmod(0o600)
-            os.environ["PGPASSFILE"] = str(pgpass)
-            os.environ["PREFECT_SERVER_DATABASE_CONNECTION_URL"] = \
-                f"postgresql+asyncpg://{SUPERUSER}@{HOST}:{pg.port}/prefect"
+            os.environ.update(pg.prefect_server_env(home / "pgpass"))
         with LocalServer(home / "server", free_port()) as server:
-            r = httpx.post(f"{server.api_url}/v2/concurrency_limits/", timeout=30,
-                           json={"name": NAME, "limit": limit, "slot_decay_per_second": rpm / 60})
-            r.raise_for_status()
+            if client == "prefect":
+                r = httpx.post(f"{server.api_url}/v2/concurrency_limits/", timeout=30,
+                               json={"name": NAME, "limit": limit, "slot_decay_per_second": rpm / 60})
+                r.raise_for_status()
             ctx = multiprocessing.get_context("spawn")
             out = ctx.Queue()
-            workers = [ctx.Process(target=_caller, args=(server.api_url, seconds, out)) for _ in range(procs)]
+            if client == "prefect":
+                target, args = _caller, (server.api_url, seconds, out)
+            else:
+                target, args = _shared_caller, (server.api_url, seconds, out, rpm, threads, latency)
+            workers = [ctx.Process(target=target, args=args) for _ in range(procs)]
             for w in workers:
                 w.start()
             per_proc = [out.get(timeout=seconds + 300) for _ in workers]
@@ -90,17 +120,21 @@ def measure(backend: str, *, rpm: int, limit: int, procs: int, seconds: float) -
     starts = sorted(t for part in per_proc for t in part)
     span = starts[-1] - starts[0] if len(starts) > 1 else 0.0
     achieved = (len(starts) - 1) / span * 60 if span else 0.0
-    return {"backend": backend, "rpm": rpm, "limit": limit, "procs": procs, "seconds": seconds,
+    if client != "prefect":
+        from tasks.orchestration.shared_quota import limit_and_decay
+
+        limit = limit_and_decay(rpm)[0]
+    return {"backend": backend, "client": client, "rpm": rpm, "limit": limit, "procs": procs, "seconds": seconds,
             "starts": len(starts), "per_process": [len(p) for p in per_proc],
             "achieved_per_min": round(achieved, 1), "share_of_rpm": round(achieved / rpm, 3),
             "max_in_60s": max_in_window(starts, 60.0), "max_in_1s": max_in_window(starts, 1.0)}
 
 
 def report(rows: list[dict]) -> str:
-    lines = ["| server | asked | limit (burst) | processes | starts | achieved | share | most in 60 s | most in 1 s |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| server | client | quota | limit (burst) | processes | starts | achieved | share | most in 60 s | most in 1 s |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        lines.append(f"| {r['backend']} | {r['rpm']}/min | {r['limit']} | {r['procs']} | {r['starts']} "
+        lines.append(f"| {r['backend']} | {r.get('client', 'prefect')} | {r['rpm']}/min | {r['limit']} | {r['procs']} | {r['starts']} "
                      f"| {r['achieved_per_min']}/min | {r['share_of_rpm']:.0%} | {r['max_in_60s']} | {r['max_in_1s']} |")
     return "\n".join(lines)
 
@@ -112,11 +146,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--procs", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=120)
     ap.add_argument("--backends", default="sqlite,postgres")
+    ap.add_argument("--client", choices=("prefect", "microstock"), default="prefect")
+    ap.add_argument("--threads", type=int, default=4, help="microstock client: callers (concurrency) per process")
+    ap.add_argument("--latency", type=float, default=0.25, help="microstock client: seconds each call holds its slot")
     args = ap.parse_args(argv)
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     rows = []
     for backend in args.backends.split(","):
-        rows.append(measure(backend, rpm=args.rpm, limit=args.limit, procs=args.procs, seconds=args.seconds))
+        rows.append(measure(backend, rpm=args.rpm, limit=args.limit, procs=args.procs, seconds=args.seconds,
+                            client=args.client, threads=args.threads, latency=args.latency))
         print(json.dumps(rows[-1]), flush=True)
     print(f"\n{started}, load average at the end {os.getloadavg()[0]:.2f}\n\n{report(rows)}")
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from tasks.core.errors import ConfigError
 
@@ -52,6 +52,11 @@ class GeminiSettings(_Strict):
     #: Batch mode: times an asset is submitted again after its job expired, was cancelled or failed;
     #: after that it is parked as ``batch:<state>``.
     batch_resubmits: int = Field(2, ge=0)
+    #: The Google project whose per-minute quota this key uses. Set, and with a Prefect server
+    #: (``PREFECT_API_URL``), every process and machine on that server takes its describe calls from one
+    #: server-side rate limit per project and model (tasks/orchestration/shared_quota.py); empty: the
+    #: in-process limiter, which sees only its own process.
+    quota_project: str = ""
 
 
 class AgencySettings(_Strict):
@@ -130,6 +135,18 @@ class ReviewSettings(_Strict):
     on_timeout: Literal["hold", "approve"] = "hold"
 
 
+def no_password_in_url(url: str) -> str:
+    """``url`` unchanged; ValueError when it holds a password (files that name a database never hold one)."""
+    if url and urlsplit(url).password is not None:
+        raise ValueError("holds a password: keep it in ~/.pgpass or $PGPASSFILE of each machine that connects, "
+                         "never in this file")
+    return url
+
+
+#: A database URL in a settings or accounts file: the password is for libpq's password file, not the URL.
+UrlWithoutPassword = Annotated[str, AfterValidator(no_password_in_url)]
+
+
 class Settings(_Strict):
     gemini: GeminiSettings = GeminiSettings()
     agencies: dict[str, AgencySettings] = Field(default_factory=dict)
@@ -139,17 +156,10 @@ class Settings(_Strict):
     #: Empty: the dead-letter store is ``<workdir>/dead_letter.db`` (SQLite). Else a studio's shared
     #: store, ``postgresql+psycopg://user@host:port/db``, without the password (libpq reads it from
     #: ~/.pgpass, $PGPASSFILE or $PGPASSWORD). ``$MICROSTOCK_DEAD_LETTER_URL`` overrides it.
-    dead_letter_url: str = ""
+    dead_letter_url: UrlWithoutPassword = ""
     #: The contributor account this workdir belongs to: its name in the shared dead-letter store.
     #: ``$MICROSTOCK_ACCOUNT`` overrides it.
     account: str = ""
-
-    @field_validator("dead_letter_url")
-    @classmethod
-    def _no_password_in_url(cls, url: str) -> str:
-        if url and urlsplit(url).password is not None:
-            raise ValueError("holds a password: keep it in ~/.pgpass or $PGPASSFILE, never in the config file")
-        return url
 
     def agency(self, name: str) -> AgencySettings:
         """The settings of one agency (defaults when the file does not mention it)."""

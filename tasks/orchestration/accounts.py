@@ -31,13 +31,12 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 from typing import Annotated
-from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tasks.core.errors import ConfigError
-from tasks.core.settings import invalid
+from tasks.core.settings import UrlWithoutPassword, invalid
 from tasks.orchestration.deployments import CronSpec, DeploymentSpec, load_flow, load_specs
 
 #: The flow whose schedule an account's ``schedule`` replaces.
@@ -77,15 +76,8 @@ class AccountsFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     work_pool: str = DEFAULT_POOL
-    dead_letter_url: str = ""
+    dead_letter_url: UrlWithoutPassword = ""
     account: list[Account] = Field(min_length=1)
-
-    @field_validator("dead_letter_url")
-    @classmethod
-    def _no_password(cls, url: str) -> str:
-        if url and urlsplit(url).password is not None:
-            raise ValueError("holds a password: keep it in ~/.pgpass or $PGPASSFILE of each worker, not in this file")
-        return url
 
     @model_validator(mode="after")
     def _one_of_each(self) -> "AccountsFile":

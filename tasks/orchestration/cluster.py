@@ -36,7 +36,7 @@ from pathlib import Path
 
 from tasks.core.errors import ConfigError
 from tasks.orchestration.local_server import HOST, free_port, healthy
-from tasks.orchestration.postgres import SUPERUSER, Postgres, generate_password
+from tasks.orchestration.postgres import Postgres, generate_password
 
 POOL = "microstock"
 DEMO_ACCOUNTS = ("demo-a", "demo-b")
@@ -124,23 +124,20 @@ class Cluster:
         password = generate_password()
         pg = Postgres(Path(state.pg_home), state.pg_port, password)
         pg.start()
-        for db in ("prefect", "microstock"):
-            pg.create_database(db)
-        say(f"PostgreSQL on {HOST}:{state.pg_port} (data {pg.data_dir})")
+        pg.create_database("microstock")
         pgpass = self.home / "pgpass"
-        _write_private(pgpass, f"{HOST}:{state.pg_port}:*:{SUPERUSER}:{password}\n")
+        server_db = pg.prefect_server_env(pgpass)
+        say(f"PostgreSQL on {HOST}:{state.pg_port} (data {pg.data_dir})")
         api_url = f"http://{'127.0.0.1' if state.host in ('0.0.0.0', '::') else state.host}:{state.api_port}/api"
         joined = {
             "PREFECT_API_URL": api_url,
             "PREFECT_API_AUTH_STRING": f"microstock:{secrets.token_urlsafe(24)}",
-            "MICROSTOCK_DEAD_LETTER_URL": f"postgresql+psycopg://{SUPERUSER}@{HOST}:{state.pg_port}/microstock",
+            "MICROSTOCK_DEAD_LETTER_URL": pg.login_url("microstock"),
             "PGPASSFILE": str(pgpass),
         }
         _write_private(self.env_path, "".join(f"{k}={v}\n" for k, v in joined.items()))
 
-        server_env = {**self._base_env("server"), "PGPASSFILE": str(pgpass), **SERVER_TUNING,
-                      "PREFECT_SERVER_DATABASE_CONNECTION_URL":
-                          f"postgresql+asyncpg://{SUPERUSER}@{HOST}:{state.pg_port}/prefect",
+        server_env = {**self._base_env("server"), **server_db, **SERVER_TUNING,
                       "PREFECT_SERVER_API_AUTH_STRING": joined["PREFECT_API_AUTH_STRING"]}
         state.pids["server"] = self._spawn("server", [sys.executable, "-m", "prefect", "server", "start", "--host",
                                                       state.host, "--port", str(state.api_port)], server_env)

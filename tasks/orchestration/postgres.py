@@ -92,6 +92,23 @@ class Postgres:
         return URL.create(f"postgresql+{driver}", username=SUPERUSER, password=self.password,
                           host=HOST, port=self.port, database=database)
 
+    def login_url(self, database: str, driver: str = "psycopg") -> str:
+        """A URL for ``database`` without the password: the login finds it in the ``PGPASSFILE`` of :meth:`write_pgpass`."""
+        return f"postgresql+{driver}://{SUPERUSER}@{HOST}:{self.port}/{database}"
+
+    def write_pgpass(self, path: Path) -> Path:
+        """A libpq password file (mode 0600, written so) holding the superuser's password for this server; ``path``."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(f"{HOST}:{self.port}:*:{SUPERUSER}:{self.password}\n")
+        return Path(path)
+
+    def prefect_server_env(self, pgpass: Path, database: str = "prefect") -> dict[str, str]:
+        """What a ``prefect server start`` needs to keep its database here (``database`` created first)."""
+        self.create_database(database)
+        return {"PGPASSFILE": str(self.write_pgpass(pgpass)),
+                "PREFECT_SERVER_DATABASE_CONNECTION_URL": self.login_url(database, "asyncpg")}
+
     def _run(self, *args: str) -> None:
         result = subprocess.run([str(self.bin_dir / args[0]), *args[1:]], capture_output=True, text=True,
                                 stdin=subprocess.DEVNULL, timeout=120, **_run_as())

@@ -9,16 +9,26 @@ the UI, and any API call waits behind the backlog (a tag's concurrency-slot
 request got 503 and failed a 5,000-asset flow). :class:`ServerPace` keeps the
 runs submitted but not yet recorded as finished under a bound, asking the
 server (one count request) only when the bound may have been reached.
+
+The bound is :data:`DEFAULT_AHEAD` unless ``MICROSTOCK_SERVER_PACE_AHEAD``
+says otherwise (0: no pace) — for a server that keeps up with its record
+(docs/BENCHMARKS.md measures where that holds; docs/OPERATIONS.md says when
+to set it).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Callable
 from uuid import UUID
 
+from tasks.core.errors import ConfigError
+
 #: Task runs a stage may be ahead of the server (≈ 3 events each: well under the 10,000-message queue).
 DEFAULT_AHEAD = 500
+#: Environment variable that sets the bound for the process's flow runs (0: no pace).
+AHEAD_ENV = "MICROSTOCK_SERVER_PACE_AHEAD"
 
 _FINISHED = ["COMPLETED", "FAILED", "CRASHED", "CANCELLED"]
 _UNFINISHED = ["RUNNING", "SCHEDULED", "PAUSED", "CANCELLING"]  # started (or awaiting a retry), not finished
@@ -90,12 +100,26 @@ def finished_task_runs(flow_run_id: UUID, name_prefix: str) -> Callable[[], int]
     return recorded
 
 
-def pace_for_flow_run(name_prefix: str, ahead: int = DEFAULT_AHEAD) -> ServerPace | None:
-    """A pace for the current flow run's task runs named ``<name_prefix>…``; None outside a flow run."""
+def configured_ahead() -> int:
+    """The bound from ``MICROSTOCK_SERVER_PACE_AHEAD`` (a whole number ≥ 0), else :data:`DEFAULT_AHEAD`."""
+    raw = os.environ.get(AHEAD_ENV, "").strip()
+    if not raw:
+        return DEFAULT_AHEAD
+    if not raw.isdigit():
+        raise ConfigError(f"{AHEAD_ENV}={raw!r}: give a whole number of task runs (0 turns the pace off)")
+    return int(raw)
+
+
+def pace_for_flow_run(name_prefix: str, ahead: int | None = None) -> ServerPace | None:
+    """A pace for the current flow run's task runs named ``<name_prefix>…`` (bound: :func:`configured_ahead`).
+
+    None outside a flow run, and when the bound is 0 (no pace).
+    """
     from prefect.context import FlowRunContext
 
+    ahead = configured_ahead() if ahead is None else ahead
     ctx = FlowRunContext.get()
-    if ctx is None or ctx.flow_run is None:
+    if ahead == 0 or ctx is None or ctx.flow_run is None:
         return None
     return ServerPace(finished_task_runs(ctx.flow_run.id, name_prefix), ahead=ahead)
 

@@ -26,6 +26,7 @@ from tasks.gemini.daybudget import FILE_NAME, DailyBudget
 from tasks.gemini.ratelimit import CallTimes, WaitAllowance
 from tasks.images.provenance import is_ai_generated, provenance_of
 from tasks.observe import events
+from tasks.orchestration.shared_quota import shared_quota_limiter
 from tasks.stages.describers import Describer, select_describer
 from tasks.stores.dead_letter import DeadLetterStore, ParkedJob
 
@@ -86,6 +87,8 @@ class DescribeRun:
         gemini = settings.gemini
         budget = DailyBudget(wd.root / FILE_NAME, describer.model, gemini.requests_per_day) if describer.limiter else None
         self.gate = DescriberGate(describer, WaitAllowance(gemini.rate_limit_wait_s), budget)
+        if describer.limiter is not None:  # Gemini: the server's quota shared by processes, when set up
+            self.gate.limiter = shared_quota_limiter(gemini, describer.model) or self.gate.limiter
         self.store = store
         #: asset name → attempts made this run (the backstop's attempt count).
         self.attempts: dict[str, int] = {}

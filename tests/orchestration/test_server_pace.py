@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.orchestration.server_pace import ServerPace, finished_task_runs, task_run_counts, wait_until_recorded
+from tasks.core.errors import ConfigError
+from tasks.orchestration.server_pace import (AHEAD_ENV, DEFAULT_AHEAD, ServerPace, configured_ahead, finished_task_runs,
+                                             pace_for_flow_run, task_run_counts, wait_until_recorded)
 
 
 class SlowServer:
@@ -140,3 +143,21 @@ def test_a_run_that_never_started_does_not_hold_the_wait_up(prefect_harness):
         client.create_task_run(_other, flow_run_id=flow_run_id, dynamic_key="never-started", state=Pending())
     assert wait_until_recorded(task_run_counts(flow_run_id), quiet_s=0.5, limit_s=30)
     assert task_run_counts(flow_run_id)() == (0, 4)
+
+
+@flow(name="server-pace-bound")
+def _pace_in_a_flow_run() -> int | None:
+    pace = pace_for_flow_run("describe-")
+    return None if pace is None else pace.ahead
+
+
+def test_the_bound_comes_from_the_environment_and_zero_turns_the_pace_off(prefect_harness, monkeypatch):
+    monkeypatch.delenv(AHEAD_ENV, raising=False)
+    assert _pace_in_a_flow_run() == DEFAULT_AHEAD
+    monkeypatch.setenv(AHEAD_ENV, "2000")
+    assert _pace_in_a_flow_run() == 2000
+    monkeypatch.setenv(AHEAD_ENV, "0")
+    assert _pace_in_a_flow_run() is None
+    monkeypatch.setenv(AHEAD_ENV, "lots")
+    with pytest.raises(ConfigError, match=AHEAD_ENV):
+        configured_ahead()

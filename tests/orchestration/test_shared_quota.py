@@ -1,0 +1,141 @@
+"""The Gemini quota shared through the Prefect server's rate limit (tasks/orchestration/shared_quota.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from bisect import bisect_left
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from PIL import Image
+
+from tasks.core.settings import GeminiSettings, Settings
+from tasks.gemini.ratelimit import WINDOW_S, RateLimiter
+from tasks.orchestration.local_server import LocalServer, free_port
+from tasks.orchestration.shared_quota import (HOLD_S, SharedQuotaLimiter, budget, ensure_limit, limit_and_decay,
+                                              limit_name, shared_quota_limiter)
+from tasks.stages.describing import DescribeRun
+from tasks.stores.dead_letter_memory import MemoryDeadLetterStore
+from tests.fakes.gemini import FAKE_KEY, FakeGemini, answer_json, fake_gemini, slow  # noqa: F401 (a fixture)
+from tests.postgres import start_postgres
+
+
+@given(st.integers(min_value=1, max_value=30_000))
+def test_the_servers_limit_never_allows_more_than_the_budget_in_60_seconds_and_the_budget_keeps_a_margin(rpm):
+    slots, decay = limit_and_decay(rpm)
+    assert slots >= 1 and decay >= 0
+    # At most L + decay × (60 s + the longest a granted start may be held) starts in any 60 s window.
+    assert slots + decay * (WINDOW_S + HOLD_S) <= budget(rpm) + 1e-9
+    assert budget(rpm) <= max(1, rpm - 1)
+
+
+def test_the_limit_is_named_per_google_project_and_model():
+    assert limit_name("studio-prod", "gemini-3.5-flash-lite") == "gemini-rpm:studio-prod:gemini-3.5-flash-lite"
+
+
+def test_without_a_project_or_without_a_server_the_in_process_limiter_stays(monkeypatch):
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    assert shared_quota_limiter(GeminiSettings(), "gemini-3.5-flash-lite") is None
+    assert shared_quota_limiter(GeminiSettings(quota_project="studio"), "gemini-3.5-flash-lite") is None
+
+
+def test_the_limit_is_created_once_and_updated_when_the_quota_changes(prefect_harness):
+    from prefect import get_client
+
+    name = limit_name("create-once", "gemini-3.5-flash-lite")
+    with get_client(sync_client=True) as client:
+        ensure_limit(client, name, 600)
+        ensure_limit(client, name, 600)
+        first = client.read_global_concurrency_limit_by_name(name)
+        assert (first.limit, first.slot_decay_per_second) == pytest.approx(limit_and_decay(600))
+        ensure_limit(client, name, 120)
+        again = client.read_global_concurrency_limit_by_name(name)
+        assert again.id == first.id
+        assert (again.limit, again.slot_decay_per_second) == pytest.approx(limit_and_decay(120))
+
+
+def test_describe_run_takes_its_starts_from_the_server_when_a_project_is_named(prefect_harness, workdir, fake_gemini,
+                                                                                 monkeypatch):
+    monkeypatch.setenv("GEMINI_API_KEY", FAKE_KEY)
+    Image.new("RGB", (64, 48), "teal").save(workdir.assets / "teal.jpg")
+    from tasks.core.records import list_assets
+
+    shared = DescribeRun.start(workdir, Settings(gemini=GeminiSettings(quota_project="studio", requests_per_day=0)),
+                               MemoryDeadLetterStore())
+    alone = DescribeRun.start(workdir, Settings(gemini=GeminiSettings(requests_per_day=0)), MemoryDeadLetterStore())
+    assert isinstance(shared.gate.limiter, SharedQuotaLimiter)
+    assert shared.gate.limiter.name == limit_name("studio", shared.describer.model)
+    assert type(alone.gate.limiter) is RateLimiter
+
+    meta = shared.gate.describe(list_assets(workdir.assets)[0])
+    assert meta.title
+    assert len(fake_gemini.requests) == 1
+
+
+# --- two processes, one quota, a PostgreSQL-backed server (make test-cluster) -------------------------------------
+
+
+def most_in_window(times: list[float], window: float) -> int:
+    """Most arrivals inside one half-open window ``[t, t + window)``."""
+    times = sorted(times)
+    return max((bisect_left(times, t + window) - i for i, t in enumerate(times)), default=0)
+
+
+@pytest.fixture(scope="module")
+def postgres_server():
+    """`prefect server start` on 127.0.0.1 with its database on a real PostgreSQL, as the cluster runs it."""
+    pg_gen = start_postgres()
+    pg = next(pg_gen)
+    home = Path(tempfile.mkdtemp(prefix="microstock-quota-"))
+    saved = dict(os.environ)
+    try:
+        os.environ.update(pg.prefect_server_env(home / "pgpass"), PREFECT_SERVER_ANALYTICS_ENABLED="false")
+        with LocalServer(home / "server", free_port()) as server:
+            yield server
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        shutil.rmtree(home, ignore_errors=True)
+        pg_gen.close()
+
+
+@pytest.mark.cluster
+def test_two_processes_sharing_one_quota_through_the_server_never_exceed_it_in_any_60_seconds(postgres_server,
+                                                                                               tmp_path):
+    rpm, seconds = 120, 75
+    fake = FakeGemini().start()
+    fake.default = lambda req: slow(0.25, answer_json())
+    try:
+        procs = []
+        for n in range(2):
+            wd = tmp_path / f"caller-{n}"
+            (wd / "assets").mkdir(parents=True)
+            for i, colour in enumerate(("red", "green", "blue", "orange")):
+                Image.new("RGB", (64, 48), colour).save(wd / "assets" / f"p{n}_{i}.jpg")
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "GOOGLE_", "PREFECT_"))}
+            env.update(PREFECT_API_URL=postgres_server.api_url, PREFECT_HOME=str(tmp_path / f"home-{n}"),
+                       PREFECT_SERVER_ANALYTICS_ENABLED="false", GEMINI_API_KEY=FAKE_KEY,
+                       GOOGLE_GEMINI_BASE_URL=fake.url)
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "tests.orchestration.quota_caller", str(wd), str(seconds), str(rpm), "4",
+                 "shared-test"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        outs = [p.communicate(timeout=seconds + 240) for p in procs]
+    finally:
+        fake.stop()
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-2000:]
+    results = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
+
+    assert all(r["limiter"] == "SharedQuotaLimiter" for r in results)
+    assert {r["name"] for r in results} == {limit_name("shared-test", GeminiSettings().model)}
+    assert all(r["described"] > 0 for r in results)  # both processes got starts from the one limit
+    arrivals = [req.at for req in fake.requests if ":generateContent" in req.path]
+    assert len(arrivals) == sum(r["described"] for r in results)
+    assert most_in_window(arrivals, 60.0) <= rpm
