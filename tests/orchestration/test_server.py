@@ -385,7 +385,7 @@ def test_documented_deploy_and_worker_run_a_replay(server, parked_workdir, tmp_p
     prefect("work-pool", "create", "microstock", "--type", "process")
     prefect("deploy", "--all")
     deps = deployments_by_name(srv.api_url)
-    assert set(deps) == {"stock-batch", "dead-letter-summary", "replay-dead-letters"}
+    assert set(deps) == {"stock-batch", "dead-letter-summary", "replay-dead-letters", "collect-batches"}
     for d in deps.values():
         assert d["work_pool_name"] == "microstock"
         assert d["pull_steps"] == [{"prefect.deployments.steps.set_working_directory": {"directory": str(PROJECT_DIR)}}]

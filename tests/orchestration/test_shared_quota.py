@@ -41,9 +41,15 @@ def test_the_limit_is_named_per_google_project_and_model():
 
 
 def test_without_a_project_or_without_a_server_the_in_process_limiter_stays(monkeypatch):
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
-    assert shared_quota_limiter(GeminiSettings(), "gemini-3.5-flash-lite") is None
-    assert shared_quota_limiter(GeminiSettings(quota_project="studio"), "gemini-3.5-flash-lite") is None
+    # Another test of this worker process may have set a server in Prefect's settings (the test harness).
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        assert shared_quota_limiter(GeminiSettings(), "gemini-3.5-flash-lite") is None
+        assert shared_quota_limiter(GeminiSettings(quota_project="studio"), "gemini-3.5-flash-lite") is None
+    with temporary_settings(updates={PREFECT_API_URL: "http://127.0.0.1:4200/api"}):
+        assert shared_quota_limiter(GeminiSettings(), "gemini-3.5-flash-lite") is None  # no project named
 
 
 def test_the_limit_is_created_once_and_updated_when_the_quota_changes(prefect_harness):
