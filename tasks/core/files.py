@@ -47,3 +47,18 @@ def sha256_file(path: Path) -> str:
         while chunk := fh.read(_CHUNK):
             h.update(chunk)
     return h.hexdigest()
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a new or renamed file's name in ``folder`` survive a power cut (best effort: a folder that
+    cannot be opened or synced, as on some network file systems, is left as it is)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -39,8 +39,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 
+from tasks.core.files import fsync_dir
 from tasks.core.errors import StoreUnavailable
 from tasks.core.workdir import Workdir
 
@@ -186,7 +186,7 @@ class BatchJobs:
         finally:
             os.close(fd)
         if size == 0:
-            _fsync_dir(self.path.parent)
+            fsync_dir(self.path.parent)
 
     # --- one collector at a time ---------------------------------------------------------
 
@@ -211,15 +211,3 @@ class BatchJobs:
         finally:
             os.close(fd)
 
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -39,6 +39,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import BinaryIO
 
+from tasks.core.files import fsync_dir
 from tasks.agencies.catalog import agency_names
 from tasks.core.workdir import Workdir
 from tasks.core.errors import AgencyBusy, StoreUnavailable
@@ -277,7 +278,7 @@ class Ledger:
         finally:
             os.close(fd)  # closing releases the lock
         if size == 0:
-            _fsync_dir(self.path.parent)  # the new file's name survives a power cut too
+            fsync_dir(self.path.parent)  # the new file's name survives a power cut too
         return entry
 
     def _repair_tail(self, fd: int, size: int) -> str:
@@ -341,16 +342,4 @@ def _all_hex(text: str) -> bool:
     except UnicodeEncodeError:
         return False
 
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
