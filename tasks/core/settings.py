@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from tasks.core.errors import ConfigError
 
@@ -57,6 +57,13 @@ class GeminiSettings(_Strict):
     #: server-side rate limit per project and model (tasks/orchestration/shared_quota.py); empty: the
     #: in-process limiter, which sees only its own process.
     quota_project: str = ""
+
+    @model_validator(mode="after")
+    def _shared_quota_needs_three_a_minute(self) -> "GeminiSettings":
+        if self.quota_project and self.requests_per_minute < 3:
+            raise ValueError("quota_project needs requests_per_minute of at least 3: the shared limit keeps one "
+                             "call a minute back as its margin and needs two more to pace")
+        return self
 
 
 class AgencySettings(_Strict):

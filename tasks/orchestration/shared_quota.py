@@ -11,32 +11,40 @@ account on that server shares. :class:`SharedQuotaLimiter` changes only how a
 start is obtained (``_start``); concurrency places, the 429 pause and
 :meth:`~tasks.gemini.ratelimit.RateLimiter.call` are the in-process limiter's.
 
-**Why the total stays under the quota.** The server keeps ``active_slots``
-(≤ ``limit`` = L) that decay by ``floor(decay × seconds since the row's last
-update)``; an increment is granted only while the slots after decay plus the
-ones asked for fit in L. So in any window of T seconds at most
-``L + decay × T`` slots are granted (the decay is never more than the time
-allows; it only loses fractions). A granted start is used at once or, when a
-429 pause intervenes, dropped after :data:`HOLD_S`; a start is therefore used
-at most ``HOLD_S`` after its grant, and any 60 s window holds at most
-``L + decay × (60 + HOLD_S)`` starts. The limit is set so that this is the
-**budget**: ``per_minute`` less :data:`MARGIN` (3 %, at least one call) —
-``decay = (budget − L) / (60 + HOLD_S)``.
+**Why the total stays under the quota.** A call takes :data:`SLOTS_PER_CALL`
+of the limit's slots. The server keeps ``active_slots`` (≤ ``limit`` = L)
+that decay by ``floor(decay × seconds since the row's last update)``; an
+increment is granted only while the slots after decay plus the ones asked
+for fit in L. So in any window of T seconds at most ``L + decay × T`` slots
+are granted (the decay is never more than the time allows; it only loses
+fractions). A granted start is used at once or, when a 429 pause
+intervenes, dropped after :data:`HOLD_S`; a start is therefore used at most
+``HOLD_S`` after its grant, and any 60 s window holds at most
+``(L + decay × (60 + HOLD_S)) / SLOTS_PER_CALL`` starts. The limit is set so
+that this is the **budget**: ``per_minute`` less :data:`MARGIN` (3 %, at
+least one call).
 
 **Why it gets close to the budget.** Measured (docs/BENCHMARKS.md), Prefect's
-own ``rate_limit()`` reached 70–78 % of the asked rate: a refused caller
-sleeps the server's ``Retry-After`` (its wait *plus every caller denied before
-it*), and every refusal rewrites the row's ``updated`` time without decaying the
-slots, so the decay since the last update is lost. Here a process asks only when the
-server's own figures say the slots are free: it reads the limit (a read
-changes nothing), computes from ``active_slots`` and ``updated`` the moment
-enough slots will have decayed for the callers waiting in this process (up
-to L — at most the process's concurrency — at once, so the fraction lost
-per increment is spread over several starts), sleeps until then and
-increments by as many as callers wait. One thread per
-process talks to the server; the others wait for its grants. Measured
-(docs/BENCHMARKS.md): 87 % of a 600 RPM quota over two processes, where the
-margin leaves 94.5 %; Prefect's ``rate_limit()`` with the same limit, 69 %.
+own ``rate_limit()`` reached 70–78 % of the asked rate, for two reasons read
+in the server's code: a refused caller sleeps the server's ``Retry-After``
+(its wait *plus every caller denied before it*), and every refusal rewrites
+the row's ``updated`` time without decaying the slots, so all the decay
+since the last update is lost; a grant loses the fraction of a slot decayed
+so far. Here:
+
+* a process asks only right after a read of the limit (a read changes
+  nothing) shows the slots free by the server's own figures (``active_slots``
+  and ``updated``): two processes rarely ask within the same few
+  milliseconds, so refusals are rare and lose little;
+* between reads it sleeps until the server's figures say enough slots will
+  have decayed for the callers waiting in this process (up to the process's
+  concurrency), plus a random few milliseconds so that processes waiting
+  for the same slots do not all read at once;
+* ten slots a call make the fraction a grant loses a tenth of a call at
+  most, not up to a whole one: arriving late costs nothing while the
+  limit's burst has room.
+
+One thread per process talks to the server; the others wait for its grants.
 
 All processes sharing a project must set the same ``requests_per_minute``
 (each writes the limit it computes; the last writer wins).
@@ -46,6 +54,7 @@ from __future__ import annotations
 
 import atexit
 import math
+import random
 import threading
 import time
 from collections import deque
@@ -61,12 +70,18 @@ from tasks.gemini.ratelimit import WINDOW_S, Clock, RateLimiter
 #: Share of ``per_minute`` kept back (at least one call): starts are counted at the client, requests
 #: at Google a few milliseconds later, and the clocks of the machines differ a little.
 MARGIN = 0.03
-#: Seconds' worth of the budget one increment may take at once (the limit L, at least 1).
+#: The limit's slots one call takes: the server keeps only whole decayed slots and forgets the fraction at every
+#: grant or refusal, so with ten a call that loss is under a tenth of a call.
+SLOTS_PER_CALL = 10
+#: Seconds' worth of the budget one process may take at once (the limit, at least one call).
 BURST_S = 1.0
 #: A granted start not used within this many seconds (a 429 pause began meanwhile) is dropped.
 HOLD_S = 0.5
-#: Added to the computed moment a slot frees: the server's clock and this one differ by a few ms.
-EARLY_MARGIN_S = 0.01
+#: Slots count as decayed only this long after the server's figures say so: the clocks of the server and of this
+#: machine may differ by a few milliseconds, and asking too early is a refusal, which loses the decay.
+CLOCK_MARGIN_S = 0.05
+#: Up to this much is added at random to each sleep, so processes waiting for the same slots read one after another.
+JITTER_S = 0.03
 #: Shortest and longest sleep between two reads of the limit.
 MIN_POLL_S = 0.005
 MAX_POLL_S = 2.0
@@ -84,10 +99,13 @@ def budget(per_minute: int) -> int:
 
 
 def limit_and_decay(per_minute: int) -> tuple[int, float]:
-    """The server-side limit (L slots) and slot decay per second that hold :func:`budget` in every 60 s window."""
+    """The server-side limit (L slots) and slot decay per second that hold :func:`budget` calls in every 60 s window.
+
+    A call takes :data:`SLOTS_PER_CALL` slots; L is :data:`BURST_S` seconds' worth of calls (at least one).
+    """
     allowed = budget(per_minute)
-    slots = max(1, min(allowed // 2, round(allowed / WINDOW_S * BURST_S)))
-    return slots, (allowed - slots) / (WINDOW_S + HOLD_S)
+    burst = max(1, min(allowed // 2, round(allowed / WINDOW_S * BURST_S)))
+    return burst * SLOTS_PER_CALL, (allowed - burst) * SLOTS_PER_CALL / (WINDOW_S + HOLD_S)
 
 
 def ensure_limit(client: SyncPrefectClient, name: str, per_minute: int) -> tuple[int, float]:
@@ -162,39 +180,49 @@ class SharedQuotaLimiter(RateLimiter):
     def _take(self) -> int:
         """Block until the server grants at least one start; how many it granted.
 
-        Waits until up to L (at most this process's concurrency) slots are free
-        by the server's figures, then asks for as many as callers are waiting:
-        the fraction of a slot lost at each increment is spread over several
-        starts. After the computed sleep it asks at once (no second read); a
-        refusal (another process was first) means a fresh read.
+        Reads the limit; when the server's figures show free slots for the
+        callers waiting here (up to this process's concurrency), asks at once
+        for as many starts as callers wait; otherwise sleeps until they will
+        have decayed and reads again. A refusal (another process asked in the
+        same few milliseconds) means a fresh read.
         """
         client = self._connect()
-        target = max(1, min(self.concurrency, self.slots))
-        limit = client.read_global_concurrency_limit_by_name(self.name)
+        most = max(1, min(self.concurrency, self.slots // SLOTS_PER_CALL))
         while True:
             if self._clock.now() < self._not_before:  # a 429 pause: take nothing that would be held through it
                 return 0
-            free = limit.limit - limit.active_slots
-            if free < target:
-                time.sleep(self._until_free(limit, target - free))
-                free = target
+            limit = client.read_global_concurrency_limit_by_name(self.name)
+            need = max(1, min(most, self._waiting))
+            free = self._free_calls(limit)
+            if free < need:
+                time.sleep(self._until_free(limit, need))
+                continue
             want = max(1, min(self._waiting, free))
             try:
-                client.increment_concurrency_slots(names=[self.name], slots=want, mode="rate_limit")
+                client.increment_concurrency_slots(names=[self.name], slots=want * SLOTS_PER_CALL, mode="rate_limit")
                 return want
             except HTTPStatusError as exc:
                 if exc.response.status_code != LOCKED:
                     raise
-            limit = client.read_global_concurrency_limit_by_name(self.name)
 
     @staticmethod
-    def _until_free(limit, more: int) -> float:
-        """Seconds until ``more`` further slots of ``limit`` have decayed (the server's floor(decay × elapsed))."""
-        decay = limit.slot_decay_per_second
+    def _decayed(limit) -> int:
+        """The slots of ``limit`` decayed by now by the server's reckoning, less :data:`CLOCK_MARGIN_S` of them."""
+        elapsed = time.time() - limit.updated.timestamp() - CLOCK_MARGIN_S
+        return math.floor(limit.slot_decay_per_second * max(elapsed, 0.0))
+
+    def _free_calls(self, limit) -> int:
+        """Calls whose slots are free in ``limit`` now (the server's floor(decay × elapsed), with the clock margin)."""
+        active = max(0, limit.active_slots - self._decayed(limit))
+        return (limit.limit - active) // SLOTS_PER_CALL
+
+    @staticmethod
+    def _until_free(limit, calls: int) -> float:
+        """Seconds until the slots of ``calls`` calls are free in ``limit``, plus a random jitter."""
+        decayed_needed = limit.active_slots - (limit.limit - calls * SLOTS_PER_CALL)
         elapsed = time.time() - limit.updated.timestamp()
-        decayed = math.floor(decay * max(elapsed, 0.0))
-        wait = (decayed + more) / decay - elapsed + EARLY_MARGIN_S
-        return min(max(wait, MIN_POLL_S), MAX_POLL_S)
+        wait = decayed_needed / limit.slot_decay_per_second + CLOCK_MARGIN_S - elapsed
+        return min(max(wait, MIN_POLL_S), MAX_POLL_S) + random.uniform(0.0, JITTER_S)
 
 
 def server_api_url() -> str | None:

@@ -16,24 +16,36 @@ from hypothesis import given
 from hypothesis import strategies as st
 from PIL import Image
 
-from tasks.core.settings import GeminiSettings, Settings
+from tasks.core.errors import ConfigError
+from tasks.core.settings import GeminiSettings, Settings, load_settings
 from tasks.gemini.ratelimit import WINDOW_S, RateLimiter
 from tasks.orchestration.local_server import LocalServer, free_port
-from tasks.orchestration.shared_quota import (HOLD_S, SharedQuotaLimiter, budget, ensure_limit, limit_and_decay,
-                                              limit_name, shared_quota_limiter)
+from tasks.orchestration.shared_quota import (HOLD_S, SLOTS_PER_CALL, SharedQuotaLimiter, budget, ensure_limit,
+                                              limit_and_decay, limit_name, shared_quota_limiter)
 from tasks.stages.describing import DescribeRun
 from tasks.stores.dead_letter_memory import MemoryDeadLetterStore
 from tests.fakes.gemini import FAKE_KEY, FakeGemini, answer_json, fake_gemini, slow  # noqa: F401 (a fixture)
 from tests.postgres import start_postgres
 
 
-@given(st.integers(min_value=1, max_value=30_000))
+@given(st.integers(min_value=3, max_value=30_000))
 def test_the_servers_limit_never_allows_more_than_the_budget_in_60_seconds_and_the_budget_keeps_a_margin(rpm):
     slots, decay = limit_and_decay(rpm)
-    assert slots >= 1 and decay >= 0
-    # At most L + decay × (60 s + the longest a granted start may be held) starts in any 60 s window.
-    assert slots + decay * (WINDOW_S + HOLD_S) <= budget(rpm) + 1e-9
-    assert budget(rpm) <= max(1, rpm - 1)
+    # Room for at least one call, and slots that decay: Prefect refuses a rate limit without decay.
+    assert slots >= SLOTS_PER_CALL and slots % SLOTS_PER_CALL == 0 and decay > 0
+    # At most L + decay × (60 s + the longest a granted start may be held) slots in any 60 s window,
+    # SLOTS_PER_CALL of them a call.
+    assert (slots + decay * (WINDOW_S + HOLD_S)) / SLOTS_PER_CALL <= budget(rpm) + 1e-9
+    assert budget(rpm) <= rpm - 1
+
+
+def test_a_shared_quota_below_three_a_minute_is_refused_when_the_settings_are_read(tmp_path):
+    path = tmp_path / "microstock.toml"
+    path.write_text('[gemini]\nquota_project = "studio"\nrequests_per_minute = 2\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"microstock.toml: gemini: .*requests_per_minute of at least 3"):
+        load_settings(path)
+    path.write_text('[gemini]\nrequests_per_minute = 2\n', encoding="utf-8")
+    assert load_settings(path).gemini.requests_per_minute == 2  # the in-process limiter paces any rate
 
 
 def test_the_limit_is_named_per_google_project_and_model():
