@@ -7,7 +7,7 @@
 ``--client prefect`` (the default) calls Prefect's own ``rate_limit()``;
 ``--client microstock`` takes the starts through the project's
 ``SharedQuotaLimiter`` (tasks/orchestration/shared_quota.py: it sets the
-limit and decay itself from ``--rpm``, holding 97 % of it; ``--threads``
+limit and decay itself from ``--rpm``, holding 97 % of it, ten slots a call; ``--threads``
 callers per process each "call" for ``--latency`` seconds in a slot).
 
 For each backend a fresh ``prefect server start`` on 127.0.0.1 (SQLite: the
@@ -131,7 +131,7 @@ def measure(backend: str, *, rpm: int, limit: int, procs: int, seconds: float, c
 
 
 def report(rows: list[dict]) -> str:
-    lines = ["| server | client | quota | limit (burst) | processes | starts | achieved | share | most in 60 s | most in 1 s |",
+    lines = ["| server | client | quota | limit (slots) | processes | starts | achieved | share | most in 60 s | most in 1 s |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['backend']} | {r.get('client', 'prefect')} | {r['rpm']}/min | {r['limit']} | {r['procs']} | {r['starts']} "
