@@ -41,7 +41,8 @@ def test_each_account_sees_its_own_jobs_and_the_summary_covers_all(database):
 
     assert [j.job_id for j in alice.list()] == ["same-image"]
     assert alice.get("other") is None
-    assert [j.job_id for j in bob.claim("r", limit=10)] == ["other", "same-image"]
+    # (Which comes first depends on whether a second ticked between the parks: the contract tests check the order.)
+    assert sorted(j.job_id for j in bob.claim("r", limit=10)) == ["other", "same-image"]
     assert alice.claim("r2", limit=10)[0].job_id == "same-image", "bob's claim does not hold alice's job"
     assert alice.summary().by_class == [("exhausted:503", 1)]
     everyone = SharedDeadLetters(database).summaries()
