@@ -211,9 +211,10 @@ class SharedQuotaLimiter(RateLimiter):
         elapsed = time.time() - limit.updated.timestamp() - CLOCK_MARGIN_S
         return math.floor(limit.slot_decay_per_second * max(elapsed, 0.0))
 
-    def _free_calls(self, limit) -> int:
+    @staticmethod
+    def _free_calls(limit) -> int:
         """Calls whose slots are free in ``limit`` now (the server's floor(decay × elapsed), with the clock margin)."""
-        active = max(0, limit.active_slots - self._decayed(limit))
+        active = max(0, limit.active_slots - SharedQuotaLimiter._decayed(limit))
         return (limit.limit - active) // SLOTS_PER_CALL
 
     @staticmethod

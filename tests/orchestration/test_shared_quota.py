@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from bisect import bisect_left
 from pathlib import Path
 
@@ -77,6 +78,23 @@ def test_the_limit_is_created_once_and_updated_when_the_quota_changes(prefect_ha
         again = client.read_global_concurrency_limit_by_name(name)
         assert again.id == first.id
         assert (again.limit, again.slot_decay_per_second) == pytest.approx(limit_and_decay(120))
+
+
+def test_the_moment_the_limiter_computes_for_free_slots_is_one_the_server_grants_at(prefect_harness):
+    from prefect import get_client
+
+    name = limit_name("asks-when-free", "gemini-3.5-flash-lite")
+    with get_client(sync_client=True) as client:
+        slots, decay = ensure_limit(client, name, 120)
+        client.increment_concurrency_slots(names=[name], slots=slots, mode="rate_limit")  # every slot taken
+        for calls in (1, 2):
+            limit = client.read_global_concurrency_limit_by_name(name)
+            assert SharedQuotaLimiter._free_calls(limit) < calls
+            time.sleep(SharedQuotaLimiter._until_free(limit, calls))
+            limit = client.read_global_concurrency_limit_by_name(name)
+            assert SharedQuotaLimiter._free_calls(limit) >= calls
+            # Granted, not refused with 423: the limiter's arithmetic is the server's, on the safe side.
+            client.increment_concurrency_slots(names=[name], slots=calls * SLOTS_PER_CALL, mode="rate_limit")
 
 
 def test_describe_run_takes_its_starts_from_the_server_when_a_project_is_named(prefect_harness, workdir, fake_gemini,
