@@ -1,4 +1,4 @@
-"""What the issue-8 benchmarks measure with: the machine, memory, Prefect's own record of a run, small assets.
+"""What the benchmarks measure with: the machine, memory, Prefect's own record of a run, small assets, a server.
 
 Every benchmark runs in a fresh process with its own ``PREFECT_HOME`` (the
 embedded default: an ephemeral Prefect server on SQLite), so figures of one
@@ -10,14 +10,21 @@ from __future__ import annotations
 import os
 import platform
 import resource
+import shutil
 import subprocess
+import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from io import BytesIO
 from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
 
 from PIL import Image
+
+if TYPE_CHECKING:
+    from tasks.orchestration.local_server import LocalServer
 
 OUT = Path(__file__).resolve().parent / "out"
 
@@ -55,10 +62,11 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _rss_kb(pid: int) -> int:
+def _status_kb(pid: int, key: str) -> int:
+    """``key`` (``VmRSS``, ``VmHWM`` …) of ``/proc/<pid>/status`` in KiB; 0 when the process is gone."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{key}:"):
                 return int(line.split()[1])
     except (OSError, ValueError, IndexError):
         pass
@@ -74,6 +82,21 @@ def _children(pid: int) -> list[int]:
     except OSError:
         pass
     return out
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children, their children …)."""
+    out, todo = [], _children(pid)
+    while todo:
+        child = todo.pop()
+        out.append(child)
+        todo.extend(_children(child))
+    return out
+
+
+def peak_rss_tree_mb(pid: int) -> float:
+    """The largest peak resident set (``VmHWM``) among ``pid`` and its descendants, in MB."""
+    return max(_status_kb(p, "VmHWM") for p in [pid, *descendants(pid)]) / 1024
 
 
 class ChildRssSampler:
@@ -96,12 +119,7 @@ class ChildRssSampler:
     def _run(self) -> None:
         me = os.getpid()
         while not self._stop.wait(self.every):
-            todo, total = _children(me), 0
-            while todo:
-                pid = todo.pop()
-                total += _rss_kb(pid)
-                todo.extend(_children(pid))
-            self.peak_kb = max(self.peak_kb, total)
+            self.peak_kb = max(self.peak_kb, sum(_status_kb(pid, "VmRSS") for pid in descendants(me)))
 
     @property
     def peak_mb(self) -> float:
@@ -227,6 +245,37 @@ def write_tiny_assets(assets_dir: Path, n: int, prefix: str = "asset") -> list[P
         p.write_bytes(tiny_jpeg(i))
         paths.append(p)
     return paths
+
+
+@contextmanager
+def bench_server(backend: str, home: Path, env: dict[str, str] | None = None) -> Iterator["LocalServer"]:
+    """``prefect server start`` on 127.0.0.1 in ``home``: SQLite (Prefect's default) or a fresh PostgreSQL as
+    ``microstock cluster up`` runs it (``backend`` ``postgres``), with ``env`` added to the server's environment.
+
+    This process's environment is what the server is started with, and is restored afterwards; the
+    PostgreSQL server is stopped and its data removed. The server's log stays in ``home / "server"``.
+    """
+    # Here, not at the top: bench.scale's child imports this module and measures its memory before Prefect.
+    from tasks.orchestration.local_server import LocalServer, free_port
+    from tasks.orchestration.postgres import Postgres, generate_password
+
+    saved = dict(os.environ)
+    pg = None
+    try:
+        os.environ.pop("PREFECT_API_URL", None)
+        os.environ.update(PREFECT_SERVER_ANALYTICS_ENABLED="false", **(env or {}))
+        if backend == "postgres":
+            pg = Postgres(Path(tempfile.mkdtemp(prefix="bench-pg-")), free_port(), generate_password())
+            pg.start()
+            os.environ.update(pg.prefect_server_env(home / "pgpass"))
+        with LocalServer(home / "server", free_port()) as server:
+            yield server
+    finally:
+        if pg is not None:
+            pg.stop()
+            shutil.rmtree(pg.home, ignore_errors=True)
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def run_child(args: list[str], env: dict[str, str], log: Path, timeout: float) -> tuple[int, float, str]:

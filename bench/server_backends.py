@@ -33,56 +33,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.measure import OUT, run_child, server_trouble
+from bench.measure import OUT, bench_server, peak_rss_tree_mb, run_child, server_trouble
 from tasks.orchestration.cluster import SERVER_TUNING
-from tasks.orchestration.local_server import LocalServer, free_port
-from tasks.orchestration.postgres import Postgres, generate_password
-
-
-def _tree(pid: int) -> list[int]:
-    """``pid`` and every process below it."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-        except (OSError, IndexError, ValueError):
-            continue
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo += children.get(p, [])
-    return out
-
-
-def peak_rss_mb(pid: int) -> float:
-    """The largest ``VmHWM`` (peak resident set) among ``pid`` and its descendants, in MB."""
-    peak = 0
-    for p in _tree(pid):
-        try:
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    peak = max(peak, int(line.split()[1]))
-        except OSError:
-            continue
-    return peak / 1024
 
 
 def measure(backend: str, assets: int, tune_sqlite: bool = False, uploadable: bool = False) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-backend-{backend}-"))
-    saved = dict(os.environ)
-    pg = None
     try:
-        os.environ.pop("PREFECT_API_URL", None)
-        os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
-        if backend == "sqlite" and tune_sqlite:
-            os.environ.update(SERVER_TUNING)
-        if backend == "postgres":
-            pg = Postgres(Path(tempfile.mkdtemp(prefix="bench-backend-pg-")), free_port(), generate_password())
-            pg.start()
-            os.environ.update(SERVER_TUNING, **pg.prefect_server_env(tmp / "pgpass"))
-        with LocalServer(tmp / "server", free_port()) as server:
+        tuned = backend == "postgres" or tune_sqlite
+        with bench_server(backend, tmp, SERVER_TUNING if tuned else None) as server:
             env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_SERVER_DATABASE", "PGPASS"))}
             env.update(PREFECT_API_URL=server.api_url, PREFECT_HOME=str(tmp / "client"), PREFECT_LOGGING_LEVEL="WARNING")
             env.pop("GEMINI_API_KEY", None)
@@ -93,7 +52,7 @@ def measure(backend: str, assets: int, tune_sqlite: bool = False, uploadable: bo
             rc, wall, log = run_child([sys.executable, "-m", "bench.scale", "--child", str(assets), "--dir", str(work),
                                        "--out", str(out)] + (["--uploadable"] if uploadable else []),
                                       env, tmp / "child.log", timeout=7200)
-            server_rss = peak_rss_mb(server.proc.pid)
+            server_rss = peak_rss_tree_mb(server.proc.pid)
             result = json.loads(out.read_text()) if out.exists() else {"assets": assets}
         server_log = (tmp / "server" / "server.log").read_text(errors="replace")
         result.update(backend=backend + (" (recorder batched)" if tune_sqlite and backend == "sqlite" else ""),
@@ -110,11 +69,6 @@ def measure(backend: str, assets: int, tune_sqlite: bool = False, uploadable: bo
             result["log_tail"] = log[-2000:]
         return result
     finally:
-        if pg is not None:
-            pg.stop()
-            shutil.rmtree(pg.home, ignore_errors=True)
-        os.environ.clear()
-        os.environ.update(saved)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -36,8 +36,7 @@ from pathlib import Path
 
 import httpx
 
-from tasks.orchestration.local_server import LocalServer, free_port
-from tasks.orchestration.postgres import Postgres, generate_password
+from bench.measure import bench_server
 
 NAME = "gemini-quota-bench"
 
@@ -84,16 +83,8 @@ def max_in_window(times: list[float], window_s: float) -> int:
 def measure(backend: str, *, rpm: int, limit: int, procs: int, seconds: float, client: str = "prefect",
             threads: int = 4, latency: float = 0.25) -> dict:
     home = Path(tempfile.mkdtemp(prefix=f"bench-rate-{backend}-"))
-    saved = dict(os.environ)
-    pg = None
     try:
-        os.environ.pop("PREFECT_API_URL", None)
-        os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
-        if backend == "postgres":
-            pg = Postgres(Path(tempfile.mkdtemp(prefix="bench-rate-pg-")), free_port(), generate_password())
-            pg.start()
-            os.environ.update(pg.prefect_server_env(home / "pgpass"))
-        with LocalServer(home / "server", free_port()) as server:
+        with bench_server(backend, home) as server:
             if client == "prefect":
                 r = httpx.post(f"{server.api_url}/v2/concurrency_limits/", timeout=30,
                                json={"name": NAME, "limit": limit, "slot_decay_per_second": rpm / 60})
@@ -111,11 +102,6 @@ def measure(backend: str, *, rpm: int, limit: int, procs: int, seconds: float, c
             for w in workers:
                 w.join(60)
     finally:
-        if pg is not None:
-            pg.stop()
-            shutil.rmtree(pg.home, ignore_errors=True)
-        os.environ.clear()
-        os.environ.update(saved)
         shutil.rmtree(home, ignore_errors=True)
     starts = sorted(t for part in per_proc for t in part)
     span = starts[-1] - starts[0] if len(starts) > 1 else 0.0
