@@ -7,8 +7,9 @@ keys belong to the same Google project share that quota, but the in-process
 (``PREFECT_API_URL``), the describe stage takes its call starts from a Prefect
 global concurrency limit used as a rate limit instead — one per project and
 model, named ``gemini-rpm:<project>:<model>`` — which every process of every
-account on that server shares. :class:`SharedQuotaLimiter` changes only how a
-start is obtained (``_start``); concurrency places, the 429 pause and
+account on that server shares. :class:`SharedQuotaLimiter` changes how a
+start is obtained (``_start``) and makes a 429's pause every sharing
+process's (``pause``); concurrency places and
 :meth:`~tasks.gemini.ratelimit.RateLimiter.call` are the in-process limiter's.
 
 **Why the total stays under the quota.** A call takes :data:`SLOTS_PER_CALL`
@@ -53,14 +54,16 @@ All processes sharing a project must set the same ``requests_per_minute``
 from __future__ import annotations
 
 import atexit
+import logging
 import math
 import random
 import threading
 import time
 from collections import deque
 
-from httpx import HTTPStatusError
+from httpx import HTTPError, HTTPStatusError
 from prefect.client.orchestration import SyncPrefectClient, get_client
+from prefect.client.schemas.actions import GlobalConcurrencyLimitUpdate
 from prefect.exceptions import ObjectAlreadyExists
 from prefect.settings import get_current_settings
 
@@ -86,6 +89,8 @@ JITTER_S = 0.03
 MIN_POLL_S = 0.005
 MAX_POLL_S = 2.0
 LOCKED = 423
+
+log = logging.getLogger(__name__)
 
 
 def limit_name(project: str, model: str) -> str:
@@ -133,6 +138,28 @@ class SharedQuotaLimiter(RateLimiter):
 
     def __repr__(self) -> str:
         return f"SharedQuotaLimiter({self.name!r}, per_minute={self.per_minute}, concurrency={self.concurrency})"
+
+    def pause(self, seconds: float) -> None:
+        """No caller of this process starts for ``seconds``, and no process sharing the limit either.
+
+        A 429 from Google speaks of the project's quota, which every process
+        sharing the limit uses, so the server's limit is filled past its top
+        by ``seconds`` of decay: its first slot frees only after the pause
+        (a longer pause already there is kept). When the server cannot be
+        told, this process still pauses; the others meet their own 429.
+        """
+        super().pause(seconds)
+        if seconds <= 0 or self._client is None:
+            return
+        try:
+            with get_client(sync_client=True) as client:  # its own client: the fetching thread may be using ours
+                limit = client.read_global_concurrency_limit_by_name(self.name)
+                held = limit.limit + math.ceil(limit.slot_decay_per_second * seconds)
+                if held > limit.active_slots - self._decayed(limit):
+                    client.update_global_concurrency_limit(self.name, GlobalConcurrencyLimitUpdate(active_slots=held))
+        except HTTPError as exc:
+            log.warning("a 429 paused this process only: the server's limit %s could not be filled (%s)",
+                        self.name, type(exc).__name__)
 
     def _start(self) -> float:
         with self._cond:

@@ -97,6 +97,25 @@ def test_the_moment_the_limiter_computes_for_free_slots_is_one_the_server_grants
             client.increment_concurrency_slots(names=[name], slots=calls * SLOTS_PER_CALL, mode="rate_limit")
 
 
+def test_a_429_in_one_process_pauses_every_process_sharing_the_limit(prefect_harness):
+    from prefect import get_client
+
+    name = limit_name("pause-shared", "gemini-3.5-flash-lite")
+    got_429, other = SharedQuotaLimiter(name, 600, 2), SharedQuotaLimiter(name, 600, 2)
+    for limiter in (got_429, other):  # both connected, the limit made
+        with limiter.slot():
+            pass
+
+    got_429.pause(3.0)
+    paused = time.monotonic()
+    with get_client(sync_client=True) as client:
+        limit = client.read_global_concurrency_limit_by_name(name)
+    assert limit.active_slots > limit.limit, "the server's limit was not filled past its top"
+    with other.slot():
+        waited = time.monotonic() - paused
+    assert waited >= 2.9, "the other limiter started while the one that met the 429 was pausing"
+
+
 def test_describe_run_takes_its_starts_from_the_server_when_a_project_is_named(prefect_harness, workdir, fake_gemini,
                                                                                  monkeypatch):
     monkeypatch.setenv("GEMINI_API_KEY", FAKE_KEY)
