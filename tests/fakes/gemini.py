@@ -42,9 +42,10 @@ import socket
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 from PIL import Image
@@ -481,6 +482,22 @@ class FakeGemini:
         """An inline request of a batch as the ``generateContent`` request it stands for."""
         return Request("POST", f"/{self.api_version}/models/{model}:generateContent", [],
                        json.dumps(body).encode(), time.monotonic(), body)
+
+
+@contextmanager
+def gemini_for_module() -> Iterator[tuple["FakeGemini", pytest.MonkeyPatch]]:
+    """A running :class:`FakeGemini` with the SDK pointed at it and the test key set, for a module-scoped fixture
+    (which cannot use ``monkeypatch``); its MonkeyPatch is given for more, and everything is undone after."""
+    mp = pytest.MonkeyPatch()
+    fake = FakeGemini().start()
+    mp.setenv("GOOGLE_GEMINI_BASE_URL", fake.url)
+    mp.setenv("GEMINI_API_KEY", FAKE_KEY)
+    mp.delenv("GOOGLE_API_KEY", raising=False)
+    try:
+        yield fake, mp
+    finally:
+        fake.stop()
+        mp.undo()
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ from tasks.gemini.models import cost_usd
 from tasks.stores.batch_jobs import BatchJobs
 from tasks.stores.dead_letter_sqlite import open_store
 from tests.fakes.gemini import (  # noqa: F401  (fake_gemini is a fixture)
+    gemini_for_module,
     FAKE_KEY,
     answer_json,
     answer_text,
@@ -77,16 +78,9 @@ FAILURES = {
 @pytest.fixture(scope="module")
 def thirty(prefect_harness, tmp_path_factory):
     """Three runs over 30 assets in batch mode: submit; collect (5 per-request failures); nothing left."""
-    from tests.fakes.gemini import FakeGemini
-
-    mp = pytest.MonkeyPatch()
-    mp.setattr(test_describe, "COLOURS", COLOURS)
-    mp.setattr(ratelimit, "_shared", {})
-    fake = FakeGemini().start()
-    mp.setenv("GOOGLE_GEMINI_BASE_URL", fake.url)
-    mp.setenv("GEMINI_API_KEY", FAKE_KEY)
-    mp.delenv("GOOGLE_API_KEY", raising=False)
-    try:
+    with gemini_for_module() as (fake, mp):
+        mp.setattr(test_describe, "COLOURS", COLOURS)
+        mp.setattr(ratelimit, "_shared", {})
         wd = Workdir(tmp_path_factory.mktemp("thirty")).prepare()
         assets = make_assets(wd, NAMES)
         script = Script(fake, NAMES)
@@ -98,9 +92,6 @@ def thirty(prefect_harness, tmp_path_factory):
         _, collected = run_describe(wd, batch_settings(), assets)
         _, again = run_describe(wd, batch_settings(), assets)
         yield wd, fake, script, submitted, collected, again
-    finally:
-        fake.stop()
-        mp.undo()
 
 
 def test_the_first_run_submits_every_asset_in_one_job_and_describes_none(thirty):

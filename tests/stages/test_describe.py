@@ -28,6 +28,7 @@ from tasks.stages.describe import describe_assets
 from tasks.core.files import sha256_file
 from tasks.core.workdir import Workdir
 from tests.fakes.gemini import (  # noqa: F401  (fake_gemini is a fixture)
+    gemini_for_module,
     FAKE_KEY,
     answer_json,
     daily_quota,
@@ -139,14 +140,7 @@ NAMES = ["ok.jpg", "flaky.jpg", "down.jpg", "dropped.jpg", "bad.jpg", "unsafe.jp
 @pytest.fixture(scope="module")
 def mixed_run(prefect_harness, tmp_path_factory):
     """One run over assets that each meet a different failure; shared by the tests below."""
-    from tests.fakes.gemini import FakeGemini
-
-    mp = pytest.MonkeyPatch()
-    fake = FakeGemini().start()
-    mp.setenv("GOOGLE_GEMINI_BASE_URL", fake.url)
-    mp.setenv("GEMINI_API_KEY", FAKE_KEY)
-    mp.delenv("GOOGLE_API_KEY", raising=False)
-    try:
+    with gemini_for_module() as (fake, _):
         wd = Workdir(tmp_path_factory.mktemp("mixed")).prepare()
         assets = make_assets(wd, NAMES)
         script = Script(fake, NAMES)
@@ -163,9 +157,6 @@ def mixed_run(prefect_harness, tmp_path_factory):
         calls_after_first = len(fake.requests)
         again_state, again = run_describe(wd, fast_settings(), assets)
         yield wd, script, state, report, again, fake, again_state, calls_after_first
-    finally:
-        fake.stop()
-        mp.undo()
 
 
 EXPECTED_PARKED = {

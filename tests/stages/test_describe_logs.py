@@ -11,7 +11,7 @@ import pytest
 
 from tasks.core.workdir import Workdir
 from tasks.stages.describers import OfflineDescriber
-from tests.fakes.gemini import FAKE_KEY, FakeGemini, error, finished, rate_limited
+from tests.fakes.gemini import error, finished, gemini_for_module, rate_limited
 from tests.stages.test_describe import Script, fast_settings, make_assets, run_describe
 
 NAMES = ["calm.jpg", "told.jpg", "unsafe.jpg", "down.jpg"]
@@ -45,21 +45,13 @@ def logged(state, names: list[str]) -> tuple[dict[str, list[str]], dict]:
 @pytest.fixture(scope="module")
 def logged_run(prefect_harness, tmp_path_factory):
     """One run: a plain answer, a 429 then an answer, a safety block, three 503s; its report and log lines by file."""
-    mp = pytest.MonkeyPatch()
-    fake = FakeGemini().start()
-    mp.setenv("GOOGLE_GEMINI_BASE_URL", fake.url)
-    mp.setenv("GEMINI_API_KEY", FAKE_KEY)
-    mp.delenv("GOOGLE_API_KEY", raising=False)
-    try:
+    with gemini_for_module() as (fake, _):
         wd = Workdir(tmp_path_factory.mktemp("logged")).prepare()
         script = Script(fake, NAMES)
         script.set("told.jpg", rate_limited("1s"))
         script.set("unsafe.jpg", finished("SAFETY"))
         script.set("down.jpg", error(503), error(503), error(503))
         state, report = run_describe(wd, fast_settings(), make_assets(wd, NAMES))
-    finally:
-        fake.stop()
-        mp.undo()
     return (report, *logged(state, NAMES))
 
 
