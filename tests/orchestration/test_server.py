@@ -525,6 +525,19 @@ def adobe_csv_files(wd: Workdir) -> list[str]:
     return sorted(line.split(",")[0] for line in (wd.csv / "adobe.csv").read_text(encoding="utf-8").splitlines()[1:])
 
 
+def paused_run(url: str, wd: Workdir, besides: str | None = None) -> dict:
+    """The workdir's stock-batch run that waits for review (one other than ``besides``), once there is one."""
+    return wait_for("a run to pause for review", lambda: [
+        r for r in stock_batch_runs(url, wd) if r["state"]["type"] == "PAUSED" and r["id"] != besides],
+        timeout_s=240)[0]
+
+
+def terminal(env: dict, wd: Workdir, *args: str) -> subprocess.CompletedProcess:
+    """``microstock review ARGS --workdir`` as the contributor types it."""
+    return subprocess.run(MICROSTOCK + ["review", *args, "--workdir", str(wd.root)], env=env, capture_output=True,
+                          text=True, timeout=180)
+
+
 def state_types(url: str, flow_run_id: str) -> list[str]:
     return [s["type"] for s in api(url, "GET", f"/flow_run_states/?flow_run_id={flow_run_id}")]
 
@@ -538,8 +551,7 @@ def test_review_pauses_the_run_and_the_answer_decides_what_leaves(server, tmp_pa
     env = dict(env, PREFECT_API_URL=srv.api_url)
     proc = start_run(env, wd, "--count", "3")
     try:
-        paused = wait_for("the run to pause for review", lambda: [
-            r for r in stock_batch_runs(srv.api_url, wd) if r["state"]["type"] == "PAUSED"], timeout_s=240)[0]
+        paused = paused_run(srv.api_url, wd)
         names = sorted(p.name for p in wd.assets.glob("*.jpg"))
         assert len(names) == 3 and outbox_files(wd) == [], "nothing leaves before the answer"
         keyset = paused["state"]["state_details"]["run_input_keyset"]
@@ -602,11 +614,9 @@ def test_the_terminal_answers_a_run_paused_for_review(server, tmp_path):
     env = dict(env, PREFECT_API_URL=srv.api_url)
     proc = start_run(env, wd, "--count", "2")
     try:
-        paused = wait_for("the run to pause for review", lambda: [
-            r for r in stock_batch_runs(srv.api_url, wd) if r["state"]["type"] == "PAUSED"], timeout_s=240)[0]
+        paused = paused_run(srv.api_url, wd)
         names = sorted(p.name for p in wd.assets.glob("*.jpg"))
-        review = subprocess.run(MICROSTOCK + ["review", "reject", names[0], "--workdir", str(wd.root)], env=env,
-                                capture_output=True, text=True, timeout=180)
+        review = terminal(env, wd, "reject", names[0])
         assert review.returncode == 0, review.stdout + review.stderr
         assert f"answered the paused run {paused['id']}" in review.stdout.replace("\n", " ")
         finish(proc)
@@ -624,12 +634,10 @@ def test_an_edit_made_while_a_run_waits_for_review_is_taken_up_when_it_is_answer
     env = dict(env, PREFECT_API_URL=srv.api_url)
     proc = start_run(env, wd, "--count", "2")
     try:
-        paused = wait_for("the run to pause for review", lambda: [
-            r for r in stock_batch_runs(srv.api_url, wd) if r["state"]["type"] == "PAUSED"], timeout_s=240)[0]
+        paused = paused_run(srv.api_url, wd)
         names = sorted(p.name for p in wd.assets.glob("*.jpg"))
-        edit = subprocess.run(MICROSTOCK + ["review", "edit", names[0], "--title", "Corrected, by the contributor",
-                                            "--keywords", "corrected, keyword", "--workdir", str(wd.root)],
-                              env=env, capture_output=True, text=True, timeout=180)
+        edit = terminal(env, wd, "edit", names[0], "--title", "Corrected, by the contributor",
+                        "--keywords", "corrected, keyword")
         assert edit.returncode == 0, edit.stdout + edit.stderr
         said = " ".join(edit.stdout.split())
         assert "adobe: gets a row (fixed: title: removed" in said
@@ -637,8 +645,7 @@ def test_an_edit_made_while_a_run_waits_for_review_is_taken_up_when_it_is_answer
         assert api(srv.api_url, "GET", f"/flow_runs/{paused['id']}")["state"]["type"] == "PAUSED", \
             "an edit is no decision about the other assets: the run still waits"
         assert outbox_files(wd) == []
-        approve = subprocess.run(MICROSTOCK + ["review", "approve", "--workdir", str(wd.root)], env=env,
-                                 capture_output=True, text=True, timeout=180)
+        approve = terminal(env, wd, "approve")
         assert approve.returncode == 0 and f"answered the paused run {paused['id']}" in approve.stdout.replace("\n", " ")
         finish(proc)
     finally:
@@ -661,8 +668,7 @@ def test_a_run_killed_while_paused_loses_nothing_and_the_terminal_answers_the_ne
     env = dict(env, PREFECT_API_URL=srv.api_url)
     dead = start_run(env, wd, "--count", "2")
     try:
-        killed = wait_for("the run to pause for review", lambda: [
-            r for r in stock_batch_runs(srv.api_url, wd) if r["state"]["type"] == "PAUSED"], timeout_s=240)[0]
+        killed = paused_run(srv.api_url, wd)
     finally:
         dead.kill()
         dead.wait()
@@ -670,14 +676,11 @@ def test_a_run_killed_while_paused_loses_nothing_and_the_terminal_answers_the_ne
     assert all("review" not in json.loads(wd.sidecar(n).read_text(encoding="utf-8")) for n in names)
     proc = start_run(env, wd, "--count", "0")
     try:
-        again = wait_for("the next run to pause for review", lambda: [
-            r for r in stock_batch_runs(srv.api_url, wd) if r["state"]["type"] == "PAUSED" and r["id"] != killed["id"]],
-            timeout_s=240)[0]
+        again = paused_run(srv.api_url, wd, besides=killed["id"])
         keyset = again["state"]["state_details"]["run_input_keyset"]
         description = api(srv.api_url, "GET", f"/flow_runs/{again['id']}/input/{keyset['description']}")
         assert "2 asset(s) waiting" in str(description), "asked again about both"
-        approve = subprocess.run(MICROSTOCK + ["review", "approve", "--workdir", str(wd.root)], env=env,
-                                 capture_output=True, text=True, timeout=180)
+        approve = terminal(env, wd, "approve")
         assert f"answered the paused run {again['id']}" in approve.stdout.replace("\n", " "), approve.stdout
         finish(proc)
     finally:
