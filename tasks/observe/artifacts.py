@@ -13,7 +13,7 @@ key                               type      what
 ``dead-letter-jobs``              table     every parked job: asset, error class, attempts, parked since, last seen
 ``csv-validation``                markdown  rows per agency CSV, automatic fixes, assets skipped and the rule
 ``dead-letter-summary``           markdown  the daily summary: parked jobs per error class, how to replay
-``progress-<stage>``              progress  made by :mod:`tasks.orchestration.progress` while a stage runs
+``progress-<stage>``              progress  made by :mod:`tasks.observe.progress` while a stage runs
 ``batch-<display name>``          table     one collected Gemini batch job: a row per asset, described or parked
                                             (with its class) or back to pending (and why)
 ================================  ========  ==============================================

@@ -12,12 +12,12 @@ from rich.table import Table
 from tasks.core.reports import CsvReport
 from tasks.observe.markdown import next_steps
 from tasks.observe.summary import BatchSummary, listed
-from tasks.orchestration import progress as stage_progress
+from tasks.observe import progress as stage_progress
 
 
 @contextmanager
 def stage_bars(out: Console) -> Iterator[None]:
-    """Rich progress bars on the terminal, one per stage, fed by :mod:`tasks.orchestration.progress`."""
+    """Rich progress bars on the terminal, one per stage, fed by :mod:`tasks.observe.progress`."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     bars: dict[str, int] = {}

@@ -29,7 +29,7 @@ from tasks.images.demo import DemoPrompt, demo_jpeg_bytes, generated_name, promp
 from tasks.gemini.models import check_generation
 from tasks.images.provenance import record_generation
 from tasks.images.inspect import IMAGE_EXTENSIONS, ImageRules, image_rules, inspect_image, open_image
-from tasks.orchestration.progress import StageProgress
+from tasks.observe.progress import StageProgress
 from tasks.orchestration.stage_tags import tags_never_fail
 
 

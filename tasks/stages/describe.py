@@ -52,7 +52,7 @@ from tasks.core.retry import JITTER_FACTOR, backoff_schedule
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.gemini.ratelimit import CallTimes
-from tasks.orchestration.progress import StageProgress
+from tasks.observe.progress import StageProgress
 from tasks.orchestration.windowed import submit_in_window
 from tasks.stages.batch_describe import describe_in_batches
 from tasks.stages.describing import DescribeRun, sort_out

@@ -49,7 +49,7 @@ from tasks.images.inspect import ImageRules, image_rules, pillow_errors, too_sma
 from tasks.core.records import Sidecar, Upscaled, described_sidecars, ready_name, record_upscaled
 from tasks.core.reports import PackReport
 from tasks.images.batch_zip import write_zip
-from tasks.orchestration.progress import StageProgress
+from tasks.observe.progress import StageProgress
 from tasks.images.provenance import digital_source_type, provenance_of
 from tasks.images.ready import preview_jpegs, ready_jpeg
 from tasks.images.similar import dhash, motifs

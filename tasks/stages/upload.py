@@ -66,7 +66,7 @@ from tasks.core.workdir import Workdir
 from tasks.observe import events
 from tasks.orchestration.file_runs import FileTaskRuns
 from tasks.orchestration.logs import stage_logger
-from tasks.orchestration.progress import StageProgress
+from tasks.observe.progress import StageProgress
 from tasks.orchestration.stage_tags import tags_never_fail
 from tasks.stores.ledger import Ledger
 from tasks.transports.base import Transport, fails_every_file
