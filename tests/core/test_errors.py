@@ -27,25 +27,19 @@ from paramiko.ssh_exception import NoValidConnectionsError
 from PIL import Image, UnidentifiedImageError
 
 from tasks.core.errors import (
-    AnswerRefused,
-    AnswerTruncated,
+    AuthenticationFailed,
     BadInput,
     BatchJobEnded,
     ConfigError,
     ContentBlocked,
     InvalidOutput,
     MicrostockError,
-    NetworkError,
+    OutputTruncated,
     PermanentError,
     RateLimited,
-    RemoteFileDiffers,
     ReplyOverdue,
-    RequestRejected,
-    ServiceTimeout,
-    ServiceUnavailable,
     StageStopped,
     StoreUnavailable,
-    TargetUnusable,
     TransientError,
     error_class_of_parked,
 )
@@ -292,15 +286,17 @@ BOUNDARIES: dict[str, tuple[Callable[..., MicrostockError], str, type]] = {
 RAISED_IN_PLACE: dict[str, tuple[MicrostockError, str, type]] = {
     "reply overdue (ftp send)": (ReplyOverdue("every byte was handed over", started=1.0), "timeout:reply",
                                  TransientError),
-    "truncated again (describer)": (AnswerTruncated("cut again", code="MAX_TOKENS"), "truncated:MAX_TOKENS",
-                                    PermanentError),
-    "text only (image maker)": (AnswerRefused("text instead of an image", code="TEXT_ONLY"), "refused:TEXT_ONLY",
-                                PermanentError),
+    "truncated again (describer)": (PermanentError("cut again", kind="truncated", code="MAX_TOKENS"),
+                                    "truncated:MAX_TOKENS", PermanentError),
+    "text only (image maker)": (PermanentError("text instead of an image", kind="refused", code="TEXT_ONLY"),
+                                "refused:TEXT_ONLY", PermanentError),
     "image unreadable (image maker)": (InvalidOutput("the image cannot be read"), "invalid_output", TransientError),
-    "larger file there (upload)": (RemoteFileDiffers("a larger file is there"), "remote_differs", PermanentError),
-    "cannot connect (upload)": (TargetUnusable("cannot connect after 3 attempts", code="network"), "target:network",
-                                StageStopped),
-    "connect refused (upload)": (TargetUnusable("target unusable", code="ftp:550"), "target:ftp:550", StageStopped),
+    "larger file there (upload)": (PermanentError("a larger file is there", kind="remote_differs"), "remote_differs",
+                                   PermanentError),
+    "cannot connect (upload)": (StageStopped("cannot connect after 3 attempts", kind="target", code="network"),
+                                "target:network", StageStopped),
+    "connect refused (upload)": (StageStopped("target unusable", kind="target", code="ftp:550"), "target:ftp:550",
+                                 StageStopped),
     "local write (file://)": (PermanentError("write failed"), "permanent", PermanentError),
     "batch job expired": (BatchJobEnded("ended", state="expired"), "batch:expired", BatchJobEnded),
     "batch job missing": (BatchJobEnded("unknown job", state="missing"), "batch:missing", BatchJobEnded),
@@ -343,12 +339,13 @@ def test_a_429_carries_the_delay_the_service_asked_for():
 
 
 @pytest.mark.parametrize("exc, parked", [
-    (ServiceUnavailable("x", code=503), "exhausted:503"),
+    (TransientError("x", kind="retryable", code=503), "exhausted:503"),
     (RateLimited("x"), "exhausted:429"),
-    (ServiceTimeout("x"), "exhausted:timeout"),
-    (NetworkError("x"), "exhausted:network"),
+    (TransientError("x", kind="timeout"), "exhausted:timeout"),
+    (TransientError("x", kind="network"), "exhausted:network"),
     (InvalidOutput("x"), "invalid_output"),
-    (RequestRejected("x", code=404), "permanent:404"),
+    (OutputTruncated("x", reason="MAX_TOKENS"), "invalid_output"),
+    (PermanentError("x", code=404), "permanent:404"),
     (ContentBlocked("PROHIBITED_CONTENT"), "blocked:PROHIBITED_CONTENT"),
     (KeyError("boom"), "unknown:KeyError"),
 ])
@@ -364,11 +361,41 @@ def test_a_parked_job_from_a_boundary_is_named_as_before(case):
                                           "answer OTHER": "invalid_output"}[case]
 
 
-def test_leaves_survive_pickling_with_their_code_and_fields():
-    exc = RateLimited("slow down", retry_after=7.5)
+#: Every leaf with fields, and data on a group, as Prefect stores them (results are pickled): (error, fields, group).
+PICKLED = [
+    (RateLimited("slow down", retry_after=7.5), {"retry_after": 7.5}, TransientError),
+    (ReplyOverdue("no reply", started=12.5), {"started": 12.5}, TransientError),
+    (OutputTruncated("cut", reason="MAX_TOKENS"), {"reason": "MAX_TOKENS"}, TransientError),
+    (ContentBlocked("SPII"), {"reason": "SPII"}, PermanentError),
+    (AuthenticationFailed("refused", code="ftp:530"), {}, StageStopped),
+    (BatchJobEnded("ended", state="expired"), {"state": "expired"}, BatchJobEnded),
+    (BadInput("a.jpg", "empty file"), {"path": "a.jpg", "reason": "empty file"}, BadInput),
+    (TransientError("full", kind="ftp", code="452", scope="target", target_cause="the disk is full", refused=True),
+     {"scope": "target", "target_cause": "the disk is full", "refused": True}, TransientError),
+    (StageStopped("busy", kind="busy"), {"scope": "file", "target_cause": None}, StageStopped),
+]
+
+
+@pytest.mark.parametrize("exc, fields, group", PICKLED, ids=[type(exc).__name__ for exc, _, _ in PICKLED])
+def test_errors_survive_pickling_with_class_error_class_fields_and_group(exc, fields, group):
     back = pickle.loads(pickle.dumps(exc))
-    assert type(back) is RateLimited and back.error_class == "retryable:429" and back.retry_after == 7.5
-    assert isinstance(pickle.loads(pickle.dumps(ContentBlocked("SPII"))), MicrostockError)
+    assert type(back) is type(exc) and isinstance(back, group)
+    assert (back.error_class, back.message, str(back)) == (exc.error_class, exc.message, str(exc))
+    assert {name: getattr(back, name) for name in fields} == fields
+
+
+def test_kind_and_code_are_instance_data_the_class_gives_the_default():
+    assert PermanentError("x").error_class == "permanent"
+    assert PermanentError("x", kind="sftp").error_class == "sftp"
+    assert TransientError("x", kind="ftp", code=421).error_class == "ftp:421"
+    assert ConfigError("x", code="password").error_class == "config:password"
+
+
+def test_a_target_scoped_error_names_its_cause_and_only_it_does():
+    with pytest.raises(ValueError):
+        TransientError("x", scope="target")
+    with pytest.raises(ValueError):
+        TransientError("x", target_cause="the disk is full")
 
 
 #: The cause every further file to the agency's target would meet, as the upload stage names it.
@@ -384,7 +411,15 @@ TARGET_CAUSES = {
 
 @pytest.mark.parametrize("case", [c for c in BOUNDARIES if BOUNDARIES[c][2] in (TransientError, PermanentError)])
 def test_an_error_every_file_of_the_target_meets_says_so_with_its_cause(case, tmp_path, monkeypatch):
-    from tasks.transports.base import fails_every_file
-
     exc = _build(BOUNDARIES[case][0], tmp_path, monkeypatch)
-    assert fails_every_file(exc) == TARGET_CAUSES.get(case)
+    assert (exc.scope, exc.target_cause) == ("target" if case in TARGET_CAUSES else "file", TARGET_CAUSES.get(case))
+
+
+#: The writes a server refused with a reply: ``Transport.put`` clears the partial file they may leave.
+REFUSED = {"ftp 421", "ftp 426", "ftp 451", "ftp 452", "ftp 550", "ftp 552", "ftp 553", "sftp no such file",
+           "sftp permission", "sftp failure", "confirm short"}
+
+
+@pytest.mark.parametrize("case", BOUNDARIES)
+def test_a_refusal_by_the_server_says_so_and_nothing_else_does(case, tmp_path, monkeypatch):
+    assert _build(BOUNDARIES[case][0], tmp_path, monkeypatch).refused is (case in REFUSED)
