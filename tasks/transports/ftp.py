@@ -50,15 +50,10 @@ _BLOCK = 64 * 1024
 _RESET_ON_CLOSE = struct.pack("ii", 1, 0)
 _FIN_ON_CLOSE = struct.pack("ii", 0, 0)
 
-#: FTP codes every further file to the target meets alike, and the cause the upload stage names.
+#: FTP codes every further file to the target meets alike (``scope="target"``), and the cause the upload
+#: stage names.
 _TARGET_CAUSES = {"451": DISK_FULL, "452": DISK_FULL, "552": DISK_FULL,
                   "550": "the server does not permit writing there"}
-
-
-def _scoped(code: str) -> dict:
-    """``scope`` and ``target_cause`` of an FTP reply ``code``."""
-    cause = _TARGET_CAUSES.get(code)
-    return {"scope": "target", "target_cause": cause} if cause else {}
 
 
 @contextmanager
@@ -90,14 +85,16 @@ def ftp_errors(where: str, secret: str | None = None) -> Iterator[None]:
                                  target_cause="the passive data connection cannot be opened") from None
         except ftplib.error_temp as exc:
             code = str(exc)[:3]
+            cause = _TARGET_CAUSES.get(code)
             raise TransientError(say(where, f"server busy or out of room ({exc})", secret), kind="ftp", code=code,
-                                 refused=True, **_scoped(code)) from None
+                                 refused=True, scope="target" if cause else "file", target_cause=cause) from None
         except ftplib.error_perm as exc:
             code = str(exc)[:3]
             if code in ("530", "532"):
                 raise AuthenticationFailed(say(where, f"login refused ({exc})", secret), code=f"ftp:{code}") from None
+            cause = _TARGET_CAUSES.get(code)
             raise PermanentError(say(where, f"refused ({exc})", secret), kind="ftp", code=code, refused=True,
-                                 **_scoped(code)) from None
+                                 scope="target" if cause else "file", target_cause=cause) from None
         except (ftplib.error_reply, ftplib.error_proto) as exc:
             raise TransientError(say(where, f"unexpected FTP reply ({exc})", secret), kind="ftp",
                                  code="reply") from None
