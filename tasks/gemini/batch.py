@@ -13,8 +13,8 @@ The interface the describe stage uses (:class:`GeminiBatches`):
   image, prompt, response schema, thinking setting and output budget as
   :class:`~tasks.gemini.describer.GeminiDescriber` sends (the same functions
   build them), with ``metadata = {"asset_id", "asset"}``. BadInput when the
-  image cannot be read (nothing to send); ModelUnavailable for a model
-  without structured output.
+  image cannot be read (nothing to send); StageStopped ``model`` for a
+  model without structured output.
 * ``size_of(request)`` / ``split(requests)`` — jobs whose requests add up to
   at most :data:`JOB_BUDGET_BYTES` (the 20 MB limit less a 10 % margin).
 * ``submit(requests, display_name)`` → :class:`BatchJob` (``client.batches.create``).
@@ -34,8 +34,8 @@ Answers and errors are sync mode's: an answer goes through the same
 confirmed); a per-request error (a ``google.rpc.Status``) becomes the class a
 sync call answered with that status gets
 (:func:`~tasks.gemini.client.error_of_status`). Batch mode asks once: an
-answer cut at the output budget is ``truncated:<REASON>``
-(:class:`~tasks.core.errors.AnswerTruncated`), as sync mode classes a cut on
+answer cut at the output budget is ``truncated:<REASON>`` (a
+:class:`~tasks.core.errors.PermanentError`), as sync mode classes a cut on
 its last try; what sync mode would retry (InvalidOutput, 5xx) is reported as
 it is, for the caller to resubmit or park. A job that ended without answers
 (expired, cancelled, failed, missing) gives :meth:`BatchJob.failure`, a
@@ -61,7 +61,7 @@ from typing import Iterable
 
 from google.genai import errors, types
 
-from tasks.core.errors import AnswerTruncated, BatchJobEnded, InvalidOutput, MicrostockError, OutputTruncated
+from tasks.core.errors import BatchJobEnded, InvalidOutput, MicrostockError, OutputTruncated, PermanentError
 from tasks.core.records import Asset, Metadata, Usage
 from tasks.core.settings import GeminiSettings
 from tasks.gemini.client import Target, error_of_status, gemini_client, map_gemini_errors, usage_of
@@ -248,8 +248,8 @@ class GeminiBatches:
         try:
             answer = parse_answer(response)
         except OutputTruncated as exc:
-            return BatchAnswer(asset_id, None, AnswerTruncated(f"{exc.message} (batch mode asks once)",
-                                                               code=exc.reason), usage)
+            return BatchAnswer(asset_id, None, PermanentError(f"{exc.message} (batch mode asks once)",
+                                                              kind="truncated", code=exc.reason), usage)
         except MicrostockError as exc:
             return BatchAnswer(asset_id, None, exc, usage)
         metadata = to_metadata(answer, response, describer=self.name, settings=settings, usage=usage, batch=True)

@@ -19,21 +19,21 @@ The contract for the caller (retry policy):
 what happened                              raised                  ``error_class``
 =========================================  ======================  ==========================
 401, 403, 400 ``API_KEY_INVALID``          AuthenticationFailed    ``auth``
-429 whose QuotaFailure quota is per day    QuotaExhausted          ``quota:daily``
+429 whose QuotaFailure quota is per day    StageStopped            ``quota:daily``
 429 otherwise                              RateLimited             ``retryable:429``
                                            (``retry_after`` = RetryInfo ``retryDelay``, else the
                                            message's "retry in Ns", else None)
-404 (model unknown or shut down)           ModelUnavailable        ``model``
-404 of the URL (no such API version)       RequestShapeRefused     ``request_shape``
-400 FAILED_PRECONDITION "User location"    LocationRefused         ``location``
-400 "Invalid JSON payload" / "Cannot find  RequestShapeRefused     ``request_shape``
-field" / "Invalid value at                 
+404 (model unknown or shut down)           StageStopped            ``model``
+404 of the URL (no such API version)       StageStopped            ``request_shape``
+400 FAILED_PRECONDITION "User location"    StageStopped            ``location``
+400 "Invalid JSON payload" / "Cannot find  StageStopped            ``request_shape``
+field" / "Invalid value at
 'generation_config…" / thinking refused
-other 400, 422, INVALID_ARGUMENT,          RequestRejected         ``permanent:<code>``
+other 400, 422, INVALID_ARGUMENT,          PermanentError          ``permanent:<code>``
 FAILED_PRECONDITION, "SAFETY"/"BLOCKED"
-any other HTTP error (5xx, 408 ...)        ServiceUnavailable      ``retryable:<code>``
-timeout (connect, read, write, pool)       ServiceTimeout          ``timeout``
-refused / dropped / reset connection       NetworkError            ``network``
+any other HTTP error (5xx, 408 ...)        TransientError          ``retryable:<code>``
+timeout (connect, read, write, pool)       TransientError          ``timeout``
+refused / dropped / reset connection       TransientError          ``network``
 200 not JSON, no candidates, empty         InvalidOutput           ``invalid_output``
 200 with a finish / block reason           as :data:`FINISH_REASONS` / :data:`BLOCK_REASONS`
 =========================================  ======================  ==========================
@@ -67,22 +67,15 @@ from google.genai import errors, types
 from pydantic import ValidationError
 
 from tasks.core.errors import (
-    AccountRestricted,
-    AnswerRefused,
     AuthenticationFailed,
     ContentBlocked,
     InvalidOutput,
-    LocationRefused,
     MicrostockError,
-    ModelUnavailable,
-    NetworkError,
     OutputTruncated,
-    QuotaExhausted,
+    PermanentError,
     RateLimited,
-    RequestRejected,
-    RequestShapeRefused,
-    ServiceTimeout,
-    ServiceUnavailable,
+    StageStopped,
+    TransientError,
 )
 from tasks.core.records import Usage
 from tasks.core.secrets import redact
@@ -184,28 +177,30 @@ def _from_api_error(exc: errors.APIError, api_key: str | None, target: Target) -
         return AuthenticationFailed(f"{said} (check GEMINI_API_KEY / GOOGLE_API_KEY)")
     if code == 429:
         if _per_day_quota(details):
-            return QuotaExhausted(f"{said} (daily quota used up: the rest waits for the next run)")
+            return StageStopped(f"{said} (daily quota used up: the rest waits for the next run)", kind="quota",
+                                code="daily")
         delay = retry_delay_seconds(details, str(exc.message or ""))
         return RateLimited(said + (f" (retry in {delay:g} s)" if delay is not None else ""), retry_after=delay)
     if code == 404:
         if "WAS NOT FOUND ON THIS SERVER" in text:
-            return RequestShapeRefused(f"Gemini serves no such address ({message}): check "
-                                       f"`gemini.api_version = {target.api_version}` (v1beta or v1) and "
-                                       "GOOGLE_GEMINI_BASE_URL if it is set")
+            return StageStopped(f"Gemini serves no such address ({message}): check "
+                                f"`gemini.api_version = {target.api_version}` (v1beta or v1) and "
+                                "GOOGLE_GEMINI_BASE_URL if it is set", kind="request_shape")
         if "NO LONGER AVAILABLE" in text:
-            return ModelUnavailable(f"{set_model} is not served any more ({message}): {_pick(target)}")
-        return ModelUnavailable(f"{set_model} is not found for API version {target.api_version} ({message}): "
-                                f"{_pick(target)}")
+            return StageStopped(f"{set_model} is not served any more ({message}): {_pick(target)}", kind="model")
+        return StageStopped(f"{set_model} is not found for API version {target.api_version} ({message}): "
+                            f"{_pick(target)}", kind="model")
     if code == 400 and "USER LOCATION IS NOT SUPPORTED" in text:
-        return LocationRefused(f"{said}. Gemini refuses requests from this network location; no setting changes "
-                               "that: run from a supported country (docs/GEMINI.md)")
+        return StageStopped(f"{said}. Gemini refuses requests from this network location; no setting changes "
+                            "that: run from a supported country (docs/GEMINI.md)", kind="location")
     if code == 400 and any(marker in text for marker in _SHAPE):
-        return RequestShapeRefused(f"{said}. Every call would be refused: check `gemini.api_version = "
-                                   f"{target.api_version}` and `gemini.thinking` for {target.model} (docs/GEMINI.md)")
+        return StageStopped(f"{said}. Every call would be refused: check `gemini.api_version = "
+                            f"{target.api_version}` and `gemini.thinking` for {target.model} (docs/GEMINI.md)",
+                            kind="request_shape")
     if (code in _PERMANENT_CODES or "INVALID_ARGUMENT" in text or "FAILED_PRECONDITION" in text
             or "SAFETY" in text or "BLOCKED" in text):
-        return RequestRejected(said, code=code)
-    return ServiceUnavailable(said, code=code)
+        return PermanentError(said, code=code)
+    return TransientError(said, kind="retryable", code=code)
 
 
 @contextmanager
@@ -221,9 +216,10 @@ def map_gemini_errors(target: Target, api_key: str | None = None) -> Iterator[No
     except errors.APIError as exc:
         raise _from_api_error(exc, api_key, target) from None
     except httpx2.TimeoutException as exc:
-        raise ServiceTimeout(f"Gemini did not answer in time ({type(exc).__name__})") from None
+        raise TransientError(f"Gemini did not answer in time ({type(exc).__name__})", kind="timeout") from None
     except httpx2.TransportError as exc:
-        raise NetworkError(f"connection to Gemini failed ({type(exc).__name__}: {_clean(exc, api_key)})") from None
+        raise TransientError(f"connection to Gemini failed ({type(exc).__name__}: {_clean(exc, api_key)})",
+                             kind="network") from None
     except json.JSONDecodeError:
         raise InvalidOutput("Gemini answered with a body that is not JSON") from None
     except ValidationError:  # a JSON answer the SDK's response types cannot hold
@@ -251,9 +247,9 @@ def error_of_status(code: int | None, message: str | None, details: Any, target:
 # --- 200 answers ---------------------------------------------------------------------------
 
 #: What each ``FinishReason`` of the SDK means for the job (docs/FAILURES.md has the table):
-#: ``ok`` — use the answer; ``blocked`` — ContentBlocked, parked at once; ``refused`` — AnswerRefused,
-#: parked at once; ``truncated`` — OutputTruncated (retried once with a larger budget);
-#: ``account`` — AccountRestricted, the stage stops; ``retry`` — InvalidOutput, normal retries.
+#: ``ok`` — use the answer; ``blocked`` — ContentBlocked, parked at once; ``refused`` — PermanentError
+#: ``refused:<REASON>``, parked at once; ``truncated`` — OutputTruncated (retried once with a larger budget);
+#: ``account`` — StageStopped ``account``, the stage stops; ``retry`` — InvalidOutput, normal retries.
 FINISH_REASONS: dict[str, str] = {
     "FINISH_REASON_UNSPECIFIED": "retry", "STOP": "ok", "MAX_TOKENS": "truncated", "SAFETY": "blocked",
     "RECITATION": "refused", "LANGUAGE": "refused", "OTHER": "retry", "BLOCKLIST": "blocked",
@@ -291,11 +287,11 @@ def check_answer(response: types.GenerateContentResponse) -> types.Candidate:
     if decision == "blocked":
         raise ContentBlocked(reason)
     if decision == "refused":
-        raise AnswerRefused(f"Gemini declined to answer (finish reason {reason}); the same request would too",
-                            code=reason)
+        raise PermanentError(f"Gemini declined to answer (finish reason {reason}); the same request would too",
+                             kind="refused", code=reason)
     if decision == "account":
-        raise AccountRestricted(f"Gemini says the account is limited or disabled (finish reason {reason}): "
-                                "see the project in AI Studio; no setting of this project changes it")
+        raise StageStopped(f"Gemini says the account is limited or disabled (finish reason {reason}): "
+                           "see the project in AI Studio; no setting of this project changes it", kind="account")
     if decision == "truncated":
         raise OutputTruncated(f"Gemini's answer stopped at {reason} (truncated)", reason=reason)
     if decision == "retry":

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable
 from zoneinfo import ZoneInfo
 
-from tasks.core.errors import QuotaExhausted
+from tasks.core.errors import StageStopped
 
 #: Where Google's day ends.
 PACIFIC = ZoneInfo("America/Los_Angeles")
@@ -49,7 +49,8 @@ class DailyBudget:
         self._lock = threading.Lock()
 
     def take(self) -> None:
-        """Count one request, or raise QuotaExhausted (naming the setting) when the day's budget is spent."""
+        """Count one request, or raise StageStopped ``quota:daily`` (naming the setting) when the day's budget
+        is spent."""
         if self.per_day == 0:
             return
         day = pacific_day(self._now())
@@ -62,9 +63,10 @@ class DailyBudget:
             counts = data.get("models", {}) if data.get("day") == day else {}
             used = int(counts.get(self.model, 0))
             if used >= self.per_day:
-                raise QuotaExhausted(f"{used} requests to {self.model} today (Pacific time) reach "
-                                     f"`gemini.requests_per_day = {self.per_day}`: the rest waits for the next run "
-                                     "after midnight Pacific (raise the setting if your project's limit is higher)")
+                raise StageStopped(f"{used} requests to {self.model} today (Pacific time) reach "
+                                   f"`gemini.requests_per_day = {self.per_day}`: the rest waits for the next run "
+                                   "after midnight Pacific (raise the setting if your project's limit is higher)",
+                                   kind="quota", code="daily")
             counts[self.model] = used + 1
             fh.seek(0)
             fh.truncate()

@@ -29,7 +29,7 @@ from google.genai import types
 from PIL import Image, ImageOps
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from tasks.core.errors import AnswerTruncated, BadInput, InvalidOutput, ModelUnavailable, OutputTruncated
+from tasks.core.errors import BadInput, InvalidOutput, OutputTruncated, PermanentError, StageStopped
 from tasks.core.records import Asset, Metadata, Usage
 from tasks.core.settings import GeminiSettings
 from tasks.gemini.client import Target, check_answer, gemini_client, map_gemini_errors, usage_of
@@ -149,10 +149,10 @@ def _unique(words: list[str]) -> list[str]:
 
 
 def check_describe_model(model: str) -> None:
-    """ModelUnavailable when ``model`` is known to refuse the response schema: do not pay to hear it."""
+    """StageStopped ``model`` when ``model`` is known to refuse the response schema: do not pay to hear it."""
     if lacks_structured_output(model):
-        raise ModelUnavailable(f"`gemini.model = {model}` has no structured output and cannot describe: "
-                               f"{suggestion(model, 'describe')}")
+        raise StageStopped(f"`gemini.model = {model}` has no structured output and cannot describe: "
+                           f"{suggestion(model, 'describe')}", kind="model")
 
 
 def describe_config(settings: GeminiSettings, max_output_tokens: int) -> types.GenerateContentConfig:
@@ -239,8 +239,8 @@ class GeminiDescriber:
             answer = parse_answer(response)
         except OutputTruncated as exc:
             if retrying_cut:
-                raise AnswerTruncated(f"{exc.message}, also with {self._larger.max_output_tokens} output tokens",
-                                      code=exc.reason) from None
+                raise PermanentError(f"{exc.message}, also with {self._larger.max_output_tokens} output tokens",
+                                     kind="truncated", code=exc.reason) from None
             with self._lock:
                 self._truncated.add(asset.asset_id)
             raise

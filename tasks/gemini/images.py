@@ -41,7 +41,7 @@ from tasks.gemini.models import cost_usd
 from tasks.gemini.ratelimit import WaitAllowance, shared_limiter
 from tasks.images.pixels import rgb_on_white
 from tasks.images.provenance import gemini_software
-from tasks.core.errors import AnswerRefused, InvalidOutput
+from tasks.core.errors import InvalidOutput, PermanentError
 from tasks.core.records import Made
 
 JPEG_QUALITY = 92
@@ -115,7 +115,7 @@ class GeminiImageMaker:
 
     def __call__(self, prompt: DemoPrompt, index: int) -> Made:
         if self.budget is not None:
-            self.budget.take()  # the day's requests to the image model (QuotaExhausted stops generation)
+            self.budget.take()  # the day's requests to the image model (quota:daily stops generation)
         response = self.limiter.call(lambda: self._generate(prompt), self._waits)
         usage = usage_of(response)
         cost = cost_usd(self.model, usage, dt.date.today())
@@ -132,5 +132,6 @@ class GeminiImageMaker:
                 words.append(part.text)
         if words:
             said = " ".join(" ".join(words).split())
-            raise AnswerRefused(f"Gemini answered with text instead of an image: {said[:160]}", code="TEXT_ONLY")
+            raise PermanentError(f"Gemini answered with text instead of an image: {said[:160]}", kind="refused",
+                                 code="TEXT_ONLY")
         raise InvalidOutput("Gemini's answer holds no image")

@@ -3,7 +3,7 @@
 Gemini's limit is requests per minute, counted by Google over the project and
 model, so the limiter is shared by every call of the process
 (:func:`shared_limiter`) rather than owned by one task. Prefect's server-side
-``rate_limit`` was measured at ≈ 1 call/s when 4/s was asked (FIELD-NOTES.md),
+``rate_limit`` was measured at ≈ 1 call/s when 4/s was asked (docs/FIELD-NOTES.md),
 so the limiter is in-process and exact:
 
 * **Rate.** Call starts are spaced at least ``60 / per_minute`` seconds apart
@@ -22,8 +22,8 @@ so the limiter is in-process and exact:
   :mod:`tasks.gemini.daybudget`), and on a 429 a pause of
   :func:`~tasks.core.retry.rate_limited_wait` and the same call again — a 429
   is not a failed attempt. The time a run may spend so is its
-  :class:`WaitAllowance`; when that is spent the call raises RateWaitSpent
-  (a StageStopped: the stage stops, the rest stays pending). Where the time
+  :class:`WaitAllowance`; when that is spent the call raises StageStopped
+  ``quota:wait`` (the stage stops, the rest stays pending). Where the time
   went is counted in a :class:`CallTimes` when the caller passes one: the
   wait for the quota apart from the time inside the call.
 
@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator, Protocol, TypeVar
 
-from tasks.core.errors import RateLimited, RateWaitSpent
+from tasks.core.errors import RateLimited, StageStopped
 from tasks.core.retry import rate_limited_wait
 
 T = TypeVar("T")
@@ -129,9 +129,10 @@ class RateLimiter:
         """``fn()`` in a slot, called again after every 429 once the pause it asked for has passed.
 
         ``before_start`` runs in the slot before each call (it may raise, e.g.
-        QuotaExhausted when the day's budget is spent). A 429 pauses every
-        caller of this limiter for :func:`~tasks.core.retry.rate_limited_wait`
-        and takes that time from ``waits``; RateWaitSpent when it is used up.
+        StageStopped ``quota:daily`` when the day's budget is spent). A 429
+        pauses every caller of this limiter for
+        :func:`~tasks.core.retry.rate_limited_wait` and takes that time from
+        ``waits``; StageStopped ``quota:wait`` when it is used up.
         ``times``, when given, gets the time waited for the quota and the time
         spent in ``fn`` added to it, however the call ends.
         """
@@ -180,12 +181,13 @@ class WaitAllowance:
         self._lock = threading.Lock()
 
     def spend(self, seconds: float, exc: RateLimited) -> None:
-        """Count a wait of ``seconds``; RateWaitSpent (naming the setting) when it would pass the limit."""
+        """Count a wait of ``seconds``; StageStopped ``quota:wait`` (naming the setting) when it would pass
+        the limit."""
         with self._lock:
             if self.spent_s + seconds > self.limit_s:
-                raise RateWaitSpent(f"{exc.message}; this run has already waited {self.spent_s:g} s on rate limits "
-                                    f"and may wait {self.limit_s:g} s in all (`gemini.rate_limit_wait_s`): "
-                                    "the rest waits for the next run")
+                raise StageStopped(f"{exc.message}; this run has already waited {self.spent_s:g} s on rate limits "
+                                   f"and may wait {self.limit_s:g} s in all (`gemini.rate_limit_wait_s`): "
+                                   "the rest waits for the next run", kind="quota", code="wait")
             self.spent_s += seconds
 
 

@@ -19,7 +19,7 @@ reported and left pending — never recorded; a StageStopped (refused login,
 unknown host key, a server that lost a confirmed file, another run holding
 the agency) stops this agency at once with one message, the other agencies go
 on; so do ``stop_after_same_failures`` files in a row failing for a cause every
-file meets alike (``fails_every_file``: the data connection, a full disk). A
+file meets alike (``scope="target"``: the data connection, a full disk). A
 send whose reply came too late may still be arriving: its remote copy is
 watched (``tasks.transports.transit``) before anything is sent again. One
 connection per agency is reused for every file; ``parallel_files`` opens that
@@ -50,11 +50,9 @@ from tasks.core.errors import (
     ConfigError,
     MicrostockError,
     PermanentError,
-    RemoteFileDiffers,
     ReplyOverdue,
     StageStopped,
     StoreUnavailable,
-    TargetUnusable,
     TransientError,
 )
 from tasks.core.records import FileOutcome, UploadItem
@@ -69,7 +67,7 @@ from tasks.orchestration.logs import stage_logger
 from tasks.observe.progress import StageProgress
 from tasks.orchestration.stage_tags import tags_never_fail
 from tasks.stores.ledger import Ledger
-from tasks.transports.base import Transport, fails_every_file
+from tasks.transports.base import Transport
 from tasks.transports.targets import open_transport, target_display
 from tasks.transports.transit import SendsInFlight, Settled, watch
 
@@ -154,7 +152,7 @@ class _AgencyRun:
         self.in_flight = SendsInFlight(wd.root / ".uploads-in-flight" / agency)
         self.lock = threading.Lock()
         self.stop = threading.Event()
-        #: Files in a row that failed for one cause every file meets alike (fails_every_file), and that cause.
+        #: Files in a row that failed for one cause every file meets alike (target_cause), and that cause.
         self.same_failures, self.failure_cause = 0, None
 
     def run(self, pending: list[UploadItem]) -> None:
@@ -257,9 +255,9 @@ class _AgencyRun:
                     return self._note("reconciled", item, f"already on the server whole ({remote} bytes): "
                                                           f"recorded without sending → {entry.remote_path}")
                 if remote is not None and remote > local_size:
-                    raise RemoteFileDiffers(f"{transport.remote_path(item.name)}: a different, larger file "
+                    raise PermanentError(f"{transport.remote_path(item.name)}: a different, larger file "
                                          f"({remote} bytes, this one {local_size}) is already there; "
-                                         "not overwritten — check it on the agency's side")
+                                         "not overwritten — check it on the agency's side", kind="remote_differs")
                 started = time.monotonic()
                 sent_here = True
                 self.in_flight.begin(item.name)  # kept until recorded: a later run knows when this send began
@@ -273,16 +271,16 @@ class _AgencyRun:
                 if isinstance(exc, ReplyOverdue):
                     overdue = exc
                 if attempt == attempts and connecting:  # the server, not this file: spare the others the wait
-                    raise TargetUnusable(f"cannot connect after {attempts} attempts: {exc.message}",
-                                         code=exc.error_class) from exc
+                    raise StageStopped(f"cannot connect after {attempts} attempts: {exc.message}",
+                                       kind="target", code=exc.error_class) from exc
                 if attempt == attempts:
-                    return self._fail(item, f"gave up after {attempts} attempts: {exc.message}", fails_every_file(exc))
+                    return self._fail(item, f"gave up after {attempts} attempts: {exc.message}", exc.target_cause)
                 delay = delay_before_retry(self.settings.retry_delay_s, attempt, exc)
                 self.log.warning("%s: %s attempt %d/%d failed (%s); retrying in %.1f s",
                                  self.agency, item.name, attempt, attempts, exc.message, delay)
                 self.sleep(delay)
             except PermanentError as exc:
-                return self._fail(item, exc.message, fails_every_file(exc))
+                return self._fail(item, exc.message, exc.target_cause)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _settle(self, transport: Transport, item: UploadItem, size: int, expected: int,
@@ -310,7 +308,7 @@ class _AgencyRun:
             transport.connect()
         except PermanentError as exc:
             # exc.message starts with the target already: say it once
-            raise TargetUnusable(f"target unusable — {exc.message}", code=exc.error_class) from exc
+            raise StageStopped(f"target unusable — {exc.message}", kind="target", code=exc.error_class) from exc
 
     # --- bookkeeping -----------------------------------------------------------------
 

@@ -42,7 +42,7 @@ from typing import BinaryIO
 from tasks.core.files import fsync_dir
 from tasks.agencies.catalog import agency_names
 from tasks.core.workdir import Workdir
-from tasks.core.errors import AgencyBusy, StoreUnavailable
+from tasks.core.errors import StageStopped, StoreUnavailable
 from tasks.stores.ledger_lines import HEADER, SHA256_TOKEN, Entry, clean_field, parse_line, salvage, tail_key
 from tasks.stores.ledger_index import (
     DoneDigests,
@@ -317,7 +317,7 @@ class Ledger:
     def agency_lock(self, agency: str) -> Iterator[None]:
         """Hold ``.upload-<agency>.lock`` next to the ledger while uploading to ``agency``.
 
-        Raises AgencyBusy at once when another run holds it: two runs
+        Raises StageStopped ``busy`` at once when another run holds it: two runs
         uploading the same pending files would post them twice.
         """
         lock_path = self.path.parent / f".upload-{agency}.lock"
@@ -329,7 +329,8 @@ class Ledger:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError as exc:
-                raise AgencyBusy(f"another run is uploading to {agency} right now; this run leaves {agency} to it") from exc
+                raise StageStopped(f"another run is uploading to {agency} right now; this run leaves {agency} to it",
+                                   kind="busy") from exc
             yield
         finally:
             os.close(fd)

@@ -26,19 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from tasks.core.errors import (
-    DataConnectionFailed,
-    FtpRefused,
-    FtpTemporary,
-    MicrostockError,
-    NetworkError,
-    ServiceTimeout,
-    SftpRefused,
-    ShortWrite,
-    SizeMismatch,
-    Unconfirmed,
-)
+from tasks.core.errors import MicrostockError, StageStopped, TransientError
 from tasks.core.secrets import redact
+
+#: The ``target_cause`` of a full disk or quota at the target (FTP 451/452/552, fewer bytes kept than sent).
+DISK_FULL = "the server's disk is full or over quota"
 
 
 class Transport(ABC):
@@ -47,10 +39,12 @@ class Transport(ABC):
     Use as a context manager: ``__enter__`` connects (and authenticates),
     ``__exit__`` closes. One connection is reused for every file of a run;
     after a TransientError the caller closes and connects again.
-    Errors are raised only as :mod:`tasks.failures` classes:
+    Errors are raised only as :mod:`tasks.core.errors` classes:
     TransientError (retry this file), StageStopped — AuthenticationFailed
     among them — (stop this agency), PermanentError (give up on this file,
-    leave it pending; raised by ``connect`` it stops the agency too).
+    leave it pending; raised by ``connect`` it stops the agency too). An
+    error every further file to this target would meet says so in its
+    ``scope`` and ``target_cause``; a write the server refused, in ``refused``.
     """
 
     #: False where the remote cannot be listed (the agency moves files away
@@ -91,14 +85,15 @@ class Transport(ABC):
         Returns only when the server reported success **and** the remote size
         equals the local size (or, where ``can_list`` is False, on the success
         reply alone); otherwise raises. Replaces a partial remote file of the
-        same name.
+        same name; after a write the server ``refused``, deletes what it left.
         """
         size = local.stat().st_size
         try:
             self.send(local, name)
             self.confirm(name, size)
-        except (ShortWrite, FtpTemporary, FtpRefused, SftpRefused) as exc:  # the server refused, the transfer is over
-            self._clear_partial(name, size, exc)
+        except MicrostockError as exc:
+            if exc.refused:  # the server refused, the transfer is over
+                self._clear_partial(name, size, exc)
             raise
         return self.remote_path(name)
 
@@ -135,17 +130,18 @@ class Transport(ABC):
             return
         size = self.remote_size(name)
         if size is None:
-            raise Unconfirmed(
+            raise StageStopped(
                 f"{self.remote_path(name)}: the server said it was stored, but it is not there; "
                 "it was probably moved away by the agency, so it is not sent again. If the agency shows it, "
                 "record it with `microstock ledger done`; if this agency always moves uploads away, set "
-                "remote_keeps_files = false for it"
+                "remote_keeps_files = false for it", kind="unconfirmed"
             )
         if size != expected:
             message = f"{self.remote_path(name)}: the server kept {size} of {expected} bytes"
             if size < expected:
-                raise ShortWrite(f"{message} (a write was refused: disk full or quota?)")
-            raise SizeMismatch(message)
+                raise TransientError(f"{message} (a write was refused: disk full or quota?)", kind="size_mismatch",
+                                     scope="target", target_cause=DISK_FULL, refused=True)
+            raise TransientError(message, kind="size_mismatch")
 
     def remote_path(self, name: str) -> str:
         """The remote path of ``name`` as shown to people and written to the ledger."""
@@ -167,9 +163,9 @@ def say(where: str, text: object, secret: str | None = None) -> str:
 def network_errors(where: str, secret: str | None = None) -> Iterator[None]:
     """Turn what a socket or TLS connection raises into :mod:`tasks.core.errors` classes.
 
-    - timeouts → ServiceTimeout
-    - TLS breakage → NetworkError ``network:tls``; a host name not found → ``network:dns``
-    - refused, reset, dropped connections → NetworkError
+    - timeouts → TransientError ``timeout``
+    - TLS breakage → TransientError ``network:tls``; a host name not found → ``network:dns``
+    - refused, reset, dropped connections → TransientError ``network``
 
     Protocol mappers wrap this one and handle their own library's errors
     first (a certificate that cannot be verified is FTPS's, a bare OSError
@@ -180,28 +176,20 @@ def network_errors(where: str, secret: str | None = None) -> Iterator[None]:
     except MicrostockError:
         raise
     except (TimeoutError, socket.timeout) as exc:
-        raise ServiceTimeout(say(where, f"no answer in time ({str(exc) or 'timed out'})", secret)) from exc
+        raise TransientError(say(where, f"no answer in time ({str(exc) or 'timed out'})", secret),
+                             kind="timeout") from exc
     except ssl.SSLError as exc:
-        raise NetworkError(say(where, f"TLS failure ({exc.reason or exc})", secret), code="tls") from exc
+        raise TransientError(say(where, f"TLS failure ({exc.reason or exc})", secret), kind="network",
+                             code="tls") from exc
     except socket.gaierror as exc:
-        raise NetworkError(say(where, f"host name not found ({exc.strerror})", secret), code="dns") from exc
+        raise TransientError(say(where, f"host name not found ({exc.strerror})", secret), kind="network",
+                             code="dns") from exc
     except EOFError as exc:
-        raise NetworkError(say(where, f"connection lost ({str(exc) or 'closed'})", secret)) from exc
+        raise TransientError(say(where, f"connection lost ({str(exc) or 'closed'})", secret), kind="network") from exc
     except OSError as exc:
-        raise NetworkError(say(where, f"connection failed ({exc.strerror or exc})", secret)) from exc
+        raise TransientError(say(where, f"connection failed ({exc.strerror or exc})", secret),
+                             kind="network") from exc
 
-
-def fails_every_file(exc: MicrostockError) -> str | None:
-    """The cause, when ``exc`` is one every further file of the agency would meet too: the data
-    connection cannot be opened, the disk is full or over quota, writing there is not permitted.
-    None when it may be this file's own problem."""
-    if isinstance(exc, DataConnectionFailed):
-        return "the passive data connection cannot be opened"
-    if isinstance(exc, ShortWrite) or (isinstance(exc, (FtpTemporary, FtpRefused)) and exc.code in ("451", "452", "552")):
-        return "the server's disk is full or over quota"
-    if isinstance(exc, FtpRefused) and exc.code == "550":
-        return "the server does not permit writing there"
-    return None
 
 
 #: OSError numbers that mean "this file was refused", not "the connection broke".

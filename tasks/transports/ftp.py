@@ -37,21 +37,23 @@ from pathlib import Path
 
 from tasks.core.errors import (
     AuthenticationFailed,
-    CertificateUntrusted,
-    DataConnectionFailed,
-    FtpRefused,
-    FtpTemporary,
     MicrostockError,
-    NoSizeCommand,
+    PermanentError,
     ReplyOverdue,
-    UnexpectedFtpReply,
+    StageStopped,
+    TransientError,
 )
-from tasks.transports.base import Transport, drain, network_errors, remote_display, say
+from tasks.transports.base import DISK_FULL, Transport, drain, network_errors, remote_display, say
 from tasks.transports.pins import CertificatePins
 
 _BLOCK = 64 * 1024
 _RESET_ON_CLOSE = struct.pack("ii", 1, 0)
 _FIN_ON_CLOSE = struct.pack("ii", 0, 0)
+
+#: FTP codes every further file to the target meets alike (``scope="target"``), and the cause the upload
+#: stage names.
+_TARGET_CAUSES = {"451": DISK_FULL, "452": DISK_FULL, "552": DISK_FULL,
+                  "550": "the server does not permit writing there"}
 
 
 @contextmanager
@@ -61,10 +63,12 @@ def ftp_errors(where: str, secret: str | None = None) -> Iterator[None]:
 
     - 530/532 → AuthenticationFailed ``auth:ftp:<code>``
     - other 4xx (421 busy/closing, 425/426 data connection, 450/451, 452 no
-      space) → FtpTemporary ``ftp:<code>`` (retry); other 5xx → FtpRefused ``ftp:<code>``
-    - a reply the protocol does not allow → UnexpectedFtpReply ``ftp:reply``
-    - an unverifiable certificate → CertificateUntrusted ``tls:certificate`` (stop)
-    - a passive data connection that cannot be opened → DataConnectionFailed ``ftp:data``
+      space) → TransientError ``ftp:<code>`` (retry); other 5xx → PermanentError
+      ``ftp:<code>``; both ``refused``, and 451/452/552 (disk full or quota) and
+      550 (writing not permitted) with ``scope="target"``
+    - a reply the protocol does not allow → TransientError ``ftp:reply``
+    - an unverifiable certificate → StageStopped ``tls:certificate``
+    - a passive data connection that cannot be opened → TransientError ``ftp:data``, ``scope="target"``
     """
     with network_errors(where, secret):
         try:
@@ -72,30 +76,38 @@ def ftp_errors(where: str, secret: str | None = None) -> Iterator[None]:
         except MicrostockError:
             raise
         except _NoDataConnection as exc:
-            raise DataConnectionFailed(say(where, f"the passive data connection to port {exc.port} cannot be "
-                                                  f"opened ({exc.cause}), although the login worked: usually a "
-                                                  "firewall or NAT between here and the server, or the server "
-                                                  "advertising a wrong passive address or port range (check the "
-                                                  "agency's passive-mode settings and any firewall on this side)",
-                                           secret)) from None
+            raise TransientError(say(where, f"the passive data connection to port {exc.port} cannot be "
+                                            f"opened ({exc.cause}), although the login worked: usually a "
+                                            "firewall or NAT between here and the server, or the server "
+                                            "advertising a wrong passive address or port range (check the "
+                                            "agency's passive-mode settings and any firewall on this side)",
+                                     secret), kind="ftp", code="data", scope="target",
+                                 target_cause="the passive data connection cannot be opened") from None
         except ftplib.error_temp as exc:
-            raise FtpTemporary(say(where, f"server busy or out of room ({exc})", secret), code=str(exc)[:3]) from None
+            code = str(exc)[:3]
+            cause = _TARGET_CAUSES.get(code)
+            raise TransientError(say(where, f"server busy or out of room ({exc})", secret), kind="ftp", code=code,
+                                 refused=True, scope="target" if cause else "file", target_cause=cause) from None
         except ftplib.error_perm as exc:
             code = str(exc)[:3]
             if code in ("530", "532"):
                 raise AuthenticationFailed(say(where, f"login refused ({exc})", secret), code=f"ftp:{code}") from None
-            raise FtpRefused(say(where, f"refused ({exc})", secret), code=code) from None
+            cause = _TARGET_CAUSES.get(code)
+            raise PermanentError(say(where, f"refused ({exc})", secret), kind="ftp", code=code, refused=True,
+                                 scope="target" if cause else "file", target_cause=cause) from None
         except (ftplib.error_reply, ftplib.error_proto) as exc:
-            raise UnexpectedFtpReply(say(where, f"unexpected FTP reply ({exc})", secret)) from None
+            raise TransientError(say(where, f"unexpected FTP reply ({exc})", secret), kind="ftp",
+                                 code="reply") from None
         except ssl.SSLCertVerificationError as exc:
-            raise CertificateUntrusted(say(where, f"the server's TLS certificate cannot be verified "
-                                                  f"({exc.verify_message}); set ca_file to the PEM file of "
-                                                  "the certificate (or its CA) to trust it, or trust_unknown_host "
-                                                  "= true to pin it on first use", secret)) from None
+            raise StageStopped(say(where, f"the server's TLS certificate cannot be verified "
+                                          f"({exc.verify_message}); set ca_file to the PEM file of "
+                                          "the certificate (or its CA) to trust it, or trust_unknown_host "
+                                          "= true to pin it on first use", secret),
+                               kind="tls", code="certificate") from None
 
 
 class _NoDataConnection(Exception):
-    """The passive data connection could not be opened; :func:`ftp_errors` makes it DataConnectionFailed."""
+    """The passive data connection could not be opened; :func:`ftp_errors` makes it ``ftp:data``."""
 
     def __init__(self, port: int, cause: str) -> None:
         super().__init__(f"port {port}: {cause}")
@@ -240,9 +252,10 @@ class FtpTarget(Transport):
             ftp.voidcmd("TYPE I")  # mlsd() left the session in ASCII mode
         except ftplib.error_perm as exc:
             if str(exc)[:3] in ("500", "502", "504"):
-                raise NoSizeCommand(
+                raise PermanentError(
                     f"{self.display}: the server answers neither SIZE nor MLSD, so uploads cannot be "
-                    "confirmed; set remote_keeps_files = false to trust its success replies alone"
+                    "confirmed; set remote_keeps_files = false to trust its success replies alone",
+                    kind="ftp", code="no_size",
                 ) from None
             raise
         for entry, facts in listing:

@@ -18,7 +18,7 @@ import logging
 import threading
 from pathlib import Path
 
-from tasks.core.errors import CertificateChanged
+from tasks.core.errors import StageStopped
 
 logger = logging.getLogger("microstock.transports")
 _lock = threading.Lock()  # threads of one process; fcntl covers other processes
@@ -37,7 +37,7 @@ class CertificatePins:
         self.path = path
 
     def check(self, where: str, host: str, port: int, der: bytes) -> None:
-        """Pin ``der`` for ``host:port`` on first use; CertificateChanged when another one is pinned."""
+        """Pin ``der`` for ``host:port`` on first use; StageStopped ``tls:changed`` when another one is pinned."""
         key, seen = f"{host}:{port}", fingerprint(der)
         with _lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -52,7 +52,8 @@ class CertificatePins:
                                    where, key, seen, self.path)
                     return
         if pinned[key] != seen:
-            raise CertificateChanged(
+            raise StageStopped(
                 f"{where}: the server's TLS certificate has CHANGED since it was first trusted (pinned "
                 f"{pinned[key]}, now {seen}); refusing to connect, the password was not sent — if the change "
-                f"is expected (a renewed certificate), delete the line for {key} in {self.path}")
+                f"is expected (a renewed certificate), delete the line for {key} in {self.path}",
+                kind="tls", code="changed")

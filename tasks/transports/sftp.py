@@ -28,15 +28,7 @@ from pathlib import Path
 import paramiko
 from paramiko.ssh_exception import NoValidConnectionsError
 
-from tasks.core.errors import (
-    AuthenticationFailed,
-    HostKeyChanged,
-    HostKeyUnknown,
-    KeyFileUnreadable,
-    MicrostockError,
-    NetworkError,
-    SftpRefused,
-)
+from tasks.core.errors import AuthenticationFailed, MicrostockError, PermanentError, StageStopped, TransientError
 from tasks.transports.base import REFUSED_ERRNOS, Transport, network_errors, remote_display, say
 
 _BLOCK = 32 * 1024  # one SFTP write request
@@ -44,7 +36,7 @@ logger = logging.getLogger("microstock.transports")
 
 
 class _UnknownHost(paramiko.SSHException):
-    """Raised by the host-key policy inside paramiko; :func:`sftp_errors` makes it HostKeyUnknown."""
+    """Raised by the host-key policy inside paramiko; :func:`sftp_errors` makes it ``host_key``."""
 
 
 @contextmanager
@@ -57,9 +49,9 @@ def sftp_errors(where: str, secret: str | None = None, alive: Callable[[], bool]
     bare OSError both for an SFTP "failure" status and for a closed socket.
 
     - authentication refused → AuthenticationFailed ``auth:ssh``
-    - unknown or changed host key → HostKeyUnknown / HostKeyChanged ``host_key`` (stop)
-    - SFTP "no such file", "permission denied", "failure" → SftpRefused ``sftp``
-    - SSH breakage, no connection → NetworkError
+    - unknown or changed host key → StageStopped ``host_key``
+    - SFTP "no such file", "permission denied", "failure" → PermanentError ``sftp`` (``refused``)
+    - SSH breakage, no connection → TransientError ``network``
     """
     with network_errors(where, secret):
         try:
@@ -70,21 +62,22 @@ def sftp_errors(where: str, secret: str | None = None, alive: Callable[[], bool]
             raise AuthenticationFailed(say(where, f"login refused ({type(exc).__name__}: {exc})", secret),
                                        code="ssh") from None
         except paramiko.BadHostKeyException as exc:
-            raise HostKeyChanged(say(where, f"the server's host key has CHANGED (got {exc.key.get_name()} "
-                                            f"{exc.key.fingerprint}); refusing to connect — if the change is "
-                                            f"expected, {changed_hint}", secret)) from None
+            raise StageStopped(say(where, f"the server's host key has CHANGED (got {exc.key.get_name()} "
+                                          f"{exc.key.fingerprint}); refusing to connect — if the change is "
+                                          f"expected, {changed_hint}", secret), kind="host_key") from None
         except _UnknownHost as exc:
-            raise HostKeyUnknown(say(where, str(exc), secret)) from None
+            raise StageStopped(say(where, str(exc), secret), kind="host_key") from None
         except NoValidConnectionsError as exc:
-            raise NetworkError(say(where, f"connection failed ({exc.strerror})", secret)) from None
+            raise TransientError(say(where, f"connection failed ({exc.strerror})", secret), kind="network") from None
         except paramiko.SSHException as exc:
-            raise NetworkError(say(where, f"connection lost ({type(exc).__name__}: {str(exc) or 'closed'})",
-                                   secret)) from None
+            raise TransientError(say(where, f"connection lost ({type(exc).__name__}: {str(exc) or 'closed'})",
+                                     secret), kind="network") from None
         except OSError as exc:
             if isinstance(exc, TimeoutError):  # a stalled server, not a refusal: network_errors says so
                 raise
             if exc.errno in REFUSED_ERRNOS or (exc.errno is None and alive is not None and alive()):
-                raise SftpRefused(say(where, f"refused ({exc.strerror or exc})", secret)) from None
+                raise PermanentError(say(where, f"refused ({exc.strerror or exc})", secret), kind="sftp",
+                                     refused=True) from None
             raise
 
 
@@ -201,7 +194,8 @@ class SftpTarget(Transport):
         try:
             return paramiko.PKey.from_path(path, self._password.encode() if self._password else None)
         except OSError as exc:
-            raise KeyFileUnreadable(f"{self.display}: key_file {path} cannot be read ({exc.strerror or exc})") from None
+            raise StageStopped(f"{self.display}: key_file {path} cannot be read ({exc.strerror or exc})",
+                               kind="key_file") from None
         except (paramiko.SSHException, ValueError) as exc:  # wrong or missing passphrase, unknown key type
             raise AuthenticationFailed(f"{self.display}: key_file {path} cannot be used ({type(exc).__name__}); "
                                        "an encrypted key's passphrase is the agency password", code="key") from None

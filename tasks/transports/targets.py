@@ -25,7 +25,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from tasks.core.settings import AgencySettings, Settings
-from tasks.core.errors import ConfigError, MissingPassword
+from tasks.core.errors import ConfigError
 from tasks.core.secrets import agency_password, password_block_name, password_env_var
 from tasks.transports.base import Transport, remote_display
 from tasks.transports.ftp import FtpTarget
@@ -138,13 +138,13 @@ def _trusting(agency: str, ca_file: str) -> ssl.SSLContext:
 
 
 def _required_password(agency: str) -> str:
-    """The agency's password; MissingPassword, before any connection, when there is none (an empty
-    one would be sent, and counted by the server as a failed login)."""
+    """The agency's password; ConfigError ``config:password``, before any connection, when there is none
+    (an empty one would be sent, and counted by the server as a failed login)."""
     password = agency_password(agency)
     if not password:
-        raise MissingPassword(f"{agency}: no password set — set {password_env_var(agency)} or the Prefect Secret "
-                              f"block {password_block_name(agency)} (`microstock secrets set "
-                              f"{password_block_name(agency)}`)")
+        raise ConfigError(f"{agency}: no password set — set {password_env_var(agency)} or the Prefect Secret "
+                          f"block {password_block_name(agency)} (`microstock secrets set "
+                          f"{password_block_name(agency)}`)", code="password")
     return password
 
 

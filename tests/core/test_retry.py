@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from tasks.core.errors import RateLimited, ServiceUnavailable
+from tasks.core.errors import RateLimited, TransientError
 from tasks.core.retry import MAX_BACKOFF_S, RATE_WINDOW_S, backoff_schedule, delay_before_retry, rate_limited_wait
 
 
@@ -14,7 +14,7 @@ def test_the_schedule_doubles_and_is_capped():
 
 def test_jitter_stays_between_half_and_the_whole_delay():
     rng = random.Random(1)
-    delays = [delay_before_retry(2.0, 3, ServiceUnavailable("x", code=503), rng) for _ in range(200)]
+    delays = [delay_before_retry(2.0, 3, TransientError("x", kind="retryable", code=503), rng) for _ in range(200)]
     assert min(delays) >= 4.0 and max(delays) <= 8.0 and len(set(delays)) > 100
 
 

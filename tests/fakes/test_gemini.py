@@ -11,7 +11,7 @@ from PIL import Image
 from tasks.core.records import Asset
 from tasks.core.settings import GeminiSettings
 from tasks.gemini.describer import GeminiDescriber
-from tasks.core.errors import ModelUnavailable, RequestShapeRefused
+from tasks.core.errors import StageStopped
 from tasks.core.files import sha256_file
 from tests.fakes.gemini import FAKE_KEY, FakeGemini, answer_json, error, fake_gemini  # noqa: F401
 
@@ -54,8 +54,9 @@ def test_only_the_served_api_version_is_answered(monkeypatch, asset):
     fake = FakeGemini(api_version="v1").start()
     monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", fake.url)
     try:
-        with pytest.raises(RequestShapeRefused, match="gemini.api_version = v1beta"):
+        with pytest.raises(StageStopped, match="gemini.api_version = v1beta") as info:
             GeminiDescriber(GeminiSettings(timeout_s=5), FAKE_KEY).describe(asset)
+        assert info.value.error_class == "request_shape"
         metadata = GeminiDescriber(GeminiSettings(timeout_s=5, api_version="v1"), FAKE_KEY).describe(asset)
     finally:
         fake.stop()
@@ -64,7 +65,7 @@ def test_only_the_served_api_version_is_answered(monkeypatch, asset):
 
 def test_base_url_with_a_wrong_path_stops_with_the_setting_named(fake_gemini, monkeypatch, asset):
     monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", f"{fake_gemini.url}/not-gemini/")
-    with pytest.raises(RequestShapeRefused) as info:
+    with pytest.raises(StageStopped) as info:
         GeminiDescriber(GeminiSettings(timeout_s=5), FAKE_KEY).describe(asset)
     assert info.value.error_class == "request_shape"
     assert fake_gemini.requests[0].path.startswith("/not-gemini/v1beta/models/")
@@ -80,8 +81,9 @@ def test_retired_and_unknown_models_get_the_real_404(fake_gemini, asset, model, 
     r = httpx.post(f"{fake_gemini.url}/v1beta/models/{model}:generateContent", json={})
     assert r.status_code == 404 and r.json()["error"]["status"] == "NOT_FOUND"
     assert r.json()["error"]["message"].startswith(message)
-    with pytest.raises(ModelUnavailable, match=f"gemini.model = {model}"):
+    with pytest.raises(StageStopped, match=f"gemini.model = {model}") as info:
         GeminiDescriber(GeminiSettings(model=model, timeout_s=5), FAKE_KEY).describe(asset)
+    assert info.value.error_class == "model"
     assert len(fake_gemini.requests) == 2 and fake_gemini._queue, "the script was not consulted"
 
 

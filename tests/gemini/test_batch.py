@@ -6,14 +6,13 @@ import pytest
 from PIL import Image
 
 from tasks.core.errors import (
-    AnswerTruncated,
     BatchJobEnded,
     ContentBlocked,
     InvalidOutput,
     MicrostockError,
     OutputTruncated,
-    RequestRejected,
-    ServiceUnavailable,
+    PermanentError,
+    TransientError,
 )
 from tasks.core.files import sha256_file
 from tasks.core.records import Asset
@@ -144,11 +143,11 @@ def test_a_job_of_30_with_5_failures_gives_25_metadata_and_the_sync_classes_for_
     assert sum(1 for a in job.answers if a.metadata is not None and a.error is None) == 25
     got = {i: by_asset[assets[i].asset_id].error for i in failing}
     assert all(by_asset[assets[i].asset_id].metadata is None for i in failing)
-    assert isinstance(got[3], RequestRejected) and got[3].error_class == "permanent:400"
-    assert isinstance(got[8], ServiceUnavailable) and got[8].error_class == "retryable:500"
+    assert isinstance(got[3], PermanentError) and got[3].error_class == "permanent:400"
+    assert isinstance(got[8], TransientError) and got[8].error_class == "retryable:500"
     assert isinstance(got[13], ContentBlocked) and got[13].error_class == "blocked:SAFETY"
     assert isinstance(got[21], InvalidOutput) and got[21].error_class == "invalid_output"
-    assert isinstance(got[27], AnswerTruncated) and got[27].error_class == "truncated:MAX_TOKENS"
+    assert isinstance(got[27], PermanentError) and got[27].error_class == "truncated:MAX_TOKENS"
     for i, reply in failing.items():  # the very classes sync mode raises for the same answers
         sync = sync_error(fake_gemini, reply, assets[i])
         assert (type(got[i]), got[i].error_class) == (type(sync), sync.error_class), i
@@ -199,7 +198,7 @@ def test_split_keeps_every_job_under_the_inline_limit_which_the_server_enforces(
     assets = make_assets(tmp_path, 50, size=(1024, 1024), noise=True)
     requests = [batches.request(a) for a in assets]
     assert sum(batches.size_of(r) for r in requests) > INLINE_LIMIT_BYTES  # one job could not take them
-    with pytest.raises(RequestRejected) as refused:
+    with pytest.raises(PermanentError) as refused:
         batches.submit(requests, "mx-too-big")
     assert refused.value.error_class == "permanent:400" and "exceeds the limit" in refused.value.message
     jobs = batches.split(requests)

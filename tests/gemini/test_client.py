@@ -1,7 +1,7 @@
 """Every failure Gemini can produce, through the real SDK and real HTTP, mapped to one class.
 
 The fake server sends the real body shapes; the describer must raise the
-:mod:`tasks.failures` class the caller's retry policy depends on, with the
+:mod:`tasks.core.errors` class the caller's retry policy depends on, with the
 dead-letter ``error_class``, after exactly one request, and with the API key
 nowhere in the exception, its repr or its traceback.
 """
@@ -22,23 +22,13 @@ from tasks.core.settings import GeminiSettings
 from tasks.gemini.describer import GeminiDescriber
 from tasks.gemini.client import FINISH_REASONS, retry_delay_seconds
 from tasks.core.errors import (
-    AccountRestricted,
-    AnswerRefused,
-    MicrostockError,
     AuthenticationFailed,
     ContentBlocked,
     InvalidOutput,
-    NetworkError,
+    MicrostockError,
     OutputTruncated,
     PermanentError,
-    LocationRefused,
-    ModelUnavailable,
-    RequestRejected,
-    RequestShapeRefused,
-    QuotaExhausted,
     RateLimited,
-    ServiceTimeout,
-    ServiceUnavailable,
     StageStopped,
     TransientError,
 )
@@ -70,24 +60,24 @@ TIMEOUT_S = 0.4
 
 CASES = {
     # HTTP errors, by code and status as the seed classifies them
-    "400": (error(400, "Request contains an invalid argument."), RequestRejected, "permanent:400"),
-    "422": (error(422, "Unprocessable"), RequestRejected, "permanent:422"),
+    "400": (error(400, "Request contains an invalid argument."), PermanentError, "permanent:400"),
+    "422": (error(422, "Unprocessable"), PermanentError, "permanent:422"),
     "400 failed precondition": (error(400, "Precondition check failed.", status="FAILED_PRECONDITION"),
-                                RequestRejected, "permanent:400"),
+                                PermanentError, "permanent:400"),
     # whole-run refusals (issue 13): the stage stops
-    "404 model": (error(404, "models/nope is not found for API version v1beta"), ModelUnavailable, "model"),
-    "404 retired model": (model_retired("gemini-2.5-flash"), ModelUnavailable, "model"),
-    "400 location": (location_refused(), LocationRefused, "location"),
-    "400 unknown field": (unknown_field("foo", "generation_config"), RequestShapeRefused, "request_shape"),
+    "404 model": (error(404, "models/nope is not found for API version v1beta"), StageStopped, "model"),
+    "404 retired model": (model_retired("gemini-2.5-flash"), StageStopped, "model"),
+    "400 location": (location_refused(), StageStopped, "location"),
+    "400 unknown field": (unknown_field("foo", "generation_config"), StageStopped, "request_shape"),
     "400 schema keyword": (unknown_field("additionalProperties", "generation_config.response_schema"),
-                           RequestShapeRefused, "request_shape"),
-    "500": (error(500, "An internal error has occurred."), ServiceUnavailable, "retryable:500"),
-    "502": (error(502, "Bad gateway", status="UNAVAILABLE"), ServiceUnavailable, "retryable:502"),
-    "503": (error(503, "The model is overloaded. Please try again later."), ServiceUnavailable, "retryable:503"),
-    "504": (error(504, "Deadline expired before operation could complete."), ServiceUnavailable, "retryable:504"),
+                           StageStopped, "request_shape"),
+    "500": (error(500, "An internal error has occurred."), TransientError, "retryable:500"),
+    "502": (error(502, "Bad gateway", status="UNAVAILABLE"), TransientError, "retryable:502"),
+    "503": (error(503, "The model is overloaded. Please try again later."), TransientError, "retryable:503"),
+    "504": (error(504, "Deadline expired before operation could complete."), TransientError, "retryable:504"),
     "502 HTML from a proxy": (Reply(status=502, body=b"<html><h1>502 Bad Gateway</h1></html>", content_type="text/html"),
-                              ServiceUnavailable, "retryable:502"),
-    "408 unknown to the seed": (error(408, "timeout"), ServiceUnavailable, "retryable:408"),
+                              TransientError, "retryable:502"),
+    "408 unknown to the seed": (error(408, "timeout"), TransientError, "retryable:408"),
     # the key
     "401": (error(401, "Request had invalid authentication credentials."), AuthenticationFailed, "auth"),
     "403": (error(403, "Your API key was reported as leaked."), AuthenticationFailed, "auth"),
@@ -95,10 +85,10 @@ CASES = {
     # 429
     "429 RetryInfo": (rate_limited("2s"), RateLimited, "retryable:429"),
     "429 bare": (error(429, "Resource has been exhausted (e.g. check quota)."), RateLimited, "retryable:429"),
-    "429 per day": (daily_quota(), QuotaExhausted, "quota:daily"),
+    "429 per day": (daily_quota(), StageStopped, "quota:daily"),
     # transport
-    "timeout": (slow(5), ServiceTimeout, "timeout"),
-    "dropped connection": (drop(), NetworkError, "network"),
+    "timeout": (slow(5), TransientError, "timeout"),
+    "dropped connection": (drop(), TransientError, "network"),
     # 200 without usable output
     "garbage 200": (garbage(), InvalidOutput, "invalid_output"),
     "MAX_TOKENS": (truncated(), OutputTruncated, "invalid_output"),
@@ -121,10 +111,9 @@ CASES = {
     "prompt blocked OTHER": (prompt_blocked("OTHER"), ContentBlocked, "blocked:OTHER"),
 }
 
-#: What the caller does, by group.
-GROUP = {RequestRejected: PermanentError, ContentBlocked: PermanentError, AuthenticationFailed: StageStopped,
-         QuotaExhausted: StageStopped, ModelUnavailable: StageStopped, LocationRefused: StageStopped,
-         RequestShapeRefused: StageStopped}
+#: What the caller does, by group (a case's class is the group itself, or a leaf of it).
+GROUP = {PermanentError: PermanentError, ContentBlocked: PermanentError, AuthenticationFailed: StageStopped,
+         StageStopped: StageStopped}
 
 
 @pytest.fixture
@@ -192,16 +181,17 @@ def test_a_429_without_retry_info_takes_the_delay_its_message_names(fake_gemini,
 
 def test_daily_quota_wins_over_its_retry_info(fake_gemini, describer, asset):
     fake_gemini.push(daily_quota())
-    with pytest.raises(QuotaExhausted) as info:
+    with pytest.raises(StageStopped) as info:
         describer.describe(asset)
-    assert "daily quota" in str(info.value)
+    assert "daily quota" in str(info.value) and info.value.error_class == "quota:daily"
 
 
 def test_timeout_is_the_configured_one(fake_gemini, describer, asset):
     fake_gemini.push(slow(5))
     started = time.monotonic()
-    with pytest.raises(ServiceTimeout):
+    with pytest.raises(TransientError) as info:
         describer.describe(asset)
+    assert info.value.error_class == "timeout"
     assert TIMEOUT_S <= time.monotonic() - started < 3
 
 
@@ -210,9 +200,9 @@ def test_refused_connection_is_a_network_error(monkeypatch, asset):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", f"http://127.0.0.1:{port}")
-    with pytest.raises(NetworkError) as info:
+    with pytest.raises(TransientError) as info:
         GeminiDescriber(GeminiSettings(timeout_s=2), FAKE_KEY).describe(asset)
-    assert "ConnectError" in str(info.value)
+    assert "ConnectError" in str(info.value) and info.value.error_class == "network"
 
 
 def test_service_message_is_kept_but_an_echoed_key_is_not(fake_gemini, describer, asset):
@@ -238,10 +228,10 @@ def test_blocked_reason_is_on_the_exception(fake_gemini, describer, asset):
 
 @pytest.mark.parametrize("exc", [
     RateLimited("Gemini answered 429", retry_after=2.0),
-    ServiceUnavailable("Gemini answered 503", code=503),
-    RequestRejected("Gemini answered 400", code=400),
+    TransientError("Gemini answered 503", kind="retryable", code=503),
+    PermanentError("Gemini answered 400", code=400),
     ContentBlocked("SAFETY"),
-    QuotaExhausted("daily"),
+    StageStopped("daily", kind="quota", code="daily"),
 ])
 def test_mapped_errors_survive_pickling_with_their_class(exc):
     back = pickle.loads(pickle.dumps(exc))
@@ -252,8 +242,9 @@ def test_mapped_errors_survive_pickling_with_their_class(exc):
 def test_any_key_echoed_by_the_service_is_removed_not_only_google_shaped_ones(fake_gemini, asset):
     odd_key = "plain-secret-4711"
     fake_gemini.push(error(500, f"backend refused credential {odd_key}"))
-    with pytest.raises(ServiceUnavailable) as info:
+    with pytest.raises(TransientError) as info:
         GeminiDescriber(GeminiSettings(timeout_s=2), odd_key).describe(asset)
+    assert info.value.error_class == "retryable:500"
     assert odd_key not in "".join(traceback.format_exception(info.value))
     assert "backend refused credential [redacted]" in str(info.value)
 
@@ -264,8 +255,11 @@ def test_truncated_answer_says_it_stopped_at_max_tokens(fake_gemini, describer, 
         describer.describe(asset)
 
 
-DECIDED = {"blocked": ContentBlocked, "refused": AnswerRefused, "truncated": OutputTruncated,
-           "account": AccountRestricted, "retry": InvalidOutput}
+DECIDED = {"blocked": ContentBlocked, "refused": PermanentError, "truncated": OutputTruncated,
+           "account": StageStopped, "retry": InvalidOutput}
+#: The error_class each decision parks or stops under (``{}``: the finish reason).
+DECIDED_CLASS = {"blocked": "blocked:{}", "refused": "refused:{}", "truncated": "invalid_output",
+                 "account": "account", "retry": "invalid_output"}
 
 
 @pytest.mark.parametrize("reason", [r.name for r in types.FinishReason if r.name != "STOP"])
@@ -275,6 +269,7 @@ def test_every_finish_reason_reaches_its_class_through_the_sdk(reason, fake_gemi
         describer.describe(asset)
     cls = DECIDED[FINISH_REASONS[reason]]
     assert type(info.value) is cls
+    assert info.value.error_class == DECIDED_CLASS[FINISH_REASONS[reason]].format(reason)
     assert reason in info.value.message or info.value.error_class == f"blocked:{reason}"
     assert len(fake_gemini.requests) == 1
 

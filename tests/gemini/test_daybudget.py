@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tasks.core.errors import QuotaExhausted
+from tasks.core.errors import StageStopped
 from tasks.gemini.daybudget import DailyBudget, pacific_day
 
 UTC = dt.timezone.utc
@@ -33,7 +33,7 @@ def test_the_budget_stops_before_the_request_that_would_pass_it_and_resets_at_pa
     budget = DailyBudget(tmp_path / "b.json", "m", 2, now=now)
     budget.take()
     DailyBudget(tmp_path / "b.json", "m", 2, now=now).take()  # another run, the same workdir
-    with pytest.raises(QuotaExhausted) as info:
+    with pytest.raises(StageStopped) as info:
         budget.take()
     assert info.value.error_class == "quota:daily" and "`gemini.requests_per_day = 2`" in info.value.message
     other = DailyBudget(tmp_path / "b.json", "other-model", 2, now=now)
@@ -57,7 +57,8 @@ def test_threads_never_take_more_than_the_budget(tmp_path):
         try:
             budget.take()
             return 1
-        except QuotaExhausted:
+        except StageStopped as exc:
+            assert exc.error_class == "quota:daily"
             return 0
 
     with ThreadPoolExecutor(8) as pool:

@@ -13,7 +13,7 @@ from tests.fakes.pack_samples import quadrant_jpeg
 from tasks.core.records import Asset
 from tasks.core.settings import GeminiSettings
 from tasks.gemini.describer import ADOBE_CATEGORIES, GeminiDescriber
-from tasks.core.errors import BadInput, ServiceUnavailable
+from tasks.core.errors import BadInput, TransientError
 from tasks.core.files import sha256_file
 from tests.fakes.gemini import FAKE_KEY, GOOD_METADATA, answer_json, error, fake_gemini  # noqa: F401
 
@@ -114,8 +114,9 @@ def test_key_travels_only_in_the_api_key_header(fake_gemini, describer, tmp_path
 
 def test_sdk_does_not_retry_on_its_own(fake_gemini, describer, tmp_path):
     fake_gemini.push(error(503), error(503), error(503))
-    with pytest.raises(ServiceUnavailable):
+    with pytest.raises(TransientError) as info:
         describer.describe(make_asset(tmp_path))
+    assert info.value.error_class == "retryable:503"
     assert len(fake_gemini.requests) == 1
 
 
@@ -150,9 +151,11 @@ def test_thinking_is_set_on_purpose_and_no_sampling_parameter_is_sent(fake_gemin
 
 
 def test_a_model_without_structured_output_stops_before_any_call(fake_gemini, tmp_path):
-    from tasks.core.errors import ModelUnavailable
+    from tasks.core.errors import StageStopped
 
     d = GeminiDescriber(GeminiSettings(model="gemini-3.1-flash-lite-image", timeout_s=5), FAKE_KEY)
-    with pytest.raises(ModelUnavailable, match="`gemini.model = gemini-3.1-flash-lite-image` has no structured output"):
+    with pytest.raises(StageStopped, match="`gemini.model = gemini-3.1-flash-lite-image` has no structured output") \
+            as info:
         d.describe(make_asset(tmp_path))
+    assert info.value.error_class == "model"
     assert fake_gemini.requests == []

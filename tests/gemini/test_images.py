@@ -11,7 +11,7 @@ from tasks.images.demo import DEMO_PROMPTS
 from tasks.stages.assets import generate
 from tasks.core.settings import GeminiSettings
 from tasks.stages.describers import read_embedded
-from tasks.core.errors import AnswerRefused, ContentBlocked, InvalidOutput, LocationRefused, ModelUnavailable
+from tasks.core.errors import ContentBlocked, InvalidOutput, PermanentError, StageStopped
 from tasks.gemini import ratelimit
 from tasks.gemini.images import GeminiImageMaker
 from tests.fakes.gemini import (  # noqa: F401
@@ -95,13 +95,13 @@ def test_works_as_the_asset_generators_image_maker(fake_gemini, maker, tmp_path)
     (finished("IMAGE_SAFETY"), ContentBlocked, "blocked:IMAGE_SAFETY"),
     (prompt_blocked("PROHIBITED_CONTENT"), ContentBlocked, "blocked:PROHIBITED_CONTENT"),
     (finished("IMAGE_PROHIBITED_CONTENT"), ContentBlocked, "blocked:IMAGE_PROHIBITED_CONTENT"),
-    (finished("IMAGE_RECITATION"), AnswerRefused, "refused:IMAGE_RECITATION"),
+    (finished("IMAGE_RECITATION"), PermanentError, "refused:IMAGE_RECITATION"),
     (finished("IMAGE_OTHER"), InvalidOutput, "invalid_output"),
     (finished("NO_IMAGE"), InvalidOutput, "invalid_output"),
-    (answer_text("I cannot draw that, but here is a poem."), AnswerRefused, "refused:TEXT_ONLY"),
+    (answer_text("I cannot draw that, but here is a poem."), PermanentError, "refused:TEXT_ONLY"),
     (answer_image(b"definitely not an image"), InvalidOutput, "invalid_output"),
-    (model_retired("gemini-3-pro-image"), ModelUnavailable, "model"),
-    (location_refused(), LocationRefused, "location"),
+    (model_retired("gemini-3-pro-image"), StageStopped, "model"),
+    (location_refused(), StageStopped, "location"),
 ])
 def test_failures_map_like_the_describers(fake_gemini, maker, reply, cls, error_class):
     fake_gemini.push(reply)
@@ -175,7 +175,7 @@ def test_each_image_call_logs_its_tokens_and_cost(fake_gemini, maker):
 
 
 def test_image_requests_take_from_the_days_budget_of_the_image_model(fake_gemini, tmp_path):
-    from tasks.core.errors import QuotaExhausted
+    from tasks.core.errors import StageStopped
     from tasks.gemini.daybudget import DailyBudget
     from tests.fakes.gemini import image_or_metadata
 
@@ -185,6 +185,7 @@ def test_image_requests_take_from_the_days_budget_of_the_image_model(fake_gemini
                              budget=budget)
     made = maker(PROMPT, 0)
     assert made.usage.total == 1680  # the answer's usage comes back with the image
-    with pytest.raises(QuotaExhausted, match="gemini.requests_per_day = 1"):
+    with pytest.raises(StageStopped, match="gemini.requests_per_day = 1") as info:
         maker(PROMPT, 1)
+    assert info.value.error_class == "quota:daily"
     assert len(fake_gemini.requests) == 1  # the second request was never sent

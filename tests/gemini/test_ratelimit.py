@@ -210,7 +210,7 @@ def test_one_limiter_per_model_and_settings_in_the_process():
 
 # --- calls: a 429 is waited out and called again, within the run's allowance ------------------------
 
-from tasks.core.errors import QuotaExhausted, RateLimited, RateWaitSpent  # noqa: E402
+from tasks.core.errors import RateLimited, StageStopped  # noqa: E402
 from tasks.core.retry import RATE_WINDOW_S  # noqa: E402
 from tasks.gemini.ratelimit import WaitAllowance  # noqa: E402
 
@@ -245,7 +245,7 @@ def test_the_allowance_is_shared_and_stops_the_call_that_would_pass_it():
     limiter = RateLimiter(600, concurrency=1, clock=clock)
     waits = WaitAllowance(100)
     limiter.call(answers(RateLimited("429", retry_after=None), "ok"), waits)
-    with pytest.raises(RateWaitSpent) as info:
+    with pytest.raises(StageStopped) as info:
         limiter.call(answers(RateLimited("429", retry_after=30), RateLimited("429", retry_after=30), "never"), waits)
     assert info.value.error_class == "quota:wait" and "gemini.rate_limit_wait_s" in info.value.message
     assert waits.spent_s == pytest.approx(90)
@@ -258,13 +258,14 @@ def test_the_check_before_each_start_runs_for_every_call_again():
 
     def budget():
         if len(taken) == 2:
-            raise QuotaExhausted("spent")
+            raise StageStopped("spent", kind="quota", code="daily")
         taken.append(clock.now())
 
     call = answers(RateLimited("429", retry_after=1), "ok")
     assert limiter.call(call, WaitAllowance(10), budget) == "ok" and len(taken) == 2
-    with pytest.raises(QuotaExhausted):
+    with pytest.raises(StageStopped) as info:
         limiter.call(answers("never"), WaitAllowance(10), budget)
+    assert info.value.error_class == "quota:daily"
 
 
 # --- where a call's time went: waiting for the quota apart from the call itself -----------------------
@@ -307,8 +308,9 @@ def test_the_daily_budgets_check_is_quota_wait_and_a_failed_call_is_still_counte
     clock = FakeClock()
     limiter = RateLimiter(600, concurrency=1, clock=clock)
     times = CallTimes()
-    with pytest.raises(RateWaitSpent):
+    with pytest.raises(StageStopped) as info:
         limiter.call(taking(clock, 0.25, RateLimited("429", retry_after=30)), WaitAllowance(10),
                      before_start=lambda: clock.advance(0.125), times=times)
+    assert info.value.error_class == "quota:wait"
     assert (times.quota_wait_s, times.call_s) == (0.125, 0.25)
 

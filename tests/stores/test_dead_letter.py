@@ -21,13 +21,10 @@ from tasks.core.errors import (
     AuthenticationFailed,
     ContentBlocked,
     InvalidOutput,
-    NetworkError,
     PermanentError,
-    RequestRejected,
     RateLimited,
-    ServiceTimeout,
-    ServiceUnavailable,
     StoreUnavailable,
+    TransientError,
 )
 
 SEED_QUERY = (
@@ -263,14 +260,14 @@ def test_a_file_that_is_not_a_database_is_named(tmp_path):
 @pytest.mark.parametrize(
     ("exc", "expected"),
     [
-        (RequestRejected("bad request", code=400), "permanent:400"),
+        (PermanentError("bad request", code=400), "permanent:400"),
         (PermanentError("no such model"), "permanent"),
         (ContentBlocked("SAFETY"), "blocked:SAFETY"),
         (InvalidOutput("not json"), "invalid_output"),
         (RateLimited("slow down", retry_after=3), "exhausted:429"),
-        (ServiceUnavailable("overloaded", code=503), "exhausted:503"),
-        (ServiceTimeout("no answer"), "exhausted:timeout"),
-        (NetworkError("reset"), "exhausted:network"),
+        (TransientError("overloaded", kind="retryable", code=503), "exhausted:503"),
+        (TransientError("no answer", kind="timeout"), "exhausted:timeout"),
+        (TransientError("reset", kind="network"), "exhausted:network"),
         (AuthenticationFailed("401"), "auth"),
         (KeyError("x"), "unknown:KeyError"),
     ],

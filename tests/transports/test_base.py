@@ -8,15 +8,7 @@ import socket
 import paramiko
 import pytest
 
-from tasks.core.errors import (
-    AuthenticationFailed,
-    FtpRefused,
-    FtpTemporary,
-    NetworkError,
-    ServiceTimeout,
-    SftpRefused,
-    UnexpectedFtpReply,
-)
+from tasks.core.errors import AuthenticationFailed, PermanentError, TransientError
 from tasks.transports.base import network_errors
 from tasks.transports.ftp import ftp_errors
 from tasks.transports.sftp import sftp_errors
@@ -30,30 +22,32 @@ def _mapped(exc: BaseException, mapper=ftp_errors, secret: str | None = None, **
 
 
 @pytest.mark.parametrize("exc, mapper, cls, error_class", [
-    (ftplib.error_temp("421 Service not available"), ftp_errors, FtpTemporary, "ftp:421"),
-    (ftplib.error_temp("452 Insufficient storage"), ftp_errors, FtpTemporary, "ftp:452"),
+    (ftplib.error_temp("421 Service not available"), ftp_errors, TransientError, "ftp:421"),
+    (ftplib.error_temp("452 Insufficient storage"), ftp_errors, TransientError, "ftp:452"),
     (ftplib.error_perm("530 Login incorrect."), ftp_errors, AuthenticationFailed, "auth:ftp:530"),
-    (ftplib.error_perm("553 File name not allowed"), ftp_errors, FtpRefused, "ftp:553"),
-    (ftplib.error_reply("120 later"), ftp_errors, UnexpectedFtpReply, "ftp:reply"),
-    (socket.timeout("timed out"), network_errors, ServiceTimeout, "timeout"),
-    (ConnectionRefusedError(111, "Connection refused"), network_errors, NetworkError, "network"),
-    (ConnectionResetError(104, "Connection reset by peer"), ftp_errors, NetworkError, "network"),
-    (EOFError(), sftp_errors, NetworkError, "network"),
-    (socket.gaierror(-2, "Name or service not known"), network_errors, NetworkError, "network:dns"),
+    (ftplib.error_perm("553 File name not allowed"), ftp_errors, PermanentError, "ftp:553"),
+    (ftplib.error_reply("120 later"), ftp_errors, TransientError, "ftp:reply"),
+    (socket.timeout("timed out"), network_errors, TransientError, "timeout"),
+    (ConnectionRefusedError(111, "Connection refused"), network_errors, TransientError, "network"),
+    (ConnectionResetError(104, "Connection reset by peer"), ftp_errors, TransientError, "network"),
+    (EOFError(), sftp_errors, TransientError, "network"),
+    (socket.gaierror(-2, "Name or service not known"), network_errors, TransientError, "network:dns"),
     (paramiko.AuthenticationException("Authentication failed."), sftp_errors, AuthenticationFailed, "auth:ssh"),
-    (paramiko.SSHException("Error reading SSH protocol banner"), sftp_errors, NetworkError, "network"),
-    (FileNotFoundError(2, "No such file"), sftp_errors, SftpRefused, "sftp"),
-    (PermissionError(13, "Permission denied"), sftp_errors, SftpRefused, "sftp"),
+    (paramiko.SSHException("Error reading SSH protocol banner"), sftp_errors, TransientError, "network"),
+    (FileNotFoundError(2, "No such file"), sftp_errors, PermanentError, "sftp"),
+    (PermissionError(13, "Permission denied"), sftp_errors, PermanentError, "sftp"),
 ])
-def test_each_mapper_turns_its_library_errors_into_named_leaves(exc, mapper, cls, error_class):
+def test_each_mapper_turns_its_library_errors_into_its_group_and_error_class(exc, mapper, cls, error_class):
     mapped = _mapped(exc, mapper)
     assert type(mapped) is cls and mapped.error_class == error_class
     assert mapped.message.startswith("ftp://u@h:21/: ")
 
 
 def test_bare_oserror_is_an_sftp_refusal_only_while_the_connection_stands():
-    assert isinstance(_mapped(OSError("Failure"), sftp_errors, alive=lambda: True), SftpRefused)
-    assert isinstance(_mapped(OSError("Socket is closed"), sftp_errors, alive=lambda: False), NetworkError)
+    refused = _mapped(OSError("Failure"), sftp_errors, alive=lambda: True)
+    closed = _mapped(OSError("Socket is closed"), sftp_errors, alive=lambda: False)
+    assert isinstance(refused, PermanentError) and refused.error_class == "sftp"
+    assert isinstance(closed, TransientError) and closed.error_class == "network"
 
 
 def test_a_password_echoed_by_a_server_is_cut_out():

@@ -11,11 +11,9 @@ import pytest
 
 from tasks.core.errors import (
     AuthenticationFailed,
-    NetworkError,
     PermanentError,
-    ServiceTimeout,
-    ServiceUnavailable,
     StageStopped,
+    TransientError,
 )
 from tasks.transports.ftp import FtpTarget
 from tasks.transports.pins import CertificatePins
@@ -84,11 +82,11 @@ def test_wrong_password_is_an_authentication_failure_without_the_password(ftp_se
 def test_421_and_452_replies_are_transient_and_the_next_try_succeeds(ftp_server, photo):
     ftp_server.faults.refuse_next = ["421 Too many connections, closing.", "452 Insufficient storage space."]
     t = ftp(ftp_server)
-    with pytest.raises(ServiceUnavailable) as first:
+    with pytest.raises(TransientError) as first:
         with t:
             t.put(photo, photo.name)
     assert first.value.error_class == "ftp:421"
-    with pytest.raises(ServiceUnavailable) as second:
+    with pytest.raises(TransientError) as second:
         with t:
             t.put(photo, photo.name)
     assert second.value.error_class == "ftp:452"
@@ -99,7 +97,7 @@ def test_421_and_452_replies_are_transient_and_the_next_try_succeeds(ftp_server,
 
 def test_full_disk_is_reported_with_the_servers_reply(ftp_server, photo):
     ftp_server.faults.disk_free = 100_000
-    with pytest.raises(ServiceUnavailable) as info:
+    with pytest.raises(TransientError) as info:
         with ftp(ftp_server) as t:
             t.put(photo, photo.name)
     # pyftpdlib answers a failed write with "426 <reason>; transfer aborted." (its reason text is lost)
@@ -111,9 +109,10 @@ def test_full_disk_is_reported_with_the_servers_reply(ftp_server, photo):
 
 def test_connection_dropped_mid_transfer_is_a_network_error(ftp_server, photo):
     ftp_server.faults.drop_after = [100_000]
-    with pytest.raises(NetworkError):
+    with pytest.raises(TransientError) as info:
         with ftp(ftp_server) as t:
             t.put(photo, photo.name)
+    assert info.value.error_class == "network"
     assert ftp_server.log.received() == []
     with ftp(ftp_server) as t:  # a fresh connection finishes the job
         t.put(photo, photo.name)
@@ -132,9 +131,10 @@ def test_a_slow_server_is_waited_for(ftp_server, photo):
 def test_a_stalled_server_times_out_instead_of_hanging(ftp_server, photo):
     ftp_server.faults.stall_s = 2.0
     started = time.monotonic()
-    with pytest.raises(ServiceTimeout):
+    with pytest.raises(TransientError) as info:
         with ftp(ftp_server, timeout=0.5) as t:
             t.put(photo, photo.name)
+    assert info.value.kind == "timeout"
     assert time.monotonic() - started < 2.0
 
 
@@ -142,8 +142,9 @@ def test_refused_connection_is_a_network_error():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # nothing listens here once closed
-    with pytest.raises(NetworkError, match="connection failed"):
+    with pytest.raises(TransientError, match="connection failed") as info:
         FtpTarget("127.0.0.1", port, USER, PASSWORD, timeout=2).connect()
+    assert info.value.error_class == "network"
 
 
 def test_without_size_or_listing_confirmation_is_impossible_and_said(ftp_server, photo, monkeypatch):
