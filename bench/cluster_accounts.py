@@ -45,7 +45,7 @@ import httpx
 
 from bench.measure import OUT, server_trouble, write_uploadable_assets
 from tasks.orchestration.cluster import POOL, Cluster
-from tasks.stores.dead_letter_postgres import PostgresDeadLetterStore
+from tasks.stores.dead_letter_sql import PostgresDeadLetterStore
 
 PROJECT = "bench-project"
 AGENCIES = ("adobe", "vecteezy", "dreamstime")

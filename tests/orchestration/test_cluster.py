@@ -15,7 +15,7 @@ import pytest
 
 from tasks.orchestration.cluster import DEMO_ACCOUNTS, POOL, Cluster
 from tasks.orchestration.local_server import port_in_use
-from tasks.stores.dead_letter_postgres import PostgresDeadLetterStore
+from tasks.stores.dead_letter_sql import PostgresDeadLetterStore
 from tests.postgres import require_postgres
 
 pytestmark = pytest.mark.cluster
