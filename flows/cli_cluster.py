@@ -59,7 +59,7 @@ def cluster_up(
     workers: int = typer.Option(2, "--workers", min=1, help="Process workers to start."),
 ) -> None:
     """Start PostgreSQL, a Prefect server on it, the workers, and deploy two demo accounts."""
-    from tasks.orchestration.cluster import Cluster
+    from harness.cluster import Cluster
 
     try:
         Cluster(home).up(host=host, workers=workers, say=lambda line: console.print(line, highlight=False))
@@ -70,7 +70,7 @@ def cluster_up(
 @cluster_app.command("down")
 def cluster_down(home: Path = ClusterHomeOpt) -> None:
     """Stop the workers, the server and PostgreSQL of the cluster in HOME, and remove HOME."""
-    from tasks.orchestration.cluster import Cluster
+    from harness.cluster import Cluster
 
     if not Cluster(home).down(say=lambda line: console.print(line, highlight=False)):
         err.print(f"no cluster is up in {home}")

@@ -13,7 +13,7 @@ import pytest
 
 from tasks.core.errors import ConfigError, StoreUnavailable
 from tasks.core.settings import load_settings
-from tasks.orchestration.postgres import HOST, SUPERUSER
+from harness.postgres import HOST, SUPERUSER
 from tasks.stores.dead_letter import Summary
 from tasks.stores.dead_letter_open import ACCOUNT_ENV, DEAD_LETTER_URL_ENV, open_store
 from tasks.stores.dead_letter_sql import DeadLetterDatabase, PostgresDeadLetterStore, SQLiteDeadLetterStore
