@@ -4,7 +4,7 @@
     .venv/bin/python -m bench.cluster_accounts --accounts 2 --assets 50 --rpm 120   # a quick look
 
 ``microstock cluster up`` (PostgreSQL, a Prefect server on it, two process
-workers; tasks/orchestration/cluster.py) in a fresh folder, then
+workers; harness/cluster.py) in a fresh folder, then
 ``--accounts`` accounts deployed with ``microstock accounts deploy``, each with
 ``--assets`` 2400×1800 JPEGs every agency takes, local outboxes, and one
 ``[gemini]`` setting shared by all: ``requests_per_minute = --rpm``,
@@ -44,8 +44,8 @@ from pathlib import Path
 import httpx
 
 from bench.measure import OUT, server_trouble, write_uploadable_assets
-from tasks.orchestration.cluster import POOL, Cluster
-from tasks.stores.dead_letter_postgres import PostgresDeadLetterStore
+from harness.cluster import POOL, Cluster
+from tasks.stores.dead_letter_sql import PostgresDeadLetterStore
 
 PROJECT = "bench-project"
 AGENCIES = ("adobe", "vecteezy", "dreamstime")

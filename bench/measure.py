@@ -257,7 +257,7 @@ def bench_server(backend: str, home: Path, env: dict[str, str] | None = None) ->
     """
     # Here, not at the top: bench.scale's child imports this module and measures its memory before Prefect.
     from tasks.orchestration.local_server import LocalServer, free_port
-    from tasks.orchestration.postgres import Postgres, generate_password
+    from harness.postgres import Postgres, generate_password
 
     saved = dict(os.environ)
     pg = None

@@ -7,7 +7,7 @@
 
 For each backend a fresh server on 127.0.0.1 — SQLite with Prefect's
 defaults; PostgreSQL 15 as ``microstock cluster up`` runs it (the task-run
-recorder batched: ``tasks.orchestration.cluster.SERVER_TUNING``) — and one
+recorder batched: ``harness.cluster.SERVER_TUNING``) — and one
 child process running ``bench.scale``'s measurement (the whole flow over
 ``--assets`` tiny JPEGs, offline describer) with ``PREFECT_API_URL`` set to
 that server. Reported per backend: the flow run and its describe stage, the
@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from bench.measure import OUT, bench_server, peak_rss_tree_mb, run_child, server_trouble
-from tasks.orchestration.cluster import SERVER_TUNING
+from harness.cluster import SERVER_TUNING
 
 
 def measure(backend: str, assets: int, tune_sqlite: bool = False, uploadable: bool = False) -> dict:

@@ -252,7 +252,7 @@ JobStatus = _job_statuses()
 def open_dead_letters(workdir: Optional[Path]):
     """The workdir's store (the account's view of the shared PostgreSQL one when a ``dead_letter_url``
     is set), or None when it is SQLite and has no file yet (nothing was ever parked)."""
-    from tasks.stores.dead_letter_sqlite import open_store
+    from tasks.stores.dead_letter_open import open_store
     from tasks.core.errors import StoreUnavailable
     from tasks.core.workdir import Workdir
 

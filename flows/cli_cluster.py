@@ -59,7 +59,7 @@ def cluster_up(
     workers: int = typer.Option(2, "--workers", min=1, help="Process workers to start."),
 ) -> None:
     """Start PostgreSQL, a Prefect server on it, the workers, and deploy two demo accounts."""
-    from tasks.orchestration.cluster import Cluster
+    from harness.cluster import Cluster
 
     try:
         Cluster(home).up(host=host, workers=workers, say=lambda line: console.print(line, highlight=False))
@@ -70,7 +70,7 @@ def cluster_up(
 @cluster_app.command("down")
 def cluster_down(home: Path = ClusterHomeOpt) -> None:
     """Stop the workers, the server and PostgreSQL of the cluster in HOME, and remove HOME."""
-    from tasks.orchestration.cluster import Cluster
+    from harness.cluster import Cluster
 
     if not Cluster(home).down(say=lambda line: console.print(line, highlight=False)):
         err.print(f"no cluster is up in {home}")
@@ -80,7 +80,7 @@ def shared_dead_letter_url(workdir: Path) -> str:
     """$MICROSTOCK_DEAD_LETTER_URL, else the workdir's ``dead_letter_url`` setting ("" for SQLite)."""
     from tasks.core.settings import load_settings
     from tasks.core.workdir import Workdir
-    from tasks.stores.dead_letter_sqlite import DEAD_LETTER_URL_ENV
+    from tasks.stores.dead_letter_open import DEAD_LETTER_URL_ENV
 
     return os.environ.get(DEAD_LETTER_URL_ENV) or load_settings(Workdir(workdir).config_file).dead_letter_url
 
@@ -89,13 +89,13 @@ def all_accounts_summary(workdir: Path) -> None:
     """``dead-letter summary --all-accounts``: every account of the shared store, a block each."""
     from tasks.core.errors import StoreUnavailable
     from tasks.stores.dead_letter import Summary
-    from tasks.stores.dead_letter_postgres import SharedDeadLetters
+    from tasks.stores.dead_letter_sql import DeadLetterDatabase
 
     try:
         url = shared_dead_letter_url(workdir)
         if not url:
             fail("--all-accounts needs the shared store: set dead_letter_url (or $MICROSTOCK_DEAD_LETTER_URL)")
-        summaries = SharedDeadLetters(url).summaries()
+        summaries = DeadLetterDatabase.postgres(url).summaries()
     except (StoreUnavailable, ConfigError) as exc:
         fail(exc.message)
     for account, summary in sorted(summaries.items()):

@@ -23,7 +23,7 @@ from tasks.core.workdir import Workdir
 from tasks.observe.artifacts import publish_dead_letters
 from tasks.observe.run_names import dated_run_name
 from tasks.stages.batch_describe import collect_batches
-from tasks.stores.dead_letter_sqlite import open_store
+from tasks.stores.dead_letter_open import open_store
 
 
 @flow(name="collect-batches", flow_run_name=dated_run_name)

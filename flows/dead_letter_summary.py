@@ -16,7 +16,7 @@ from prefect.states import Completed
 from tasks.core.workdir import Workdir
 from tasks.observe.artifacts import publish_dead_letter_summary, publish_dead_letters
 from tasks.observe.run_names import dated_run_name, dead_letter_line
-from tasks.stores.dead_letter_sqlite import open_store
+from tasks.stores.dead_letter_open import open_store
 
 
 @flow(name="dead-letter-summary", flow_run_name=dated_run_name)

@@ -26,7 +26,7 @@ from tasks.observe.artifacts import publish_dead_letters
 from tasks.observe.batch_assets import unchanged_warning
 from tasks.observe.run_names import replay_run_name
 from tasks.stages.replay import list_replayable, replay_jobs
-from tasks.stores.dead_letter_sqlite import open_store
+from tasks.stores.dead_letter_open import open_store
 
 
 @flow(name="replay-dead-letters", flow_run_name=replay_run_name)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tasks.orchestration.local_server import free_port
-from tasks.orchestration.postgres import Postgres, find_bin_dir, generate_password
+from harness.postgres import Postgres, find_bin_dir, generate_password
 
 
 def _missing() -> str | None:

@@ -1,14 +1,18 @@
-"""Whole-or-nothing file writes and content hashes: the two file facts every stage relies on."""
+"""Whole-or-nothing file writes, locked appends and content hashes: the file facts every stage relies on."""
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
+
+from tasks.core.errors import StoreUnavailable
 
 _CHUNK = 1 << 20
 
@@ -62,3 +66,41 @@ def fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def locked_append(path: Path, record: bytes, what: str, *, before: Callable[[int, int], bytes]) -> None:
+    """Append ``record`` to ``path`` as one ``write`` under an exclusive ``fcntl`` lock, then ``fsync``.
+
+    The file (and its folder) is created when missing. Under the lock,
+    ``before(fd, size)`` returns what must precede the record (a header for
+    an empty file, a newline after a torn last line); it may cut the file
+    back with ``os.ftruncate`` first. A short write (disk full) or a failed
+    ``fsync`` cuts the file back to where the append started, so no half
+    record is ever left. A new file's name is fsynced into its folder.
+    Every ``OSError`` is raised as StoreUnavailable naming ``path`` and
+    ``what`` ("the ledger"): ``cannot open …`` or ``cannot append to …``.
+    Closing the file releases the lock, so a crash never leaves it held.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise StoreUnavailable(f"{path}: cannot open {what} ({exc.strerror or exc})") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        size = os.fstat(fd).st_size
+        payload = before(fd, size) + record
+        end = os.lseek(fd, 0, os.SEEK_END)
+        try:
+            if os.write(fd, payload) != len(payload):
+                raise OSError(errno.ENOSPC, "short write (disk full?)")
+            os.fsync(fd)
+        except OSError:
+            os.ftruncate(fd, end)
+            raise
+    except OSError as exc:
+        raise StoreUnavailable(f"{path}: cannot append to {what} ({exc.strerror or exc})") from exc
+    finally:
+        os.close(fd)
+    if size == 0:
+        fsync_dir(path.parent)

@@ -39,7 +39,7 @@ from tasks.observe.markdown import summary_markdown, validation_markdown
 from tasks.observe.run_names import when
 from tasks.observe.summary import BatchSummary
 from tasks.stores.dead_letter import ParkedJob, Summary
-from tasks.stores.dead_letter_sqlite import open_store
+from tasks.stores.dead_letter_open import open_store
 
 BATCH_SUMMARY = "batch-summary"
 BATCH_COUNTS = "batch-counts"

@@ -28,7 +28,7 @@ from tasks.observe.markdown import md_cell, next_steps
 from tasks.observe.run_names import when
 from tasks.observe.summary import BatchSummary
 from tasks.stores.dead_letter import ParkedJob
-from tasks.stores.dead_letter_sqlite import open_store
+from tasks.stores.dead_letter_open import open_store
 
 BATCH_ASSETS = "batch-assets"
 

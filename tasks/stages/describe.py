@@ -56,7 +56,7 @@ from tasks.observe.progress import StageProgress
 from tasks.orchestration.windowed import submit_in_window
 from tasks.stages.batch_describe import describe_in_batches
 from tasks.stages.describing import DescribeRun, sort_out
-from tasks.stores.dead_letter_sqlite import open_store
+from tasks.stores.dead_letter_open import open_store
 
 
 # --- the Prefect task, its retry condition and its hook ----------------------------------

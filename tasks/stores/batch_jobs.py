@@ -9,7 +9,7 @@ Contract (docs/INTERFACE.md):
   it. When a job is collected or gives up, :meth:`BatchJobs.end` appends its
   **end** (the final state and what became of its assets). Each append is one
   ``write`` under an exclusive ``fcntl`` lock, then ``fsync`` — the ledger's
-  discipline — so a line is on disk before the caller goes on, and the intent
+  discipline, :func:`tasks.core.files.locked_append` — so a line is on disk before the caller goes on, and the intent
   is on disk before the create request is sent.
 * A record is **live** from its intent until its end. An asset is in at most
   one live record: the describe stage submits only assets that are in none.
@@ -30,7 +30,6 @@ next append starts on a line of its own.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import hashlib
 import json
@@ -40,7 +39,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from tasks.core.files import fsync_dir
+from tasks.core.files import locked_append
 from tasks.core.errors import StoreUnavailable
 from tasks.core.workdir import Workdir
 
@@ -66,6 +65,11 @@ def display_name(wd: Workdir, asset_ids: list[str], try_number: int) -> str:
     """``microstock-<workdir key>-<12 hex of the sorted asset ids>-<try>``: the same assets and try, the same name."""
     digest = hashlib.sha256("\n".join(sorted(asset_ids)).encode()).hexdigest()[:12]
     return f"{workdir_prefix(wd)}{digest}-{try_number}"
+
+
+def _after_torn_line(fd: int, size: int) -> bytes:
+    """A newline when the file ends in a torn line: that line stays alone on its line (and is ignored)."""
+    return b"\n" if size and os.pread(fd, 1, size - 1) != b"\n" else b""
 
 
 def _now() -> str:
@@ -165,28 +169,7 @@ class BatchJobs:
 
     def _append(self, item: dict) -> None:
         line = (json.dumps(item, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        except OSError as exc:
-            raise StoreUnavailable(f"{self.path}: cannot open the batch jobs ({exc.strerror or exc})") from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            size = os.fstat(fd).st_size
-            if size and os.pread(fd, 1, size - 1) != b"\n":
-                line = b"\n" + line  # a torn last line stays alone on its line (and is ignored)
-            try:
-                if os.write(fd, line) != len(line):
-                    raise OSError(errno.ENOSPC, "short write (disk full?)")
-                os.fsync(fd)
-            except OSError:
-                os.ftruncate(fd, size)  # never leave half a record behind
-                raise
-        except OSError as exc:
-            raise StoreUnavailable(f"{self.path}: cannot append to the batch jobs ({exc.strerror or exc})") from exc
-        finally:
-            os.close(fd)
-        if size == 0:
-            fsync_dir(self.path.parent)
+        locked_append(self.path, line, "the batch jobs", before=_after_torn_line)
 
     # --- one collector at a time ---------------------------------------------------------
 

@@ -1,21 +1,23 @@
 """The dead-letter store: describe jobs that could not succeed, parked for replay.
 
 One small interface, :class:`DeadLetterStore`, with every method's contract
-in its docstring, and its backends: SQLite at ``<workdir>/dead_letter.db``
-(:mod:`tasks.stores.dead_letter_sqlite`, the default) and one in memory
-(:mod:`tasks.stores.dead_letter_memory`), on which the same contract tests run.
+in its docstring. Its backend is :mod:`tasks.stores.dead_letter_sql` (SQLite
+at ``<workdir>/dead_letter.db`` by default, or a studio's shared PostgreSQL);
+:func:`tasks.stores.dead_letter_open.open_store` picks the workdir's. The
+contract tests run on both and on an in-memory store of the tests' own.
 
 Table ``dead_letter`` keeps the columns of the original design (``job_id`` unique, ``payload_json``, ``model``,
 ``error_class``, ``error_message``, ``attempts``, ``first_seen``,
 ``last_seen`` in Unix seconds, ``status`` parked|recovered), so its queries
 keep working, plus ``asset_name``, ``task_run_id`` (the Prefect task run that
-parked the job last) and ``claimed_by`` / ``claimed_at`` (a replay holding the
-job).
+parked the job last), ``claimed_by`` / ``claimed_at`` (a replay holding the
+job) and ``account`` (``''`` in a workdir's SQLite file).
 
 A job is an asset's describe call; its ``job_id`` is the asset's content hash.
 ``payload_json`` holds what a replay needs (asset name and hash, model,
 prompt, the settings that matter) — never a key, never image bytes: the text
-written to a store passes :func:`tasks.core.secrets.redact` first.
+written to a store passes :func:`tasks.core.secrets.redact` first. A store
+reads the time from its ``clock`` (``time.time`` unless told otherwise).
 """
 
 from __future__ import annotations

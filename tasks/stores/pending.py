@@ -8,7 +8,7 @@ asset the last run's pack and CSV stages did not hold back for the agency.
 Pending = uploadable and not in the ledger.
 
 Free of Prefect and of the transports (paramiko, ftplib, TLS), so the
-``ledger`` commands start fast; ``tasks.upload`` builds on it.
+``ledger`` commands start fast; :mod:`tasks.stages.upload` builds on it.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`microstock accounts deploy` and `dead-letter summary --all-accounts`: what they refuse, and the
-studio-wide summary read from a real PostgreSQL (the deploy itself runs in tests/orchestration/test_cluster.py)."""
+studio-wide summary read from a real PostgreSQL (the deploy itself runs in tests/harness/test_cluster.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import pytest
 from typer.testing import CliRunner
 
 from flows.cli import app
-from tasks.orchestration.postgres import HOST, SUPERUSER
-from tasks.stores.dead_letter_postgres import PostgresDeadLetterStore
-from tasks.stores.dead_letter_sqlite import ACCOUNT_ENV, DEAD_LETTER_URL_ENV
+from harness.postgres import HOST, SUPERUSER
+from tasks.stores.dead_letter_sql import PostgresDeadLetterStore
+from tasks.stores.dead_letter_open import ACCOUNT_ENV, DEAD_LETTER_URL_ENV
 from tests.postgres import postgres  # noqa: F401 (the session's PostgreSQL)
 
 runner = CliRunner()

@@ -9,7 +9,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from flows.cli import app
-from tasks.stores.dead_letter_sqlite import open_store
+from tasks.stores.dead_letter_open import open_store
 from tasks.core.files import sha256_file
 from tasks.core.workdir import Workdir
 from tests.fakes.gemini import FAKE_KEY, fake_gemini  # noqa: F401  (fixture)
@@ -72,7 +72,7 @@ def test_summary_prints_the_report(parked, tmp_path):
 def test_a_locked_store_is_one_line_naming_the_file(parked, monkeypatch):
     import sqlite3
 
-    from tasks.stores import dead_letter_sqlite as dead_letter
+    from tasks.stores import dead_letter_sql as dead_letter
 
     wd, _ = parked
     original = dead_letter.SQLiteDeadLetterStore.__init__

@@ -23,7 +23,7 @@ from tasks.core.records import list_assets
 from tasks.core.settings import GeminiSettings, Settings
 from tasks.core.workdir import Workdir
 from tasks.stages.describing import DescribeRun
-from tasks.stores.dead_letter_memory import MemoryDeadLetterStore
+from tests.fakes.dead_letter_memory import MemoryDeadLetterStore
 
 
 def main(root: str, seconds: float, rpm: int, concurrency: int, project: str) -> dict:

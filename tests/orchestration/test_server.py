@@ -20,7 +20,7 @@ import pytest
 import yaml
 from PIL import Image
 
-from tasks.stores.dead_letter_sqlite import open_store
+from tasks.stores.dead_letter_open import open_store
 from tasks.orchestration.deployments import PROJECT_DIR
 from tasks.core.files import sha256_file
 from tasks.orchestration.local_server import LocalServer, free_port, healthy, port_in_use

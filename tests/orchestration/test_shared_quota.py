@@ -24,7 +24,7 @@ from tasks.orchestration.local_server import LocalServer, free_port
 from tasks.orchestration.shared_quota import (HOLD_S, SLOTS_PER_CALL, SharedQuotaLimiter, budget, ensure_limit,
                                               limit_and_decay, limit_name, shared_quota_limiter)
 from tasks.stages.describing import DescribeRun
-from tasks.stores.dead_letter_memory import MemoryDeadLetterStore
+from tests.fakes.dead_letter_memory import MemoryDeadLetterStore
 from tests.fakes.gemini import FAKE_KEY, FakeGemini, answer_json, fake_gemini, slow  # noqa: F401 (a fixture)
 from tests.postgres import start_postgres
 

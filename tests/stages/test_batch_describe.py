@@ -25,7 +25,7 @@ from tasks.core.workdir import Workdir
 from tasks.gemini import ratelimit
 from tasks.gemini.models import cost_usd
 from tasks.stores.batch_jobs import BatchJobs
-from tasks.stores.dead_letter_sqlite import open_store
+from tasks.stores.dead_letter_open import open_store
 from tests.fakes.gemini import (  # noqa: F401  (fake_gemini is a fixture)
     gemini_for_module,
     FAKE_KEY,

@@ -21,8 +21,8 @@ from prefect import flow
 from tasks.stages import describe as describe_module
 from tasks.core.records import Asset
 from tasks.core.settings import GeminiSettings, Settings
-from tasks.stores.dead_letter_sqlite import SQLiteDeadLetterStore
-from tasks.stores.dead_letter_sqlite import open_store
+from tasks.stores.dead_letter_sql import SQLiteDeadLetterStore
+from tasks.stores.dead_letter_open import open_store
 from tasks.core.reports import DescribeReport
 from tasks.stages.describe import describe_assets
 from tasks.core.files import sha256_file

@@ -15,7 +15,7 @@ from tasks.core.records import read_sidecar
 from tasks.core.workdir import Workdir
 from tasks.gemini.daybudget import FILE_NAME, pacific_day
 from tasks.gemini import ratelimit
-from tasks.stores.dead_letter_sqlite import open_store
+from tasks.stores.dead_letter_open import open_store
 from tests.fakes.gemini import (  # noqa: F401  (fake_gemini is a fixture)
     FakeGemini,
     answer_json,

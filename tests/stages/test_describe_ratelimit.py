@@ -17,7 +17,7 @@ from prefect import flow
 from tasks.gemini import ratelimit
 from tasks.core.records import Asset
 from tasks.core.settings import GeminiSettings, Settings
-from tasks.stores.dead_letter_sqlite import open_store
+from tasks.stores.dead_letter_open import open_store
 from tasks.core.reports import DescribeReport
 from tasks.stages.describing import DescribeRun
 from tasks.stages.describe import describe_assets

@@ -8,14 +8,15 @@ the CSVs, the outbox and the ledger like any other asset.
 from __future__ import annotations
 
 import csv
+import sqlite3
 import threading
-import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
-from tasks.stores.dead_letter_sqlite import open_store
+from tasks.stores.dead_letter_open import open_store
 from tasks.gemini.describer import GeminiDescriber
 from tasks.core.files import sha256_file
 from tasks.core.workdir import Workdir
@@ -118,7 +119,10 @@ def test_replay_recovers_parked_jobs_and_takes_them_to_csv_and_outbox(prefect_ha
     assert open_store(wd).summary().by_class == [("blocked:SAFETY", 1)]
 
     # still blocked: it stays parked, with one more attempt, a newer last_seen and no claim
-    time.sleep(1.1)
+    with closing(sqlite3.connect(wd.dead_letter_db)) as con, con:  # parked a minute ago: "newer" needs no sleep
+        con.execute("UPDATE dead_letter SET first_seen = first_seen - 60, last_seen = last_seen - 60"
+                    " WHERE asset_name = 'unsafe.jpg'")
+    before["unsafe.jpg"] = store.get(before["unsafe.jpg"].job_id)
     script.set("unsafe.jpg", finished("SAFETY"))
     _, again = replay(wd, dry_run=False)
     assert (again["scanned"], again["recovered"], again["still_failing"]) == (1, 0, 1)

@@ -6,15 +6,15 @@ import multiprocessing
 import sqlite3
 import threading
 import uuid
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from tasks.stores import dead_letter
-from tasks.stores.dead_letter_sqlite import SQLiteDeadLetterStore
 from tasks.stores.dead_letter import DeadLetterStore, Summary
-from tasks.stores.dead_letter_memory import MemoryDeadLetterStore
-from tasks.stores.dead_letter_postgres import PostgresDeadLetterStore
+from tasks.stores.dead_letter_sql import PostgresDeadLetterStore, SQLiteDeadLetterStore
+from tests.fakes.dead_letter_memory import MemoryDeadLetterStore
 from tests.postgres import postgres  # noqa: F401 (the session's PostgreSQL)
 from tasks.core.errors import error_class_of_parked
 from tasks.core.errors import (
@@ -38,19 +38,34 @@ def park(store, job_id, *, error_class="exhausted:503", attempts=1, message="boo
                       error_class=error_class, error_message=message, attempts=attempts, asset_name=f"{job_id}.jpg", **kw)
 
 
+class FakeClock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """The stores' time: a test moves it on by hand (``clock.now += 500``)."""
+    return FakeClock(1_000_000)
+
+
 @pytest.fixture
 def sqlite_store(tmp_path) -> SQLiteDeadLetterStore:
     return SQLiteDeadLetterStore(tmp_path / "dead_letter.db", busy_timeout_s=2)
 
 
 @pytest.fixture(params=["sqlite", "memory", "postgres"])
-def store(request, tmp_path) -> DeadLetterStore:
+def store(request, tmp_path, clock) -> DeadLetterStore:
     """The contract tests run against every backend (PostgreSQL: a real server, a fresh account per test)."""
     if request.param == "memory":
-        return MemoryDeadLetterStore()
+        return MemoryDeadLetterStore(clock=clock)
     if request.param == "postgres":
-        return PostgresDeadLetterStore(request.getfixturevalue("postgres").url("postgres"), f"acct-{uuid.uuid4().hex[:8]}")
-    return SQLiteDeadLetterStore(tmp_path / "dead_letter.db", busy_timeout_s=2)
+        return PostgresDeadLetterStore(request.getfixturevalue("postgres").url("postgres"), f"acct-{uuid.uuid4().hex[:8]}",
+                                       clock=clock)
+    return SQLiteDeadLetterStore(tmp_path / "dead_letter.db", busy_timeout_s=2, clock=clock)
 
 
 def pg_rows(store: PostgresDeadLetterStore, where: str = "TRUE") -> int:
@@ -66,17 +81,7 @@ def pg_rows(store: PostgresDeadLetterStore, where: str = "TRUE") -> int:
         engine.dispose()
 
 
-class FakeClock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def test_parking_again_updates_the_one_row(store, monkeypatch):
-    clock = FakeClock(1_000_000)
-    monkeypatch.setattr(dead_letter.time, "time", clock)
+def test_parking_again_updates_the_one_row(store, clock):
     park(store, "a", error_class="exhausted:503", attempts=4, message="first")
     clock.now += 500
     row = park(store, "a", error_class="permanent:400", attempts=1, message="second")
@@ -116,6 +121,48 @@ def test_a_table_made_by_the_original_design_gains_the_new_columns(tmp_path):
     assert store.summary().by_class == [("exhausted:503", 1), ("permanent:400", 1)]
 
 
+def test_a_file_written_before_the_account_column_opens_and_keeps_working(tmp_path, clock):
+    """A dead_letter.db made by the store before ``account`` existed: its rows, claims and index carry over."""
+    path = tmp_path / "dead_letter.db"
+    with closing(sqlite3.connect(path)) as con, con:
+        con.execute("""
+            CREATE TABLE IF NOT EXISTS dead_letter (
+                job_id        TEXT PRIMARY KEY,
+                payload_json  TEXT NOT NULL,
+                model         TEXT NOT NULL,
+                error_class   TEXT NOT NULL,
+                error_message TEXT NOT NULL,
+                attempts      INTEGER NOT NULL,
+                first_seen    INTEGER NOT NULL,
+                last_seen     INTEGER NOT NULL,
+                status        TEXT NOT NULL DEFAULT 'parked'
+            )""")
+        for name, decl in {"asset_name": "TEXT NOT NULL DEFAULT ''", "task_run_id": "TEXT", "claimed_by": "TEXT",
+                           "claimed_at": "INTEGER"}.items():
+            con.execute(f"ALTER TABLE dead_letter ADD COLUMN {name} {decl}")
+        con.execute("CREATE INDEX IF NOT EXISTS dead_letter_status ON dead_letter (status, last_seen)")
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("INSERT INTO dead_letter VALUES ('old', '{\"asset_id\": \"old\"}', 'm', 'exhausted:503', 'x', 3,"
+                    " 999000, 999500, 'parked', 'old.jpg', 'run-1', NULL, NULL)")
+        con.execute("INSERT INTO dead_letter VALUES ('held', '{}', 'm', 'blocked:SAFETY', 'y', 1,"
+                    " 999100, 999600, 'parked', 'held.jpg', NULL, 'r0', 999600)")
+
+    store = SQLiteDeadLetterStore(path, clock=clock)
+    old = store.get("old")
+    assert (old.payload, old.attempts, old.first_seen, old.asset_name, old.task_run_id) == (
+        {"asset_id": "old"}, 3, 999000, "old.jpg", "run-1")
+    assert park(store, "old", attempts=2).attempts == 5, "parking again updates the old row"
+    park(store, "new")
+    assert [j.job_id for j in store.list()] == ["held", "new", "old"]
+    assert [j.job_id for j in store.claim("r1", limit=5)] == ["new", "old"], "the old claim still holds"
+    assert store.mark_recovered("held", "r0") and store.summary().by_class == [("exhausted:503", 2)]
+    with closing(sqlite3.connect(path)) as con:
+        assert con.execute("SELECT COUNT(*) FROM dead_letter").fetchone()[0] == 3
+        assert con.execute("SELECT DISTINCT account FROM dead_letter").fetchall() == [("",)]
+        assert con.execute(SEED_QUERY).fetchall() == [("exhausted:503", 2)]
+    assert SQLiteDeadLetterStore(path).get("new").status == "parked", "opening it again changes nothing"
+
+
 def test_claims_are_exclusive_and_can_be_released(store):
     for j in "abcde":
         park(store, j)
@@ -136,9 +183,8 @@ def test_claims_are_exclusive_and_can_be_released(store):
     assert store.summary().parked == 4
 
 
-def test_claim_filters_by_error_class_prefix_and_takes_stale_claims(store, monkeypatch):
-    clock = FakeClock(2_000_000)
-    monkeypatch.setattr(dead_letter.time, "time", clock)
+def test_claim_filters_by_error_class_prefix_and_takes_stale_claims(store, clock):
+    clock.now = 2_000_000
     park(store, "a", error_class="exhausted:503")
     park(store, "b", error_class="blocked:SAFETY")
     park(store, "c", error_class="exhausted_like_but_not")
@@ -148,10 +194,9 @@ def test_claim_filters_by_error_class_prefix_and_takes_stale_claims(store, monke
     assert [j.job_id for j in store.claim("r2", limit=5, error_class="exhausted:")] == ["a"]
 
 
-def test_summary_text(store, monkeypatch):
+def test_summary_text(store, clock):
     assert store.summary().text() == "dead-letter: clean (0 parked)"
-    clock = FakeClock(3_000_000)
-    monkeypatch.setattr(dead_letter.time, "time", clock)
+    clock.now = 3_000_000
     park(store, "a", error_class="exhausted:503")
     clock.now += 3600
     park(store, "b", error_class="exhausted:503")

@@ -13,10 +13,10 @@ import pytest
 
 from tasks.core.errors import ConfigError, StoreUnavailable
 from tasks.core.settings import load_settings
-from tasks.orchestration.postgres import HOST, SUPERUSER
+from harness.postgres import HOST, SUPERUSER
 from tasks.stores.dead_letter import Summary
-from tasks.stores.dead_letter_postgres import PostgresDeadLetterStore, SharedDeadLetters
-from tasks.stores.dead_letter_sqlite import ACCOUNT_ENV, DEAD_LETTER_URL_ENV, SQLiteDeadLetterStore, open_store
+from tasks.stores.dead_letter_open import ACCOUNT_ENV, DEAD_LETTER_URL_ENV, open_store
+from tasks.stores.dead_letter_sql import DeadLetterDatabase, PostgresDeadLetterStore, SQLiteDeadLetterStore
 from tests.postgres import postgres  # noqa: F401 (the session's PostgreSQL)
 
 
@@ -45,12 +45,12 @@ def test_each_account_sees_its_own_jobs_and_the_summary_covers_all(database):
     assert sorted(j.job_id for j in bob.claim("r", limit=10)) == ["other", "same-image"]
     assert alice.claim("r2", limit=10)[0].job_id == "same-image", "bob's claim does not hold alice's job"
     assert alice.summary().by_class == [("exhausted:503", 1)]
-    everyone = SharedDeadLetters(database).summaries()
+    everyone = DeadLetterDatabase.postgres(database).summaries()
     assert set(everyone) == {"alice", "bob"}
     assert everyone["bob"].by_class == [("blocked:SAFETY", 1), ("exhausted:503", 1)]
     assert everyone["alice"] == alice.summary()
     assert bob.mark_recovered("other", "r") and bob.mark_recovered("same-image", "r")
-    assert set(SharedDeadLetters(database).summaries()) == {"alice"}, "an account with nothing parked drops out"
+    assert set(DeadLetterDatabase.postgres(database).summaries()) == {"alice"}, "an account with nothing parked drops out"
     assert bob.summary() == Summary()
 
 

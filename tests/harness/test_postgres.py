@@ -1,4 +1,4 @@
-"""tasks.orchestration.postgres: what it refuses before PostgreSQL would fail obscurely."""
+"""harness.postgres: what it refuses before PostgreSQL would fail obscurely."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import pytest
 
 from tasks.core.errors import ConfigError
-from tasks.orchestration.postgres import Postgres, find_bin_dir, generate_password
+from harness.postgres import Postgres, find_bin_dir, generate_password
 from tests.postgres import require_postgres
 
 

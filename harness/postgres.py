@@ -11,7 +11,7 @@ PostgreSQL refuses to run as root: when this process is root, every
 PostgreSQL program runs as the ``postgres`` user the OS package creates, and
 the data directory is handed to it. The password is never on a command
 line, in a log or in a committed file: callers keep it in memory or in a
-file of mode 0600 (``tasks.orchestration.cluster``).
+file of mode 0600 (:mod:`harness.cluster`).
 """
 
 from __future__ import annotations

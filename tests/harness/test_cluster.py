@@ -13,9 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tasks.orchestration.cluster import DEMO_ACCOUNTS, POOL, Cluster
+from harness.cluster import DEMO_ACCOUNTS, POOL, Cluster
 from tasks.orchestration.local_server import port_in_use
-from tasks.stores.dead_letter_postgres import PostgresDeadLetterStore
+from tasks.stores.dead_letter_sql import PostgresDeadLetterStore
 from tests.postgres import require_postgres
 
 pytestmark = pytest.mark.cluster

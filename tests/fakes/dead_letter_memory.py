@@ -1,9 +1,9 @@
-"""The dead-letter store in memory: the same contract as SQLite, for tests and throwaway runs.
+"""The dead-letter store in memory: the same contract as SQLite and PostgreSQL, for tests.
 
-As huey ships a ``MemoryStorage`` beside its real backends, this one lets the
-stages' tests park and replay without a file, and the store's contract tests
-run against both backends (``tests/stores/test_dead_letter.py``). It is
-thread-safe, not shared between processes, and lost when the process ends.
+It lets the stages' tests park and replay without a file, and the store's
+contract tests run on it as on the real backends
+(``tests/stores/test_dead_letter.py``). It is thread-safe, not shared between
+processes, and lost when the process ends.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from tasks.core.secrets import redact
@@ -18,14 +19,15 @@ from tasks.stores.dead_letter import CLAIM_TIMEOUT_S, DeadLetterStore, ParkedJob
 
 
 class MemoryDeadLetterStore(DeadLetterStore):
-    """Every job in a dict, behind one lock."""
+    """Every job in a dict, behind one lock; ``clock`` gives the time in Unix seconds."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._jobs: dict[str, ParkedJob] = {}
         self._lock = threading.Lock()
+        self.clock = clock
 
     def park(self, job_id, *, payload, model, error_class, error_message, attempts, asset_name="", task_run_id=None):
-        now = int(time.time())
+        now = int(self.clock())
         payload = json.loads(redact(json.dumps(payload, sort_keys=True, ensure_ascii=False)))
         with self._lock:
             old = self._jobs.get(job_id)
@@ -53,7 +55,7 @@ class MemoryDeadLetterStore(DeadLetterStore):
             return self._matching(status, error_class)[:limit]
 
     def claim(self, claimant, *, limit, error_class=None):
-        now = int(time.time())
+        now = int(self.clock())
         with self._lock:
             free = [j for j in self._matching("parked", error_class)
                     if j.claimed_by is None or (j.claimed_at or 0) < now - CLAIM_TIMEOUT_S][:limit]
@@ -70,12 +72,12 @@ class MemoryDeadLetterStore(DeadLetterStore):
             return True
 
     def mark_recovered(self, job_id, claimant):
-        return self._update(job_id, claimant, status="recovered", last_seen=int(time.time()))
+        return self._update(job_id, claimant, status="recovered", last_seen=int(self.clock()))
 
     def release(self, job_id, claimant, *, error_message=None):
         if error_message is None:
             return self._update(job_id, claimant)
-        return self._update(job_id, claimant, error_message=redact(error_message), last_seen=int(time.time()))
+        return self._update(job_id, claimant, error_message=redact(error_message), last_seen=int(self.clock()))
 
     def summary(self):
         with self._lock:

@@ -36,11 +36,11 @@ from pathlib import Path
 
 from tasks.core.errors import ConfigError
 from tasks.orchestration.local_server import HOST, free_port, healthy
-from tasks.orchestration.postgres import Postgres, generate_password
+from harness.postgres import Postgres, generate_password
 
 POOL = "microstock"
 DEMO_ACCOUNTS = ("demo-a", "demo-b")
-#: The task-run recorder settings measured to keep up on PostgreSQL (FIELD-NOTES: 5,000 runs, none lost).
+#: The task-run recorder settings measured to keep up on PostgreSQL (5,000 task runs, none lost: docs/BENCHMARKS.md).
 SERVER_TUNING = {"PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "500",
                  "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": "1"}
 
