@@ -1,4 +1,6 @@
-"""Replaying parked jobs and summarising the store, through the real flows, SDK and fake Gemini server.
+"""Replaying parked jobs and summarising the store, with the real SDK and fake Gemini server: through the real
+flows where the flow shows it (dry run, recovered assets reaching the CSVs, outbox and ledger, the summary), the
+replay stage called plainly where it is its own logic (two replays at once).
 
 A stock-batch run over coloured photos parks some jobs (503s that outlast
 the retries, a safety block); the replay then recovers them and they reach
@@ -15,6 +17,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from tasks.core.records import list_assets
+from tasks.core.settings import load_settings
+from tasks.stages.describe import describe_stage
+from tasks.stages.replay import replay_jobs
 from tasks.stores.dead_letter_sqlite import open_store
 from tasks.gemini.describer import GeminiDescriber
 from tasks.core.files import sha256_file
@@ -75,14 +81,21 @@ NAMES = ["calm.jpg", "storm1.jpg", "storm2.jpg", "unsafe.jpg"]
 BATCH_ATTEMPTS = {"storm1.jpg": 2, "storm2.jpg": 2, "unsafe.jpg": 1}
 
 
-def parked_batch(tmp_path: Path, gemini: FakeGemini):
-    """A batch where storm1/storm2 outlast their retries (503) and unsafe is blocked."""
+def parked_batch(tmp_path: Path, gemini: FakeGemini, in_a_flow: bool = True):
+    """A batch where storm1/storm2 outlast their retries (503) and unsafe is blocked: a stock-batch run, or
+    (``in_a_flow=False``) the describe stage alone, called plainly."""
     source = photos(tmp_path / "photos", NAMES)
     wd = new_workdir(tmp_path)
     script = Script(gemini, NAMES)
     script.set("storm1.jpg", error(503), error(503))
     script.set("storm2.jpg", error(503), error(503))
     script.set("unsafe.jpg", finished("SAFETY"))
+    if not in_a_flow:
+        for name in NAMES:
+            (wd.assets / name).write_bytes((source / name).read_bytes())
+        report = describe_stage(wd, load_settings(wd.config_file), list_assets(wd.assets))
+        assert (len(report.described), len(report.parked)) == (1, 3)
+        return wd, script
     first = batch(wd, source)
     assert (first["described_now"], first["parked"]) == (1, 3)
     assert adobe_rows(wd) == ["calm.jpg"]
@@ -138,12 +151,15 @@ def test_replay_recovers_parked_jobs_and_takes_them_to_csv_and_outbox(prefect_ha
 
 
 def test_two_replays_at_once_never_take_the_same_job(prefect_harness, gemini, tmp_path):
-    wd, script = parked_batch(tmp_path, gemini)
+    wd, script = parked_batch(tmp_path, gemini, in_a_flow=False)
     script.fallback = lambda req: slow(0.7)  # slow answers keep the first replay busy while the second claims
     results: list[dict] = []
+    settings = load_settings(wd.config_file)
 
     def one_replay():
-        results.append(replay(wd, dry_run=False, limit=20)[1])
+        store, claimant = open_store(wd), f"replay-{threading.get_ident()}"
+        report = replay_jobs(wd, settings, store, claimant, store.claim(claimant, limit=20))
+        results.append({"recovered": report.recovered, "scanned": report.scanned})
 
     threads = [threading.Thread(target=one_replay) for _ in range(2)]
     for t in threads:
@@ -159,7 +175,7 @@ def test_two_replays_at_once_never_take_the_same_job(prefect_harness, gemini, tm
 
 
 def test_one_job_failing_unexpectedly_or_gone_does_not_stop_the_others(prefect_harness, gemini, tmp_path, monkeypatch):
-    wd, _ = parked_batch(tmp_path, gemini)
+    wd, _ = parked_batch(tmp_path, gemini, in_a_flow=False)
     real_describe = GeminiDescriber.describe
 
     def describe(self, asset):
