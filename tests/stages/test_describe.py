@@ -373,3 +373,31 @@ def test_a_locked_store_leaves_the_job_pending_and_the_others_go_on(prefect_harn
     assert open_store(wd).list() == []
     again = describe_stage(wd, fast_settings(), assets)  # lock gone: the next run tries it again
     assert again.described == ["doomed.jpg"] and sorted(again.already) == ["also_fine.jpg", "fine.jpg"]
+
+
+def test_a_bug_in_the_describer_is_parked_once_with_its_traceback_and_the_others_go_on(prefect_harness, tmp_path):
+    from tasks.stages.describe import DescribeWith
+    from tasks.stages.describers import OfflineDescriber
+
+    class Buggy(OfflineDescriber):
+        def describe(self, asset):
+            if asset.name == "buggy.jpg":
+                raise RuntimeError("a bug in a describer")
+            return super().describe(asset)
+
+    wd = Workdir(tmp_path / "w").prepare()
+    assets = make_assets(wd, ["fine.jpg", "buggy.jpg"])
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logging.getLogger("tasks").addHandler(handler)
+    try:
+        report = describe_stage(wd, fast_settings(max_attempts=3), assets, DescribeWith(describer=Buggy()))
+    finally:
+        logging.getLogger("tasks").removeHandler(handler)
+    assert report.parked == {"buggy.jpg": "unknown:RuntimeError"} and report.described == ["fine.jpg"]
+    assert [(j.asset_name, j.error_class, j.attempts) for j in open_store(wd).list()] == [
+        ("buggy.jpg", "unknown:RuntimeError", 1)], "a bug is not tried again, and parked once"
+    (parked,) = [r for r in records if "parked" in r.getMessage()]
+    assert parked.getMessage() == "parked buggy.jpg as unknown:RuntimeError after 1 attempt(s)"
+    assert str(parked.exc_info[1]) == "a bug in a describer", "the traceback goes with the line"
