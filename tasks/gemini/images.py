@@ -78,8 +78,8 @@ def to_jpeg(data: bytes, prompt: str, software: str) -> bytes:
 class GeminiImageMaker:
     """``make(prompt, index) -> JPEG bytes`` with Gemini's image model; one request per image.
 
-    Thread-safe. Raises only :mod:`tasks.failures` classes (see
-    :mod:`tasks.describers.gemini`). ``index`` does not steer the model; the
+    Thread-safe. Raises only :mod:`tasks.core.errors` classes (see
+    :mod:`tasks.gemini.describer`). ``index`` does not steer the model; the
     caller uses it for the file name.
     """
 
