@@ -76,7 +76,7 @@ class Attempted:
     not_called: bool = False
 
 
-def attempt_job(run: DescribeRun, asset: Asset, sleep: Callable[[float], None] = time.sleep) -> Attempted:
+def attempt_job(run: DescribeRun, asset: Asset) -> Attempted:
     """Describe one asset and write its sidecar, trying a transient failure again up to
     ``gemini.max_attempts`` attempts after the policy's delay (the one retry decision of sync describe).
 
@@ -102,7 +102,7 @@ def attempt_job(run: DescribeRun, asset: Asset, sleep: Callable[[float], None] =
                 reason = (run.redact(exc.message).splitlines() or [type(exc).__name__])[0]
                 log.info("describe %s: attempt %d of %d failed (%s); trying again in %.1f s", asset.name, attempt,
                          gemini.max_attempts, reason[:300], delay)
-                sleep(delay)
+                time.sleep(delay)
                 continue
             return Attempted(attempt, failure=exc)
         run.save(asset, metadata)
