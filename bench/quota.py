@@ -71,7 +71,7 @@ def child(images: int, latency: float, rpm: int, concurrency: int, root: Path, o
     from bench.seed_loop import gemini_call_model, run_jobs
     from tasks.core.records import list_assets
     from tasks.core.settings import GeminiSettings, Settings
-    from tasks.stages.describe import describe_assets
+    from tasks.orchestration.describe_runs import describe_assets
     from tasks.core.workdir import Workdir
 
     wd = Workdir(root / "work").prepare()

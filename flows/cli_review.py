@@ -73,7 +73,8 @@ def review_list(workdir: Optional[Path] = WorkdirOpt) -> None:
 def review_approve(names: Optional[list[str]] = typer.Argument(None, help="Asset file names (none: every waiting asset)."),
                    workdir: Optional[Path] = WorkdirOpt) -> None:
     """Approve NAME… (or, without names, everything waiting — answering a paused run when one waits)."""
-    from tasks.stages.review import answer_paused_run, decide, paused_review_run, review_overview
+    from tasks.orchestration.review_pause import answer_paused_run, paused_review_run
+    from tasks.stages.review import decide, review_overview
 
     wd = _workdir(workdir)
     paused = paused_review_run(wd)
@@ -94,7 +95,8 @@ def review_approve(names: Optional[list[str]] = typer.Argument(None, help="Asset
 def review_reject(names: list[str] = typer.Argument(..., help="Asset file names to leave out for good."),
                   workdir: Optional[Path] = WorkdirOpt) -> None:
     """Reject NAME…: no CSV row, never uploaded. A paused run is answered: every other asset it asked about is approved."""
-    from tasks.stages.review import answer_paused_run, decide, paused_review_run
+    from tasks.orchestration.review_pause import answer_paused_run, paused_review_run
+    from tasks.stages.review import decide
 
     wd = _workdir(workdir)
     _described_or_exit(wd, names)
@@ -133,7 +135,8 @@ def review_edit(name: str = typer.Argument(..., help="The asset's file name."),
     """
     from tasks.agencies.catalog import catalog
     from tasks.core.settings import load_settings
-    from tasks.stages.review import Correction, edit_asset, paused_review_run
+    from tasks.orchestration.review_pause import paused_review_run
+    from tasks.stages.review import Correction, edit_asset
 
     wd = _workdir(workdir)
     if title is None and keywords is None and description is None:

@@ -22,6 +22,7 @@ from tasks.core.settings import load_settings
 from tasks.core.workdir import Workdir
 from tasks.observe.artifacts import publish_dead_letters
 from tasks.observe.run_names import dated_run_name
+from tasks.orchestration.describe_runs import collect_in_task_run
 from tasks.stages.batch_describe import collect_batches
 from tasks.stores.dead_letter_open import open_store
 
@@ -42,7 +43,7 @@ def collect_batches_flow(workdir: str | None = None, config: str | None = None):
         logger.warning("no Gemini key (GEMINI_API_KEY, GOOGLE_API_KEY or the gemini-api-key Secret block): "
                        "no batch job can be read")
         return Completed(message="collect-batches: no Gemini key, nothing collected")
-    report = collect_batches(wd, settings, open_store(wd), key)
+    report = collect_batches(wd, settings, open_store(wd), key, collect_in_task_run)
     if report.described:
         publish_described(wd, settings, enabled_agencies(settings, wd=wd))
     headline = (f"collect-batches: {len(report.described)} described · {len(report.parked)} parked · "

@@ -4,7 +4,8 @@ Dry run by default: it lists what it would replay and changes nothing. With
 ``dry_run=False`` it claims up to ``limit`` parked jobs (oldest first,
 optionally only error classes starting with ``error_class``) atomically, so
 two replays never take the same job; runs each through the same describe
-task and retry policy as ``stock-batch``; marks the successes ``recovered``
+task and retry policy as ``stock-batch``
+(:data:`tasks.orchestration.describe_runs.IN_PREFECT`); marks the successes ``recovered``
 and takes those assets on through CSVs, pack and upload, exactly as
 ``stock-batch`` does after describing. Failures stay parked with their
 attempts, ``last_seen`` and message updated.
@@ -25,6 +26,7 @@ from tasks.core.workdir import Workdir
 from tasks.observe.artifacts import publish_dead_letters
 from tasks.observe.batch_assets import unchanged_warning
 from tasks.observe.run_names import replay_run_name
+from tasks.orchestration.describe_runs import IN_PREFECT
 from tasks.stages.replay import list_replayable, replay_jobs
 from tasks.stores.dead_letter_open import open_store
 
@@ -63,7 +65,8 @@ def replay_dead_letters(
             logger.warning(line)
     else:
         claimant = f"replay-{runtime.flow_run.id}"
-        report = replay_jobs(wd, settings, store, claimant, store.claim(claimant, limit=limit, error_class=error_class))
+        jobs = store.claim(claimant, limit=limit, error_class=error_class)
+        report = replay_jobs(wd, settings, store, claimant, jobs, IN_PREFECT)
         if report.recovered_assets:
             publish_described(wd, settings, enabled_agencies(settings, wd=wd))
 

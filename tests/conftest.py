@@ -15,6 +15,10 @@ for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "PREFE
 
 import pytest  # noqa: E402
 
+from tasks.orchestration.environment import route_run_logs  # noqa: E402  (imports no Prefect)
+
+route_run_logs()  # the stages' module loggers reach the runs' logs, as for a `microstock` command
+
 
 @pytest.fixture(scope="session")
 def prefect_harness():

@@ -20,18 +20,17 @@ waits and calls again (not an attempt), within ``gemini.rate_limit_wait_s``.
 
 Each image made logs one line with its tokens (prompt, output, thinking) and
 cost (``tasks/gemini/prices.toml``; "cost unknown" when the model has no
-confirmed price) to the run's log.
+confirmed price) to this module's logger (the run's log inside a run).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from io import BytesIO
 
 from google.genai import types
 from PIL import Image
-from prefect.exceptions import MissingContextError
-from prefect.logging import get_logger, get_run_logger
 
 from tasks.images.demo import DemoPrompt
 from tasks.core.settings import GeminiSettings, GenerateSettings
@@ -44,6 +43,8 @@ from tasks.images.provenance import gemini_software
 from tasks.core.errors import InvalidOutput, PermanentError
 from tasks.core.records import Made
 
+log = logging.getLogger(__name__)
+
 JPEG_QUALITY = 92
 
 
@@ -53,14 +54,6 @@ def image_prompt(prompt: DemoPrompt) -> str:
         f"{prompt.prompt}. A high-quality stock photograph in landscape orientation. "
         "No text, no watermark, no logos, no brand names, no recognizable people."
     )
-
-
-def _log():
-    """The run's logger inside a Prefect run, else the package's own."""
-    try:
-        return get_run_logger()
-    except MissingContextError:
-        return get_logger("microstock.gemini")
 
 
 def to_jpeg(data: bytes, prompt: str, software: str) -> bytes:
@@ -85,8 +78,8 @@ def to_jpeg(data: bytes, prompt: str, software: str) -> bytes:
 class GeminiImageMaker:
     """``make(prompt, index) -> JPEG bytes`` with Gemini's image model; one request per image.
 
-    Thread-safe. Raises only :mod:`tasks.failures` classes (see
-    :mod:`tasks.describers.gemini`). ``index`` does not steer the model; the
+    Thread-safe. Raises only :mod:`tasks.core.errors` classes (see
+    :mod:`tasks.gemini.describer`). ``index`` does not steer the model; the
     caller uses it for the file name.
     """
 
@@ -119,9 +112,9 @@ class GeminiImageMaker:
         response = self.limiter.call(lambda: self._generate(prompt), self._waits)
         usage = usage_of(response)
         cost = cost_usd(self.model, usage, dt.date.today())
-        _log().info("image %d (%s) by %s: prompt %d · output %d · thinking %d tokens · %s", index, prompt.slug,
-                    self.model, usage.prompt_tokens, usage.output_tokens, usage.thought_tokens,
-                    "cost unknown (no confirmed price)" if cost is None else f"${cost:.4f}")
+        log.info("image %d (%s) by %s: prompt %d · output %d · thinking %d tokens · %s", index, prompt.slug,
+                 self.model, usage.prompt_tokens, usage.output_tokens, usage.thought_tokens,
+                 "cost unknown (no confirmed price)" if cost is None else f"${cost:.4f}")
         candidate = check_answer(response)
         words = []
         for part in candidate.content.parts:  # type: ignore[union-attr]  # check_answer ensured content

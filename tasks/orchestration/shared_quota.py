@@ -268,6 +268,7 @@ def shared_quota_limiter(gemini: GeminiSettings, model: str) -> SharedQuotaLimit
     On when ``gemini.quota_project`` names the Google project and a Prefect
     server is set (``PREFECT_API_URL``); one limiter per limit name and
     settings in the process, like :func:`~tasks.gemini.ratelimit.shared_limiter`.
+    The describe stage gets it handed in (``tasks.orchestration.describe_runs.IN_PREFECT``).
     """
     if not gemini.quota_project or server_api_url() is None:
         return None

@@ -9,13 +9,15 @@ hands each finished future back to the stage as soon as it is done.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from prefect.futures import PrefectFuture, as_completed
 
-from tasks.orchestration.logs import stage_logger
 from tasks.orchestration.server_pace import pace_for_flow_run
+
+log = logging.getLogger(__name__)
 
 Item = TypeVar("Item")
 
@@ -47,7 +49,7 @@ def submit_in_window(task: Any, items: Sequence[Item], window: int, args: Callab
         future = next(as_completed(list(in_flight)))
         on_done(in_flight.pop(future), future)
     if pace is not None and pace.waited_s:
-        stage_logger(__name__).info("waited %.0f s in all for Prefect's server to record %s runs",
-                                    pace.waited_s, run_name_prefix.rstrip("-"))
+        log.info("waited %.0f s in all for Prefect's server to record %s runs", pace.waited_s,
+                 run_name_prefix.rstrip("-"))
     queue.reverse()
     return queue

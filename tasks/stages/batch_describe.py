@@ -20,9 +20,11 @@ for each live job of the workdir's record (:mod:`tasks.stores.batch_jobs`)
   whose jobs ended so ``gemini.batch_resubmits + 1`` times is parked with the
   ended job's class (``batch:<state>``).
 
-Each collected job is one task run ``collect-<job id>`` and one table artifact
-(a row per asset: described, or parked with its class) — readable at 1,000
-assets where 1,000 task runs would not be (docs/OPERATIONS.md).
+In a flow run each collected job is one task run ``collect-<job id>`` and one
+table artifact (a row per asset: described, or parked with its class) —
+readable at 1,000 assets where 1,000 task runs would not be
+(docs/OPERATIONS.md); :mod:`tasks.orchestration.describe_runs` hands that
+wrapper of :func:`collect_job` in. No Prefect here.
 
 Then the run **submits** the assets that are not described, not parked and in
 no live job, as jobs of inline requests each under
@@ -39,12 +41,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-
-from prefect import task
-from prefect.cache_policies import NO_CACHE
-from prefect.context import TaskRunContext
-from prefect.logging import get_run_logger
 
 from tasks.core.errors import BadInput, BatchJobEnded, MicrostockError, PermanentError, StageStopped
 from tasks.core.files import sha256_file
@@ -54,11 +52,12 @@ from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.gemini.batch import JOB_BUDGET_BYTES, BatchJob, GeminiBatches
 from tasks.gemini.models import cost_usd
-from tasks.observe.artifacts import publish_batch_job
 from tasks.stages.describers import select_describer
 from tasks.stages.describing import DescribeRun, sort_out
 from tasks.stores.batch_jobs import BatchJobs, JobRecord, display_name, workdir_prefix
 from tasks.stores.dead_letter import DeadLetterStore
+
+log = logging.getLogger(__name__)
 
 #: States of a job still at work; ``unknown`` (a state newer than this code) is waited on too.
 LIVE_STATES = ("pending", "running", "unknown")
@@ -94,7 +93,7 @@ class BatchStage:
     """One run's batch work: the describe run (store, park, save), the Gemini jobs and the workdir's record."""
 
     def __init__(self, run: DescribeRun, batches: GeminiBatches, jobs: BatchJobs, report: DescribeReport,
-                 known: dict[str, Asset] | None = None) -> None:
+                 known: dict[str, Asset] | None = None, collect: "CollectJob | None" = None) -> None:
         self.run = run
         self.batches = batches
         self.jobs = jobs
@@ -104,24 +103,25 @@ class BatchStage:
         self.settings = run.settings
         #: Assets whose job ended this run without describing or parking them: pending again.
         self.returned: list[str] = []
+        #: How one ended job is collected (:func:`collect_job`, or the Prefect task that runs it).
+        self.collect_one: CollectJob = collect or collect_job
 
     @classmethod
     def start(cls, wd: Workdir, settings: Settings, store: DeadLetterStore, key: str, report: DescribeReport,
-              assets: list[Asset]) -> "BatchStage":
+              assets: list[Asset], collect: "CollectJob | None" = None) -> "BatchStage":
         run = DescribeRun(wd, settings, select_describer(settings, key), store, secret=key)
         batches = GeminiBatches(settings.gemini, key)
         report.describer = batches.name
-        return cls(run, batches, BatchJobs(wd), report, {a.asset_id: a for a in assets})
+        return cls(run, batches, BatchJobs(wd), report, {a.asset_id: a for a in assets}, collect)
 
     # --- collecting ------------------------------------------------------------------------
 
     def collect(self) -> None:
         """Collect every live job of the record (see the module docstring); fills the report."""
-        logger = get_run_logger()
         records = self.jobs.live()
         orphans = [r for r in records if r.job_name is None]
         if orphans:
-            self._resolve(orphans, logger)
+            self._resolve(orphans)
         tries = self.jobs.ended_tries()
         for record in self.jobs.live():
             try:
@@ -129,31 +129,29 @@ class BatchStage:
             except StageStopped:
                 raise
             except MicrostockError as exc:
-                logger.error("batch job %s (%s): cannot read it (%s); its assets stay in it for the next run",
+                log.error("batch job %s (%s): cannot read it (%s); its assets stay in it for the next run",
                              record.job_name, record.display_name, self.run.redact(exc.message))
                 self._hold(record)
                 continue
             if job.state in LIVE_STATES:
-                logger.info("batch job %s is %s: %d asset(s) wait in it", record.job_name, job.state,
+                log.info("batch job %s is %s: %d asset(s) wait in it", record.job_name, job.state,
                             len(record.assets))
                 self._hold(record)
                 continue
-            done = collect_job.with_options(task_run_name=f"collect-{record.job_name.rsplit('/', 1)[-1]}")(
-                self, record, job, tries)
-            self._count(done)
+            self._count(self.collect_one(self, record, job, tries))
 
-    def _resolve(self, orphans: list[JobRecord], logger: logging.Logger) -> None:
+    def _resolve(self, orphans: list[JobRecord]) -> None:
         """Adopt the account's job of each intent without a job name, or end the intent when none exists."""
         found = {job.display_name: job for job in self.batches.jobs(workdir_prefix(self.wd))}
         for record in orphans:
             job = found.get(record.display_name)
             if job is not None:
                 self.jobs.submitted(record.display_name, job.name)
-                logger.warning("batch job %s: adopted by its display name %s (the run that created it stopped "
+                log.warning("batch job %s: adopted by its display name %s (the run that created it stopped "
                                "before recording it)", job.name, record.display_name)
             else:
                 self.jobs.end(record.display_name, "abandoned", {"returned": len(record.assets)})
-                logger.warning("batch intent %s: no such job at Gemini, the create never happened; its %d asset(s) "
+                log.warning("batch intent %s: no such job at Gemini, the create never happened; its %d asset(s) "
                                "are submitted again", record.display_name, len(record.assets))
 
     def _hold(self, record: JobRecord) -> None:
@@ -188,7 +186,6 @@ class BatchStage:
 
     def submit(self, todo: list[Asset]) -> None:
         """Submit ``todo`` (described by nothing, parked nowhere, in no live job) as jobs under the inline limit."""
-        logger = get_run_logger()
         live = {asset_id for record in self.jobs.live() for asset_id in record.assets}  # the record is the truth
         todo = [a for a in todo if a.asset_id not in live]
         tries = self.jobs.ended_tries()
@@ -203,16 +200,16 @@ class BatchStage:
                 continue
             n = self.batches.size_of(request)
             if chunk and size + n > JOB_BUDGET_BYTES:
-                if not self._create(chunk, tries, logger):
+                if not self._create(chunk, tries):
                     self.report.pending.extend(a.name for a in todo[i:] if a.name not in self.report.parked)
                     return
                 chunk, size = [], 0
             chunk.append((asset, request))
             size += n
         if chunk:
-            self._create(chunk, tries, logger)
+            self._create(chunk, tries)
 
-    def _create(self, chunk: list[tuple[Asset, object]], tries: dict[str, int], logger: logging.Logger) -> bool:
+    def _create(self, chunk: list[tuple[Asset, object]], tries: dict[str, int]) -> bool:
         """Record the intent, create the job, record its name; False when the create failed (stop submitting)."""
         ids = [a.asset_id for a, _ in chunk]
         try_number = 1 + max(tries.get(i, 0) for i in ids)
@@ -224,16 +221,16 @@ class BatchStage:
             self.jobs.end(name, "refused", {"parked": len(chunk)})
             for asset, _ in chunk:
                 self.report.parked[asset.name] = self.run.park(asset, exc, 1, None).error_class
-            logger.error("batch job %s: create refused (%s); its %d asset(s) are parked for a replay (sync mode)",
+            log.error("batch job %s: create refused (%s); its %d asset(s) are parked for a replay (sync mode)",
                          name, self.run.redact(exc.message), len(chunk))
             return True
         except MicrostockError as exc:
             message = self.run.redact(exc.message)
             if isinstance(exc, StageStopped):  # refused before any job was made (key, quota, model …)
                 self.jobs.end(name, "abandoned", {"returned": len(chunk)})
-                logger.error("batch job %s: create refused (%s); its assets stay pending", name, message)
+                log.error("batch job %s: create refused (%s); its assets stay pending", name, message)
             else:  # a timeout or a 5xx: the job may exist; the next run looks it up by its display name
-                logger.error("batch job %s: create failed (%s); the next run looks it up by name and submits it "
+                log.error("batch job %s: create failed (%s); the next run looks it up by name and submits it "
                              "again if Gemini has none", name, message)
             self.report.pending.extend(a.name for a, _ in chunk)
             self.report.stopped = f"batch create failed: {message}"
@@ -241,18 +238,15 @@ class BatchStage:
         self.jobs.submitted(name, job.name)
         self.report.batch_jobs_submitted += 1
         self.report.in_batch.extend(a.name for a, _ in chunk)
-        logger.info("batch job %s (%s): %d asset(s) submitted", job.name, name, len(chunk))
+        log.info("batch job %s (%s): %d asset(s) submitted", job.name, name, len(chunk))
         return True
 
 
-@task(name="collect", cache_policy=NO_CACHE)
-def collect_job(stage: BatchStage, record: JobRecord, job: BatchJob, tries: dict[str, int]) -> Collected:
-    """Collect one ended job: its answers become sidecars or parked jobs, or its assets go back to pending.
-
-    Leaves one table artifact (``batch-<display name>``), a row per asset, and records the job's end.
-    """
-    logger = get_run_logger()
-    task_run_id = str(TaskRunContext.get().task_run.id)
+def collect_job(stage: BatchStage, record: JobRecord, job: BatchJob, tries: dict[str, int],
+                task_run_id: str | None = None) -> Collected:
+    """Collect one ended job: its answers become sidecars or parked jobs (under ``task_run_id``, when a task
+    run collects it), or its assets go back to pending; records the job's end. ``Collected.rows`` has a row
+    per asset (the Prefect side publishes them as the job's table)."""
     run = stage.run
     done = Collected()
     answers = {a.asset_id: a for a in (job.answers if job.state == "succeeded" else [])}
@@ -287,21 +281,25 @@ def collect_job(stage: BatchStage, record: JobRecord, job: BatchJob, tries: dict
     for row in done.rows.values():
         kind = row.split(":", 1)[0].replace("already described", "described")
         counts[kind] = counts.get(kind, 0) + 1
-    publish_batch_job(record.display_name, record.job_name or "", job.state, done.rows)
     stage.jobs.end(record.display_name, job.state, counts)
-    logger.info("batch job %s %s: %s", record.job_name, job.state,
+    log.info("batch job %s %s: %s", record.job_name, job.state,
                 ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
     return done
+
+
+#: How one ended job is collected: ``collect(stage, record, job, tries)`` (:func:`collect_job` or a wrapper of it).
+CollectJob = Callable[[BatchStage, JobRecord, BatchJob, dict[str, int]], Collected]
 
 
 # --- the stage entry points ----------------------------------------------------------------
 
 
 def describe_in_batches(wd: Workdir, settings: Settings, store: DeadLetterStore, key: str,
-                        assets: list[Asset]) -> DescribeReport:
-    """The describe stage in batch mode: collect the finished jobs, then submit what is left to describe."""
+                        assets: list[Asset], collect: CollectJob = collect_job) -> DescribeReport:
+    """The describe stage in batch mode: collect the finished jobs (each with ``collect``), then submit what is
+    left to describe."""
     report = DescribeReport()
-    stage = BatchStage.start(wd, settings, store, key, report, assets)
+    stage = BatchStage.start(wd, settings, store, key, report, assets, collect)
     todo: list[Asset] | None = None
     try:
         with stage.jobs.exclusive():
@@ -309,7 +307,7 @@ def describe_in_batches(wd: Workdir, settings: Settings, store: DeadLetterStore,
             todo = sort_out(wd, assets, {job.job_id for job in store.list(status="parked")}, report)
             stage.submit(todo)
     except MicrostockError as exc:  # the store, a refused key or quota, Gemini unreachable: next run goes on
-        get_run_logger().error("batch describe stopped: %s", stage.run.redact(exc.message))
+        log.error("batch describe stopped: %s", stage.run.redact(exc.message))
         report.stopped = stage.run.redact(exc.message)
         if todo is None:
             todo = [a for a in sort_out(wd, assets, set(), report) if a.name not in report.in_batch]
@@ -318,15 +316,16 @@ def describe_in_batches(wd: Workdir, settings: Settings, store: DeadLetterStore,
     return report
 
 
-def collect_batches(wd: Workdir, settings: Settings, store: DeadLetterStore, key: str) -> DescribeReport:
+def collect_batches(wd: Workdir, settings: Settings, store: DeadLetterStore, key: str,
+                    collect: CollectJob = collect_job) -> DescribeReport:
     """Collect only (the ``collect-batches`` flow): the finished jobs' answers become sidecars or parked jobs."""
     report = DescribeReport()
-    stage = BatchStage.start(wd, settings, store, key, report, [])
+    stage = BatchStage.start(wd, settings, store, key, report, [], collect)
     try:
         with stage.jobs.exclusive():
             stage.collect()
     except MicrostockError as exc:  # the store, a refused key or quota, Gemini unreachable: next run goes on
-        get_run_logger().error("collect stopped: %s", stage.run.redact(exc.message))
+        log.error("collect stopped: %s", stage.run.redact(exc.message))
         report.stopped = stage.run.redact(exc.message)
     report.pending.extend(stage.returned)  # the next stock-batch run submits them again
     return report

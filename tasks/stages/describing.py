@@ -6,29 +6,36 @@ describer: it passes every call through the describer's quota (its
 :class:`~tasks.gemini.ratelimit.WaitAllowance`) and the workdir's daily request
 budget (:class:`~tasks.gemini.daybudget.DailyBudget`), and closes for the rest
 of the run on the first :class:`~tasks.core.errors.StageStopped`. :class:`DescribeRun` bundles
-what the stage's tasks share (workdir, settings, gate, dead-letter store) and
-parks a job the same way from the hook and from the stage's backstop.
+what the stage's jobs share (workdir, settings, gate, dead-letter store) and
+parks a job once per run (:meth:`DescribeRun.park_once`), whoever asks first:
+the plain runner, the Prefect task's failure hook, or the stage's backstop.
+
+No Prefect here: a quota shared by processes (the server's, set up by the
+Prefect side) is handed in as ``quota``, not looked up.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from tasks.core.errors import StageStopped, error_class_of_parked
 from tasks.core.records import Asset, Metadata, read_sidecar, write_sidecar
 from tasks.core.reports import DescribeReport
 from tasks.core.secrets import gemini_key, redact
-from tasks.core.settings import Settings
+from tasks.core.settings import GeminiSettings, Settings
 from tasks.core.workdir import Workdir
 from tasks.gemini.daybudget import FILE_NAME, DailyBudget
-from tasks.gemini.ratelimit import CallTimes, WaitAllowance
+from tasks.gemini.ratelimit import CallTimes, RateLimiter, WaitAllowance
 from tasks.images.provenance import is_ai_generated, provenance_of
 from tasks.observe import events
-from tasks.orchestration.shared_quota import shared_quota_limiter
 from tasks.stages.describers import Describer, select_describer
 from tasks.stores.dead_letter import DeadLetterStore, ParkedJob
+
+#: ``quota(gemini settings, model)``: the limiter shared by processes for that model, or None.
+QuotaFor = Callable[[GeminiSettings, str], RateLimiter | None]
 
 
 class DescriberGate:
@@ -77,27 +84,38 @@ class DescriberGate:
 
 
 class DescribeRun:
-    """What the describe tasks of one stage run share (passed to every task, never serialized)."""
+    """What the describe jobs of one stage run share (passed to every job, never serialized).
+
+    ``quota``: a limiter shared by processes (the server's quota, :mod:`tasks.orchestration.shared_quota`)
+    that replaces the describer's own when the describer has one; None keeps the describer's.
+    """
 
     def __init__(self, wd: Workdir, settings: Settings, describer: Describer, store: DeadLetterStore,
-                 secret: str | None = None) -> None:
+                 secret: str | None = None, quota: RateLimiter | None = None) -> None:
         self.wd = wd
         self.settings = settings
         self._secret = secret
         gemini = settings.gemini
         budget = DailyBudget(wd.root / FILE_NAME, describer.model, gemini.requests_per_day) if describer.limiter else None
         self.gate = DescriberGate(describer, WaitAllowance(gemini.rate_limit_wait_s), budget)
-        if describer.limiter is not None:  # Gemini: the server's quota shared by processes, when set up
-            self.gate.limiter = shared_quota_limiter(gemini, describer.model) or self.gate.limiter
+        if describer.limiter is not None and quota is not None:  # Gemini: the quota shared by processes
+            self.gate.limiter = quota
         self.store = store
-        #: asset name → attempts made this run (the backstop's attempt count).
+        #: asset name → attempts made this run (counted by the attempt loop, read when parking).
         self.attempts: dict[str, int] = {}
+        #: asset name → its job as parked by this run (a job is parked once per run).
+        self.parked: dict[str, ParkedJob] = {}
+        self._park_lock = threading.Lock()
 
     @classmethod
-    def start(cls, wd: Workdir, settings: Settings, store: DeadLetterStore) -> "DescribeRun":
-        """A run with the describer the key selects (``tasks.core.secrets.gemini_key``)."""
+    def start(cls, wd: Workdir, settings: Settings, store: DeadLetterStore, describer: Describer | None = None,
+              quota: QuotaFor | None = None) -> "DescribeRun":
+        """A run with ``describer``, else the one the key selects (``tasks.core.secrets.gemini_key``);
+        ``quota(settings.gemini, model)`` gives the limiter shared by processes, if any."""
         key = gemini_key()
-        return cls(wd, settings, select_describer(settings, key), store, secret=key)
+        describer = describer or select_describer(settings, key)
+        shared = quota(settings.gemini, describer.model) if quota is not None and describer.limiter else None
+        return cls(wd, settings, describer, store, secret=key, quota=shared)
 
     def __repr__(self) -> str:  # shown by Prefect in parameter reprs; never the describer's key
         return f"DescribeRun({self.gate.describer.name})"
@@ -133,8 +151,24 @@ class DescribeRun:
         ai = is_ai_generated(provenance, self.settings.pack.label_own_files_ai)  # agencies' AI rules apply to it
         write_sidecar(self.wd.sidecar(asset.name), asset, metadata.model_copy(update={"ai_generated": ai}), provenance)
 
+    def park_once(self, asset: Asset, exc: BaseException, task_run_id: str | None = None) -> tuple[ParkedJob, bool]:
+        """Park the asset's job with the attempts this run made, unless this run parked it already.
+
+        The one park path of sync describe: the plain runner, the Prefect task's ``on_failure`` hook and
+        the stage's backstop (a failure the hook could not record, a crashed task run) all come here, so
+        a job is parked exactly once. Returns the job and whether this call parked it. StoreUnavailable
+        when the store cannot be written (nothing is recorded: a later call tries again).
+        """
+        with self._park_lock:
+            if asset.name in self.parked:
+                return self.parked[asset.name], False
+            job = self.park(asset, exc, self.attempts.get(asset.name, 1), task_run_id)
+            self.parked[asset.name] = job
+            return job, True
+
     def park(self, asset: Asset, exc: BaseException, attempts: int, task_run_id: str | None) -> ParkedJob:
-        """Park the asset's job under the class of ``exc``, and emit ``microstock.job.parked``."""
+        """Park the asset's job under the class of ``exc``, and emit ``microstock.job.parked`` (batch mode
+        parks through here directly: its attempts are its jobs')."""
         job = self.store.park(
             asset.asset_id,
             payload=self.payload(asset),

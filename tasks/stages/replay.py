@@ -1,14 +1,15 @@
-"""Replaying parked describe jobs: the same task and retry policy as the batch, for jobs a replay claimed.
+"""Replaying parked describe jobs: the same jobs and retry policy as the batch, for jobs a replay claimed.
 
 The ``replay-dead-letters`` flow claims parked jobs atomically (two replays
 never take the same one), runs them through :func:`tasks.stages.describe.describe_jobs`
-and settles each: described → ``recovered``; still failing → parked again by
-the task's hook and released; image gone → released with that message.
+(with the runner it is given: Prefect's task runs in the flow) and settles
+each: described → ``recovered``; still failing → parked again (the one park
+path) and released; image gone → released with that message. No Prefect here.
 """
 
 from __future__ import annotations
 
-from prefect.logging import get_run_logger
+import logging
 
 from tasks.core.files import sha256_file
 from tasks.core.records import Asset, list_assets, read_sidecar
@@ -17,9 +18,11 @@ from tasks.core.secrets import redact
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.observe import events
-from tasks.stages.describe import Outcome, describe_jobs
+from tasks.stages.describe import DescribeWith, Outcome, describe_jobs
 from tasks.stages.describing import DescribeRun
 from tasks.stores.dead_letter import DeadLetterStore, ParkedJob
+
+log = logging.getLogger(__name__)
 
 
 def list_replayable(store: DeadLetterStore, limit: int, error_class: str | None = None) -> ReplayReport:
@@ -49,17 +52,18 @@ class _AssetFinder:
         return self._by_id.get(job.job_id)
 
 
-def replay_jobs(wd: Workdir, settings: Settings, store: DeadLetterStore, claimant: str, jobs: list[ParkedJob]) -> ReplayReport:
-    """Run jobs claimed by ``claimant`` through the describe task again, with the same retry policy.
+def replay_jobs(wd: Workdir, settings: Settings, store: DeadLetterStore, claimant: str, jobs: list[ParkedJob],
+                how: DescribeWith = DescribeWith()) -> ReplayReport:
+    """Run jobs claimed by ``claimant`` through the describe jobs again (run as ``how`` says), with the same
+    retry policy.
 
     A success writes the sidecar and marks the job ``recovered``; a failure
-    is parked again by the task's hook (attempts add up, ``last_seen``, class
+    is parked again (attempts add up, ``last_seen``, class
     and message updated) and released; a job whose image is gone is released
     with that message. Every claimed job ends recovered or released, whatever
     happens to the others (a released job with a claim that could not be
     dropped is free again after ``CLAIM_TIMEOUT_S``).
     """
-    logger = get_run_logger()
     report = ReplayReport(scanned=len(jobs), dry_run=False)
     finder = _AssetFinder(wd)
     runnable: list[tuple[ParkedJob, Asset]] = []
@@ -71,17 +75,17 @@ def replay_jobs(wd: Workdir, settings: Settings, store: DeadLetterStore, claiman
                 if store.mark_recovered(job.job_id, claimant):
                     events.job_recovered(job.job_id, label, job.attempts)
                 else:
-                    logger.warning("replay %s: described, but this replay no longer held the job", label)
+                    log.warning("replay %s: described, but this replay no longer held the job", label)
                 report.recovered += 1
                 report.recovered_assets.append(label)
-                logger.info("replay %s: recovered", label)
+                log.info("replay %s: recovered", label)
                 return
             report.still_failing += 1
             report.failing[label] = message or (outcome.detail if outcome else "not replayed")
             store.release(job.job_id, claimant, error_message=message)
-            logger.warning("replay %s: still failing (%s)", label, report.failing[label])
+            log.warning("replay %s: still failing (%s)", label, report.failing[label])
         except Exception as exc:  # one job's bookkeeping never stops the others
-            logger.error("replay %s: %s", label, redact(getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"))
+            log.error("replay %s: %s", label, redact(getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"))
 
     for job in jobs:
         try:
@@ -100,9 +104,9 @@ def replay_jobs(wd: Workdir, settings: Settings, store: DeadLetterStore, claiman
             runnable.append((job, asset))
     if not runnable:
         return report
-    run = DescribeRun.start(wd, settings, store)
+    run = DescribeRun.start(wd, settings, store, how.describer, how.quota)
     try:
-        outcomes = describe_jobs(run, [asset for _, asset in runnable], settings.gemini.concurrency)
+        outcomes = describe_jobs(run, [asset for _, asset in runnable], how.jobs)
     except BaseException:
         for job, _ in runnable:
             store.release(job.job_id, claimant)

@@ -32,23 +32,12 @@ from __future__ import annotations
 
 import base64
 import io
-import os
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Literal
-from uuid import UUID
+from typing import Literal, Protocol
 
 from PIL import Image, UnidentifiedImageError
-from prefect.client.orchestration import get_client
-from prefect.context import FlowRunContext
-from prefect.exceptions import FlowPauseTimeout
-from prefect.client.schemas.filters import FlowFilter, FlowFilterName, FlowRunFilter, FlowRunFilterState
-from prefect.client.schemas.filters import FlowRunFilterStateType
-from prefect.client.schemas.objects import StateType
-from prefect.client.schemas.sorting import FlowRunSort
-from prefect.flow_runs import pause_flow_run, resume_flow_run
-from prefect.input import RunInput
-from prefect.logging import get_run_logger
-from prefect.states import Running
 from pydantic import BaseModel, Field
 
 from tasks.agencies.catalog import catalog
@@ -60,8 +49,7 @@ from tasks.core.workdir import Workdir
 from tasks.observe import events
 from tasks.observe.markdown import md_cell
 
-#: How often the paused run asks the server whether it was answered.
-POLL_S = 5
+log = logging.getLogger(__name__)
 
 #: At most this many assets listed in the form's description (the rest are counted; ``reject`` takes any name).
 MAX_LISTED = 200
@@ -82,16 +70,15 @@ class Correction(BaseModel):
     keywords: list[str] | None = Field(None, description="The new keywords, most important first.")
 
 
-class ReviewAnswer(RunInput):
-    """The form of a paused stock-batch run."""
+class Answer(Protocol):
+    """What an answer to the review says (the form's fields: :class:`tasks.orchestration.review_pause.ReviewAnswer`)."""
 
-    reject: list[str] = Field(default_factory=list, description=(
-        "File names of the assets to leave out: they get no CSV row and are never uploaded. "
-        "Every other asset listed above is approved."))
-    corrections: list[Correction] = Field(default_factory=list, description=(
-        "Optional: a new title, description and/or keywords per asset, written to its sidecar and checked "
-        "against every agency's rules before anything is uploaded (an asset that breaks a rule is held back "
-        "there, as usual)."))
+    reject: list[str]
+    corrections: list[Correction]
+
+
+#: ``ask(description, timeout_s)``: pause until the contributor answers; None when no answer came in time.
+Ask = Callable[[str, int], Answer | None]
 
 
 @dataclass
@@ -189,26 +176,10 @@ def review_description(wd: Workdir, waiting: list[Sidecar], csvs: CsvReport, set
     return "\n".join(lines)
 
 
-def ask(description: str, timeout_s: int) -> ReviewAnswer | None:
-    """Pause the flow run until the form is answered; None when it is not answered within ``timeout_s``.
+def review_decisions(wd: Workdir, settings: Settings, packed: PackReport, csvs: CsvReport, ask: Ask) -> ReviewReport:
+    """Ask about the assets waiting for review (when ``[review]`` is enabled) with ``ask``, and record the answer.
 
-    After a time-out the run is set back to Running (forced: the server refuses to resume an expired
-    pause), so the rest of the run — CSVs without the held assets, the summary — still happens.
-    """
-    try:
-        return pause_flow_run(wait_for_input=ReviewAnswer.with_initial_data(description=description),
-                              timeout=timeout_s, poll_interval=POLL_S, key="review")
-    except FlowPauseTimeout:
-        flow_run_id = FlowRunContext.get().flow_run.id
-        with get_client(sync_client=True) as client:
-            client.set_flow_run_state(flow_run_id, Running(message="review: no answer in time"), force=True)
-        return None
-
-
-def review_stage(wd: Workdir, settings: Settings, packed: PackReport, csvs: CsvReport) -> ReviewReport:
-    """Ask about the assets waiting for review (when ``[review]`` is enabled) and record the answer.
-
-    Returns what was decided and every asset rejected so far; never pauses when review is off or
+    Returns what was decided and every asset rejected so far; never asks when review is off or
     nothing is waiting.
     """
     sidecars = described_sidecars(wd)
@@ -218,11 +189,10 @@ def review_stage(wd: Workdir, settings: Settings, packed: PackReport, csvs: CsvR
     waiting = waiting_sidecars(sidecars, packed)
     if not waiting:
         return report
-    logger = get_run_logger()
     report.asked = [s.name for s in waiting]
     events.review_waiting(len(waiting))
-    logger.info("review: %d asset(s) waiting; the run pauses for the answer (Prefect UI: the run → Resume)",
-                len(waiting))
+    log.info("review: %d asset(s) waiting; the run pauses for the answer (Prefect UI: the run → Resume)",
+             len(waiting))
     answer = ask(review_description(wd, waiting, csvs, settings), max(1, round(settings.review.timeout_hours * 3600)))
     if answer is None:
         report.timed_out = True
@@ -232,20 +202,20 @@ def review_stage(wd: Workdir, settings: Settings, packed: PackReport, csvs: CsvR
         corrections = {c.file: c for c in answer.corrections if c.file not in rejected}
         report.unknown = sorted((rejected | set(corrections)) - set(report.asked))
         if report.unknown:
-            logger.warning("review: not waiting, ignored: %s", ", ".join(report.unknown))
+            log.warning("review: not waiting, ignored: %s", ", ".join(report.unknown))
         for name in report.asked:
             if name in corrections:
                 apply_correction(wd, name, corrections[name])
     report.corrected = edited_since(wd, sidecars)
     if answer is None and settings.review.on_timeout == "hold":
         report.held = list(report.asked)
-        logger.info(report.message())
+        log.info(report.message())
         return report
     for name in report.asked:
         decision = "rejected" if name in rejected else "approved"
         record_review(wd.sidecar(name), decision, by)
         (report.rejected if decision == "rejected" else report.approved).append(name)
-    logger.info(report.message())
+    log.info(report.message())
     return report
 
 
@@ -298,26 +268,3 @@ def edit_asset(wd: Workdir, settings: Settings, agencies: list[str],
     specs = catalog(wd)
     return sidecar, [build_row(specs.spec(a), sidecar.metadata, ready_name(sidecar.name),
                                settings.agency(a).csv_defaults, asset=sidecar.name) for a in agencies]
-
-
-def paused_review_run(wd: Workdir) -> str | None:
-    """The id of the newest stock-batch run of this workdir paused for review on the Prefect server
-    (``PREFECT_API_URL``); None without a server (the ephemeral one cannot hold a paused run) or run.
-
-    The newest: a run whose process died while it waited stays Paused on the server, and the next run
-    asks again — that one is listening.
-    """
-    if not os.environ.get("PREFECT_API_URL"):
-        return None
-    with get_client(sync_client=True) as client:
-        runs = client.read_flow_runs(
-            flow_filter=FlowFilter(name=FlowFilterName(any_=["stock-batch"])),
-            flow_run_filter=FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PAUSED]))),
-            sort=FlowRunSort.START_TIME_DESC)
-    mine = [r for r in runs if r.parameters.get("workdir") in (str(wd.root), None)]
-    return str(mine[0].id) if mine else None
-
-
-def answer_paused_run(flow_run_id: str, reject: list[str]) -> None:
-    """Submit the paused run's form: ``reject`` these, approve every other asset it asked about."""
-    resume_flow_run(UUID(flow_run_id), run_input={"reject": reject})

@@ -162,7 +162,7 @@ def test_each_image_call_logs_its_tokens_and_cost(fake_gemini, maker):
     records = []
     handler = logging.Handler()
     handler.emit = records.append
-    logger = logging.getLogger("prefect.microstock.gemini")
+    logger = logging.getLogger("tasks.gemini.images")
     logger.addHandler(handler)
     try:
         fake_gemini.push(answer_image(png_bytes(), tokens=1400))  # 1340 prompt, 60 output

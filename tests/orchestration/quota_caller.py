@@ -4,7 +4,7 @@
 
 With ``PREFECT_API_URL``, ``GEMINI_API_KEY`` and ``GOOGLE_GEMINI_BASE_URL`` in
 its environment (the test Gemini server), it makes a ``DescribeRun`` as the
-describe stage does, with ``[gemini] quota_project`` set, and keeps
+describe stage does in a flow run (with the Prefect side's shared quota), with ``[gemini] quota_project`` set, and keeps
 ``CONCURRENCY`` threads describing the workdir's assets, round and round,
 for ``SECONDS``. It prints one JSON line: the limiter's class and name, and
 how many describe calls returned.
@@ -22,6 +22,7 @@ from pathlib import Path
 from tasks.core.records import list_assets
 from tasks.core.settings import GeminiSettings, Settings
 from tasks.core.workdir import Workdir
+from tasks.orchestration.describe_runs import IN_PREFECT
 from tasks.stages.describing import DescribeRun
 from tests.fakes.dead_letter_memory import MemoryDeadLetterStore
 
@@ -30,7 +31,7 @@ def main(root: str, seconds: float, rpm: int, concurrency: int, project: str) ->
     wd = Workdir(Path(root))
     settings = Settings(gemini=GeminiSettings(requests_per_minute=rpm, concurrency=concurrency, requests_per_day=0,
                                               quota_project=project, timeout_s=30))
-    run = DescribeRun.start(wd, settings, MemoryDeadLetterStore())
+    run = DescribeRun.start(wd, settings, MemoryDeadLetterStore(), quota=IN_PREFECT.quota)
     assets = cycle(list_assets(wd.assets))
     lock = threading.Lock()
     done = [0]

@@ -7,7 +7,7 @@ import logging
 from prefect import flow, task
 from prefect.states import Failed
 
-import tasks.orchestration.logs  # noqa: F401  (installs the filter, as every stage that imports it does)
+import tasks.orchestration.logs  # noqa: F401  (the filter is installed by tests/conftest.py, as by every command)
 
 
 @task(name="left-pending", retries=1, retry_delay_seconds=0)

@@ -23,6 +23,7 @@ from tasks.gemini.ratelimit import WINDOW_S, RateLimiter
 from tasks.orchestration.local_server import LocalServer, free_port
 from tasks.orchestration.shared_quota import (HOLD_S, SLOTS_PER_CALL, SharedQuotaLimiter, budget, ensure_limit,
                                               limit_and_decay, limit_name, shared_quota_limiter)
+from tasks.orchestration.describe_runs import IN_PREFECT
 from tasks.stages.describing import DescribeRun
 from tests.fakes.dead_letter_memory import MemoryDeadLetterStore
 from tests.fakes.gemini import FAKE_KEY, FakeGemini, answer_json, fake_gemini, slow  # noqa: F401 (a fixture)
@@ -123,8 +124,9 @@ def test_describe_run_takes_its_starts_from_the_server_when_a_project_is_named(p
     from tasks.core.records import list_assets
 
     shared = DescribeRun.start(workdir, Settings(gemini=GeminiSettings(quota_project="studio", requests_per_day=0)),
-                               MemoryDeadLetterStore())
-    alone = DescribeRun.start(workdir, Settings(gemini=GeminiSettings(requests_per_day=0)), MemoryDeadLetterStore())
+                               MemoryDeadLetterStore(), quota=IN_PREFECT.quota)
+    alone = DescribeRun.start(workdir, Settings(gemini=GeminiSettings(requests_per_day=0)), MemoryDeadLetterStore(),
+                              quota=IN_PREFECT.quota)
     assert isinstance(shared.gate.limiter, SharedQuotaLimiter)
     assert shared.gate.limiter.name == limit_name("studio", shared.describer.model)
     assert type(alone.gate.limiter) is RateLimiter

@@ -1,4 +1,5 @@
-"""Batch mode of the describe stage: real Prefect, the real google-genai SDK, the fake Gemini server's Batch API.
+"""Batch mode of the describe stage, called plainly (no flow run) but where a collected job's task run and table
+are read (real Prefect); the real google-genai SDK, the fake Gemini server's Batch API.
 
 Each asset is a plain-coloured image; the fake answers each inline request by
 the colour of its image (the same :class:`Script` as the sync tests, with more
@@ -37,6 +38,7 @@ from tests.fakes.gemini import (  # noqa: F401  (fake_gemini is a fixture)
     prompt_blocked,
 )
 from tests.stages import test_describe
+from tasks.stages.describe import describe_stage
 from tests.stages.test_describe import Script, gemini_key, run_describe  # noqa: F401  (gemini_key is a fixture)
 
 #: 64 colours far enough apart to survive JPEG and the downscale; the sync tests' Script matches by them.
@@ -47,6 +49,11 @@ COLOURS = [(r, g, b) for r in (20, 90, 160, 230) for g in (20, 90, 160, 230) for
 def more_colours(monkeypatch):
     monkeypatch.setattr(test_describe, "COLOURS", COLOURS)
     monkeypatch.setattr(ratelimit, "_shared", {})
+
+
+def plain_describe(wd: Workdir, settings: Settings, assets: list[Asset]) -> tuple[None, object]:
+    """The stage called plainly (no flow run, no task runs): (no state, its report), as ``run_describe`` gives."""
+    return None, describe_stage(wd, settings, assets)
 
 
 def batch_settings(**gemini) -> Settings:
@@ -88,9 +95,9 @@ def thirty(prefect_harness, tmp_path_factory):
         for name, (reply, _) in FAILURES.items():
             script.set(name, reply)
         fake.batch.finish_after_s = 0  # a job ends at its first look after the create
-        _, submitted = run_describe(wd, batch_settings(), assets)
-        _, collected = run_describe(wd, batch_settings(), assets)
-        _, again = run_describe(wd, batch_settings(), assets)
+        _, submitted = plain_describe(wd, batch_settings(), assets)
+        _, collected = run_describe(wd, batch_settings(), assets)  # in a flow run: a task run and a table per job
+        _, again = plain_describe(wd, batch_settings(), assets)
         yield wd, fake, script, submitted, collected, again
 
 
@@ -169,18 +176,18 @@ def test_an_expired_job_is_resubmitted_then_parked_after_the_limit(prefect_harne
     fake_gemini.batch.finish_after_s = 0
     fake_gemini.batch.end_as = ["expired", "expired"]
     settings = batch_settings(batch_resubmits=1)
-    _, first = run_describe(wd, settings, assets)
-    _, second = run_describe(wd, settings, assets)  # job 1 expired: resubmitted once
+    _, first = plain_describe(wd, settings, assets)
+    _, second = plain_describe(wd, settings, assets)  # job 1 expired: resubmitted once
     assert first.batch_jobs_submitted == 1 and second.batch_jobs_submitted == 1
     assert second.parked == {} and sorted(second.in_batch) == names
-    _, third = run_describe(wd, settings, assets)  # job 2 expired too: past the limit
+    _, third = plain_describe(wd, settings, assets)  # job 2 expired too: past the limit
     assert third.parked == {n: "batch:expired" for n in names} and third.batch_jobs_submitted == 0
     assert fake_gemini.batch.created == 2
     parked = open_store(wd).list(status="parked")
     assert {j.error_class for j in parked} == {"batch:expired"} and {j.attempts for j in parked} == {2}
     records = BatchJobs(wd).records()
     assert [r.ended for r in records] == ["expired", "expired"] and [r.try_number for r in records] == [1, 2]
-    _, fourth = run_describe(wd, settings, assets)
+    _, fourth = plain_describe(wd, settings, assets)
     assert fourth.batch_jobs_submitted == 0 and sorted(fourth.still_parked) == names
 
 
@@ -196,8 +203,8 @@ def test_a_job_parked_in_batch_mode_is_replayed_through_sync_mode(prefect_harnes
     fake_gemini.batch.finish_after_s = 0
     fake_gemini.batch.end_as = ["failed"]
     settings = batch_settings(batch_resubmits=0)
-    run_describe(wd, settings, assets)
-    _, parked = run_describe(wd, settings, assets)
+    plain_describe(wd, settings, assets)
+    _, parked = plain_describe(wd, settings, assets)
     assert parked.parked == {n: "batch:failed" for n in names}
 
     state = replay_dead_letters(dry_run=False, workdir=str(wd.root), return_state=True)
@@ -215,12 +222,12 @@ def test_a_create_gemini_refuses_parks_its_assets_and_leaves_no_intent(prefect_h
     names = ["x0.jpg", "x1.jpg"]
     assets = make_assets(wd, names)
     fake_gemini.batch.max_body_bytes = 1000  # every create is "Request payload size exceeds the limit"
-    _, report = run_describe(wd, batch_settings(), assets)
+    _, report = plain_describe(wd, batch_settings(), assets)
     assert fake_gemini.batch.created == 0 and report.batch_jobs_submitted == 0
     assert report.parked == {n: "permanent:400" for n in names} and report.in_batch == []
     (record,) = BatchJobs(wd).records()
     assert record.ended == "refused" and BatchJobs(wd).live() == []
-    _, again = run_describe(wd, batch_settings(), assets)
+    _, again = plain_describe(wd, batch_settings(), assets)
     assert sorted(again.still_parked) == names and fake_gemini.batch.created == 0
 
 
@@ -228,8 +235,8 @@ def test_assets_in_a_live_job_are_not_submitted_again(prefect_harness, fake_gemi
     wd = Workdir(tmp_path / "w").prepare()
     assets = make_assets(wd, ["l0.jpg", "l1.jpg", "l2.jpg"])
     fake_gemini.batch.finish_after_s = 3600  # running for the whole test
-    _, first = run_describe(wd, batch_settings(), assets[:2])
-    _, second = run_describe(wd, batch_settings(), assets)  # a new asset since
+    _, first = plain_describe(wd, batch_settings(), assets[:2])
+    _, second = plain_describe(wd, batch_settings(), assets)  # a new asset since
     assert first.batch_jobs_submitted == 1 and second.batch_jobs_submitted == 1
     assert fake_gemini.batch.created == 2 and len(fake_gemini.batch.requests) == 3
     assert sorted(second.in_batch) == ["l0.jpg", "l1.jpg", "l2.jpg"]
@@ -241,13 +248,11 @@ CHILD = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
 
-    from prefect import flow
-
     from tasks.core.records import list_assets
     from tasks.core.settings import load_settings
     from tasks.core.workdir import Workdir
     from tasks.gemini import batch
-    from tasks.stages.describe import describe_assets
+    from tasks.stages.describe import describe_stage
 
     create = batch.GeminiBatches.submit
     when = sys.argv[2]
@@ -260,12 +265,8 @@ CHILD = textwrap.dedent("""
 
     batch.GeminiBatches.submit = submit_and_die
 
-    @flow
-    def describe_and_die():
-        wd = Workdir(Path(sys.argv[1]))
-        describe_assets(wd, load_settings(wd.config_file), list_assets(wd.assets))
-
-    describe_and_die()
+    wd = Workdir(Path(sys.argv[1]))
+    describe_stage(wd, load_settings(wd.config_file), list_assets(wd.assets))
 """)
 
 
@@ -293,8 +294,8 @@ def test_a_run_killed_between_create_and_record_never_makes_a_second_job(
     (intent,) = BatchJobs(wd).live()
     assert intent.job_name is None and sorted(intent.assets.values()) == names
 
-    _, rerun = run_describe(wd, batch_settings(), assets)  # adopts the job, or creates it now
-    _, last = run_describe(wd, batch_settings(), assets)  # collects whatever is left
+    _, rerun = plain_describe(wd, batch_settings(), assets)  # adopts the job, or creates it now
+    _, last = plain_describe(wd, batch_settings(), assets)  # collects whatever is left
     assert fake_gemini.batch.created == 1, "exactly one job for these assets"
     displayed = {job.display_name for job in fake_gemini.batch.jobs.values()}
     assert displayed == {intent.display_name}, "under the display name the intent recorded"

@@ -1,14 +1,18 @@
-"""The describe stage in real Prefect, with the real google-genai SDK talking to the fake Gemini server.
+"""The describe stage with the real google-genai SDK talking to the fake Gemini server: its logic called plainly
+(:func:`describe_stage`, no flow run), and in real Prefect what only Prefect shows (the hook parks, the Parked
+state, the backstop, the run's logs).
 
 Each asset is a plain-coloured image; the fake server recognises the asset
 by the colour of the image the SDK sent, so every asset gets its own script
-of replies however the tasks interleave.
+of replies however the jobs interleave.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
+from contextlib import contextmanager
 import time
 from collections import defaultdict, deque
 from io import BytesIO
@@ -18,13 +22,15 @@ import pytest
 from PIL import Image
 from prefect import flow
 
+from tasks.orchestration import describe_runs
 from tasks.stages import describe as describe_module
 from tasks.core.records import Asset
 from tasks.core.settings import GeminiSettings, Settings
 from tasks.stores.dead_letter_sql import SQLiteDeadLetterStore
 from tasks.stores.dead_letter_open import open_store
 from tasks.core.reports import DescribeReport
-from tasks.stages.describe import describe_assets
+from tasks.orchestration.describe_runs import describe_assets
+from tasks.stages.describe import describe_stage
 from tasks.core.files import sha256_file
 from tasks.core.workdir import Workdir
 from tests.fakes.gemini import (  # noqa: F401  (fake_gemini is a fixture)
@@ -106,9 +112,24 @@ def describe_flow(workdir: str, settings: Settings, assets: list[Asset]) -> Desc
 
 
 def run_describe(wd: Workdir, settings: Settings, assets: list[Asset]):
+    """The stage in a flow run (task runs, hook, Parked states): its final state and report."""
     state = describe_flow(str(wd.root), settings, assets, return_state=True)
     assert state.is_completed(), state.message
     return state, state.result()
+
+
+@contextmanager
+def stage_lines():
+    """The lines the stage's module loggers (the ``tasks`` tree) write meanwhile, formatted."""
+    lines: list[str] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = lambda record: lines.append(record.getMessage())
+    logger = logging.getLogger("tasks")
+    logger.addHandler(handler)
+    try:
+        yield lines
+    finally:
+        logger.removeHandler(handler)
 
 
 def flow_run_logs(state) -> str:
@@ -155,8 +176,9 @@ def mixed_run(prefect_harness, tmp_path_factory):
         script.set("sleepy.jpg", slow(3))
         state, report = run_describe(wd, fast_settings(), assets)
         calls_after_first = len(fake.requests)
-        again_state, again = run_describe(wd, fast_settings(), assets)
-        yield wd, script, state, report, again, fake, again_state, calls_after_first
+        with stage_lines() as again_lines:
+            again = describe_stage(wd, fast_settings(), assets)
+        yield wd, script, state, report, again, fake, "\n".join(again_lines), calls_after_first
 
 
 EXPECTED_PARKED = {
@@ -212,12 +234,13 @@ def test_a_rerun_calls_nothing_already_described_or_parked(mixed_run):
 
 
 def test_the_api_key_appears_nowhere(mixed_run):
-    wd, _, state, _, _, fake, again_state, _ = mixed_run
+    wd, _, state, _, _, fake, again_lines, _ = mixed_run
     assert all(req.header("x-goog-api-key") == FAKE_KEY for req in fake.requests)
     for path, data in workdir_bytes(wd):
         assert FAKE_KEY.encode() not in data, path
-    logs = flow_run_logs(state) + flow_run_logs(again_state)
+    logs = flow_run_logs(state) + again_lines
     assert "Parked('exhausted:503 after 3 attempt(s)" in logs, "the logs were read"
+    assert "parked by an earlier run" in again_lines, "the rerun's lines were read"
     assert FAKE_KEY not in logs
 
 
@@ -227,7 +250,7 @@ def test_retry_info_delay_is_honoured(prefect_harness, fake_gemini, gemini_key, 
     script = Script(fake_gemini, [a.name for a in assets])
     script.set("told.jpg", rate_limited("1.5s"))
     script.set("other.jpg", lambda req: (time.sleep(0.3), answer_json())[1])  # in flight when told.jpg hears 429
-    _, report = run_describe(wd, fast_settings(concurrency=2), assets)
+    report = describe_stage(wd, fast_settings(concurrency=2), assets)
     assert sorted(report.described) == ["other.jpg", "told.jpg"]
     told = script.calls["told.jpg"]
     assert len(told) == 2 and told[1] - told[0] >= 1.5
@@ -239,7 +262,7 @@ def test_without_retry_info_the_wait_is_the_one_the_message_names(prefect_harnes
     assets = make_assets(wd, ["untold.jpg"])
     script = Script(fake_gemini, [a.name for a in assets])
     script.set("untold.jpg", rate_limited(None, retry_in="0.8117s"))
-    _, report = run_describe(wd, fast_settings(), assets)
+    report = describe_stage(wd, fast_settings(), assets)
     untold = script.calls["untold.jpg"]
     assert report.described == ["untold.jpg"] and len(untold) == 2 and untold[1] - untold[0] >= 0.8117
 
@@ -251,7 +274,7 @@ def test_a_429_storm_parks_nothing_and_uses_no_attempt(prefect_harness, fake_gem
     script = Script(fake_gemini, names)
     script.set("busy.jpg", rate_limited("0.1s"), rate_limited(None, retry_in="0.1s"), rate_limited("0.1s"))
     script.set("also_busy.jpg", rate_limited(None, retry_in="0.1s"), rate_limited("0.1s"))
-    state, report = run_describe(wd, fast_settings(max_attempts=1, concurrency=2), assets)
+    report = describe_stage(wd, fast_settings(max_attempts=1, concurrency=2), assets)
     assert sorted(report.described) == sorted(names) and report.parked == {} and report.stopped is None
     assert {n: script.count(n) for n in names} == {"busy.jpg": 4, "also_busy.jpg": 3}
     assert open_store(wd).list() == []
@@ -263,12 +286,13 @@ def test_429s_past_the_runs_wait_limit_stop_the_stage_and_park_nothing(prefect_h
     names = [f"r{i}.jpg" for i in range(4)]
     assets = make_assets(wd, names)
     fake_gemini.default = lambda req: rate_limited("0.2s")
-    state, report = run_describe(wd, fast_settings(concurrency=1, rate_limit_wait_s=0.5), assets)
+    with stage_lines() as lines:
+        report = describe_stage(wd, fast_settings(concurrency=1, rate_limit_wait_s=0.5), assets)
     assert len(fake_gemini.requests) == 3, "waits of 0.2 + 0.2 fit in 0.5 s, the third 429 does not"
     assert report.parked == {} and sorted(report.pending) == names
     assert "gemini.rate_limit_wait_s" in report.stopped
     assert open_store(wd).list() == []
-    assert flow_run_logs(state).count("describe stopped:") == 1
+    assert "\n".join(lines).count("describe stopped:") == 1
 
 
 def test_daily_quota_stops_the_stage_after_the_first_call(prefect_harness, fake_gemini, gemini_key, tmp_path):
@@ -278,18 +302,18 @@ def test_daily_quota_stops_the_stage_after_the_first_call(prefect_harness, fake_
     script = Script(fake_gemini, [a.name for a in assets])
     for name in names:
         script.set(name, daily_quota())
-    state, report = run_describe(wd, fast_settings(concurrency=1), assets)
+    with stage_lines() as lines:
+        report = describe_stage(wd, fast_settings(concurrency=1), assets)
     assert len(fake_gemini.requests) == 1
     assert "daily quota" in report.stopped
     assert report.parked == {} and report.described == [] and sorted(report.pending) == names
     assert open_store(wd).list() == []
     assert not any(wd.sidecar(n).exists() for n in names)
-    logs = flow_run_logs(state)
-    assert logs.count("describe stopped:") == 1
+    assert "\n".join(lines).count("describe stopped:") == 1
 
     for name in names:  # the quota resets: the next run describes everything, once
         script.replies[name].clear()
-    _, after = run_describe(wd, fast_settings(concurrency=1), assets)
+    after = describe_stage(wd, fast_settings(concurrency=1), assets)
     assert sorted(after.described) == names and after.stopped is None
     first = script.asset_of(fake_gemini.requests[0])
     assert {n: script.count(n) for n in names} == {n: 2 if n == first else 1 for n in names}
@@ -302,7 +326,7 @@ def test_a_refused_key_stops_the_stage_without_parking(prefect_harness, fake_gem
     names = [f"k{i}.jpg" for i in range(8)]
     assets = make_assets(wd, names)
     fake_gemini.default = lambda req: refusal
-    _, report = run_describe(wd, fast_settings(concurrency=3), assets)
+    report = describe_stage(wd, fast_settings(concurrency=3), assets)
     assert 1 <= len(fake_gemini.requests) <= 3, "at most the calls already in flight"
     assert "GEMINI_API_KEY" in report.stopped
     assert report.parked == {} and sorted(report.pending) == names
@@ -313,7 +337,7 @@ def test_the_flow_parks_a_failed_job_when_the_hook_could_not(prefect_harness, fa
     def broken_hook(task, task_run, state):
         raise RuntimeError("hook failed")
 
-    monkeypatch.setattr(describe_module.describe_asset, "on_failure_hooks", [broken_hook])
+    monkeypatch.setattr(describe_runs.describe_asset, "on_failure_hooks", [broken_hook])
     wd = Workdir(tmp_path / "w").prepare()
     assets = make_assets(wd, ["a.jpg", "b.jpg"])
     script = Script(fake_gemini, [a.name for a in assets])
@@ -347,5 +371,33 @@ def test_a_locked_store_leaves_the_job_pending_and_the_others_go_on(prefect_harn
     assert report.pending == ["doomed.jpg"] and report.parked == {}
     assert "dead_letter.db" in flow_run_logs(state)
     assert open_store(wd).list() == []
-    _, again = run_describe(wd, fast_settings(), assets)  # lock gone: the next run tries it again
+    again = describe_stage(wd, fast_settings(), assets)  # lock gone: the next run tries it again
     assert again.described == ["doomed.jpg"] and sorted(again.already) == ["also_fine.jpg", "fine.jpg"]
+
+
+def test_a_bug_in_the_describer_is_parked_once_with_its_traceback_and_the_others_go_on(prefect_harness, tmp_path):
+    from tasks.stages.describe import DescribeWith
+    from tasks.stages.describers import OfflineDescriber
+
+    class Buggy(OfflineDescriber):
+        def describe(self, asset):
+            if asset.name == "buggy.jpg":
+                raise RuntimeError("a bug in a describer")
+            return super().describe(asset)
+
+    wd = Workdir(tmp_path / "w").prepare()
+    assets = make_assets(wd, ["fine.jpg", "buggy.jpg"])
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logging.getLogger("tasks").addHandler(handler)
+    try:
+        report = describe_stage(wd, fast_settings(max_attempts=3), assets, DescribeWith(describer=Buggy()))
+    finally:
+        logging.getLogger("tasks").removeHandler(handler)
+    assert report.parked == {"buggy.jpg": "unknown:RuntimeError"} and report.described == ["fine.jpg"]
+    assert [(j.asset_name, j.error_class, j.attempts) for j in open_store(wd).list()] == [
+        ("buggy.jpg", "unknown:RuntimeError", 1)], "a bug is not tried again, and parked once"
+    (parked,) = [r for r in records if "parked" in r.getMessage()]
+    assert parked.getMessage() == "parked buggy.jpg as unknown:RuntimeError after 1 attempt(s)"
+    assert str(parked.exc_info[1]) == "a bug in a describer", "the traceback goes with the line"

@@ -1,4 +1,5 @@
-"""Issue 13 in the describe stage: real Prefect, the real google-genai SDK, the fake Gemini server.
+"""Issue 13 in the describe stage: called plainly (the whole batch in real Prefect), the real google-genai SDK,
+the fake Gemini server.
 
 Whole-run refusals stop the stage after the first answer and park nothing;
 each finish reason gets its decided class; the day's request budget is kept
@@ -25,7 +26,8 @@ from tests.fakes.gemini import (  # noqa: F401  (fake_gemini is a fixture)
     truncated,
     unknown_field,
 )
-from tests.stages.test_describe import Script, fast_settings, flow_run_logs, gemini_key, make_assets, run_describe  # noqa: F401
+from tasks.stages.describe import describe_stage
+from tests.stages.test_describe import Script, fast_settings, gemini_key, make_assets, stage_lines  # noqa: F401
 
 
 @pytest.fixture(autouse=True)
@@ -49,19 +51,19 @@ def test_a_whole_run_refusal_stops_the_stage_after_the_first_answers(prefect_har
     assets = make_assets(wd, NAMES)
     if reply is not None:
         fake_gemini.default = lambda req: reply
-    state, report = run_describe(wd, fast_settings(concurrency=2, **settings), assets)
-    assert state.type.value == "COMPLETED"
+    with stage_lines() as lines:
+        report = describe_stage(wd, fast_settings(concurrency=2, **settings), assets)
     assert 1 <= len(fake_gemini.requests) <= 2, "at most the calls already in flight"
     assert says in report.stopped
     assert report.parked == {} and report.described == [] and sorted(report.pending) == NAMES
     assert open_store(wd).list() == []
-    logs = flow_run_logs(state)
+    logs = "\n".join(lines)  # the flow run of such a stop ends Completed: test_a_whole_batch_run_with_retired_models…
     assert logs.count("describe stopped:") == 1 and says in logs
 
 
 def test_a_retired_model_names_current_ones_to_pick(prefect_harness, fake_gemini, gemini_key, tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
-    _, report = run_describe(wd, fast_settings(model="gemini-2.5-flash"), make_assets(wd, ["a.jpg"]))
+    report = describe_stage(wd, fast_settings(model="gemini-2.5-flash"), make_assets(wd, ["a.jpg"]))
     assert "its replacement is gemini-3.5-flash-lite; or pick one of gemini-3.5-flash-lite" in report.stopped
     assert "docs/GEMINI.md" in report.stopped
 
@@ -79,7 +81,7 @@ def test_each_finish_reason_gets_its_class(prefect_harness, fake_gemini, gemini_
     script.set("cut_twice.jpg", truncated(), truncated(reason="CONTINUATION"))
     script.set("cut_once.jpg", truncated(reason="CONTINUATION"))
     script.set("odd.jpg", *[finished("A_REASON_NEWER_THAN_THE_SDK")] * 3)
-    _, report = run_describe(wd, fast_settings(max_attempts=3), assets)
+    report = describe_stage(wd, fast_settings(max_attempts=3), assets)
     assert report.parked == {"recited.jpg": "refused:RECITATION", "foreign.jpg": "refused:LANGUAGE",
                              "escalated.jpg": "blocked:ESCALATION", "cut_twice.jpg": "truncated:CONTINUATION",
                              "odd.jpg": "invalid_output"}
@@ -99,13 +101,13 @@ def test_the_days_request_budget_stops_the_stage_before_it_is_spent_and_holds_ac
     names = [f"d{i}.jpg" for i in range(5)]
     assets = make_assets(wd, names)
     settings = fast_settings(concurrency=1, requests_per_day=3)
-    state, report = run_describe(wd, settings, assets)
+    report = describe_stage(wd, settings, assets)
     assert len(fake_gemini.requests) == 3 and len(report.described) == 3
     assert report.parked == {} and len(report.pending) == 2
     assert "`gemini.requests_per_day = 3`" in report.stopped and "midnight Pacific" in report.stopped
     counted = json.loads((wd.root / FILE_NAME).read_text())
     assert counted == {"day": pacific_day(), "models": {"gemini-3.5-flash-lite": 3}}
-    _, again = run_describe(wd, settings, assets)  # the same day: nothing more is sent
+    again = describe_stage(wd, settings, assets)  # the same day: nothing more is sent
     assert len(fake_gemini.requests) == 3 and again.described == [] and sorted(again.pending) == sorted(report.pending)
 
 
@@ -117,7 +119,7 @@ def test_every_sidecar_carries_usage_and_cost_and_the_report_sums_them(prefect_h
     script = Script(fake_gemini, names)
     script.fallback = lambda req: answer_json(tokens=1000, thoughts=40)  # 900 prompt, 60 answer, 40 thinking
     script.set("u2.jpg", truncated())  # 321 tokens: 261 prompt, 60 answer, billed too
-    _, report = run_describe(wd, fast_settings(), assets)
+    report = describe_stage(wd, fast_settings(), assets)
     usage = {n: read_sidecar(wd.sidecar(n)).metadata.usage.model_dump() for n in names}
     assert usage["u0.jpg"] == usage["u1.jpg"] == {"prompt_tokens": 900, "output_tokens": 60, "thought_tokens": 40}
     assert usage["u2.jpg"] == {"prompt_tokens": 900 + 261, "output_tokens": 120, "thought_tokens": 40}
@@ -132,10 +134,11 @@ def test_a_model_without_a_confirmed_price_has_cost_unknown_said_once(prefect_ha
                                                                       tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
     names = ["p0.jpg", "p1.jpg"]
-    state, report = run_describe(wd, fast_settings(model="gemini-3.1-flash-lite"), make_assets(wd, names))
+    with stage_lines() as lines:
+        report = describe_stage(wd, fast_settings(model="gemini-3.1-flash-lite"), make_assets(wd, names))
     assert [read_sidecar(wd.sidecar(n)).metadata.cost_usd for n in names] == [None, None]
     assert report.cost_unknown == 2 and report.cost_usd == 0
-    assert flow_run_logs(state).count("cost unknown for 2 asset(s): no confirmed price for gemini-3.1-flash-lite") == 1
+    assert "\n".join(lines).count("cost unknown for 2 asset(s): no confirmed price for gemini-3.1-flash-lite") == 1
 
 
 def test_a_whole_batch_run_with_retired_models_calls_gemini_twice_at_most_and_ends_completed(

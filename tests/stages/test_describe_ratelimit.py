@@ -1,18 +1,16 @@
-"""The limiter inside the describe stage: real Prefect, the real google-genai SDK, the fake Gemini server.
+"""The limiter inside the describe stage (plain, no flow run), the real google-genai SDK, the fake Gemini server.
 
 One call per asset on a clean run (the server's request log says so), tokens
-counted per call and summed, and a 429 that holds back every describe task,
+counted per call and summed, and a 429 that holds back every describe job,
 not only the refused one.
 """
 
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 
 import pytest
 from PIL import Image
-from prefect import flow
 
 from tasks.gemini import ratelimit
 from tasks.core.records import Asset
@@ -20,7 +18,7 @@ from tasks.core.settings import GeminiSettings, Settings
 from tasks.stores.dead_letter_open import open_store
 from tasks.core.reports import DescribeReport
 from tasks.stages.describing import DescribeRun
-from tasks.stages.describe import describe_assets
+from tasks.stages.describe import describe_stage
 from tasks.gemini.describer import GeminiDescriber
 from tasks.stages.describers import OfflineDescriber
 from tasks.core.files import sha256_file
@@ -54,15 +52,8 @@ def gemini(**over) -> Settings:
     return Settings(gemini=GeminiSettings(**({"requests_per_minute": 6000, "requests_per_day": 0, "retry_delay_s": 0.05, "timeout_s": 5} | over)))
 
 
-@flow(name="ratelimit-stage-test")
-def describe_flow(workdir: str, settings: Settings, assets: list[Asset]) -> DescribeReport:
-    return describe_assets(Workdir(Path(workdir)), settings, assets)
-
-
 def run(wd: Workdir, settings: Settings, assets: list[Asset]) -> DescribeReport:
-    state = describe_flow(str(wd.root), settings, assets, return_state=True)
-    assert state.is_completed(), state.message
-    return state.result()
+    return describe_stage(wd, settings, assets)
 
 
 def test_a_clean_run_makes_exactly_one_gemini_call_per_asset_and_counts_its_tokens(
@@ -83,7 +74,7 @@ def test_a_clean_run_makes_exactly_one_gemini_call_per_asset_and_counts_its_toke
     assert sorted(again.already) == sorted(a.name for a in assets) and again.tokens == 0
 
 
-def test_a_429_holds_back_every_describe_task_until_its_retry_delay_is_over(
+def test_a_429_holds_back_every_describe_job_until_its_retry_delay_is_over(
         prefect_harness, fake_gemini, gemini_key, workdir):
     assets = make_assets(workdir, 8)
     fake_gemini.push(rate_limited("1s"))  # the first request to arrive, whichever asset it is

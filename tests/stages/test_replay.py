@@ -1,4 +1,6 @@
-"""Replaying parked jobs and summarising the store, through the real flows, SDK and fake Gemini server.
+"""Replaying parked jobs and summarising the store, with the real SDK and fake Gemini server: through the real
+flows where the flow shows it (dry run, recovered assets reaching the CSVs, outbox and ledger, the summary), the
+replay stage called plainly where it is its own logic (two replays at once).
 
 A stock-batch run over coloured photos parks some jobs (503s that outlast
 the retries, a safety block); the replay then recovers them and they reach
@@ -16,6 +18,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from tasks.core.records import list_assets
+from tasks.core.settings import load_settings
+from tasks.stages.describe import describe_stage
+from tasks.stages.replay import replay_jobs
 from tasks.stores.dead_letter_open import open_store
 from tasks.gemini.describer import GeminiDescriber
 from tasks.core.files import sha256_file
@@ -50,12 +56,12 @@ def new_workdir(tmp_path: Path) -> Workdir:
     return wd
 
 
-def batch(wd: Workdir, source: Path) -> dict:
+def batch(wd: Workdir, source: Path):
     from flows.stock_batch import stock_batch
 
     state = stock_batch(workdir=str(wd.root), source=str(source), agencies=["adobe"], return_state=True)
     assert state.is_completed(), state.message
-    return state.result()
+    return state
 
 
 def replay(wd: Workdir, **params):
@@ -76,22 +82,31 @@ NAMES = ["calm.jpg", "storm1.jpg", "storm2.jpg", "unsafe.jpg"]
 BATCH_ATTEMPTS = {"storm1.jpg": 2, "storm2.jpg": 2, "unsafe.jpg": 1}
 
 
-def parked_batch(tmp_path: Path, gemini: FakeGemini):
-    """A batch where storm1/storm2 outlast their retries (503) and unsafe is blocked."""
+def parked_batch(tmp_path: Path, gemini: FakeGemini, in_a_flow: bool = True):
+    """A batch where storm1/storm2 outlast their retries (503) and unsafe is blocked: a stock-batch run, or
+    (``in_a_flow=False``) the describe stage alone, called plainly. Returns the workdir, the script and the
+    stock-batch run's final state (None when called plainly)."""
     source = photos(tmp_path / "photos", NAMES)
     wd = new_workdir(tmp_path)
     script = Script(gemini, NAMES)
     script.set("storm1.jpg", error(503), error(503))
     script.set("storm2.jpg", error(503), error(503))
     script.set("unsafe.jpg", finished("SAFETY"))
-    first = batch(wd, source)
+    if not in_a_flow:
+        for name in NAMES:
+            (wd.assets / name).write_bytes((source / name).read_bytes())
+        report = describe_stage(wd, load_settings(wd.config_file), list_assets(wd.assets))
+        assert (len(report.described), len(report.parked)) == (1, 3)
+        return wd, script, None
+    state = batch(wd, source)
+    first = state.result()
     assert (first["described_now"], first["parked"]) == (1, 3)
     assert adobe_rows(wd) == ["calm.jpg"]
-    return wd, script
+    return wd, script, state
 
 
 def test_replay_recovers_parked_jobs_and_takes_them_to_csv_and_outbox(prefect_harness, gemini, tmp_path):
-    wd, script = parked_batch(tmp_path, gemini)
+    wd, script, batch_state = parked_batch(tmp_path, gemini)
     store = open_store(wd)
     before = {j.asset_name: j for j in store.list()}
     assert {n: (j.error_class, j.attempts) for n, j in before.items()} == {
@@ -106,7 +121,7 @@ def test_replay_recovers_parked_jobs_and_takes_them_to_csv_and_outbox(prefect_ha
     assert f"[dry-run] would replay {before['storm1.jpg'].job_id} (exhausted:503)" in logs
     assert "unsafe.jpg" not in logs
 
-    _, applied = replay(wd, error_class="exhausted", dry_run=False)  # the outage is over: default answers are good
+    applied_state, applied = replay(wd, error_class="exhausted", dry_run=False)  # the outage is over: default answers are good
     assert (applied["scanned"], applied["recovered"], applied["still_failing"], applied["dry_run"]) == (2, 2, 0, False)
     assert sorted(applied["recovered_assets"]) == ["storm1.jpg", "storm2.jpg"]
     after = {j.asset_name: j for j in store.list()}
@@ -124,7 +139,7 @@ def test_replay_recovers_parked_jobs_and_takes_them_to_csv_and_outbox(prefect_ha
                     " WHERE asset_name = 'unsafe.jpg'")
     before["unsafe.jpg"] = store.get(before["unsafe.jpg"].job_id)
     script.set("unsafe.jpg", finished("SAFETY"))
-    _, again = replay(wd, dry_run=False)
+    again_state, again = replay(wd, dry_run=False)
     assert (again["scanned"], again["recovered"], again["still_failing"]) == (1, 0, 1)
     unsafe = open_store(wd).list(status="parked")[0]
     assert (unsafe.asset_name, unsafe.attempts, unsafe.error_class) == ("unsafe.jpg", 2, "blocked:SAFETY")
@@ -136,18 +151,22 @@ def test_replay_recovers_parked_jobs_and_takes_them_to_csv_and_outbox(prefect_ha
     for path in wd.root.rglob("*"):
         if path.is_file():
             assert FAKE_KEY.encode() not in path.read_bytes(), path
-    artifacts = read_artifacts()
+    mine = {s.state_details.flow_run_id for s in (batch_state, state, applied_state, again_state)}
+    artifacts = [a for a in read_artifacts() if a.flow_run_id in mine]  # this test's runs only
     assert any("exhausted:503" in str(a.data) for a in artifacts), "the artifacts were read"
     assert all(FAKE_KEY not in str(a.data) and FAKE_KEY not in str(a.description) for a in artifacts)
 
 
 def test_two_replays_at_once_never_take_the_same_job(prefect_harness, gemini, tmp_path):
-    wd, script = parked_batch(tmp_path, gemini)
+    wd, script, _ = parked_batch(tmp_path, gemini, in_a_flow=False)
     script.fallback = lambda req: slow(0.7)  # slow answers keep the first replay busy while the second claims
     results: list[dict] = []
+    settings = load_settings(wd.config_file)
 
     def one_replay():
-        results.append(replay(wd, dry_run=False, limit=20)[1])
+        store, claimant = open_store(wd), f"replay-{threading.get_ident()}"
+        report = replay_jobs(wd, settings, store, claimant, store.claim(claimant, limit=20))
+        results.append({"recovered": report.recovered, "scanned": report.scanned})
 
     threads = [threading.Thread(target=one_replay) for _ in range(2)]
     for t in threads:
@@ -163,7 +182,7 @@ def test_two_replays_at_once_never_take_the_same_job(prefect_harness, gemini, tm
 
 
 def test_one_job_failing_unexpectedly_or_gone_does_not_stop_the_others(prefect_harness, gemini, tmp_path, monkeypatch):
-    wd, _ = parked_batch(tmp_path, gemini)
+    wd, _, _ = parked_batch(tmp_path, gemini, in_a_flow=False)
     real_describe = GeminiDescriber.describe
 
     def describe(self, asset):

@@ -1,5 +1,6 @@
-"""The review step's parts that need no paused run: what is waiting, the form's description, and what a
-decision does to the CSVs, the ZIP and the uploads (the pause itself: tests/orchestration/test_server.py)."""
+"""The review step's parts that need no paused run: what is waiting, the form's description, what an answer (or
+none in time) decides, and what a decision does to the CSVs, the ZIP and the uploads (the pause itself, its form
+and the time-out in a real run: tests/orchestration/test_server.py)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,14 @@ import csv
 from io import BytesIO
 from pathlib import Path
 
+import pytest
 from PIL import Image
 
 from tasks.core.records import Asset, Metadata, read_sidecar, record_review, write_sidecar
-from tasks.core.reports import PackReport
+from tasks.core.reports import CsvReport, PackReport
 from tasks.core.settings import ReviewSettings, Settings
 from tasks.stages.csv import write_agency_csvs
-from tasks.stages.review import ReviewReport, review_description, waiting_sidecars
+from tasks.stages.review import Correction, ReviewReport, review_decisions, review_description, waiting_sidecars
 from tasks.core.records import described_sidecars
 from tasks.stores.pending import uploadable
 
@@ -132,3 +134,68 @@ def test_the_terminal_lists_rejects_approves_and_reopens_for_the_next_run(workdi
     assert read_sidecar(workdir.sidecar("bay.jpg")).review is None
     assert "approved 2 asset(s)" in microstock(workdir, "approve"), "no names: everything waiting"
     assert "nothing waiting for review" in microstock(workdir, "list")
+
+
+class Answered:
+    """An ``ask`` that answers at once (None: no answer in time), and remembers what it was asked."""
+
+    def __init__(self, reject=(), corrections=(), timed_out: bool = False) -> None:
+        self.reject, self.corrections, self.timed_out = list(reject), list(corrections), timed_out
+        self.asked: list[tuple[str, int]] = []
+
+    def __call__(self, description: str, timeout_s: int):
+        self.asked.append((description, timeout_s))
+        return None if self.timed_out else self
+
+
+def review_on(**review) -> Settings:
+    return Settings(review=ReviewSettings(enabled=True, **review))
+
+
+@pytest.fixture
+def waiting_events(monkeypatch) -> list[int]:
+    """The ``microstock.review.waiting`` events the step emits (their counts), not sent to any server."""
+    from tasks.observe import events
+
+    sent: list[int] = []
+    monkeypatch.setattr(events, "review_waiting", sent.append)
+    return sent
+
+
+def test_the_answer_rejects_the_named_approves_the_rest_and_corrects_before_the_decision(workdir, waiting_events):
+    packed = described(workdir)
+    ask = Answered(reject=["bay.jpg", "nope.jpg"],
+                   corrections=[Correction(file="cove.jpg", title="Cove in the morning"),
+                                Correction(file="bay.jpg", title="ignored: rejected")])
+    report = review_decisions(workdir, review_on(timeout_hours=2), packed, CsvReport(), ask)
+    (description, timeout_s), = ask.asked
+    assert "3 asset(s) waiting for review" in description and timeout_s == 7200
+    assert (report.asked, report.approved, report.rejected) == (NAMES, ["alps.jpg", "cove.jpg"], ["bay.jpg"])
+    assert report.unknown == ["nope.jpg"] and report.corrected == ["cove.jpg"] and not report.timed_out
+    cove = read_sidecar(workdir.sidecar("cove.jpg"))
+    assert cove.metadata.title == "Cove in the morning" and (cove.review.decision, cove.review.by) == ("approved", "review")
+    assert read_sidecar(workdir.sidecar("bay.jpg")).metadata.title == "Quiet bay at dawn"
+    assert review_decisions(workdir, review_on(), packed, CsvReport(), ask).asked == [], "decided: not asked again"
+    assert len(ask.asked) == 1 and waiting_events == [3]
+
+
+def test_no_answer_in_time_holds_everything_or_approves_it_as_configured(workdir, waiting_events):
+    packed = described(workdir)
+    held = review_decisions(workdir, review_on(), packed, CsvReport(), Answered(timed_out=True))
+    assert held.timed_out and held.held == NAMES and held.approved == held.rejected == []
+    assert all(read_sidecar(workdir.sidecar(n)).review is None for n in NAMES), "asked again next run"
+    assert held.message() == "review: 3 asked · 0 approved · 0 rejected · no answer in time: 3 held for the next run"
+    approved = review_decisions(workdir, review_on(on_timeout="approve"), packed, CsvReport(), Answered(timed_out=True))
+    assert approved.approved == NAMES and approved.held == []
+    assert {read_sidecar(workdir.sidecar(n)).review.by for n in NAMES} == {"review timeout"}
+
+
+def test_review_off_or_nothing_waiting_never_asks(workdir, waiting_events):
+    packed = described(workdir)
+    ask = Answered()
+    assert review_decisions(workdir, Settings(), packed, CsvReport(), ask).asked == []
+    record_review(workdir.sidecar("bay.jpg"), "rejected")
+    off = review_decisions(workdir, Settings(), packed, CsvReport(), ask)
+    assert list(off.rejected_before) == ["bay.jpg"], "rejections so far are reported even with review off"
+    assert review_decisions(workdir, review_on(), PackReport(), CsvReport(), ask).asked == []
+    assert ask.asked == [] and waiting_events == []
