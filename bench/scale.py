@@ -47,6 +47,9 @@ def child(n: int, root: Path, out: Path, uploadable: bool = False) -> None:
     """Runs inside the fresh process: make the assets, run the flow, read its record back, write JSON."""
     from bench.measure import (ChildRssSampler, peak_rss_mb, stage_times, write_tiny_assets,
                                write_uploadable_assets)
+    from tasks.orchestration.environment import set_prefect_env
+
+    set_prefect_env(root / "work")  # Prefect's environment as `microstock run` sets it (the recorder's batching)
     from tasks.orchestration.server_pace import task_run_counts, wait_until_recorded
 
     wd_root = root / "work"
