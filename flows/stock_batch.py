@@ -25,12 +25,9 @@ from tasks.observe.artifacts import publish_batch, publish_dead_letters
 from tasks.observe.batch_assets import publish_batch_assets
 from tasks.observe.run_names import dated_run_name
 from tasks.observe.summary import BatchSummary
-from tasks.stages.assets import assets_stage
-from tasks.stages.csv import csv_stage
+from tasks.orchestration.stage_tasks import assets_stage, csv_stage, pack_stage, upload_agencies, zip_stage
 from tasks.stages.describe import describe_assets
-from tasks.stages.pack import pack_stage, zip_stage
 from tasks.stages.review import ReviewReport, review_stage
-from tasks.stages.upload import upload_agencies
 from tasks.stores.pending import uploadable
 
 
