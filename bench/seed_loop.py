@@ -1,7 +1,6 @@
 """The seed's Gemini step, as its design document wrote it: the baseline that benchmark 1 compares against.
 
-Transcribed from ``/work/shared/seeds/000_fda71f255a2e9ac3.txt`` (comments
-translated): ``classify_failure``, ``ApiError``, ``run_with_dead_letter``
+Transcribed from the project's seed design document (comments translated): ``classify_failure``, ``ApiError``, ``run_with_dead_letter``
 (retry with capped backoff, park permanent or exhausted jobs in SQLite) and
 ``park``, whose body the document leaves out and which is written here from
 its table (``dead_letter`` with the columns INTERFACE.md keeps). The seed
@@ -128,7 +127,7 @@ def gemini_call_model(model: str, api_key: str, timeout_s: float = 60) -> Callab
             raise ApiError(int(exc.code or 0), str(exc.message or exc.status or "")) from None
         return json.loads(response.text)
 
-    call_model.client = client  # type: ignore[attr-defined]  # keep the client alive (FIELD-NOTES.md)
+    call_model.client = client  # type: ignore[attr-defined]  # keep the client alive as long as call_model
     return call_model
 
 
