@@ -45,12 +45,11 @@ STAGES = ["assets", "describe", "pack", "csv", "zip", "upload"]
 
 def child(n: int, root: Path, out: Path, uploadable: bool = False) -> None:
     """Runs inside the fresh process: make the assets, run the flow, read its record back, write JSON."""
-    from bench.measure import (ChildRssSampler, peak_rss_mb, stage_times, write_tiny_assets,
-                               write_uploadable_assets)
+    from bench.measure import (ChildRssSampler, peak_rss_mb, seconds_until_all_recorded, stage_times,
+                               write_tiny_assets, write_uploadable_assets)
     from tasks.orchestration.environment import set_prefect_env
 
     set_prefect_env(root / "work")  # Prefect's environment as `microstock run` sets it (the recorder's batching)
-    from tasks.orchestration.server_pace import task_run_counts, wait_until_recorded
 
     wd_root = root / "work"
     paths = (write_uploadable_assets if uploadable else write_tiny_assets)(wd_root / "assets", n)
@@ -69,9 +68,7 @@ def child(n: int, root: Path, out: Path, uploadable: bool = False) -> None:
     described = sum(1 for p in (wd_root / "assets").glob("*.json"))
     all_recorded_s = None
     if uploadable:  # the upload runs come last: wait for the server to record every run, not just describe's
-        t0 = time.perf_counter()
-        if wait_until_recorded(task_run_counts(state.state_details.flow_run_id), quiet_s=3.0, limit_s=1800):
-            all_recorded_s = time.perf_counter() - t0
+        all_recorded_s = seconds_until_all_recorded(state.state_details.flow_run_id)
     times = stage_times(state.state_details.flow_run_id, described)
     summary = state.result() if state.is_completed() else {}
 

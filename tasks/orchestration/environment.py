@@ -1,4 +1,4 @@
-"""Prefect's environment for a command: set before Prefect is imported, and the wait at the end.
+"""Prefect's environment for a command: set before Prefect is imported.
 
 Without ``PREFECT_API_URL`` each command runs on Prefect's ephemeral server
 with its state in ``<workdir>/.prefect`` (unless ``PREFECT_HOME`` is set);
@@ -38,17 +38,3 @@ def set_prefect_env(workdir: Path, verbose: bool = False) -> None:
     if not verbose:  # quiet terminal; the run's INFO logs still reach the API (and the UI of a real server)
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
 
-
-def wait_for_prefects_record(state) -> bool:
-    """On the ephemeral server, let it record the run's last task runs before this process stops it.
-
-    It records them from events, behind the flow; without the wait the last
-    ones (the uploads) could be missing from Prefect's history. A real server
-    (``PREFECT_API_URL``) keeps running and catches up on its own. False when
-    the ephemeral server had not recorded everything in time.
-    """
-    if os.environ.get("PREFECT_API_URL"):
-        return True
-    from tasks.orchestration.server_pace import task_run_counts, wait_until_recorded
-
-    return wait_until_recorded(task_run_counts(state.state_details.flow_run_id))

@@ -223,7 +223,7 @@ def describe_jobs(run: DescribeRun, assets: list[Asset], concurrency: int) -> li
 
     with StageProgress("describe", len(assets)) as progress:
         never = submit_in_window(task, assets, concurrency, lambda asset: (asset, run), on_done=settle_one,
-                                 stop=lambda: run.gate.stopped is not None, run_name_prefix="describe-")
+                                 stop=lambda: run.gate.stopped is not None)
         for asset in never:
             outcomes[asset.name] = Outcome(asset, "pending", "stage stopped before this call")
             progress.advance()
