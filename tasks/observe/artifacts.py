@@ -26,11 +26,11 @@ and never a password or key.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import Counter
 
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
-from prefect.logging import get_run_logger
 
 from tasks.core.errors import StoreUnavailable
 from tasks.core.records import FileOutcome
@@ -42,6 +42,8 @@ from tasks.observe.run_names import when
 from tasks.observe.summary import BatchSummary
 from tasks.stores.dead_letter import ParkedJob, Summary
 from tasks.stores.dead_letter_sqlite import open_store
+
+log = logging.getLogger(__name__)
 
 BATCH_SUMMARY = "batch-summary"
 BATCH_COUNTS = "batch-counts"
@@ -150,7 +152,7 @@ def publish_dead_letters(wd: Workdir) -> int | None:
     try:
         jobs = open_store(wd).list(status="parked", limit=MAX_DEAD_LETTER_ROWS)
     except StoreUnavailable as exc:
-        get_run_logger().warning("dead-letter table not published: %s", exc.message)
+        log.warning("dead-letter table not published: %s", exc.message)
         return None
     description = "\n\n".join([f"{len(jobs)} parked describe job(s); {REPLAY_HOW}.", *unchanged_warning(jobs)])
     create_table_artifact(dead_letter_rows(jobs), key=DEAD_LETTER_JOBS, description=description)
