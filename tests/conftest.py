@@ -19,6 +19,8 @@ logging.getLogger("tasks").setLevel(logging.INFO)
 
 import pytest  # noqa: E402
 
+import tasks.orchestration.logs  # noqa: E402,F401  (its filter of Prefect's repeated failed-state line)
+
 
 @pytest.fixture(scope="session")
 def prefect_harness():
