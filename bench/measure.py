@@ -142,6 +142,28 @@ class StageTimes:
     server_lag_s: float = 0.0
 
 
+def seconds_until_all_recorded(flow_run_id, quiet_s: float = 3.0, limit_s: float = 1800) -> float | None:
+    """How long after now the server took to record every task run of the flow run as finished (None: not
+    within ``limit_s``). Recorded: none Running or Scheduled, and the finished count still for ``quiet_s``."""
+    from prefect.client.orchestration import get_client
+
+    of_run = {"flow_runs": {"id": {"any_": [str(flow_run_id)]}}}
+    unfinished = {**of_run, "task_runs": {"state": {"type": {"any_": ["RUNNING", "SCHEDULED", "PAUSED"]}}}}
+    finished = {**of_run, "task_runs": {"state": {"type": {"any_": ["COMPLETED", "FAILED", "CRASHED",
+                                                                     "CANCELLED"]}}}}
+    t0 = time.monotonic()
+    last, since = None, t0
+    with get_client(sync_client=True) as client:
+        while time.monotonic() - t0 < limit_s:
+            now = tuple(client.request("POST", "/task_runs/count", json=body).json() for body in (unfinished, finished))
+            if now != last:
+                last, since = now, time.monotonic()
+            elif now[0] == 0 and time.monotonic() - since >= quiet_s:
+                return since - t0
+            time.sleep(0.25)
+    return None
+
+
 def stage_times(flow_run_id, described: int = 0, wait_s: float = 600) -> StageTimes:
     """Read the flow run and its task runs back from the Prefect API (paged; works for thousands).
 

@@ -8,7 +8,7 @@ every request with valid metadata after ``--latency`` seconds; the real
 google-genai SDK talks to it. In a fresh process on the embedded default
 Prefect server:
 
-1. the project's describe stage (``tasks.stages.describe.describe_assets``: one task
+1. the project's describe stage (``tasks.orchestration.describe_runs.describe_assets``: one task
    run per asset, the shared rate limiter, ``gemini.concurrency`` at once)
    describes ``--images`` assets at ``requests_per_minute = --rpm``;
 2. the seed's loop (``bench/seed_loop.py``: ``run_with_dead_letter`` one job

@@ -9,21 +9,21 @@ embedded default (ephemeral Prefect server on SQLite, offline describer: zero
 model latency), over that many tiny distinct JPEGs placed in ``assets/``.
 Prefect's own record of the run gives each stage's wall time; the describe
 stage is one task run per asset (its retries and parking hook are why), the
-other stages are one task each (per agency for uploads, with one per file
-inside).
+other stages are one task each (one per agency for uploads).
 
 With ``--uploadable`` the assets are 2400×1800 JPEGs every agency takes, so
 every stage has work: pack makes upload-ready files, previews and
 thumbnails, and the upload stage sends each asset to the three local
-outboxes, one task run per file (``upload-<agency>-<file>``). Then the
-server's record is awaited for every task run, not only the describe runs.
+outboxes. Then the server's record is awaited for every task run, not only
+the describe runs.
 
 Reported per size: wall time of the whole process, the flow run and each
 stage; the describe stage per asset, the offline describer's own work per
 asset (describe + sidecar, timed bare in the same process), and the
 difference = Prefect's per-asset overhead; peak RSS of the flow process
 (``getrusage``) and of the ephemeral server process (sampled); whether any
-task run did not complete and any server trouble (503, locked database) in
+task run did not complete, any server trouble (503, locked database) and how
+often the server dropped an event ("Subscription queue is full") in
 the log. Linear growth shows as a flat per-asset time across sizes.
 """
 
@@ -45,9 +45,11 @@ STAGES = ["assets", "describe", "pack", "csv", "zip", "upload"]
 
 def child(n: int, root: Path, out: Path, uploadable: bool = False) -> None:
     """Runs inside the fresh process: make the assets, run the flow, read its record back, write JSON."""
-    from bench.measure import (ChildRssSampler, peak_rss_mb, stage_times, write_tiny_assets,
-                               write_uploadable_assets)
-    from tasks.orchestration.server_pace import task_run_counts, wait_until_recorded
+    from bench.measure import (ChildRssSampler, peak_rss_mb, seconds_until_all_recorded, stage_times,
+                               write_tiny_assets, write_uploadable_assets)
+    from tasks.orchestration.environment import set_prefect_env
+
+    set_prefect_env(root / "work")  # Prefect's environment as `microstock run` sets it (the recorder's batching)
 
     wd_root = root / "work"
     paths = (write_uploadable_assets if uploadable else write_tiny_assets)(wd_root / "assets", n)
@@ -66,9 +68,7 @@ def child(n: int, root: Path, out: Path, uploadable: bool = False) -> None:
     described = sum(1 for p in (wd_root / "assets").glob("*.json"))
     all_recorded_s = None
     if uploadable:  # the upload runs come last: wait for the server to record every run, not just describe's
-        t0 = time.perf_counter()
-        if wait_until_recorded(task_run_counts(state.state_details.flow_run_id), quiet_s=3.0, limit_s=1800):
-            all_recorded_s = time.perf_counter() - t0
+        all_recorded_s = seconds_until_all_recorded(state.state_details.flow_run_id)
     times = stage_times(state.state_details.flow_run_id, described)
     summary = state.result() if state.is_completed() else {}
 
@@ -119,7 +119,8 @@ def measure(n: int, uploadable: bool = False, timeout: float = 5400) -> dict:
                                   + (["--uploadable"] if uploadable else []),
                                   prefect_env(root / "prefect"), root / "child.log", timeout)
         result = json.loads(out.read_text()) if out.exists() else {"assets": n}
-        result.update(exit_code=rc, process_wall_s=wall, server_trouble=server_trouble(log)[:10])
+        result.update(exit_code=rc, process_wall_s=wall, server_trouble=server_trouble(log)[:10],
+                      queue_full=log.count("Subscription queue is full"))
         if rc != 0:
             result["log_tail"] = log[-3000:]
     d = result.get("stage_s", {}).get("describe")
@@ -187,6 +188,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         if args.uploadable:
             print(f"  uploaded {r.get('uploaded')}, {r.get('ledger_lines')} ledger lines, task runs {r.get('task_runs')}, "
                   f"every run recorded {r.get('all_recorded_after_s')} s after the flow", flush=True)
+        print(f"  'Subscription queue is full' in the server log: {r.get('queue_full', 0)} times", flush=True)
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / ("scale-uploadable.json" if args.uploadable else "scale.json")).write_text(json.dumps(results, indent=2))
     print(report(results))

@@ -42,14 +42,6 @@ def prefect_env(workdir: Path, verbose: bool = False) -> None:
         fail(exc.message)
 
 
-def wait_for_prefects_record(state) -> None:
-    from tasks.orchestration.environment import wait_for_prefects_record as wait
-
-    if not wait(state):
-        err.print("note: Prefect's server had not recorded every task run of this run when it stopped; "
-                  "the workdir is complete, only the run's history in Prefect may be short", highlight=False)
-
-
 @app.command()
 def run(
     workdir: Optional[Path] = WorkdirOpt,
@@ -97,7 +89,6 @@ def run(
             agencies=list(agency) if agency else None, config=str(config.resolve()) if config else None,
             return_state=True,
         )
-    wait_for_prefects_record(state)
     if not state.is_completed():
         exc = state.result(raise_on_failure=False)
         fail(exc.message if isinstance(exc, ConfigError) else f"the run failed: {state.message}", code=1)
@@ -219,7 +210,6 @@ def replay(
     with stage_bars(console):
         state = replay_dead_letters(limit=limit, dry_run=not apply, error_class=error_class, workdir=str(wd_path),
                                     return_state=True)
-    wait_for_prefects_record(state)
     if not state.is_completed():
         exc = state.result(raise_on_failure=False)
         fail(exc.message if isinstance(exc, MicrostockError) else f"the replay failed: {state.message}", code=1)

@@ -27,11 +27,8 @@ from tasks.observe.run_names import dated_run_name
 from tasks.observe.summary import BatchSummary
 from tasks.orchestration.describe_runs import describe_assets
 from tasks.orchestration.review_pause import review_stage
-from tasks.stages.assets import assets_stage
-from tasks.stages.csv import csv_stage
-from tasks.stages.pack import pack_stage, zip_stage
+from tasks.orchestration.stage_tasks import assets_stage, csv_stage, pack_stage, upload_agencies, zip_stage
 from tasks.stages.review import ReviewReport
-from tasks.stages.upload import upload_agencies
 from tasks.stores.pending import uploadable
 
 

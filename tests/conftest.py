@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 
@@ -12,6 +13,10 @@ os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
 for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "PREFECT_API_URL"):
     os.environ.pop(key, None)
+# The stages log on module loggers (the `tasks` tree); Prefect sends them to the run's logs as `microstock` does.
+os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "tasks")
+os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")  # a plain stage call is in no run
+logging.getLogger("tasks").setLevel(logging.INFO)
 
 import pytest  # noqa: E402
 

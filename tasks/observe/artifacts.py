@@ -14,6 +14,7 @@ key                               type      what
 ``csv-validation``                markdown  rows per agency CSV, automatic fixes, assets skipped and the rule
 ``dead-letter-summary``           markdown  the daily summary: parked jobs per error class, how to replay
 ``progress-<stage>``              progress  made by :mod:`tasks.observe.progress` while a stage runs
+``upload-<agency>``               table     one agency's upload: a row per file, what happened to it and why
 ``batch-<display name>``          table     one collected Gemini batch job: a row per asset, described or parked
                                             (with its class) or back to pending (and why)
 ================================  ========  ==============================================
@@ -25,14 +26,15 @@ and never a password or key.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import Counter
 
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
-from prefect.logging import get_run_logger
 
 from tasks.core.errors import StoreUnavailable
-from tasks.core.reports import CsvReport
+from tasks.core.records import FileOutcome
+from tasks.core.reports import AgencyUpload, CsvReport
 from tasks.core.workdir import Workdir
 from tasks.observe.batch_assets import REPLAY_HOW, fails_again_unchanged, unchanged_warning
 from tasks.observe.markdown import summary_markdown, validation_markdown
@@ -40,6 +42,8 @@ from tasks.observe.run_names import when
 from tasks.observe.summary import BatchSummary
 from tasks.stores.dead_letter import ParkedJob, Summary
 from tasks.stores.dead_letter_open import open_store
+
+log = logging.getLogger(__name__)
 
 BATCH_SUMMARY = "batch-summary"
 BATCH_COUNTS = "batch-counts"
@@ -107,10 +111,36 @@ def publish_batch(summary: BatchSummary) -> None:
 
 
 def publish_validation(report: CsvReport) -> None:
-    """The ``csv-validation`` markdown of one CSV stage (tasks.metadata_csv renders it)."""
+    """The ``csv-validation`` markdown of one CSV stage (:func:`tasks.observe.markdown.validation_markdown`)."""
     skipped = sum(1 for p in report.problems if p.asset)
     create_markdown_artifact(validation_markdown(report), key=CSV_VALIDATION,
                              description=f"agency CSVs: {skipped} asset/agency pair(s) skipped")
+
+
+def upload_rows(result: AgencyUpload, tried: list[tuple[str, FileOutcome]]) -> list[dict[str, str]]:
+    """The ``upload-<agency>`` table: a row per file, in name order — each tried file's outcome (``tried``),
+    the files the ledger already had, and those the agency's stop left untried."""
+    rows = {name: (outcome.kind if outcome.kind != "failed" else "left pending", outcome.detail)
+            for name, outcome in tried}
+    rows.update((name, ("already in the ledger", "")) for name in result.already)
+    for name in result.not_tried:
+        rows.setdefault(name, ("not tried", f"the agency stopped: {result.stopped}" if result.stopped else ""))
+    return [{"file": name, "what happened": what, "detail": detail} for name, (what, detail) in sorted(rows.items())]
+
+
+def upload_message(result: AgencyUpload) -> str:
+    """One agency's upload in a line, for its task run's state: ``3 uploaded · 1 left pending``."""
+    counts = [(len(result.uploaded), "uploaded"), (len(result.reconciled), "reconciled"),
+              (len(result.already), "already in the ledger"), (len(result.failed), "left pending"),
+              (len(result.not_tried), "not tried")]
+    line = " · ".join(f"{n} {what}" for n, what in counts if n) or "nothing to upload"
+    return f"{line} — stopped: {result.stopped}" if result.stopped else line
+
+
+def publish_upload(agency: str, result: AgencyUpload, tried: list[tuple[str, FileOutcome]]) -> None:
+    """The ``upload-<agency>`` table of one agency's upload stage (:func:`upload_rows`)."""
+    create_table_artifact(upload_rows(result, tried), key=f"upload-{agency}",
+                          description=f"upload to {result.target or agency}: {upload_message(result)}")
 
 
 def publish_dead_letters(wd: Workdir) -> int | None:
@@ -122,7 +152,7 @@ def publish_dead_letters(wd: Workdir) -> int | None:
     try:
         jobs = open_store(wd).list(status="parked", limit=MAX_DEAD_LETTER_ROWS)
     except StoreUnavailable as exc:
-        get_run_logger().warning("dead-letter table not published: %s", exc.message)
+        log.warning("dead-letter table not published: %s", exc.message)
         return None
     description = "\n\n".join([f"{len(jobs)} parked describe job(s); {REPLAY_HOW}.", *unchanged_warning(jobs)])
     create_table_artifact(dead_letter_rows(jobs), key=DEAD_LETTER_JOBS, description=description)

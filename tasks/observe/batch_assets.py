@@ -15,10 +15,10 @@ portal) and, when something is parked, how to replay it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 from prefect.artifacts import create_table_artifact
-from prefect.logging import get_run_logger
 
 from tasks.core.errors import StoreUnavailable
 from tasks.core.records import ready_name
@@ -29,6 +29,8 @@ from tasks.observe.run_names import when
 from tasks.observe.summary import BatchSummary
 from tasks.stores.dead_letter import ParkedJob
 from tasks.stores.dead_letter_open import open_store
+
+log = logging.getLogger(__name__)
 
 BATCH_ASSETS = "batch-assets"
 
@@ -143,7 +145,7 @@ def publish_batch_assets(wd: Workdir, summary: BatchSummary, gathered: Gathered,
     try:
         parked = open_store(wd).list(status="parked")
     except StoreUnavailable as exc:  # the table goes on without the parked jobs' classes and times
-        get_run_logger().warning("batch-assets: parked jobs not read: %s", exc.message)
+        log.warning("batch-assets: parked jobs not read: %s", exc.message)
         parked = []
     rows = asset_rows(gathered, described, csvs, packed, uploads, parked, summary.in_review)
     create_table_artifact(rows[:MAX_ASSET_ROWS], key=BATCH_ASSETS,

@@ -152,7 +152,7 @@ def run_as_task_runs(run: DescribeRun, assets: list[Asset], on_done: OnDone) -> 
     """Prefect's job runner: a ``describe`` task run per asset, a window of ``gemini.concurrency`` at a time."""
     return submit_in_window(describe_asset, assets, run.settings.gemini.concurrency, lambda asset: (asset, run),
                             on_done=lambda asset, future: on_done(asset, lambda: settle_task_run(run, asset, future)),
-                            stop=lambda: run.gate.stopped is not None, run_name_prefix="describe-")
+                            stop=lambda: run.gate.stopped is not None)
 
 
 def _collect_run_name(parameters: dict[str, Any]) -> str:

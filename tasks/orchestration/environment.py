@@ -1,4 +1,4 @@
-"""Prefect's environment for a command: set before Prefect is imported, and the wait at the end.
+"""Prefect's environment for a command: set before Prefect is imported.
 
 Without ``PREFECT_API_URL`` each command runs on Prefect's ephemeral server
 with its state in ``<workdir>/.prefect`` (unless ``PREFECT_HOME`` is set);
@@ -6,13 +6,14 @@ analytics are off; the terminal shows WARNING and up unless verbose (INFO
 still reaches the API and the UI). The project's own loggers (the ``tasks``
 tree: one ``logging.getLogger(__name__)`` per module) reach the run's log
 through Prefect's own setting ``PREFECT_LOGGING_EXTRA_LOGGERS``
-(:func:`route_run_logs`).
+(:func:`route_run_logs`). The embedded server's task-run recorder
+writes its records in batches (:data:`RECORDER_BATCHING`).
 """
 
 from __future__ import annotations
 
-import os
 import logging
+import os
 from pathlib import Path
 
 from tasks.core.errors import ConfigError
@@ -37,6 +38,14 @@ def route_run_logs() -> None:
     drop_repeated_failed_state()
 
 
+#: The server's task-run recorder: up to 500 task runs' states in one database write, at least once a second.
+#: Prefect's default writes one at a time (batch size 1), a commit each: the embedded SQLite server then
+#: records a few dozen task runs a second and falls behind a stage that starts hundreds (docs/BENCHMARKS.md).
+#: Its ``READ_BATCH_SIZE`` is not set: the in-memory broker of the embedded server ignores it.
+RECORDER_BATCHING = {"PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "500",
+                     "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": "1"}
+
+
 def set_prefect_env(workdir: Path, verbose: bool = False) -> None:
     """Set Prefect's environment before Prefect is imported; ConfigError when the workdir is unusable."""
     if not os.environ.get("PREFECT_HOME") and not os.environ.get("PREFECT_API_URL"):
@@ -48,21 +57,9 @@ def set_prefect_env(workdir: Path, verbose: bool = False) -> None:
         os.environ["PREFECT_HOME"] = str(home)
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    for name, value in RECORDER_BATCHING.items():  # the embedded server's (and `microstock serve`'s) recorder
+        os.environ.setdefault(name, value)
     if not verbose:  # quiet terminal; the run's INFO logs still reach the API (and the UI of a real server)
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
     route_run_logs()
 
-
-def wait_for_prefects_record(state) -> bool:
-    """On the ephemeral server, let it record the run's last task runs before this process stops it.
-
-    It records them from events, behind the flow; without the wait the last
-    ones (the uploads) could be missing from Prefect's history. A real server
-    (``PREFECT_API_URL``) keeps running and catches up on its own. False when
-    the ephemeral server had not recorded everything in time.
-    """
-    if os.environ.get("PREFECT_API_URL"):
-        return True
-    from tasks.orchestration.server_pace import task_run_counts, wait_until_recorded
-
-    return wait_until_recorded(task_run_counts(state.state_details.flow_run_id))

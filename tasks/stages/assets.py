@@ -7,15 +7,12 @@ contributor's files unchanged and rejects unusable ones with a reason.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
-
-from prefect import task
-from prefect.cache_policies import NO_CACHE
-from prefect.logging import get_run_logger
 
 from tasks.core.errors import BadInput, MicrostockError, StageStopped, TransientError
 from tasks.core.files import atomic_file, atomic_write_bytes, sha256_file
@@ -30,8 +27,8 @@ from tasks.gemini.models import check_generation
 from tasks.images.provenance import record_generation
 from tasks.images.inspect import IMAGE_EXTENSIONS, ImageRules, image_rules, inspect_image, open_image
 from tasks.observe.progress import StageProgress
-from tasks.orchestration.stage_tags import tags_never_fail
 
+log = logging.getLogger(__name__)
 
 #: Makes image ``index`` for a prompt (offline or with Gemini): its JPEG and what making it cost.
 ImageMaker = Callable[[DemoPrompt, int], Made]
@@ -199,9 +196,7 @@ def too_small_for_all(assets: list[Asset], rules: list[ImageRules]) -> dict[str,
     return small
 
 
-@tags_never_fail
-@task(name="assets", task_run_name="assets", tags=["stage:assets"], cache_policy=NO_CACHE)
-def assets_stage(wd: Workdir, settings: Settings, count: int, source: str | None, agencies: list[str]) -> Gathered:
+def gather_assets(wd: Workdir, settings: Settings, count: int, source: str | None, agencies: list[str]) -> Gathered:
     """The assets stage: ingest ``source``, or make ``count`` images; every asset of the workdir after it
     that at least one of ``agencies`` takes by size."""
     key = gemini_key() if count > 0 and not source else None  # ingesting asks for no key
@@ -212,8 +207,7 @@ def assets_stage(wd: Workdir, settings: Settings, count: int, source: str | None
     gathered = gather(wd.assets, count, Path(source) if source else None, prompts_from(settings.generate.prompts),
                       settings.generate.seed, make,
                       [] if any(settings.pack.upscales(a) for a in agencies) else rules)
-    logger = get_run_logger()
     for name, reason in sorted(gathered.rejected.items()):
-        logger.warning("rejected %s: %s", name, reason)
-    logger.info("%d assets (%d new)", len(gathered.assets), len(gathered.new))
+        log.warning("rejected %s: %s", name, reason)
+    log.info("%d assets (%d new)", len(gathered.assets), len(gathered.new))
     return gathered

@@ -18,9 +18,6 @@ import re
 from collections import Counter
 from collections.abc import Collection, Mapping
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
-
 from tasks.agencies.catalog import catalog
 from tasks.agencies.dialect import bom_bytes, csv_bytes
 from tasks.agencies.rows import RowResult, build_row, check_csv_defaults
@@ -30,8 +27,6 @@ from tasks.core.records import Sidecar, described_sidecars, ready_name
 from tasks.core.reports import AgencyCsv, CsvReport, PackReport, Problem
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
-from tasks.observe.artifacts import publish_validation
-from tasks.orchestration.stage_tags import tags_never_fail
 
 
 def agency_rows(spec: AgencySpec, sidecars: list[Sidecar], csv_defaults: Mapping[str, str]) -> list[RowResult]:
@@ -150,13 +145,10 @@ def write_agency_csvs(
     return report
 
 
-@tags_never_fail
-@task(name="csv", task_run_name="csv", tags=["stage:csv"], cache_policy=NO_CACHE)
-def csv_stage(wd: Workdir, agencies: list[str], settings: Settings, packed: PackReport,
-              waiting: Collection[str] = ()) -> CsvReport:
+
+def csvs_for_packed(wd: Workdir, agencies: list[str], settings: Settings, packed: PackReport,
+                    waiting: Collection[str] = ()) -> CsvReport:
     """The CSV stage: every agency's CSVs, leaving out what pack rejected or held back there, what review
     rejected, and what is ``waiting`` for a review decision."""
-    report = write_agency_csvs(wd, agencies, settings, left_out={a: packed.left_out(a) for a in agencies},
-                               waiting=waiting)
-    publish_validation(report)
-    return report
+    return write_agency_csvs(wd, agencies, settings, left_out={a: packed.left_out(a) for a in agencies},
+                             waiting=waiting)

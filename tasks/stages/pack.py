@@ -1,7 +1,7 @@
 """The pack stage: upload-ready JPEG, preview and thumbnail per described asset, and a batch ZIP.
 
-Per asset (``tasks.ready_image`` does the pixels): ``packs/ready/<stem>.jpg``
-with the title, description and keywords embedded (``tasks.embed``),
+Per asset (``tasks.images.ready`` does the pixels): ``packs/ready/<stem>.jpg``
+with the title, description and keywords embedded (``tasks.images.embed``),
 ``packs/previews/<stem>.jpg`` and ``packs/thumbs/<stem>.jpg``. Then each
 agency's image rules (from its spec) are checked: an asset that breaks one
 is held back for that agency only, with the rule. A file that cannot be
@@ -34,8 +34,6 @@ from pathlib import Path
 
 from PIL import Image
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 
 from tasks.agencies.rows import EmbeddedFields, embedded_fields
@@ -43,7 +41,6 @@ from tasks.agencies.catalog import catalog
 from tasks.core.settings import PackSettings
 from tasks.images.embed import embed_metadata
 from tasks.core.errors import BadInput
-from tasks.orchestration.logs import stage_logger
 from tasks.core.files import atomic_write_bytes, sha256_file
 from tasks.images.inspect import ImageRules, image_rules, pillow_errors, too_small
 from tasks.core.records import Sidecar, Upscaled, described_sidecars, ready_name, record_upscaled
@@ -55,7 +52,6 @@ from tasks.images.ready import preview_jpegs, ready_jpeg
 from tasks.images.similar import dhash, motifs
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
-from tasks.orchestration.stage_tags import tags_never_fail
 from tasks.stores.ledger import Ledger
 
 #: Bump when the bytes written for the same inputs change; every asset is then packed again.
@@ -85,8 +81,7 @@ def _return_freed_images_to_the_os() -> None:
         pass
 
 
-def _logger() -> logging.Logger | logging.LoggerAdapter:
-    return stage_logger(__name__)
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -291,7 +286,7 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
             except BadInput as exc:
                 report.rejected[name] = exc.reason
             except Exception as exc:  # never contagious: an unforeseen failure rejects this file only
-                _logger().exception("packing %s failed unexpectedly", name)
+                log.exception("packing %s failed unexpectedly", name)
                 report.rejected[name] = f"could not be packed ({type(exc).__name__}: {exc})"
             else:
                 entries[name] = entry
@@ -352,7 +347,6 @@ def write_batch_zip(wd: Workdir, report: PackReport) -> Path:
 def finish_batch(wd: Workdir, report: PackReport) -> PackReport:
     """Log each rejected and held-back asset, write the batch ZIP (with the CSVs as they are now) and
     ``reports/pack.json``; returns ``report`` with ``zip_path`` set."""
-    log = _logger()
     log.info("%d packed now, %d already current from an earlier run", len(report.packed_now), len(report.reused))
     for name, reason in report.rejected.items():
         log.warning("rejected %s: %s", name, reason)
@@ -365,15 +359,6 @@ def finish_batch(wd: Workdir, report: PackReport) -> PackReport:
     return report
 
 
-@tags_never_fail
-@task(name="pack", task_run_name="pack", tags=["stage:pack"], cache_policy=NO_CACHE)
-def pack_stage(wd: Workdir, settings: Settings, agencies: list[str]) -> PackReport:
+def pack_described(wd: Workdir, settings: Settings, agencies: list[str]) -> PackReport:
     """The pack stage: every described asset's upload-ready files, checked against ``agencies``' image rules."""
     return pack_assets(wd, settings.pack, described_sidecars(wd), agencies)
-
-
-@tags_never_fail
-@task(name="zip", task_run_name="zip", tags=["stage:zip"], cache_policy=NO_CACHE)
-def zip_stage(wd: Workdir, packed: PackReport) -> PackReport:
-    """The batch ZIP (with the CSVs as they are now) and ``reports/pack.json``."""
-    return finish_batch(wd, packed)

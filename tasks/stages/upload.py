@@ -12,7 +12,7 @@ upload confirmed by the server, then the process killed before its ledger
 line was written. Where the server cannot be listed (``remote_keeps_files =
 false``) that window stays open; docs/UPLOADS.md says so.
 
-Failures (classified once, in ``tasks.transports.base.map_transport_errors``):
+Failures (classified once, by each transport's error mapper on top of ``tasks.transports.base.network_errors``):
 a TransientError retries the file with backoff within ``attempts``, on a
 fresh connection; a file that keeps failing, or fails permanently, is
 reported and left pending — never recorded; a StageStopped (refused login,
@@ -25,25 +25,20 @@ watched (``tasks.transports.transit``) before anything is sent again. One
 connection per agency is reused for every file; ``parallel_files`` opens that
 many, each taking files from one queue.
 
-Prefect visibility: the caller passes ``run_file``, which runs each file's
-reconcile-send-confirm-record inside its own task run (``tasks.upload_runs``:
-``upload-adobe-sunset_017.jpg``), a log line per file and the
-``progress-upload-<agency>`` artifact. The file's retries and an agency-wide
-stop stay decisions of this loop, made with one shared connection: Prefect's
-per-task retries cannot reuse a connection or stop the other files.
-Without ``run_file`` (tests, tools) the same work runs without Prefect.
+Each file's outcome is logged once, on this module's logger (a run's logs
+when it runs inside one), and handed to ``on_file`` (the agency's task run
+makes its ``upload-<agency>`` table of them). No Prefect here: the agency's
+task run is :func:`tasks.orchestration.stage_tasks.upload_stage`.
 """
 
 from __future__ import annotations
 
 import contextvars
+import logging
 import queue
 import threading
 import time
 from collections.abc import Callable
-
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from tasks.core.errors import (
     AuthenticationFailed,
@@ -59,13 +54,9 @@ from tasks.core.records import FileOutcome, UploadItem
 from tasks.core.reports import AgencyUpload
 from tasks.core.retry import delay_before_retry
 from tasks.core.secrets import password_block_name, password_env_var
-from tasks.core.settings import AgencySettings, Settings
+from tasks.core.settings import AgencySettings
 from tasks.core.workdir import Workdir
-from tasks.observe import events
-from tasks.orchestration.file_runs import FileTaskRuns
-from tasks.orchestration.logs import stage_logger
 from tasks.observe.progress import StageProgress
-from tasks.orchestration.stage_tags import tags_never_fail
 from tasks.stores.ledger import Ledger
 from tasks.transports.base import Transport
 from tasks.transports.targets import open_transport, target_display
@@ -78,21 +69,10 @@ SETTLE_S = 3.0
 #: Makes the (unconnected) transport of an agency; tests and tools may pass their own.
 Opener = Callable[[str, AgencySettings, Workdir], Transport]
 
+#: Told each tried file's outcome, once, from the worker thread that sent it (under a lock).
+FileListener = Callable[[UploadItem, FileOutcome], None]
 
-#: Runs one file: ``run_file(agency, item, send)`` calls ``send()`` exactly once, in this thread,
-#: and lets its exceptions through (a StageStopped must still stop the agency).
-FileRunner = Callable[[str, UploadItem, Callable[[], FileOutcome]], object]
-
-
-def run_here(agency: str, item: UploadItem, send: Callable[[], FileOutcome]) -> FileOutcome:
-    """The plain FileRunner: send, and say in one log line what became of the file (under Prefect,
-    :class:`~tasks.orchestration.file_runs.FileTaskRuns` says it in the file's task run state instead)."""
-    outcome = send()
-    if outcome.kind == "failed":
-        _logger().warning("%s: %s left pending: %s", agency, item.name, outcome.detail)
-    else:
-        _logger().info("%s: %s %s %s", agency, outcome.kind, item.name, outcome.detail)
-    return outcome
+log = logging.getLogger(__name__)
 
 
 def upload_agency(
@@ -104,17 +84,17 @@ def upload_agency(
     opener: Opener = open_transport,
     sleep: Callable[[float], None] = time.sleep,
     settle_s: float = SETTLE_S,
-    run_file: FileRunner = run_here,
+    on_file: FileListener | None = None,
 ) -> AgencyUpload:
     """Upload every item not yet in the ledger for ``agency``; record each only once confirmed.
 
     A partial remote file is watched for ``settle_s`` (longer while it
     grows) before it is replaced: a killed run's last file may still be
     arriving from the kernel's buffers. Never raises for what happens to a
-    file or to the agency's server: it is all in the returned report.
+    file or to the agency's server: it is all in the returned report (and
+    each tried file's outcome in ``on_file``).
     """
     settings = settings or AgencySettings()
-    log = _logger()
     result = AgencyUpload()
     ledger = Ledger(wd.ledger)
     try:
@@ -132,7 +112,7 @@ def upload_agency(
             if result.already:
                 log.info("%s: %d already in the ledger", agency, len(result.already))
             if pending:
-                _AgencyRun(wd, agency, settings, ledger, opener, sleep, settle_s, log, result, run_file).run(pending)
+                _AgencyRun(wd, agency, settings, ledger, opener, sleep, settle_s, result, on_file).run(pending)
     except MicrostockError as exc:  # the target URL, the lock or the ledger itself
         result.stopped = exc.message
         result.not_tried = [i.name for i in items if i.name not in result.already]
@@ -144,11 +124,11 @@ class _AgencyRun:
     """The pending files of one agency, sent by ``parallel_files`` workers over their own connections."""
 
     def __init__(self, wd: Workdir, agency: str, settings: AgencySettings, ledger: Ledger, opener: Opener,
-                 sleep: Callable[[float], None], settle_s: float, log, result: AgencyUpload,
-                 run_file: FileRunner) -> None:
+                 sleep: Callable[[float], None], settle_s: float, result: AgencyUpload,
+                 on_file: FileListener | None) -> None:
         self.wd, self.agency, self.settings, self.ledger = wd, agency, settings, ledger
         self.opener, self.sleep, self.settle_s, self.log, self.result = opener, sleep, settle_s, log, result
-        self.run_file = run_file
+        self.on_file = on_file
         self.in_flight = SendsInFlight(wd.root / ".uploads-in-flight" / agency)
         self.lock = threading.Lock()
         self.stop = threading.Event()
@@ -164,7 +144,7 @@ class _AgencyRun:
             if workers == 1:
                 self._work(todo, progress)
             else:
-                # each worker runs in a copy of this context, so its files' task runs belong to this one
+                # each worker runs in a copy of this context, so its log lines belong to this (task) run
                 threads = [threading.Thread(target=contextvars.copy_context().run, args=(self._work, todo, progress),
                                             daemon=True, name=f"upload-{self.agency}-{n}") for n in range(workers)]
                 for t in threads:
@@ -194,15 +174,20 @@ class _AgencyRun:
                     item = todo.get_nowait()
                 except queue.Empty:
                     return
-                self.run_file(self.agency, item, lambda: self._one_file_or_stop(transport, item))
+                outcome = self._one_file_or_stop(transport, item)
+                if outcome.kind == "failed":
+                    self.log.warning("%s: %s left pending: %s", self.agency, item.name, outcome.detail)
+                else:
+                    self.log.info("%s: %s %s %s", self.agency, outcome.kind, item.name, outcome.detail)
                 with self.lock:
+                    if self.on_file is not None:
+                        self.on_file(item, outcome)
                     progress.advance()
         finally:
             transport.close()
 
     def _one_file_or_stop(self, transport: Transport, item: UploadItem) -> FileOutcome:
-        """One file; a stop of the whole agency is decided here and returned as this file's failure, not
-        raised through its task run (Prefect would log an expected stop as a 25-line traceback)."""
+        """One file; a stop of the whole agency is decided here and returned as this file's failure."""
         try:
             return self._one_file(transport, item)
         except StageStopped as exc:
@@ -343,31 +328,3 @@ class _AgencyRun:
             return (f"{exc.message} — check {password_env_var(self.agency)} or the Prefect Secret block "
                     f"{password_block_name(self.agency)} (and the user in the target URL or key_file)")
         return exc.message
-
-
-def _logger():
-    return stage_logger("microstock.upload")
-
-
-# Tags on the stage's run only: a tagged run asks the server for tag concurrency slots, one request
-# each, so the per-file runs stay untagged (docs/OPERATIONS.md, "Tags"); the flow adds
-# ``stage:upload`` and ``agency:<name>`` per agency with ``with_options``.
-@tags_never_fail
-@task(name="upload", task_run_name="upload-{agency}", cache_policy=NO_CACHE)
-def upload_stage(wd: Workdir, agency: str, items: list[UploadItem], settings: AgencySettings,
-                 file_runs: FileRunner) -> AgencyUpload:
-    """The upload stage of one agency, each file in its own task run (``file_runs``)."""
-    result = upload_agency(wd, agency, items, settings, run_file=file_runs)
-    events.upload_completed(agency, result.uploaded, already=len(result.already) + len(result.reconciled),
-                            failed=len(result.failed))
-    return result
-
-
-def upload_agencies(wd: Workdir, settings: Settings, items: dict[str, list[UploadItem]]) -> dict[str, AgencyUpload]:
-    """Every agency's upload stage at once (``items``: agency -> what it takes), each file in its own task run."""
-    futures, file_runs = {}, FileTaskRuns()  # one server pace for every agency's file runs
-    for agency, agency_items in items.items():
-        # tags on the agency's run only: a tags() block would reach every file run, a server request each
-        upload_to = upload_stage.with_options(tags=["stage:upload", f"agency:{agency}"])
-        futures[agency] = upload_to.submit(wd, agency, agency_items, settings.agency(agency), file_runs)
-    return {agency: future.result() for agency, future in futures.items()}

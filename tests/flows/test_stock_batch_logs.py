@@ -68,6 +68,6 @@ def test_each_thing_about_a_file_is_said_once(prefect_harness, tmp_path, monkeyp
     assert sum("too small" in line for line in said["tiny_sea.jpg"]) == 1
     for agency in AGENCIES:
         sent = [line for line in said["green_hill.jpg"] if f"outbox/{agency}/green_hill.jpg" in line]
-        assert len(sent) == 1 and sent[0].startswith("Finished in state Completed('green_hill.jpg uploaded → "), sent
+        assert len(sent) == 1 and sent[0].startswith(f"{agency}: uploaded green_hill.jpg → "), sent
     described = [line for line in said["green_hill.jpg"] if "described in" in line]
     assert len(described) == 1 and "(Gemini " in described[0]

@@ -62,6 +62,25 @@ def test_default_outbox_then_a_rerun_sends_nothing(workdir):
     assert ledger_names(workdir, "adobe") == [i.name for i in items]
 
 
+def test_each_tried_files_outcome_is_told_once_and_logged_once(workdir, caplog):
+    items = make_items(workdir, 5)
+    blocker = workdir.outbox("adobe") / items[0].name  # a different, larger file already there: left pending
+    blocker.parent.mkdir(parents=True, exist_ok=True)
+    blocker.write_bytes(b"x" * (items[0].path.stat().st_size + 1))
+    upload_agency(workdir, "adobe", items[3:])  # two already in the ledger: not tried, not told
+    told = []
+    with caplog.at_level("INFO", logger="tasks.stages.upload"):
+        report = upload_agency(workdir, "adobe", items, AgencySettings(parallel_files=2),
+                               on_file=lambda item, outcome: told.append((item.name, outcome.kind)))
+    assert sorted(told) == [(items[0].name, "failed"), (items[1].name, "uploaded"), (items[2].name, "uploaded")]
+    assert sorted(report.uploaded) == [items[1].name, items[2].name] and list(report.failed) == [items[0].name]
+    for item in items[:3]:
+        said = [r for r in caplog.records if item.name in r.getMessage()]
+        assert len(said) == 1 and said[0].name == "tasks.stages.upload", [r.getMessage() for r in said]
+    assert f"adobe: {items[0].name} left pending: " in caplog.text and "larger file" in caplog.text
+    assert f"adobe: uploaded {items[1].name} → " in caplog.text
+
+
 def test_over_ftp_each_file_is_sent_once_and_recorded_once(workdir, ftp_server, ftp_settings):
     items = make_items(workdir, 4)
     report = upload_agency(workdir, "dreamstime", items, ftp_settings)

@@ -1,13 +1,17 @@
-"""The stock-batch flow uploading to real SFTP, FTPS and FTP servers at once, in a Prefect test harness.
+"""The stages' task runs as Prefect shows them: the stock-batch flow uploading to real SFTP, FTPS and FTP
+servers at once, in a Prefect test harness.
 
-Agencies run in parallel, one task run each (``upload-<agency>``) holding a
-task run per file (``upload-<agency>-<file>``); a refused login stops only its
-agency; the next run sends only what is missing.
+Agencies run in parallel, one task run each (``upload-<agency>``): its state
+message says the counts, its ``upload-<agency>`` table what became of each
+file, and its logs say each file's outcome once, from whichever worker thread
+sent it; a refused login stops only its agency; the next run sends only what
+is missing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 from tasks.core.workdir import Workdir
@@ -23,8 +27,8 @@ def run_batch(wd: Workdir, **params) -> tuple[dict, str]:
     return state.result(), str(state.state_details.flow_run_id)
 
 
-def task_runs(flow_run_id: str, expected: int) -> dict[str, tuple[str, str]]:
-    """name -> (state type, state message) of the flow run's task runs, once the server has ``expected`` finished.
+def task_runs(flow_run_id: str, expected: int) -> dict[str, tuple[str, str, str]]:
+    """name -> (state type, state message, id) of the flow run's task runs, once the server has ``expected`` finished.
 
     The server records task runs from events, a little after the flow returns.
     """
@@ -35,15 +39,40 @@ def task_runs(flow_run_id: str, expected: int) -> dict[str, tuple[str, str]]:
         async with get_client() as client:
             runs = await client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
                                                task_run_filter=TaskRunFilter())
-            return {run.name: (run.state.type.value, run.state.message or "") for run in runs if run.state}
+            return {run.name: (run.state.type.value, run.state.message or "", str(run.id)) for run in runs if run.state}
 
     deadline = time.monotonic() + 30
     while True:
         found = asyncio.run(read())
-        finished = [s for s, _ in found.values() if s in ("COMPLETED", "FAILED", "CRASHED")]
+        finished = [s for s, _, _ in found.values() if s in ("COMPLETED", "FAILED", "CRASHED")]
         if len(finished) >= expected or time.monotonic() > deadline:
             return found
         time.sleep(0.2)
+
+
+def upload_table(flow_run_id: str, agency: str) -> dict[str, dict]:
+    """file -> row of the flow run's ``upload-<agency>`` table."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        [artifact] = client.read_artifacts(artifact_filter=ArtifactFilter(
+            flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]), key=ArtifactFilterKey(any_=[f"upload-{agency}"])))
+    rows = json.loads(artifact.data) if isinstance(artifact.data, str) else artifact.data
+    return {row["file"]: row for row in rows}
+
+
+def file_lines(flow_run_id: str) -> list[tuple[str, str | None]]:
+    """(message, task run id) of the flow run's log lines from the upload stage's logger."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId, LogFilterName
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=10)
+    with get_client(sync_client=True) as client:
+        logs = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id]),
+                                          name=LogFilterName(any_=["tasks.stages.upload"])))
+    return [(log.message, str(log.task_run_id) if log.task_run_id else None) for log in logs]
 
 
 def test_batch_uploads_over_sftp_ftps_and_ftp_and_a_refused_login_stops_only_its_agency(
@@ -84,17 +113,20 @@ timeout_s = 10
     entries = ledger_entries(workdir.ledger)
     assert sorted((e.agency, e.filename) for e in entries) == sorted(
         (a, n) for a in ("adobe", "vecteezy") for n in assets)
-    # stages (assets, pack, csv, zip) + 3 describe + 3 agencies + 3 adobe + 3 vecteezy + 1 dreamstime files
-    runs = task_runs(flow_run_id, expected=4 + 3 + 3 + 3 + 3 + 1)
-    assert {"upload-adobe", "upload-vecteezy", "upload-dreamstime"} <= set(runs)
+    # stages (assets, pack, csv, zip) + 3 describe + 3 agencies, and nothing else: no run per file
+    runs = task_runs(flow_run_id, expected=4 + 3 + 3)
+    assert {n for n in runs if n.startswith("upload")} == {"upload-adobe", "upload-vecteezy", "upload-dreamstime"}
     for agency, server in (("adobe", sftp_server), ("vecteezy", ftps_server)):
-        for name in ready:  # one completed task run per file, its message saying where the file went
-            state, message = runs[f"upload-{agency}-{name}"]
-            assert state == "COMPLETED" and message.startswith(f"{name} uploaded → {server.url()}"), (state, message)
-    tried = {n: s for n, s in runs.items() if n.startswith("upload-dreamstime-")}
-    assert len(tried) == 1, tried  # the refused login failed the first file's run; the others were never started
-    [(state, message)] = tried.values()
-    assert state == "FAILED" and "not-the-password" not in message
+        assert runs[f"upload-{agency}"][:2] == ("COMPLETED", "3 uploaded")
+        rows = upload_table(flow_run_id, agency)
+        assert set(rows) == set(ready)
+        for name, row in rows.items():  # a row per file, saying where it went
+            assert row["what happened"] == "uploaded" and row["detail"].startswith(f"→ {server.url()}"), row
+    state, message, _ = runs["upload-dreamstime"]
+    assert state == "COMPLETED" and message.startswith("3 not tried — stopped: "), message
+    rows = upload_table(flow_run_id, "dreamstime")
+    assert sorted(r["what happened"] for r in rows.values()) == ["left pending", "not tried", "not tried"], rows
+    assert "not-the-password" not in json.dumps(rows) + message  # the refused login tried one file; no password shown
 
     # the password is fixed: the next run sends dreamstime's files and nothing else
     monkeypatch.setenv("MICROSTOCK_DREAMSTIME_PASSWORD", PASSWORD)
@@ -106,7 +138,7 @@ timeout_s = 10
     assert len(ledger_entries(workdir.ledger)) == 9
 
 
-def test_parallel_file_workers_run_each_file_in_a_task_run_of_the_flow_and_a_file_left_pending_fails_its_run(
+def test_parallel_file_workers_log_each_file_once_in_the_agencys_run_and_its_table_says_what_was_left_pending(
         prefect_harness, workdir, monkeypatch):
     from tasks.transports import targets
 
@@ -130,9 +162,15 @@ def test_parallel_file_workers_run_each_file_in_a_task_run_of_the_flow_and_a_fil
     summary, flow_run_id = run_batch(workdir, count=4, agencies=["adobe"])
     assert summary["uploaded_now"] == {"adobe": 3}
     assert opened == [workdir.outbox("adobe")] * 3  # three workers, a connection each
-    runs = task_runs(flow_run_id, expected=4 + 4 + 1)  # stages + the files' runs + the agency's run
-    files = {n: s for n, s in runs.items() if n.startswith("upload-adobe-")}
-    assert set(files) == {f"upload-adobe-{name}" for name in ready}  # the worker threads' runs belong to the flow run
-    state, message = files[f"upload-adobe-{ready[0]}"]
-    assert state == "FAILED" and message.startswith(f"{ready[0]} left pending: ") and "larger file" in message
-    assert all(files[f"upload-adobe-{name}"][0] == "COMPLETED" for name in ready[1:])
+    runs = task_runs(flow_run_id, expected=4 + 1)  # the stages + the agency's run (nothing new to describe)
+    state, message, agency_run = runs["upload-adobe"]
+    assert (state, message) == ("COMPLETED", "3 uploaded · 1 left pending")
+    rows = upload_table(flow_run_id, "adobe")
+    assert set(rows) == set(ready)
+    assert rows[ready[0]]["what happened"] == "left pending" and "larger file" in rows[ready[0]]["detail"]
+    assert all(rows[name]["what happened"] == "uploaded" for name in ready[1:])
+    lines = [(m, run) for m, run in file_lines(flow_run_id) if any(name in m for name in ready)]
+    for name in ready:  # each file's outcome said once, in the agency's run, whichever worker thread sent it
+        said = [(m, run) for m, run in lines if name in m]
+        assert len(said) == 1 and said[0][1] == agency_run, said
+    assert f"adobe: {ready[0]} left pending: " in " ".join(m for m, _ in lines)

@@ -1,0 +1,74 @@
+"""The task runs of the stages a flow calls: assets, pack, CSVs, ZIP and upload.
+
+Each stage's work is a plain function in ``tasks/stages`` (no Prefect there);
+each task here declares the run's name and cache policy and calls it, adding
+only what the UI shows: the ``csv-validation`` artifact, and per agency the
+``upload-<agency>`` table, the ``microstock.upload.completed`` event and a
+state message with the counts. Their log lines reach the run's logs through
+Prefect's ``PREFECT_LOGGING_EXTRA_LOGGERS`` (the ``tasks`` logger tree).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from prefect.states import Completed, State
+
+from tasks.core.records import FileOutcome, UploadItem
+from tasks.core.reports import AgencyUpload, CsvReport, Gathered, PackReport
+from tasks.core.settings import AgencySettings, Settings
+from tasks.core.workdir import Workdir
+from tasks.observe import events
+from tasks.observe.artifacts import publish_upload, publish_validation, upload_message
+from tasks.stages.assets import gather_assets
+from tasks.stages.csv import csvs_for_packed
+from tasks.stages.pack import finish_batch, pack_described
+from tasks.stages.upload import upload_agency
+
+
+@task(name="assets", task_run_name="assets", cache_policy=NO_CACHE)
+def assets_stage(wd: Workdir, settings: Settings, count: int, source: str | None, agencies: list[str]) -> Gathered:
+    """The assets stage (:func:`tasks.stages.assets.gather_assets`)."""
+    return gather_assets(wd, settings, count, source, agencies)
+
+
+@task(name="pack", task_run_name="pack", cache_policy=NO_CACHE)
+def pack_stage(wd: Workdir, settings: Settings, agencies: list[str]) -> PackReport:
+    """The pack stage (:func:`tasks.stages.pack.pack_described`)."""
+    return pack_described(wd, settings, agencies)
+
+
+@task(name="csv", task_run_name="csv", cache_policy=NO_CACHE)
+def csv_stage(wd: Workdir, agencies: list[str], settings: Settings, packed: PackReport,
+              waiting: Collection[str] = ()) -> CsvReport:
+    """The CSV stage (:func:`tasks.stages.csv.csvs_for_packed`) and its ``csv-validation`` artifact."""
+    report = csvs_for_packed(wd, agencies, settings, packed, waiting)
+    publish_validation(report)
+    return report
+
+
+@task(name="zip", task_run_name="zip", cache_policy=NO_CACHE)
+def zip_stage(wd: Workdir, packed: PackReport) -> PackReport:
+    """The batch ZIP (with the CSVs as they are now) and ``reports/pack.json`` (:func:`tasks.stages.pack.finish_batch`)."""
+    return finish_batch(wd, packed)
+
+
+@task(name="upload", task_run_name="upload-{agency}", cache_policy=NO_CACHE)
+def upload_stage(wd: Workdir, agency: str, items: list[UploadItem], settings: AgencySettings) -> State:
+    """One agency's upload (:func:`tasks.stages.upload.upload_agency`): Completed, its message the counts
+    (``3 uploaded · 1 left pending``), its result the :class:`AgencyUpload`; the files in ``upload-<agency>``."""
+    tried: list[tuple[str, FileOutcome]] = []
+    result = upload_agency(wd, agency, items, settings, on_file=lambda item, outcome: tried.append((item.name, outcome)))
+    publish_upload(agency, result, tried)
+    events.upload_completed(agency, result.uploaded, already=len(result.already) + len(result.reconciled),
+                            failed=len(result.failed))
+    return Completed(message=upload_message(result), data=result)
+
+
+def upload_agencies(wd: Workdir, settings: Settings, items: dict[str, list[UploadItem]]) -> dict[str, AgencyUpload]:
+    """Every agency's upload stage at once (``items``: agency -> what it takes), one task run each."""
+    futures = {agency: upload_stage.submit(wd, agency, agency_items, settings.agency(agency))
+               for agency, agency_items in items.items()}
+    return {agency: future.result() for agency, future in futures.items()}
