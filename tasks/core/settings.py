@@ -2,7 +2,7 @@
 
 An unknown key or a wrong type is a :class:`~tasks.core.errors.ConfigError`
 whose one-line message names the key. Secrets never live here: they are read
-from the environment or Prefect Secret blocks when needed (``tasks.secrets``).
+from the environment or Prefect Secret blocks when needed (``tasks.core.secrets``).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ The port defaults to 21 (FTP/FTPS) or 22 (SFTP). ``dir`` is relative to the
 folder the login lands in (RFC 1738); ``/`` or nothing means that folder
 itself, and ``%2F`` starts an absolute path (``ftp://u@h/%2Fincoming``).
 Passwords never go in the URL: they come from ``MICROSTOCK_<AGENCY>_PASSWORD``
-or the Prefect Secret block ``microstock-<agency>-password`` (tasks.secrets),
+or the Prefect Secret block ``microstock-<agency>-password`` (tasks.core.secrets),
 and are looked up only for a protocol that needs one.
 """
 
