@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from tasks.core.errors import ConfigError
 from tasks.core.settings import UrlWithoutPassword, invalid
+from tasks.orchestration.environment import RUN_LOG_ENV
 from tasks.orchestration.deployments import CronSpec, DeploymentSpec, load_flow, load_specs
 
 #: The flow whose schedule an account's ``schedule`` replaces.
@@ -111,7 +112,7 @@ def load_accounts(path: Path) -> AccountsFile:
 
 def account_env(accounts: AccountsFile, account: Account) -> dict[str, str]:
     """The environment of the account's flow runs (job variable ``env`` of a process worker)."""
-    env = {"MICROSTOCK_ACCOUNT": account.name}
+    env = {**RUN_LOG_ENV, "MICROSTOCK_ACCOUNT": account.name}
     if accounts.dead_letter_url:
         env["MICROSTOCK_DEAD_LETTER_URL"] = accounts.dead_letter_url
     return env

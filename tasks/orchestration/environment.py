@@ -21,19 +21,23 @@ from tasks.orchestration.logs import drop_repeated_failed_state
 
 #: The logger tree whose lines Prefect sends to the run's log (every module under tasks/).
 RUN_LOGGERS = "tasks"
+#: Prefect's settings that route it, for a process whose environment is made elsewhere (a worker's flow run:
+#: prefect.yaml's and the accounts' job variables carry the same).
+RUN_LOG_ENV = {"PREFECT_LOGGING_EXTRA_LOGGERS": RUN_LOGGERS, "PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW": "ignore"}
 
 
 def route_run_logs() -> None:
     """Send the ``tasks`` loggers' INFO and up to the log of the run they are in (the UI shows them); call it
-    before Prefect is imported.
+    before Prefect is imported (a command), or have :data:`RUN_LOG_ENV` in the process's environment (a
+    worker's flow run, which imports :mod:`flows` and so calls this for the level and the filter).
 
     ``PREFECT_LOGGING_EXTRA_LOGGERS`` gives those loggers Prefect's API handler (which finds the flow or task
     run from the context), but not a level: the tree's is set to INFO here, or the root's WARNING would drop
     the INFO lines. Outside a run such a line is not sent (``PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW=ignore``
     instead of a warning per line); it still reaches the terminal as any other log line.
     """
-    os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", RUN_LOGGERS)
-    os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")
+    for name, value in RUN_LOG_ENV.items():
+        os.environ.setdefault(name, value)
     logging.getLogger(RUN_LOGGERS).setLevel(logging.INFO)
     drop_repeated_failed_state()
 

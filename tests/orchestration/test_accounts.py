@@ -6,6 +6,7 @@ import pytest
 
 from tasks.core.errors import ConfigError
 from tasks.orchestration.accounts import account_deployments, account_env, load_accounts
+from tasks.orchestration.environment import RUN_LOG_ENV
 
 URL = "postgresql+psycopg://microstock@127.0.0.1:5432/microstock"
 
@@ -37,7 +38,7 @@ config = "bob.toml"
     assert accounts.work_pool == "studio"
     assert alice.workdir == tmp_path / "data" / "alice" and alice.config is None
     assert bob.workdir.as_posix() == "/srv/bob" and bob.config == tmp_path / "bob.toml"
-    assert account_env(accounts, alice) == {"MICROSTOCK_ACCOUNT": "alice", "MICROSTOCK_DEAD_LETTER_URL": URL}
+    assert account_env(accounts, alice) == {**RUN_LOG_ENV, "MICROSTOCK_ACCOUNT": "alice", "MICROSTOCK_DEAD_LETTER_URL": URL}
 
     built = {(d.flow_name, d.name): d for d in account_deployments(accounts)}
     assert set(built) == {(f, a) for f in ("stock-batch", "dead-letter-summary", "replay-dead-letters",

@@ -22,6 +22,7 @@ from PIL import Image
 
 from tasks.stores.dead_letter_open import open_store
 from tasks.orchestration.deployments import PROJECT_DIR
+from tasks.orchestration.environment import RUN_LOG_ENV
 from tasks.core.files import sha256_file
 from tasks.orchestration.local_server import LocalServer, free_port, healthy, port_in_use
 from tasks.core.workdir import Workdir
@@ -379,6 +380,8 @@ def test_documented_deploy_and_worker_run_a_replay(server, parked_workdir, tmp_p
     srv, env = server
     wd, _, _ = parked_workdir
     env = dict(env, PREFECT_API_URL=srv.api_url, PWD=str(PROJECT_DIR), MICROSTOCK_WORKDIR=str(wd.root))
+    for name in RUN_LOG_ENV:  # a worker as a contributor starts it: the routing comes from prefect.yaml alone
+        env.pop(name, None)
 
     def prefect(*args: str) -> str:
         result = subprocess.run(PREFECT + list(args), env=env, cwd=PROJECT_DIR, capture_output=True, text=True,
@@ -393,6 +396,7 @@ def test_documented_deploy_and_worker_run_a_replay(server, parked_workdir, tmp_p
     for d in deps.values():
         assert d["work_pool_name"] == "microstock"
         assert d["pull_steps"] == [{"prefect.deployments.steps.set_working_directory": {"directory": str(PROJECT_DIR)}}]
+        assert d["job_variables"] == {"env": RUN_LOG_ENV}
     assert deps["stock-batch"]["schedules"][0]["schedule"]["cron"] == "0 2 * * *"
 
     # The command docs/OPERATIONS.md gives; the job whose image is gone is still failing afterwards.
@@ -405,6 +409,10 @@ def test_documented_deploy_and_worker_run_a_replay(server, parked_workdir, tmp_p
     assert run["parameters"] == {"dry_run": False, "limit": 5}
     assert re.fullmatch(r"\d replayed · \d recovered · 1 still failing", run["state"]["message"])
     assert "dead-letter-jobs" in artifacts_of(srv.api_url, run_id)
+    # The stage's own log lines (module loggers under tasks/) are in the worker's run, as in a CLI run.
+    logs = api(srv.api_url, "POST", "/logs/filter", {"logs": {"flow_run_id": {"any_": [run_id]}}})
+    assert any(log["name"] == "tasks.stages.replay" and "still failing" in log["message"] for log in logs), \
+        [(log["name"], log["message"]) for log in logs]
 
 
 # --- the UI as the contributor's desk: parked reads as parked, one table per batch, review ------------------
