@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes import prefect_api
+
 MICROSTOCK = [sys.executable, "-c", "from flows.cli import main; main()"]
 
 
@@ -49,6 +51,11 @@ def test_run_twice_second_does_nothing_new(cli_env, prefect_harness, run_microst
     assert "skipped 2 assets already described" in second.stdout
     assert "skipped 2 uploads to adobe already in the ledger" in second.stdout
     assert len([line for line in (wd / "uploads.ledger").read_text().splitlines() if not line.startswith("#")]) == 6
+    # and the session server's record of that run: the 4 stages and 3 agencies, no describe and no file
+    (run,) = prefect_api.flow_runs_with("stock-batch", workdir=str(wd.resolve()))
+    again = {r.name: r.state.type.value for r in prefect_api.task_runs_once_finished(run.id, finished=4 + 3)}
+    assert again == {name: "COMPLETED" for name in ("assets", "pack", "csv", "zip", "upload-adobe", "upload-vecteezy",
+                                                     "upload-dreamstime")}, again
 
 
 def test_workdir_defaults_to_env_then_local_folder(prefect_harness, run_microstock, tmp_path, monkeypatch):
