@@ -35,6 +35,23 @@ def prefect_harness():
 
 
 @pytest.fixture
+def run_microstock():
+    """``run_microstock(*args, env=None)``: ``microstock ARGS`` in this process (typer's runner), on a 200-column
+    terminal, with what the command sets in the environment for Prefect put back afterwards. A test that asks
+    for ``prefect_harness`` too has the command's runs on the session's server: no server start to wait for."""
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    runner = CliRunner(env={"COLUMNS": "200", "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": None})
+
+    def invoke(*args: str, env: dict[str, str | None] | None = None):
+        return runner.invoke(app, list(args), env=env, catch_exceptions=False)
+
+    return invoke
+
+
+@pytest.fixture
 def workdir(tmp_path):
     """A fresh, empty workdir."""
     from tasks.core.workdir import Workdir

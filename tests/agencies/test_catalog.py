@@ -6,14 +6,10 @@ import csv
 import io
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from flows.cli import app
 from tasks.agencies.catalog import agency_names, catalog, enabled_agencies
 from tasks.core.errors import ConfigError
 from tasks.core.settings import AgencySettings, Settings
@@ -21,7 +17,6 @@ from tasks.stores.ledger import Ledger
 from tests.fakes.ledger import ledger_entries
 
 SHIPPED = Path(__file__).parents[2] / "tasks" / "agencies"
-MICROSTOCK = [sys.executable, "-c", "from flows.cli import main; main()"]
 SHA = "ab" * 32
 
 
@@ -91,11 +86,11 @@ def test_an_agency_name_must_fit_a_file_a_variable_and_a_block_name(workdir):
         catalog(workdir)
 
 
-def test_a_broken_spec_stops_microstock_run_before_anything_is_written(tmp_path):
+def test_a_broken_spec_stops_microstock_run_before_anything_is_written(run_microstock, tmp_path):
     root = tmp_path / "work"
     (root / "agencies").mkdir(parents=True)
     (root / "agencies" / "mine.toml").write_text(BROKEN["unknown key"][0], encoding="utf-8")
-    result = CliRunner().invoke(app, ["run", "--count", "1", "--workdir", str(root)])
+    result = run_microstock("run", "--count", "1", "--workdir", str(root))
     assert result.exit_code == 2
     assert "agencies/mine.toml in" in result.output and "colour: unknown key" in result.output
     assert sorted(p.name for p in root.iterdir()) == ["agencies"]  # no assets/, csv/, ledger …
@@ -126,23 +121,18 @@ def test_the_ledger_knows_the_agencies_of_its_workdir(workdir):
     assert [e.filename for e in ledger_entries(workdir.ledger)] == ["a.jpg", "b.jpg"]
 
 
-def test_a_copied_spec_runs_as_a_new_agency_with_no_code_change(prefect_harness, tmp_path):
+def test_a_copied_spec_runs_as_a_new_agency_with_no_code_change(prefect_harness, run_microstock, tmp_path):
     """The issue's "done when": copy a shipped spec under a new name, run it, see its CSV, outbox and ledger."""
-    from prefect.settings import PREFECT_API_URL
-
     root = tmp_path / "work"
     (root / "agencies").mkdir(parents=True)
     shutil.copy(SHIPPED / "dreamstime.toml", root / "agencies" / "mystock.toml")
     shutil.copy(SHIPPED / "adobe.toml", root / "agencies" / "adobe.toml")  # replaces the shipped one: said so
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "GOOGLE_", "MICROSTOCK_"))}
-    env.update(PREFECT_API_URL=PREFECT_API_URL.value(), COLUMNS="200")
 
-    def microstock(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([*MICROSTOCK, *args, "--workdir", str(root)], env=env, cwd=tmp_path,
-                              capture_output=True, text=True, timeout=600)
+    def microstock(*args: str):
+        return run_microstock(*args, "--workdir", str(root))
 
     run = microstock("run", "--count", "2", "--agency", "mystock")
-    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.exit_code == 0, run.output[-3000:]
     assert "agencies/adobe.toml in the workdir replaces the shipped adobe spec" in run.stdout
     rows = list(csv.reader(io.StringIO((root / "csv" / "mystock.csv").read_text(encoding="utf-8"), newline="")))
     assert ",".join(rows[0]) == ("Filename,Image Name,Description,Category 1,Category 2,Category 3,keywords,"
@@ -153,7 +143,7 @@ def test_a_copied_spec_runs_as_a_new_agency_with_no_code_change(prefect_harness,
     assert not (root / "csv" / "dreamstime.csv").exists()  # only the agency named
     assert {e.agency for e in ledger_entries(root / "uploads.ledger")} == {"mystock"}
     status = microstock("ledger", "status")
-    assert status.returncode == 0, status.stderr
+    assert status.exit_code == 0, status.output
     (line,) = [line for line in status.stdout.splitlines() if "mystock" in line]
     assert [cell.strip() for cell in line.split("│")[1:5]] == ["mystock", "2", "0", "0"], status.stdout
 

@@ -1,4 +1,7 @@
-"""`microstock` as a contributor runs it: a real subprocess, real ephemeral Prefect."""
+"""`microstock` as a contributor runs it. The real command in its own process, on its own ephemeral Prefect,
+where the process is what a test is about (its exit code and Prefect's whole record of its run; nothing loading
+Prefect before the command sets Prefect's environment); every other command in this process (typer's runner),
+on the session's Prefect server."""
 
 from __future__ import annotations
 
@@ -10,14 +13,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes import prefect_api
+
 MICROSTOCK = [sys.executable, "-c", "from flows.cli import main; main()"]
 
 
-@pytest.fixture(scope="module")
-def cli_env(tmp_path_factory):
+@pytest.fixture
+def cli_env(tmp_path):
+    """The environment of a contributor's shell: no key, no password, a Prefect home of its own."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "GOOGLE_", "MICROSTOCK_"))}
-    # One Prefect home for the module: the ephemeral database is migrated once, not per run.
-    env["PREFECT_HOME"] = str(tmp_path_factory.mktemp("prefect-home"))
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
     env["COLUMNS"] = "200"
     return env
 
@@ -26,7 +31,9 @@ def microstock(args: list[str], env: dict, cwd: Path) -> subprocess.CompletedPro
     return subprocess.run(MICROSTOCK + args, env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
 
 
-def test_run_twice_second_does_nothing_new(cli_env, tmp_path):
+def test_run_twice_second_does_nothing_new(cli_env, prefect_harness, run_microstock, tmp_path):
+    """The first run is the real command on its ephemeral server; the second, in this process, finds the
+    workdir's work done (the workdir is the truth, whichever server records the run)."""
     wd = tmp_path / "data"
     first = microstock(["run", "--count", "2", "--workdir", str(wd)], cli_env, tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
@@ -39,30 +46,37 @@ def test_run_twice_second_does_nothing_new(cli_env, tmp_path):
     assert len(runs) == 4 + 2 + 3 and set(runs.values()) == {"COMPLETED"}, runs
     assert {name for name in runs if name.startswith("upload-")} == {"upload-adobe", "upload-vecteezy",
                                                                       "upload-dreamstime"}
-    second = microstock(["run", "--count", "2", "--workdir", str(wd)], cli_env, tmp_path)
-    assert second.returncode == 0, second.stderr[-3000:]
+    second = run_microstock("run", "--count", "2", "--workdir", str(wd))
+    assert second.exit_code == 0, second.output[-3000:]
     assert "0 described · 0 parked · 0 uploaded" in second.stdout
     assert "skipped 2 assets already described" in second.stdout
     assert "skipped 2 uploads to adobe already in the ledger" in second.stdout
     assert len([line for line in (wd / "uploads.ledger").read_text().splitlines() if not line.startswith("#")]) == 6
+    # and the session server's record of that run: the 4 stages and 3 agencies, no describe and no file
+    (run,) = prefect_api.flow_runs_with("stock-batch", workdir=str(wd.resolve()))
+    again = {r.name: r.state.type.value for r in prefect_api.task_runs_once_finished(run.id, finished=4 + 3)}
+    assert again == {name: "COMPLETED" for name in ("assets", "pack", "csv", "zip", "upload-adobe", "upload-vecteezy",
+                                                     "upload-dreamstime")}, again
 
 
-def test_workdir_defaults_to_env_then_local_folder(cli_env, prefect_harness, tmp_path):
+def test_workdir_defaults_to_env_then_local_folder(prefect_harness, run_microstock, tmp_path, monkeypatch):
     from prefect.settings import PREFECT_API_URL
 
-    # Against the session's test server (PREFECT_API_URL set): no ephemeral start-up to wait for.
-    env = dict(cli_env, MICROSTOCK_WORKDIR=str(tmp_path / "from-env"), PREFECT_API_URL=PREFECT_API_URL.value())
-    result = microstock(["run", "--count", "1", "--agency", "adobe"], env, tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
+    # A contributor with a Prefect server (PREFECT_API_URL, here the session's) and no PREFECT_HOME.
+    env = {"MICROSTOCK_WORKDIR": str(tmp_path / "from-env"), "PREFECT_API_URL": PREFECT_API_URL.value(),
+           "PREFECT_HOME": None}
+    monkeypatch.chdir(tmp_path)
+    result = run_microstock("run", "--count", "1", "--agency", "adobe", env=env)
+    assert result.exit_code == 0, result.output[-3000:]
     assert (tmp_path / "from-env" / "outbox" / "adobe").is_dir()
     assert not (tmp_path / "microstock-data").exists()
     assert not (tmp_path / "from-env" / ".prefect").exists()  # with PREFECT_API_URL set, no local Prefect home
     # Without MICROSTOCK_WORKDIR: ./microstock-data in the folder the command runs in.
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    env.pop("MICROSTOCK_WORKDIR")
-    status = microstock(["ledger", "status"], env, elsewhere)
-    assert status.returncode == 0, status.stderr[-3000:]
+    monkeypatch.chdir(elsewhere)
+    status = run_microstock("ledger", "status", env=dict(env, MICROSTOCK_WORKDIR=None))
+    assert status.exit_code == 0, status.output[-3000:]
     assert str(elsewhere / "microstock-data") in status.stdout.replace("\n", "")
 
 
@@ -76,29 +90,29 @@ def test_workdir_defaults_to_env_then_local_folder(cli_env, prefect_harness, tmp
         ("[agencies.adobe]\ntarget = 'gopher://example/'\n", "agencies.adobe.target"),
     ],
 )
-def test_bad_config_is_one_line_naming_the_key_and_writes_nothing(cli_env, tmp_path, toml, expected):
+def test_bad_config_is_one_line_naming_the_key_and_writes_nothing(run_microstock, tmp_path, toml, expected):
     config = tmp_path / "bad.toml"
     config.write_text(toml)
     wd = tmp_path / "data"
-    result = microstock(["run", "--config", str(config), "--workdir", str(wd)], cli_env, tmp_path)
-    assert result.returncode == 2
+    result = run_microstock("run", "--config", str(config), "--workdir", str(wd))
+    assert result.exit_code == 2
     assert expected in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert not wd.exists()
 
 
-def test_unknown_agency_is_refused(cli_env, tmp_path):
-    result = microstock(["run", "--agency", "istock", "--workdir", str(tmp_path / "d")], cli_env, tmp_path)
-    assert result.returncode == 2 and "unknown agency 'istock'" in result.stderr
+def test_unknown_agency_is_refused(run_microstock, tmp_path):
+    result = run_microstock("run", "--agency", "istock", "--workdir", str(tmp_path / "d"))
+    assert result.exit_code == 2 and "unknown agency 'istock'" in result.stderr
 
 
-def test_an_agency_stopped_during_the_run_exits_3(cli_env, tmp_path):
+def test_an_agency_stopped_during_the_run_exits_3(prefect_harness, run_microstock, tmp_path):
     """The run completes (the other agencies upload) but dreamstime has no password: exit code 3."""
     wd = tmp_path / "data"
     wd.mkdir()
     (wd / "microstock.toml").write_text("[agencies.dreamstime]\ntarget = 'ftp://42@127.0.0.1:21/'\n")
-    result = microstock(["run", "--count", "1", "--workdir", str(wd)], cli_env, tmp_path)
-    assert result.returncode == 3, result.stderr[-3000:]
+    result = run_microstock("run", "--count", "1", "--workdir", str(wd), env={"MICROSTOCK_DREAMSTIME_PASSWORD": None})
+    assert result.exit_code == 3, result.output[-3000:]
     assert "MICROSTOCK_DREAMSTIME_PASSWORD" in result.stdout + result.stderr
     ledger = (wd / "uploads.ledger").read_text().splitlines()
     assert sorted(line.split("\t")[1] for line in ledger if not line.startswith("#")) == ["adobe", "vecteezy"]

@@ -5,11 +5,9 @@ nothing and exits 1 (answering a paused run: tests/orchestration/test_server.py)
 from __future__ import annotations
 
 import csv
-import os
-import subprocess
-import sys
 
 import pyexiv2
+import pytest
 from PIL import Image
 
 from tasks.core.files import sha256_file
@@ -29,31 +27,34 @@ def described_photos(wd: Workdir) -> None:
         write_sidecar(wd.sidecar(name), Asset(name=name, asset_id=sha256_file(path), path=path), metadata)
 
 
-def review(wd: Workdir, *args: str) -> subprocess.CompletedProcess:
-    """``microstock review …`` in its own process, with no Prefect server."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API_URL", "MICROSTOCK_"))}
-    return subprocess.run([sys.executable, "-c", "from flows.cli import main; main()", "review", *args,
-                           "--workdir", str(wd.root)], env=env, capture_output=True, text=True, timeout=180)
+@pytest.fixture
+def review(run_microstock):
+    """``review(wd, ARGS…)``: ``microstock review ARGS --workdir W`` with no Prefect server (no PREFECT_API_URL)."""
+    def invoke(wd: Workdir, *args: str):
+        return run_microstock("review", *args, "--workdir", str(wd.root), env={"PREFECT_API_URL": None})
+
+    return invoke
 
 
 def adobe_rows(wd: Workdir) -> dict[str, dict]:
     return {row["Filename"]: row for row in csv.DictReader((wd.csv / "adobe.csv").read_text(encoding="utf-8").splitlines())}
 
 
-def test_an_edit_is_checked_at_once_and_the_next_run_packs_and_writes_it_before_sending(prefect_harness, tmp_path):
+def test_an_edit_is_checked_at_once_and_the_next_run_packs_and_writes_it_before_sending(prefect_harness, review,
+                                                                                          tmp_path):
     from flows.stock_batch import stock_batch
 
     wd = Workdir(tmp_path / "data").prepare()
     described_photos(wd)
     fixed = review(wd, "edit", "alps.jpg", "--title", "Corrected, by the contributor", "--keywords", "snow, peak ,alps",
                    "--description", "Snow on the peaks at dawn.")
-    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert fixed.exit_code == 0, fixed.output
     out = fixed.stdout.replace("\n", " ")
     assert "alps.jpg: title, keywords, description written to its sidecar" in out
     assert "adobe: gets a row (fixed: title: removed" in out, "Adobe's title rule drops the comma, as the CSV stage does"
     assert "the next run packs it and writes the CSVs with it before anything is sent" in out
     broken = review(wd, "edit", "bay.jpg", "--keywords", " , ")
-    assert broken.returncode == 0, broken.stdout + broken.stderr
+    assert broken.exit_code == 0, broken.output
     assert "adobe: held back (keywords.min: 0 keyword(s); Adobe Stock needs at least 1)" in broken.stdout
     alps = read_sidecar(wd.sidecar("alps.jpg")).metadata
     assert (alps.title, alps.keywords, alps.description) == (
@@ -70,28 +71,28 @@ def test_an_edit_is_checked_at_once_and_the_next_run_packs_and_writes_it_before_
         assert sent.read_iptc()["Iptc.Application2.Keywords"] == ["snow", "peak", "alps"], "the sent file was packed again"
 
 
-def test_an_edit_of_a_rejected_asset_says_it_is_not_sent(tmp_path):
+def test_an_edit_of_a_rejected_asset_says_it_is_not_sent(review, tmp_path):
     wd = Workdir(tmp_path / "data").prepare()
     described_photos(wd)
-    assert review(wd, "reject", "bay.jpg").returncode == 0
+    assert review(wd, "reject", "bay.jpg").exit_code == 0
     result = review(wd, "edit", "bay.jpg", "--title", "Still not wanted")
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.output
     said = " ".join(result.stdout.split())
     assert "bay.jpg was rejected in review: it gets no row and is never sent unless reopened" in said
     assert "the next run" not in said and "gets a row" not in said
     assert read_sidecar(wd.sidecar("bay.jpg")).metadata.title == "Still not wanted"
 
 
-def test_an_unknown_name_changes_nothing_and_exits_1(tmp_path):
+def test_an_unknown_name_changes_nothing_and_exits_1(review, tmp_path):
     wd = Workdir(tmp_path / "data").prepare()
     described_photos(wd)
     before = {name: wd.sidecar(name).read_bytes() for name in NAMES}
     for args in (("edit", "alsp.jpg", "--title", "A title"), ("reject", "bay.jpg", "alsp.jpg"),
                  ("approve", "alsp.jpg"), ("reopen", "alsp.jpg")):
         result = review(wd, *args)
-        assert result.returncode == 1, (args, result.stdout, result.stderr)
+        assert result.exit_code == 1, (args, result.output)
         assert f"alsp.jpg: no such described asset in {wd.assets}: nothing changed" in " ".join(result.stderr.split())
         assert "Traceback" not in result.stderr
     nothing = review(wd, "edit", "alps.jpg")
-    assert nothing.returncode == 2 and "nothing to change" in nothing.stderr
+    assert nothing.exit_code == 2 and "nothing to change" in nothing.stderr
     assert {name: wd.sidecar(name).read_bytes() for name in NAMES} == before

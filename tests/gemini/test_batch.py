@@ -194,20 +194,30 @@ def test_the_inline_request_is_the_sync_request(fake_gemini, tmp_path):
     assert config["thinkingConfig"] == sync.json["generationConfig"]["thinkingConfig"]
 
 
-def test_split_keeps_every_job_under_the_inline_limit_which_the_server_enforces(fake_gemini, batches, tmp_path):
-    assets = make_assets(tmp_path, 50, size=(1024, 1024), noise=True)
+def test_split_keeps_every_job_under_the_inline_limit_which_the_server_enforces(fake_gemini, batches, tmp_path,
+                                                                                 monkeypatch):
+    # The shipped limit is Google's 20 MB, which the test server enforces too; the budget leaves 10 % of it.
+    assert INLINE_LIMIT_BYTES == fake_gemini.batch.max_body_bytes == 20 * 1024 * 1024
+    assert JOB_BUDGET_BYTES == INLINE_LIMIT_BYTES * 9 // 10
+    # The same rule at a tenth of the scale: 50 small images (~55 KB each as sent) against a 2 MiB limit.
+    limit = 2 * 1024 * 1024
+    budget = limit * 9 // 10
+    monkeypatch.setattr(batch_module, "INLINE_LIMIT_BYTES", limit)
+    monkeypatch.setattr(batch_module, "JOB_BUDGET_BYTES", budget)
+    fake_gemini.batch.max_body_bytes = limit
+    assets = make_assets(tmp_path, 50, size=(256, 256), noise=True)
     requests = [batches.request(a) for a in assets]
-    assert sum(batches.size_of(r) for r in requests) > INLINE_LIMIT_BYTES  # one job could not take them
+    assert sum(batches.size_of(r) for r in requests) > limit  # one job could not take them
     with pytest.raises(PermanentError) as refused:
         batches.submit(requests, "mx-too-big")
     assert refused.value.error_class == "permanent:400" and "exceeds the limit" in refused.value.message
     jobs = batches.split(requests)
     assert len(jobs) >= 2 and [r for job in jobs for r in job] == requests  # all of them, in order, once
     for i, job in enumerate(jobs):
-        assert sum(batches.size_of(r) for r in job) <= JOB_BUDGET_BYTES
+        assert sum(batches.size_of(r) for r in job) <= budget
         batches.submit(job, f"mx-part-{i}")
         body = fake_gemini.requests[-1].raw_body
-        assert len(body) < INLINE_LIMIT_BYTES
+        assert len(body) < limit
         assert len(body) <= sum(batches.size_of(r) for r in job) + 1024  # size_of does not undercount
     assert len(fake_gemini.batch.requests) == 50
 
