@@ -48,10 +48,9 @@ STATES = ("cold", "warm", "appended")
 
 def build(root: Path, lines: int, assets: int) -> Path:
     """A workdir with ``assets`` described + packed assets and a ``lines``-line ledger; returns its root."""
-    from tasks.core.records import Asset
-    from tasks.stores.ledger_lines import HEADER
-    from tasks.core.records import Metadata, write_sidecar
+    from tasks.core.records import Asset, Metadata, write_sidecar
     from tasks.core.workdir import Workdir
+    from tasks.stores.ledger_lines import HEADER
 
     wd = Workdir(root / "work").prepare()
     ready = wd.packs / "ready"

@@ -278,8 +278,8 @@ def bench_server(backend: str, home: Path, env: dict[str, str] | None = None) ->
     PostgreSQL server is stopped and its data removed. The server's log stays in ``home / "server"``.
     """
     # Here, not at the top: bench.scale's child imports this module and measures its memory before Prefect.
-    from tasks.orchestration.local_server import LocalServer, free_port
     from harness.postgres import Postgres, generate_password
+    from tasks.orchestration.local_server import LocalServer, free_port
 
     saved = dict(os.environ)
     pg = None

@@ -195,10 +195,10 @@ def speed(paths: list[Path], rounds: int) -> dict:
 
 def pack_child(count: int, sources: list[str], steps: int) -> None:
     """Runs in a fresh process: pack ``count`` assets in growing slices, print peak RSS after each."""
-    from tasks.core.settings import PackSettings
     from tasks.core.records import Metadata, Sidecar
-    from tasks.stages.pack import DEFAULT_WORKERS, pack_assets
+    from tasks.core.settings import PackSettings
     from tasks.core.workdir import Workdir
+    from tasks.stages.pack import DEFAULT_WORKERS, pack_assets
 
     root = Path(tempfile.mkdtemp(prefix="pack-bench-", dir=OUT))
     try:

@@ -71,8 +71,8 @@ def child(images: int, latency: float, rpm: int, concurrency: int, root: Path, o
     from bench.seed_loop import gemini_call_model, run_jobs
     from tasks.core.records import list_assets
     from tasks.core.settings import GeminiSettings, Settings
-    from tasks.orchestration.describe_runs import describe_assets
     from tasks.core.workdir import Workdir
+    from tasks.orchestration.describe_runs import describe_assets
 
     wd = Workdir(root / "work").prepare()
     write_tiny_assets(wd.assets, images, prefix="photo")

@@ -45,8 +45,14 @@ STAGES = ["assets", "describe", "pack", "csv", "zip", "upload"]
 
 def child(n: int, root: Path, out: Path, uploadable: bool = False) -> None:
     """Runs inside the fresh process: make the assets, run the flow, read its record back, write JSON."""
-    from bench.measure import (ChildRssSampler, peak_rss_mb, seconds_until_all_recorded, stage_times,
-                               write_tiny_assets, write_uploadable_assets)
+    from bench.measure import (
+        ChildRssSampler,
+        peak_rss_mb,
+        seconds_until_all_recorded,
+        stage_times,
+        write_tiny_assets,
+        write_uploadable_assets,
+    )
     from tasks.orchestration.environment import set_prefect_env
 
     set_prefect_env(root / "work")  # Prefect's environment as `microstock run` sets it (the recorder's batching)
@@ -73,9 +79,8 @@ def child(n: int, root: Path, out: Path, uploadable: bool = False) -> None:
     summary = state.result() if state.is_completed() else {}
 
     # The describer's own work per asset, without Prefect: describe + write the sidecar.
-    from tasks.core.records import Asset
+    from tasks.core.records import Asset, write_sidecar
     from tasks.stages.describers import OfflineDescriber
-    from tasks.core.records import write_sidecar
 
     sample = paths[: min(n, 300)]
     bare_dir = root / "bare"

@@ -111,8 +111,8 @@ def gemini_call_model(model: str, api_key: str, timeout_s: float = 60) -> Callab
 
     from tasks.core.records import Asset
     from tasks.core.settings import GeminiSettings
-    from tasks.gemini.describer import describe_prompt, image_for_model
     from tasks.gemini.client import gemini_client
+    from tasks.gemini.describer import describe_prompt, image_for_model
 
     client = gemini_client(GeminiSettings(model=model, timeout_s=timeout_s), api_key)
     prompt = describe_prompt("en")

@@ -7,7 +7,7 @@
 
 For each backend a fresh server on 127.0.0.1 — SQLite with Prefect's
 defaults; PostgreSQL 15 as ``microstock cluster up`` runs it (the task-run
-recorder batched: ``harness.cluster.SERVER_TUNING``) — and one
+recorder batched: ``tasks.orchestration.environment.SERVER_BATCHING``) — and one
 child process running ``bench.scale``'s measurement (the whole flow over
 ``--assets`` tiny JPEGs, offline describer) with ``PREFECT_API_URL`` set to
 that server. Reported per backend: the flow run and its describe stage, the
@@ -34,14 +34,14 @@ import time
 from pathlib import Path
 
 from bench.measure import OUT, bench_server, peak_rss_tree_mb, run_child, server_trouble
-from harness.cluster import SERVER_TUNING
+from tasks.orchestration.environment import SERVER_BATCHING
 
 
 def measure(backend: str, assets: int, tune_sqlite: bool = False, uploadable: bool = False) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-backend-{backend}-"))
     try:
         tuned = backend == "postgres" or tune_sqlite
-        with bench_server(backend, tmp, SERVER_TUNING if tuned else None) as server:
+        with bench_server(backend, tmp, SERVER_BATCHING if tuned else None) as server:
             env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_SERVER_DATABASE", "PGPASS"))}
             env.update(PREFECT_API_URL=server.api_url, PREFECT_HOME=str(tmp / "client"), PREFECT_LOGGING_LEVEL="WARNING")
             env.pop("GEMINI_API_KEY", None)

@@ -53,9 +53,9 @@ def run(
 ) -> None:
     """Run the stock-batch flow once: assets → describe → CSVs → pack → upload."""
     from tasks.agencies.catalog import catalog
+    from tasks.core.secrets import gemini_api_key
     from tasks.core.settings import load_settings
     from tasks.core.workdir import Workdir
-    from tasks.core.secrets import gemini_api_key
     from tasks.transports.targets import check_targets
 
     wd_path = resolve_workdir(workdir)
@@ -115,8 +115,8 @@ def serve(
     Without PREFECT_API_URL a local Prefect server (SQLite in <workdir>/.prefect, 127.0.0.1 only)
     runs as long as this command does. SIGTERM or Ctrl-C stops both cleanly.
     """
-    from tasks.orchestration.deployments import serve_all
     from tasks.core.workdir import Workdir
+    from tasks.orchestration.deployments import serve_all
 
     wd_path = resolve_workdir(workdir)
     try:
@@ -242,9 +242,9 @@ JobStatus = _job_statuses()
 def open_dead_letters(workdir: Optional[Path]):
     """The workdir's store (the account's view of the shared PostgreSQL one when a ``dead_letter_url``
     is set), or None when it is SQLite and has no file yet (nothing was ever parked)."""
-    from tasks.stores.dead_letter_open import open_store
     from tasks.core.errors import StoreUnavailable
     from tasks.core.workdir import Workdir
+    from tasks.stores.dead_letter_open import open_store
 
     wd = Workdir(resolve_workdir(workdir))
     try:
@@ -262,8 +262,8 @@ def show_dead_letter_summary(
                                       help="Every account of the shared PostgreSQL store (dead_letter_url), a block each."),
 ) -> None:
     """Parked jobs per error class and the oldest one's age: the daily dead-letter-summary flow's report."""
-    from tasks.stores.dead_letter import Summary
     from tasks.core.errors import StoreUnavailable
+    from tasks.stores.dead_letter import Summary
 
     if all_accounts:
         all_accounts_summary(resolve_workdir(workdir))

@@ -36,8 +36,8 @@ def ledger_pending(
     workdir: Optional[Path] = WorkdirOpt,
 ) -> None:
     """What the next run uploads: one line per agency and file (described, packed, not in the ledger)."""
-    from tasks.stores.pending import ledger_overview
     from tasks.core.workdir import Workdir
+    from tasks.stores.pending import ledger_overview
 
     wd_path = resolve_workdir(workdir)
     rows, state = ledger_overview(Workdir(wd_path), ledger_agencies(wd_path, agency))
@@ -79,8 +79,8 @@ def ledger_status(workdir: Optional[Path] = WorkdirOpt) -> None:
     """Uploads done and pending per agency."""
     from rich.table import Table
 
-    from tasks.stores.pending import ledger_overview
     from tasks.core.workdir import Workdir
+    from tasks.stores.pending import ledger_overview
 
     wd_path = resolve_workdir(workdir)
     rows, state = ledger_overview(Workdir(wd_path), ledger_agencies(wd_path, None))

@@ -34,15 +34,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from tasks.core.errors import ConfigError
-from tasks.orchestration.local_server import HOST, free_port, healthy
 from harness.postgres import Postgres, generate_password
+from tasks.core.errors import ConfigError
+from tasks.orchestration.environment import SERVER_BATCHING
+from tasks.orchestration.local_server import HOST, free_port, healthy
 
 POOL = "microstock"
 DEMO_ACCOUNTS = ("demo-a", "demo-b")
-#: The task-run recorder settings measured to keep up on PostgreSQL (5,000 task runs, none lost: docs/BENCHMARKS.md).
-SERVER_TUNING = {"PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "500",
-                 "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": "1"}
 
 
 @dataclass
@@ -137,7 +135,7 @@ class Cluster:
         }
         _write_private(self.env_path, "".join(f"{k}={v}\n" for k, v in joined.items()))
 
-        server_env = {**self._base_env("server"), **server_db, **SERVER_TUNING,
+        server_env = {**self._base_env("server"), **server_db, **SERVER_BATCHING,
                       "PREFECT_SERVER_API_AUTH_STRING": joined["PREFECT_API_AUTH_STRING"]}
         state.pids["server"] = self._spawn("server", [sys.executable, "-m", "prefect", "server", "start", "--host",
                                                       state.host, "--port", str(state.api_port)], server_env)

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks.orchestration.local_server import free_port
 from harness.postgres import Postgres, find_bin_dir, generate_password
+from tasks.orchestration.local_server import free_port
 
 
 def _missing() -> str | None:

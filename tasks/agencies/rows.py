@@ -19,10 +19,9 @@ from collections.abc import Iterable, Mapping
 from pydantic import BaseModel, ConfigDict
 
 from tasks.agencies import categories as category_rules
-from tasks.agencies.disclosure import with_category, with_note, without_terms
 from tasks.agencies.dialect import bom_bytes, csv_bytes, unencodable
+from tasks.agencies.disclosure import with_category, with_note, without_terms
 from tasks.agencies.spec import AgencySpec, Column, CsvFormat, KeywordRule, TextRule
-from tasks.core.reports import Problem
 from tasks.agencies.text import (
     capitalize_first,
     clean_cell,
@@ -31,6 +30,7 @@ from tasks.agencies.text import (
     shorten,
 )
 from tasks.core.records import Metadata
+from tasks.core.reports import Problem
 
 #: Separator between release names in a cell (a name never contains it).
 RELEASE_SEPARATOR = ","

@@ -11,7 +11,6 @@ import logging
 import os
 import re
 
-
 logger = logging.getLogger("microstock.secrets")
 
 

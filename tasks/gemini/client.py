@@ -82,7 +82,6 @@ from tasks.core.secrets import redact
 from tasks.core.settings import GeminiSettings
 from tasks.gemini.models import suggestion
 
-
 # --- the client -----------------------------------------------------------------------
 
 

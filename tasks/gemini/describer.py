@@ -37,7 +37,6 @@ from tasks.gemini.models import cost_usd, lacks_structured_output, suggestion, t
 from tasks.gemini.ratelimit import shared_limiter
 from tasks.images.pixels import has_alpha, rgb_on_white
 
-
 #: Long side of the image sent to the model: enough to describe it, few tokens.
 SEND_MAX_PX = 1024
 #: The output budget of the one retry after a truncated answer, as a multiple of ``max_output_tokens``.

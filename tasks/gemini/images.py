@@ -32,16 +32,16 @@ from io import BytesIO
 from google.genai import types
 from PIL import Image
 
-from tasks.images.demo import DemoPrompt
-from tasks.core.settings import GeminiSettings, GenerateSettings
-from tasks.gemini.daybudget import DailyBudget
-from tasks.gemini.client import Target, check_answer, gemini_client, map_gemini_errors, usage_of
-from tasks.gemini.models import cost_usd
-from tasks.gemini.ratelimit import WaitAllowance, shared_limiter
-from tasks.images.pixels import rgb_on_white
-from tasks.images.provenance import gemini_software
 from tasks.core.errors import InvalidOutput, PermanentError
 from tasks.core.records import Made
+from tasks.core.settings import GeminiSettings, GenerateSettings
+from tasks.gemini.client import Target, check_answer, gemini_client, map_gemini_errors, usage_of
+from tasks.gemini.daybudget import DailyBudget
+from tasks.gemini.models import cost_usd
+from tasks.gemini.ratelimit import WaitAllowance, shared_limiter
+from tasks.images.demo import DemoPrompt
+from tasks.images.pixels import rgb_on_white
+from tasks.images.provenance import gemini_software
 
 log = logging.getLogger(__name__)
 

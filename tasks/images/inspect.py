@@ -24,8 +24,8 @@ from typing import Iterator
 from PIL import Image, UnidentifiedImageError
 
 from tasks.agencies.catalog import catalog
-from tasks.core.workdir import Workdir
 from tasks.core.errors import BadInput
+from tasks.core.workdir import Workdir
 
 SUPPORTED_FORMATS = {"JPEG", "PNG"}
 #: Extensions that look like images; anything else in a source folder is ignored.

@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from pydantic import BaseModel, Field
 
 from tasks.agencies.catalog import catalog
+from tasks.core.errors import BadInput
 from tasks.core.records import described_sidecars, ready_name
 from tasks.core.reports import AgencyUpload, CsvReport, DescribeReport, Gathered, PackReport
-from tasks.core.errors import BadInput
 from tasks.core.workdir import Workdir
 from tasks.images.provenance import provenance_of
 

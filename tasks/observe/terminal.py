@@ -10,9 +10,9 @@ from rich.console import Console, Group
 from rich.table import Table
 
 from tasks.core.reports import CsvReport
+from tasks.observe import progress as stage_progress
 from tasks.observe.markdown import next_steps
 from tasks.observe.summary import BatchSummary, listed
-from tasks.observe import progress as stage_progress
 
 
 @contextmanager

@@ -37,8 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from tasks.core.errors import ConfigError
 from tasks.core.settings import UrlWithoutPassword, invalid
-from tasks.orchestration.environment import RUN_LOG_ENV
 from tasks.orchestration.deployments import CronSpec, DeploymentSpec, load_flow, load_specs
+from tasks.orchestration.environment import RUN_LOG_ENV
 
 #: The flow whose schedule an account's ``schedule`` replaces.
 BATCH = "stock-batch"

@@ -50,7 +50,7 @@ from tasks.observe.artifacts import publish_batch_job
 from tasks.orchestration.shared_quota import shared_quota_limiter
 from tasks.orchestration.windowed import submit_in_window
 from tasks.stages.batch_describe import BatchStage, Collected, collect_job
-from tasks.stages.describe import DescribeWith, OnDone, Outcome, attempt_job, described, describe_stage
+from tasks.stages.describe import DescribeWith, OnDone, Outcome, attempt_job, describe_stage, described
 from tasks.stages.describing import DescribeRun
 from tasks.stores.batch_jobs import JobRecord
 

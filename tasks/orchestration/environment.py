@@ -7,7 +7,7 @@ still reaches the API and the UI). The project's own loggers (the ``tasks``
 tree: one ``logging.getLogger(__name__)`` per module) reach the run's log
 through Prefect's own setting ``PREFECT_LOGGING_EXTRA_LOGGERS``
 (:func:`route_run_logs`). The embedded server's task-run recorder
-writes its records in batches (:data:`RECORDER_BATCHING`).
+and event persister write in batches (:data:`SERVER_BATCHING`).
 """
 
 from __future__ import annotations
@@ -42,12 +42,16 @@ def route_run_logs() -> None:
     drop_repeated_failed_state()
 
 
-#: The server's task-run recorder: up to 500 task runs' states in one database write, at least once a second.
-#: Prefect's default writes one at a time (batch size 1), a commit each: the embedded SQLite server then
-#: records a few dozen task runs a second and falls behind a stage that starts hundreds (docs/BENCHMARKS.md).
-#: Its ``READ_BATCH_SIZE`` is not set: the in-memory broker of the embedded server ignores it.
-RECORDER_BATCHING = {"PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "500",
-                     "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": "1"}
+#: The server's writers of what a flow run sends, each in batches: the task-run recorder up to 500 task runs'
+#: states in one database write, the event persister up to 1,000 events, both at least once a second.
+#: Prefect's defaults (recorder 1, persister 20 every 5 s) commit so often that the embedded SQLite server
+#: records a few dozen task runs a second and, at 5,000 describe runs, the persister's 10,000-message queue
+#: overflows and drops events (1,670 at the persister's default, 0 so: docs/BENCHMARKS.md). Their
+#: ``READ_BATCH_SIZE`` is not set: the in-memory broker of the embedded server ignores it.
+SERVER_BATCHING = {"PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "500",
+                   "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": "1",
+                   "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_BATCH_SIZE": "1000",
+                   "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_FLUSH_INTERVAL": "1"}
 
 
 def set_prefect_env(workdir: Path, verbose: bool = False) -> None:
@@ -61,7 +65,7 @@ def set_prefect_env(workdir: Path, verbose: bool = False) -> None:
         os.environ["PREFECT_HOME"] = str(home)
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
-    for name, value in RECORDER_BATCHING.items():  # the embedded server's (and `microstock serve`'s) recorder
+    for name, value in SERVER_BATCHING.items():  # the embedded server's (and `microstock serve`'s) recorder
         os.environ.setdefault(name, value)
     if not verbose:  # quiet terminal; the run's INFO logs still reach the API (and the UI of a real server)
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")

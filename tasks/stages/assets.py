@@ -22,10 +22,10 @@ from tasks.core.retry import delay_before_retry
 from tasks.core.secrets import gemini_key
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
-from tasks.images.demo import DemoPrompt, demo_jpeg_bytes, generated_name, prompts_from
 from tasks.gemini.models import check_generation
-from tasks.images.provenance import record_generation
+from tasks.images.demo import DemoPrompt, demo_jpeg_bytes, generated_name, prompts_from
 from tasks.images.inspect import IMAGE_EXTENSIONS, ImageRules, image_rules, inspect_image, open_image
+from tasks.images.provenance import record_generation
 from tasks.observe.progress import StageProgress
 
 log = logging.getLogger(__name__)

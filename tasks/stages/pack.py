@@ -34,24 +34,21 @@ from pathlib import Path
 
 from PIL import Image
 
-
-
-from tasks.agencies.rows import EmbeddedFields, embedded_fields
 from tasks.agencies.catalog import catalog
-from tasks.core.settings import PackSettings
-from tasks.images.embed import embed_metadata
+from tasks.agencies.rows import EmbeddedFields, embedded_fields
 from tasks.core.errors import BadInput
 from tasks.core.files import atomic_write_bytes, sha256_file
-from tasks.images.inspect import ImageRules, image_rules, pillow_errors, too_small
 from tasks.core.records import Sidecar, Upscaled, described_sidecars, ready_name, record_upscaled
 from tasks.core.reports import PackReport
+from tasks.core.settings import PackSettings, Settings
+from tasks.core.workdir import Workdir
 from tasks.images.batch_zip import write_zip
-from tasks.observe.progress import StageProgress
+from tasks.images.embed import embed_metadata
+from tasks.images.inspect import ImageRules, image_rules, pillow_errors, too_small
 from tasks.images.provenance import digital_source_type, provenance_of
 from tasks.images.ready import preview_jpegs, ready_jpeg
 from tasks.images.similar import dhash, motifs
-from tasks.core.settings import Settings
-from tasks.core.workdir import Workdir
+from tasks.observe.progress import StageProgress
 from tasks.stores.ledger import Ledger
 
 #: Bump when the bytes written for the same inputs change; every asset is then packed again.

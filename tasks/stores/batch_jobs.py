@@ -39,8 +39,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from tasks.core.files import locked_append
 from tasks.core.errors import StoreUnavailable
+from tasks.core.files import locked_append
 from tasks.core.workdir import Workdir
 
 FILE_NAME = "batch_jobs.jsonl"

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-
 Status = Literal["parked", "recovered"]
 
 #: A replay that died keeps its claims; after this long another replay may take them.

@@ -36,8 +36,26 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import (URL, BigInteger, Column, Connection, Engine, Index, Integer, MetaData, Table, Text,
-                        create_engine, event, func, inspect, make_url, select, text, update)
+from sqlalchemy import (
+    URL,
+    BigInteger,
+    Column,
+    Connection,
+    Engine,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    create_engine,
+    event,
+    func,
+    inspect,
+    make_url,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 from sqlalchemy.pool import NullPool

@@ -39,11 +39,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import BinaryIO
 
-from tasks.core.files import locked_append
 from tasks.agencies.catalog import agency_names
-from tasks.core.workdir import Workdir
 from tasks.core.errors import StageStopped, StoreUnavailable
-from tasks.stores.ledger_lines import HEADER, SHA256_TOKEN, Entry, clean_field, parse_line, salvage, tail_key
+from tasks.core.files import locked_append
+from tasks.core.workdir import Workdir
 from tasks.stores.ledger_index import (
     DoneDigests,
     IndexedPrefix,
@@ -53,6 +52,7 @@ from tasks.stores.ledger_index import (
     load_index,
     save_index,
 )
+from tasks.stores.ledger_lines import HEADER, SHA256_TOKEN, Entry, clean_field, parse_line, salvage, tail_key
 
 _HEX = "0123456789abcdef"
 _HEX_BYTES = _HEX.encode()

@@ -24,15 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from tasks.core.settings import AgencySettings, Settings
 from tasks.core.errors import ConfigError
 from tasks.core.secrets import agency_password, password_block_name, password_env_var
+from tasks.core.settings import AgencySettings, Settings
+from tasks.core.workdir import Workdir
 from tasks.transports.base import Transport, remote_display
 from tasks.transports.ftp import FtpTarget
 from tasks.transports.local import LocalFolder
 from tasks.transports.pins import CertificatePins
 from tasks.transports.sftp import SftpTarget
-from tasks.core.workdir import Workdir
 
 _PORTS = {"ftp": 21, "ftps": 21, "sftp": 22}
 

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
+from tasks.agencies.catalog import all_specs
 from tasks.agencies.categories import hint_to_id
 from tasks.agencies.rows import build_row, check_csv_defaults, embedded_fields, split_keywords
-from tasks.agencies.catalog import all_specs
 from tasks.agencies.spec import load_spec, parse_spec
 from tasks.agencies.text import clean_cell, shorten
-from tasks.images.demo import DEMO_PROMPTS
 from tasks.core.errors import ConfigError
 from tasks.core.records import Metadata
+from tasks.images.demo import DEMO_PROMPTS
 
 ADOBE_HEADER = "Filename,Title,Keywords,Category,Releases"
 VECTEEZY_HEADER = "Filename,Title,Description,Keywords"

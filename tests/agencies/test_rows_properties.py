@@ -14,9 +14,9 @@ import unicodedata
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tasks.agencies.catalog import all_specs
 from tasks.agencies.disclosure import without_terms
 from tasks.agencies.rows import build_row
-from tasks.agencies.catalog import all_specs
 from tasks.agencies.spec import load_spec
 from tasks.agencies.text import FORMULA_CHARS, clean_cell, is_wide, shorten
 from tasks.core.records import Metadata

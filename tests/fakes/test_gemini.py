@@ -8,11 +8,11 @@ import httpx
 import pytest
 from PIL import Image
 
+from tasks.core.errors import StageStopped
+from tasks.core.files import sha256_file
 from tasks.core.records import Asset
 from tasks.core.settings import GeminiSettings
 from tasks.gemini.describer import GeminiDescriber
-from tasks.core.errors import StageStopped
-from tasks.core.files import sha256_file
 from tests.fakes.gemini import FAKE_KEY, FakeGemini, answer_json, error, fake_gemini  # noqa: F401
 
 SERVED = "gemini-3.5-flash-lite"

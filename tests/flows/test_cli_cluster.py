@@ -8,8 +8,8 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from harness.postgres import HOST, SUPERUSER
-from tasks.stores.dead_letter_sql import PostgresDeadLetterStore
 from tasks.stores.dead_letter_open import ACCOUNT_ENV, DEAD_LETTER_URL_ENV
+from tasks.stores.dead_letter_sql import PostgresDeadLetterStore
 from tests.postgres import postgres  # noqa: F401 (the session's PostgreSQL)
 
 runner = CliRunner()

@@ -9,9 +9,9 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from flows.cli import app
-from tasks.stores.dead_letter_open import open_store
 from tasks.core.files import sha256_file
 from tasks.core.workdir import Workdir
+from tasks.stores.dead_letter_open import open_store
 from tests.fakes.gemini import FAKE_KEY, fake_gemini  # noqa: F401  (fixture)
 
 runner = CliRunner()

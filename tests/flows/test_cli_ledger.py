@@ -9,9 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from flows.cli import app
-from tasks.core.records import Asset
 from tasks.core.files import sha256_file
-from tasks.core.records import Metadata, write_sidecar
+from tasks.core.records import Asset, Metadata, write_sidecar
 from tests.fakes.ledger import ledger_entries
 
 runner = CliRunner()

@@ -12,8 +12,8 @@ from PIL import Image
 from tasks.core.records import read_sidecar
 from tasks.core.workdir import Workdir
 from tasks.images.provenance import ALGORITHMIC_MEDIA
-from tests.images.test_provenance import xmp_source_type
 from tests.fakes.ledger import ledger_entries
+from tests.images.test_provenance import xmp_source_type
 
 HEADERS = {
     "adobe": "Filename,Title,Keywords,Category,Releases",

@@ -17,10 +17,6 @@ import pytest
 from google.genai import types
 from PIL import Image
 
-from tasks.core.records import Asset
-from tasks.core.settings import GeminiSettings
-from tasks.gemini.describer import GeminiDescriber
-from tasks.gemini.client import FINISH_REASONS, retry_delay_seconds
 from tasks.core.errors import (
     AuthenticationFailed,
     ContentBlocked,
@@ -33,6 +29,10 @@ from tasks.core.errors import (
     TransientError,
 )
 from tasks.core.files import sha256_file
+from tasks.core.records import Asset
+from tasks.core.settings import GeminiSettings
+from tasks.gemini.client import FINISH_REASONS, retry_delay_seconds
+from tasks.gemini.describer import GeminiDescriber
 from tests.fakes.gemini import (  # noqa: F401
     FAKE_KEY,
     GOOD_METADATA,

@@ -9,13 +9,13 @@ from io import BytesIO
 import pytest
 from PIL import Image
 
-from tests.fakes.pack_samples import quadrant_jpeg
+from tasks.core.errors import BadInput, TransientError
+from tasks.core.files import sha256_file
 from tasks.core.records import Asset
 from tasks.core.settings import GeminiSettings
 from tasks.gemini.describer import ADOBE_CATEGORIES, GeminiDescriber
-from tasks.core.errors import BadInput, TransientError
-from tasks.core.files import sha256_file
 from tests.fakes.gemini import FAKE_KEY, GOOD_METADATA, answer_json, error, fake_gemini  # noqa: F401
+from tests.fakes.pack_samples import quadrant_jpeg
 
 
 def make_asset(tmp_path, name="photo.jpg", size=(3000, 2000), mode="RGB", fmt="JPEG") -> Asset:

@@ -7,13 +7,13 @@ from io import BytesIO
 import pytest
 from PIL import Image
 
-from tasks.images.demo import DEMO_PROMPTS
-from tasks.stages.assets import generate
-from tasks.core.settings import GeminiSettings
-from tasks.stages.describers import read_embedded
 from tasks.core.errors import ContentBlocked, InvalidOutput, PermanentError, StageStopped
+from tasks.core.settings import GeminiSettings
 from tasks.gemini import ratelimit
 from tasks.gemini.images import GeminiImageMaker
+from tasks.images.demo import DEMO_PROMPTS
+from tasks.stages.assets import generate
+from tasks.stages.describers import read_embedded
 from tests.fakes.gemini import (  # noqa: F401
     FAKE_KEY,
     answer_image,

@@ -11,9 +11,16 @@ from google.genai import types
 
 from tasks.core.records import Usage
 from tasks.core.settings import GeminiSettings
-from tasks.gemini.client import BLOCK_REASONS, FINISH_REASONS
 from tasks.gemini import models as models_module
-from tasks.gemini.models import cost_usd, current_models, known_models, lacks_structured_output, suggestion, thinking_config
+from tasks.gemini.client import BLOCK_REASONS, FINISH_REASONS
+from tasks.gemini.models import (
+    cost_usd,
+    current_models,
+    known_models,
+    lacks_structured_output,
+    suggestion,
+    thinking_config,
+)
 
 
 def test_every_finish_reason_of_the_installed_sdk_has_a_decided_class():

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from tasks.core.errors import ConfigError
 from harness.postgres import Postgres, find_bin_dir, generate_password
+from tasks.core.errors import ConfigError
 from tests.postgres import require_postgres
 
 

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from PIL import Image, IptcImagePlugin
 
 from tasks.agencies.text import clean_cell
-from tasks.images.embed import IPTC_OBJECT_NAME_BYTES, embed_metadata, fit_bytes
 from tasks.core.errors import BadInput
+from tasks.images.embed import IPTC_OBJECT_NAME_BYTES, embed_metadata, fit_bytes
 
 
 def jpeg(size=(32, 24), colour=(200, 120, 40)) -> bytes:

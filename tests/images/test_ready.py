@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageCms
 
-from tasks.core.settings import PackSettings
 from tasks.core.errors import BadInput
+from tasks.core.settings import PackSettings
 from tasks.images.jpeg_segments import replace_metadata
 from tasks.images.ready import SRGB_ICC, ReadyImage, clean_exif, fit, preview_jpegs, ready_jpeg
 from tests.fakes import pack_samples as s

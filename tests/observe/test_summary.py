@@ -24,12 +24,13 @@ def test_a_summary_of_thousands_lists_ten_names_and_a_count():
 
 
 def test_the_run_summary_shows_billed_tokens_and_cost_for_the_batch_and_per_asset():
+    from rich.console import Console
+
     from tasks.core.records import Usage
-    from tasks.core.reports import DescribeReport, Gathered, CsvReport, PackReport
+    from tasks.core.reports import CsvReport, DescribeReport, Gathered, PackReport
     from tasks.core.workdir import Workdir
     from tasks.observe.artifacts import batch_rows
     from tasks.observe.terminal import summary_table
-    from rich.console import Console
 
     described = DescribeReport(described=["a.jpg", "b.jpg", "c.jpg", "d.jpg"], tokens=4000, cost_usd=0.002,
                                cost_unknown=0, usage=Usage(prompt_tokens=3600, output_tokens=240, thought_tokens=160))

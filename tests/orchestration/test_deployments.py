@@ -16,6 +16,7 @@ from prefect.server.schemas.schedules import CronSchedule
 from prefect.utilities.callables import parameter_schema
 from prefect.utilities.templating import apply_values
 
+from tasks.core.errors import ConfigError
 from tasks.observe import events
 from tasks.orchestration.deployments import (
     PREFECT_YAML,
@@ -25,7 +26,6 @@ from tasks.orchestration.deployments import (
     load_specs,
     runner_deployments,
 )
-from tasks.core.errors import ConfigError
 
 EXPECTED = {"stock-batch", "dead-letter-summary", "replay-dead-letters", "collect-batches"}
 

@@ -20,12 +20,12 @@ import pytest
 import yaml
 from PIL import Image
 
-from tasks.stores.dead_letter_open import open_store
+from tasks.core.files import sha256_file
+from tasks.core.workdir import Workdir
 from tasks.orchestration.deployments import PROJECT_DIR
 from tasks.orchestration.environment import RUN_LOG_ENV
-from tasks.core.files import sha256_file
 from tasks.orchestration.local_server import LocalServer, free_port, healthy, port_in_use
-from tasks.core.workdir import Workdir
+from tasks.stores.dead_letter_open import open_store
 
 pytestmark = pytest.mark.server
 

@@ -20,10 +20,18 @@ from PIL import Image
 from tasks.core.errors import ConfigError
 from tasks.core.settings import GeminiSettings, Settings, load_settings
 from tasks.gemini.ratelimit import WINDOW_S, RateLimiter
-from tasks.orchestration.local_server import LocalServer, free_port
-from tasks.orchestration.shared_quota import (HOLD_S, SLOTS_PER_CALL, SharedQuotaLimiter, budget, ensure_limit,
-                                              limit_and_decay, limit_name, shared_quota_limiter)
 from tasks.orchestration.describe_runs import IN_PREFECT
+from tasks.orchestration.local_server import LocalServer, free_port
+from tasks.orchestration.shared_quota import (
+    HOLD_S,
+    SLOTS_PER_CALL,
+    SharedQuotaLimiter,
+    budget,
+    ensure_limit,
+    limit_and_decay,
+    limit_name,
+    shared_quota_limiter,
+)
 from tasks.stages.describing import DescribeRun
 from tests.fakes.dead_letter_memory import MemoryDeadLetterStore
 from tests.fakes.gemini import FAKE_KEY, FakeGemini, answer_json, fake_gemini, slow  # noqa: F401 (a fixture)

@@ -9,9 +9,8 @@ from pathlib import Path
 import pyexiv2
 from PIL import Image
 
-from tasks.core.records import Made
+from tasks.core.records import Asset, Made, list_assets
 from tasks.images.demo import DEMO_PROMPTS, demo_jpeg_bytes, generated_name
-from tasks.core.records import Asset, list_assets
 from tasks.stages.assets import generate, ingest
 from tasks.stages.describers import OfflineDescriber
 

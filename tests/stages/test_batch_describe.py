@@ -25,20 +25,20 @@ from tasks.core.settings import GeminiSettings, Settings
 from tasks.core.workdir import Workdir
 from tasks.gemini import ratelimit
 from tasks.gemini.models import cost_usd
+from tasks.stages.describe import describe_stage
 from tasks.stores.batch_jobs import BatchJobs
 from tasks.stores.dead_letter_open import open_store
 from tests.fakes.gemini import (  # noqa: F401  (fake_gemini is a fixture)
-    gemini_for_module,
     FAKE_KEY,
     answer_json,
     answer_text,
     error,
     fake_gemini,
     finished,
+    gemini_for_module,
     prompt_blocked,
 )
 from tests.stages import test_describe
-from tasks.stages.describe import describe_stage
 from tests.stages.test_describe import Script, gemini_key, run_describe  # noqa: F401  (gemini_key is a fixture)
 
 #: 64 colours far enough apart to survive JPEG and the downscale; the sync tests' Script matches by them.
@@ -150,8 +150,14 @@ def test_nothing_is_described_twice_and_a_third_run_submits_nothing(thirty):
 
 def test_each_collected_job_is_one_task_run_and_one_table(thirty):
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import (ArtifactFilter, ArtifactFilterKey, FlowRunFilter, FlowRunFilterId,
-                                                TaskRunFilter, TaskRunFilterName)
+    from prefect.client.schemas.filters import (
+        ArtifactFilter,
+        ArtifactFilterKey,
+        FlowRunFilter,
+        FlowRunFilterId,
+        TaskRunFilter,
+        TaskRunFilterName,
+    )
 
     wd, _, _, _, _, _ = thirty
     (record,) = BatchJobs(wd).records()

@@ -21,16 +21,14 @@ from rich.console import Console
 
 from tasks.agencies.catalog import all_specs
 from tasks.agencies.spec import load_spec
-from tasks.core.records import Asset
-from tasks.core.settings import AgencySettings, Settings
-from tasks.core.records import Metadata, write_sidecar
+from tasks.core.records import Asset, Metadata, described_sidecars, write_sidecar
 from tasks.core.reports import CsvReport
-from tasks.stages.csv import split_files, write_agency_csvs
-from tasks.stores.pending import held_back
-from tasks.core.records import described_sidecars
+from tasks.core.settings import AgencySettings, Settings
+from tasks.core.workdir import Workdir
 from tasks.observe.markdown import validation_markdown
 from tasks.observe.terminal import validation_table
-from tasks.core.workdir import Workdir
+from tasks.stages.csv import split_files, write_agency_csvs
+from tasks.stores.pending import held_back
 
 GOLDEN = Path(__file__).parent / "golden"
 AGENCIES = ["adobe", "vecteezy", "dreamstime"]
@@ -364,8 +362,7 @@ def test_report_saved_as_json_and_rendered(golden_wd):
 
 
 def test_markdown_escapes_table_breaking_text():
-    from tasks.core.reports import Problem
-    from tasks.core.reports import AgencyCsv
+    from tasks.core.reports import AgencyCsv, Problem
 
     report = CsvReport(agencies={"adobe": AgencyCsv(agency="adobe", display_name="Adobe Stock")},
                        problems=[Problem(agency="adobe", asset="a|b.jpg", rule="x", message="pipe | and\nnewline")])

@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from contextlib import contextmanager
 import time
 from collections import defaultdict, deque
+from contextlib import contextmanager
 from io import BytesIO
 from pathlib import Path
 
@@ -22,19 +22,18 @@ import pytest
 from PIL import Image
 from prefect import flow
 
-from tasks.orchestration import describe_runs
-from tasks.stages import describe as describe_module
-from tasks.core.records import Asset
-from tasks.core.settings import GeminiSettings, Settings
-from tasks.stores.dead_letter_sql import SQLiteDeadLetterStore
-from tasks.stores.dead_letter_open import open_store
-from tasks.core.reports import DescribeReport
-from tasks.orchestration.describe_runs import describe_assets
-from tasks.stages.describe import describe_stage
 from tasks.core.files import sha256_file
+from tasks.core.records import Asset
+from tasks.core.reports import DescribeReport
+from tasks.core.settings import GeminiSettings, Settings
 from tasks.core.workdir import Workdir
+from tasks.orchestration import describe_runs
+from tasks.orchestration.describe_runs import describe_assets
+from tasks.stages import describe as describe_module
+from tasks.stages.describe import describe_stage
+from tasks.stores.dead_letter_open import open_store
+from tasks.stores.dead_letter_sql import SQLiteDeadLetterStore
 from tests.fakes.gemini import (  # noqa: F401  (fake_gemini is a fixture)
-    gemini_for_module,
     FAKE_KEY,
     answer_json,
     daily_quota,
@@ -43,6 +42,7 @@ from tests.fakes.gemini import (  # noqa: F401  (fake_gemini is a fixture)
     fake_gemini,
     finished,
     garbage,
+    gemini_for_module,
     key_invalid,
     prompt_blocked,
     rate_limited,

@@ -14,8 +14,9 @@ import pytest
 
 from tasks.core.records import read_sidecar
 from tasks.core.workdir import Workdir
-from tasks.gemini.daybudget import FILE_NAME, pacific_day
 from tasks.gemini import ratelimit
+from tasks.gemini.daybudget import FILE_NAME, pacific_day
+from tasks.stages.describe import describe_stage
 from tasks.stores.dead_letter_open import open_store
 from tests.fakes.gemini import (  # noqa: F401  (fake_gemini is a fixture)
     FakeGemini,
@@ -26,7 +27,6 @@ from tests.fakes.gemini import (  # noqa: F401  (fake_gemini is a fixture)
     truncated,
     unknown_field,
 )
-from tasks.stages.describe import describe_stage
 from tests.stages.test_describe import Script, fast_settings, gemini_key, make_assets, stage_lines  # noqa: F401
 
 

@@ -12,18 +12,17 @@ import hashlib
 import pytest
 from PIL import Image
 
-from tasks.gemini import ratelimit
-from tasks.core.records import Asset
-from tasks.core.settings import GeminiSettings, Settings
-from tasks.stores.dead_letter_open import open_store
-from tasks.core.reports import DescribeReport
-from tasks.stages.describing import DescribeRun
-from tasks.stages.describe import describe_stage
-from tasks.gemini.describer import GeminiDescriber
-from tasks.stages.describers import OfflineDescriber
 from tasks.core.files import sha256_file
-from tasks.core.records import read_sidecar
+from tasks.core.records import Asset, read_sidecar
+from tasks.core.reports import DescribeReport
+from tasks.core.settings import GeminiSettings, Settings
 from tasks.core.workdir import Workdir
+from tasks.gemini import ratelimit
+from tasks.gemini.describer import GeminiDescriber
+from tasks.stages.describe import describe_stage
+from tasks.stages.describers import OfflineDescriber
+from tasks.stages.describing import DescribeRun
+from tasks.stores.dead_letter_open import open_store
 from tests.fakes.gemini import FAKE_KEY, answer_json, fake_gemini, rate_limited, slow  # noqa: F401  (fixture)
 
 

@@ -10,11 +10,11 @@ import pytest
 from PIL import Image
 
 import tasks.stages.pack as pack
-from tasks.core.settings import PackSettings
-from tasks.images.inspect import ImageRules
 from tasks.core.records import Metadata, Sidecar
-from tasks.stages.pack import PackedFiles, finish_batch, pack_assets
+from tasks.core.settings import PackSettings
 from tasks.core.workdir import Workdir
+from tasks.images.inspect import ImageRules
+from tasks.stages.pack import PackedFiles, finish_batch, pack_assets
 from tests.fakes import pack_samples as s
 
 

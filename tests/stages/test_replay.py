@@ -18,16 +18,16 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from tasks.core.files import sha256_file
 from tasks.core.records import list_assets
 from tasks.core.settings import load_settings
+from tasks.core.workdir import Workdir
+from tasks.gemini.describer import GeminiDescriber
 from tasks.stages.describe import describe_stage
 from tasks.stages.replay import replay_jobs
 from tasks.stores.dead_letter_open import open_store
-from tasks.gemini.describer import GeminiDescriber
-from tasks.core.files import sha256_file
-from tasks.core.workdir import Workdir
-from tests.fakes.ledger import ledger_entries
 from tests.fakes.gemini import FAKE_KEY, FakeGemini, error, finished, slow
+from tests.fakes.ledger import ledger_entries
 from tests.stages.test_describe import COLOURS, Script, flow_run_logs
 
 FAST_CONFIG = "[gemini]\nmax_attempts = 2\nretry_delay_s = 0.05\ntimeout_s = 5\nconcurrency = 2\nrequests_per_minute = 6000\n"

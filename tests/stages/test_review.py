@@ -12,12 +12,11 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from tasks.core.records import Asset, Metadata, read_sidecar, record_review, write_sidecar
+from tasks.core.records import Asset, Metadata, described_sidecars, read_sidecar, record_review, write_sidecar
 from tasks.core.reports import CsvReport, PackReport
 from tasks.core.settings import ReviewSettings, Settings
 from tasks.stages.csv import write_agency_csvs
 from tasks.stages.review import Correction, ReviewReport, review_decisions, review_description, waiting_sidecars
-from tasks.core.records import described_sidecars
 from tasks.stores.pending import uploadable
 
 NAMES = ["alps.jpg", "bay.jpg", "cove.jpg"]

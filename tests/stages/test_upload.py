@@ -7,11 +7,11 @@ import os
 
 import pytest
 
+from tasks.core.records import UploadItem
 from tasks.core.settings import AgencySettings
+from tasks.stages.upload import upload_agency
 from tasks.stores.ledger import Ledger
 from tasks.transports.ftp import FtpTarget
-from tasks.core.records import UploadItem
-from tasks.stages.upload import upload_agency
 from tests.fakes.ledger import ledger_entries
 from tests.fakes.servers import (  # noqa: F401  (fixtures)
     PASSWORD,
@@ -259,8 +259,8 @@ def test_another_run_holding_the_agency_stops_this_one(workdir):
 def test_an_unwritable_ledger_stops_the_agency_after_the_upload(workdir, ftp_server, ftp_settings, monkeypatch):
     items = make_items(workdir, 2)
     workdir.ledger.write_text("")
-    from tasks.stores import ledger as ledger_module
     from tasks.core.errors import StoreUnavailable
+    from tasks.stores import ledger as ledger_module
 
     def full(*args, **kwargs):
         raise StoreUnavailable(f"{workdir.ledger}: cannot append to the ledger (No space left on device)")

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks.stores.ledger import Ledger
 from tasks.core.workdir import Workdir
+from tasks.stores.ledger import Ledger
 from tests.fakes.ledger import ledger_entries
 from tests.fakes.servers import PASSWORD, FtpServer
 

@@ -11,12 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from tasks.stores import dead_letter
-from tasks.stores.dead_letter import DeadLetterStore, Summary
-from tasks.stores.dead_letter_sql import PostgresDeadLetterStore, SQLiteDeadLetterStore
-from tests.fakes.dead_letter_memory import MemoryDeadLetterStore
-from tests.postgres import postgres  # noqa: F401 (the session's PostgreSQL)
-from tasks.core.errors import error_class_of_parked
 from tasks.core.errors import (
     AuthenticationFailed,
     ContentBlocked,
@@ -25,7 +19,13 @@ from tasks.core.errors import (
     RateLimited,
     StoreUnavailable,
     TransientError,
+    error_class_of_parked,
 )
+from tasks.stores import dead_letter
+from tasks.stores.dead_letter import DeadLetterStore, Summary
+from tasks.stores.dead_letter_sql import PostgresDeadLetterStore, SQLiteDeadLetterStore
+from tests.fakes.dead_letter_memory import MemoryDeadLetterStore
+from tests.postgres import postgres  # noqa: F401 (the session's PostgreSQL)
 
 SEED_QUERY = (
     "SELECT error_class, COUNT(*) AS n FROM dead_letter "

@@ -11,9 +11,9 @@ import uuid
 
 import pytest
 
+from harness.postgres import HOST, SUPERUSER
 from tasks.core.errors import ConfigError, StoreUnavailable
 from tasks.core.settings import load_settings
-from harness.postgres import HOST, SUPERUSER
 from tasks.stores.dead_letter import Summary
 from tasks.stores.dead_letter_open import ACCOUNT_ENV, DEAD_LETTER_URL_ENV, open_store
 from tasks.stores.dead_letter_sql import DeadLetterDatabase, PostgresDeadLetterStore, SQLiteDeadLetterStore

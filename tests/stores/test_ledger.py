@@ -15,7 +15,7 @@ from tasks.agencies.catalog import agency_names
 from tasks.core.errors import StageStopped, StoreUnavailable
 from tasks.stores.ledger import Ledger
 from tasks.stores.ledger_lines import HEADER, parse_line
-from tests.fakes.ledger import ledger_entries, done_keys
+from tests.fakes.ledger import done_keys, ledger_entries
 
 
 def sha(n: int | str) -> str:

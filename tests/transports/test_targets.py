@@ -5,11 +5,10 @@ from __future__ import annotations
 import pytest
 
 from tasks.core import secrets
-
-from tasks.core.settings import AgencySettings
 from tasks.core.errors import (
     ConfigError,
 )
+from tasks.core.settings import AgencySettings
 from tasks.transports.ftp import FtpTarget
 from tasks.transports.local import LocalFolder
 from tasks.transports.sftp import SftpTarget
