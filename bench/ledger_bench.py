@@ -157,7 +157,10 @@ def main(argv: list[str] | None = None) -> None:
         cli = str(Path(sys.executable).with_name("microstock"))
         status, pending = [cli, "ledger", "status", "--workdir", str(wd)], [cli, "ledger", "pending", "--workdir", str(wd)]
         subprocess.run(status, check=True, capture_output=True, env=env, cwd=ROOT)  # fills the byte-code cache
-        drop = (lambda: index_path(wd / "uploads.ledger").unlink(missing_ok=True))
+
+        def drop() -> None:
+            index_path(wd / "uploads.ledger").unlink(missing_ok=True)
+
         for state in STATES:
             if state == "appended":
                 append(wd, args.appends)

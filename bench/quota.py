@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from bisect import bisect_left
+from itertools import pairwise
 from pathlib import Path
 
 from bench.measure import OUT, prefect_env, run_child, server_trouble
@@ -42,7 +43,7 @@ def most_in_window(times: list[float], window: float) -> int:
 
 def arrivals(times: list[float], rpm: int) -> dict:
     times = sorted(times)
-    gaps = [b - a for a, b in zip(times, times[1:])]
+    gaps = [b - a for a, b in pairwise(times)]
     return {
         "requests": len(times),
         "first_to_last_s": times[-1] - times[0] if times else 0.0,

@@ -34,6 +34,7 @@ import json
 import sys
 import tempfile
 import time
+from itertools import pairwise
 from pathlib import Path
 
 from bench.measure import OUT, prefect_env, run_child, server_trouble
@@ -162,7 +163,7 @@ def report(results: list[dict]) -> str:
         lines.append("")
         lines.append("Describe stage + server catch-up: " + ", ".join(
             f"{n:,} assets {t:.1f} s ({1000 * t / n:.1f} ms/asset)" for n, t in total) + ".")
-        slopes = [(n1, 1000 * (t1 - t0) / (n1 - n0)) for (n0, t0), (n1, t1) in zip(total, total[1:])]
+        slopes = [(n1, 1000 * (t1 - t0) / (n1 - n0)) for (n0, t0), (n1, t1) in pairwise(total)]
         lines.append("Each further asset costs " + ", ".join(
             f"{ms:.1f} ms up to {n:,}" for n, ms in slopes) + "; "
             + ("linear (the cost per further asset grows less than 1.5×)."

@@ -39,7 +39,7 @@ def _workdir(workdir: Optional[Path]) -> Workdir:
         set_prefect_env(path)
     except ConfigError as exc:
         err.print(f"[red]error:[/red] {exc.message}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
     return Workdir(path)
 
 
@@ -147,7 +147,7 @@ def review_edit(name: str = typer.Argument(..., help="The asset's file name."),
         agencies = catalog(wd).enabled(settings)
     except ConfigError as exc:
         err.print(f"[red]error:[/red] {exc.message}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
     words = None if keywords is None else [w.strip() for w in keywords.split(",") if w.strip()]
     sidecar, rows = edit_asset(wd, settings, agencies, Correction(file=name, title=title, description=description,
                                                                   keywords=words))

@@ -99,7 +99,7 @@ def prompts_from(configured: list[str]) -> list[DemoPrompt]:
 
 
 def _mix(a: tuple[int, int, int], b: tuple[int, int, int], t: float) -> tuple[int, int, int]:
-    return tuple(round(x + (y - x) * t) for x, y in zip(a, b))  # type: ignore[return-value]
+    return tuple(round(x + (y - x) * t) for x, y in zip(a, b, strict=True))  # type: ignore[return-value]
 
 
 def _gradient(size: tuple[int, int], top, bottom) -> Image.Image:

@@ -133,7 +133,7 @@ def _current(previous: dict | None, key: str, files: PackedFiles) -> bool:
     if not previous or previous.get("key") != key:
         return False
     sizes = previous.get("bytes", [])
-    return len(sizes) == 3 and all(p.exists() and p.stat().st_size == n for p, n in zip(files.all(), sizes))
+    return len(sizes) == 3 and all(p.exists() and p.stat().st_size == n for p, n in zip(files.all(), sizes, strict=True))
 
 
 def pack_asset(src: Path, files: PackedFiles, fields: EmbeddedFields, settings: PackSettings,
@@ -161,7 +161,7 @@ def pack_asset(src: Path, files: PackedFiles, fields: EmbeddedFields, settings: 
     with _EXIV2_LOCK:
         data = embed_metadata(ready.jpeg, fields.title, fields.description, fields.keywords, name=src.name,
                               digital_source_type=source_type)
-    for path, content in zip(files.all(), (data, preview, thumb)):
+    for path, content in zip(files.all(), (data, preview, thumb), strict=True):
         atomic_write_bytes(path, content)
     entry = {"key": key, "source": source, "width": ready.width, "height": ready.height,
              "bytes": [len(data), len(preview), len(thumb)], "dhash": f"{image_hash:016x}"}

@@ -130,7 +130,8 @@ def _scan(fh: BinaryIO, start: int, lines: int, prefix_hash: "hashlib._Hash", ch
         end += len(block)
         text = block.decode("utf-8", errors="replace").split("\n")
         text.pop()  # after the block's last newline: nothing
-        for number, line in enumerate(text, start=number + 1):
+        first = number + 1
+        for number, line in enumerate(text, start=first):
             fields = line.split("\t")
             if len(fields) == 5:  # comments and blank lines have no tabs: they never get here
                 add, sha = add_to(fields[1]), fields[3]

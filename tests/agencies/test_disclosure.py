@@ -28,7 +28,7 @@ def md(**kw) -> Metadata:
 def cells(agency: str, metadata: Metadata) -> dict[str, str]:
     result = build_row(load_spec(agency), metadata, "city_000.jpg")
     assert result.ok, result.problems
-    return dict(zip(load_spec(agency).header_row(), result.cells))
+    return dict(zip(load_spec(agency).header_row(), result.cells, strict=True))
 
 
 def fixes(agency: str, metadata: Metadata) -> set[str]:

@@ -19,7 +19,7 @@ NAMES = ["alps.jpg", "bay.jpg"]
 
 def described_photos(wd: Workdir) -> None:
     """Two photo-sized JPEGs in ``assets/`` with sidecars, as the describe stage leaves them."""
-    for name, colour in zip(NAMES, ("teal", "navy")):
+    for name, colour in zip(NAMES, ("teal", "navy"), strict=True):
         path = wd.assets / name
         Image.new("RGB", (2400, 1800), colour).save(path, quality=80)
         metadata = Metadata(title=f"Quiet {name[:-4]} at dawn", description=f"A quiet {name[:-4]} at dawn.",

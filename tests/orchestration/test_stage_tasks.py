@@ -120,7 +120,7 @@ timeout_s = 10
         assert runs[f"upload-{agency}"][:2] == ("COMPLETED", "3 uploaded")
         rows = upload_table(flow_run_id, agency)
         assert set(rows) == set(ready)
-        for name, row in rows.items():  # a row per file, saying where it went
+        for row in rows.values():  # a row per file, saying where it went
             assert row["what happened"] == "uploaded" and row["detail"].startswith(f"→ {server.url()}"), row
     state, message, _ = runs["upload-dreamstime"]
     assert state == "COMPLETED" and message.startswith("3 not tried — stopped: "), message

@@ -292,7 +292,7 @@ def test_split_files_keeps_every_row_once_in_order_within_both_limits(sizes, max
     parsed = [list(csv.reader(io.StringIO(f.decode("utf-8"), newline=""))) for f in files]
     assert all(p[0] == header for p in parsed)
     assert [tuple(r) for p in parsed for r in p[1:]] == rows
-    for i, (data, p) in enumerate(zip(files, parsed)):
+    for i, (data, p) in enumerate(zip(files, parsed, strict=True)):
         assert max_rows is None or len(p) - 1 <= max_rows
         single = len(p) == 2  # one row alone may not fit: build_row reports those before splitting
         assert max_bytes is None or len(data) <= max_bytes or single
@@ -366,5 +366,5 @@ def test_markdown_escapes_table_breaking_text():
 
     report = CsvReport(agencies={"adobe": AgencyCsv(agency="adobe", display_name="Adobe Stock")},
                        problems=[Problem(agency="adobe", asset="a|b.jpg", rule="x", message="pipe | and\nnewline")])
-    line = [l for l in validation_markdown(report).splitlines() if "a\\|b.jpg" in l][0]
+    line = [text for text in validation_markdown(report).splitlines() if "a\\|b.jpg" in text][0]
     assert line.count(" | ") == 3 and "pipe \\| and newline" in line

@@ -92,7 +92,7 @@ class Script:
         _, data = req.inline_images()[0]
         with Image.open(BytesIO(data)) as im:
             pixel = im.convert("RGB").getpixel((im.width // 2, im.height // 2))
-        nearest = min(range(len(self.names)), key=lambda i: sum((a - b) ** 2 for a, b in zip(COLOURS[i], pixel)))
+        nearest = min(range(len(self.names)), key=lambda i: sum((a - b) ** 2 for a, b in zip(COLOURS[i], pixel, strict=True)))
         return self.names[nearest]
 
     def __call__(self, req):

@@ -138,7 +138,7 @@ def test_garbage_lines_are_reported_with_their_numbers_and_skipped(tmp_path):
         "# comment",
         good,
         "complete garbage",
-        f"2026-01-01T00:00:00Z\tadobe\tb.jpg\tNOT-HEX\t/b",
+        "2026-01-01T00:00:00Z\tadobe\tb.jpg\tNOT-HEX\t/b",
         f"2026-01-01T00:00:00Z\tadbe\tc.jpg\t{sha('c')}\t/c",  # typo in the agency
         "",
         "   ",

@@ -91,7 +91,7 @@ _LINES = {
     "spaces": lambda i: f"2026-11-30T00:00:00Z adobe s{i}.jpg {sha(i % 3)} /r\n",
     "unknown-agency": lambda i: f"2026-11-30T00:00:00Z\tistock\tf{i}.jpg\t{sha(i)}\t/r\n",
     "garbage": lambda i: f"garbage {i}\n",
-    "bad-utf8": lambda i: f"2026-11-30T00:00:00Z\tadobe\tcaf".encode() + b"\xe9\xff" + f"\t{sha(i % 9)}\t/r\n".encode(),
+    "bad-utf8": lambda i: "2026-11-30T00:00:00Z\tadobe\tcaf".encode() + b"\xe9\xff" + f"\t{sha(i % 9)}\t/r\n".encode(),
     "comment": lambda i: f"# note {i}\n",
     "blank": lambda i: "\n",
 }
