@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> None:
                      median_ms(partial(dhash, preview), args.rounds),
                      median_ms(partial(full_decode_hash, path), max(1, args.rounds // 2))))
     pj, dh, full = (statistics.mean(col) for col in zip(*rows, strict=True))
-    print(f"{args.images} JPEGs of {SIZE[0]}×{SIZE[1]} ({SIZE[0] * SIZE[1] / 1e6:.0f} MP), median of {args.rounds} rounds, mean over images:")
+    print(f"{args.images} JPEGs of {SIZE[0]}×{SIZE[1]} ({SIZE[0] * SIZE[1] / 1e6:.0f} MP), "
+          f"median of {args.rounds} rounds, mean over images:")
     print("| step | ms per image |\n|---|---:|")
     print(f"| preview_jpegs (draft decode, preview, thumbnail, encodes, hash) | {pj:.1f} |")
     print(f"| dhash of the 1000 px preview (the guard's whole cost) | {dh:.2f} |")

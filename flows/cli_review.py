@@ -70,7 +70,8 @@ def review_list(workdir: Optional[Path] = WorkdirOpt) -> None:
 
 
 @review_app.command("approve")
-def review_approve(names: Optional[list[str]] = typer.Argument(None, help="Asset file names (none: every waiting asset)."),
+def review_approve(names: Optional[list[str]] = typer.Argument(None,
+                                                               help="Asset file names (none: every waiting asset)."),
                    workdir: Optional[Path] = WorkdirOpt) -> None:
     """Approve NAME… (or, without names, everything waiting — answering a paused run when one waits)."""
     from tasks.orchestration.review_pause import answer_paused_run, paused_review_run
@@ -94,7 +95,8 @@ def review_approve(names: Optional[list[str]] = typer.Argument(None, help="Asset
 @review_app.command("reject")
 def review_reject(names: list[str] = typer.Argument(..., help="Asset file names to leave out for good."),
                   workdir: Optional[Path] = WorkdirOpt) -> None:
-    """Reject NAME…: no CSV row, never uploaded. A paused run is answered: every other asset it asked about is approved."""
+    """Reject NAME…: no CSV row, never uploaded. A paused run is answered: every other asset it asked about is
+    approved."""
     from tasks.orchestration.review_pause import answer_paused_run, paused_review_run
     from tasks.stages.review import decide
 

@@ -133,7 +133,8 @@ def _current(previous: dict | None, key: str, files: PackedFiles) -> bool:
     if not previous or previous.get("key") != key:
         return False
     sizes = previous.get("bytes", [])
-    return len(sizes) == 3 and all(p.exists() and p.stat().st_size == n for p, n in zip(files.all(), sizes, strict=True))
+    return len(sizes) == 3 and all(p.exists() and p.stat().st_size == n
+                                   for p, n in zip(files.all(), sizes, strict=True))
 
 
 def pack_asset(src: Path, files: PackedFiles, fields: EmbeddedFields, settings: PackSettings,
@@ -293,7 +294,8 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
                 if "upscaled_from" in entry:
                     w, h = entry["upscaled_from"]
                     report.upscaled[name] = f"{w}×{h} → {entry['width']}×{entry['height']}" + (
-                        f" for {', '.join(sorted(upscaled_for))}" if isinstance(settings.upscale_to_minimum, list) else "")
+                        f" for {', '.join(sorted(upscaled_for))}"
+                        if isinstance(settings.upscale_to_minimum, list) else "")
                     upscaled = Upscaled(from_size=(w, h), to_size=(entry["width"], entry["height"]),
                                         agencies=sorted(upscaled_for))
                 if futures_sidecar[name].upscaled != upscaled:  # the sidecar says it too

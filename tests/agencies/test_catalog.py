@@ -59,7 +59,8 @@ BROKEN = {
                                           "do not spell the header"),
     "a column rule with no table": (shipped("shutterstock").split("[categories]")[0]
                                     + "[transport]\nprotocol = \"web\"\n", "needs a [categories] table"),
-    "a table no column uses": (shipped("adobe").replace('[[columns]]\nname = "Category"\nsource = "category"\nindex = 1\n', "")
+    "a table no column uses": (shipped("adobe").replace('[[columns]]\nname = "Category"\nsource = "category"\n'
+                                                        'index = 1\n', "")
                                .replace("Keywords,Category,Releases", "Keywords,Releases"),
                                "no column has source 'category'"),
     "a limit of the wrong type": (shipped("vecteezy").replace("max_chars = 200", 'max_chars = "two hundred"'),

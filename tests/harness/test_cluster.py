@@ -62,7 +62,8 @@ def deployments(c: dict) -> dict[str, dict]:
 
 
 def run(c: dict, name: str, parameters: dict) -> str:
-    return api(c, "POST", f"/deployments/{deployments(c)[name]['id']}/create_flow_run", {"parameters": parameters})["id"]
+    return api(c, "POST", f"/deployments/{deployments(c)[name]['id']}/create_flow_run",
+               {"parameters": parameters})["id"]
 
 
 def finished(c: dict, run_id: str, timeout_s: float = 300) -> dict:
@@ -148,7 +149,8 @@ def test_two_accounts_run_on_the_workers_into_their_own_workdirs_and_one_dead_le
     assert shared_store(cluster, "demo-b").get(GONE).error_message == "503 UNAVAILABLE", "demo-b's row untouched"
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MICROSTOCK_"))}
-    out = subprocess.run(MICROSTOCK + ["dead-letter", "summary", "--all-accounts", "--workdir", str(home / "accounts" / "demo-a")],
+    out = subprocess.run(MICROSTOCK + ["dead-letter", "summary", "--all-accounts", "--workdir",
+                                       str(home / "accounts" / "demo-a")],
                          env={**env, **cluster["env"]}, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert [line for line in out.stdout.splitlines() if line.startswith("account ")] == [

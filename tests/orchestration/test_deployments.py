@@ -1,4 +1,5 @@
-"""prefect.yaml is valid for `prefect deploy` and is what `microstock serve` serves; the example automation validates."""
+"""prefect.yaml is valid for `prefect deploy` and is what `microstock serve` serves; the example automation
+validates."""
 
 from __future__ import annotations
 

@@ -249,7 +249,8 @@ def test_batch_through_the_api_tells_the_story_in_names_artifacts_and_events(ser
     (finished,) = [e for e in evs if e["event"] == "microstock.batch.finished"]
     assert finished["resource"]["prefect.resource.id"] == f"microstock.batch.{run['id']}"
     assert finished["payload"]["described"] >= 1 and finished["payload"]["parked"] == 0
-    uploads = {e["resource"]["prefect.resource.id"]: e["payload"] for e in evs if e["event"] == "microstock.upload.completed"}
+    uploads = {e["resource"]["prefect.resource.id"]: e["payload"]
+               for e in evs if e["event"] == "microstock.upload.completed"}
     assert set(uploads) == {"microstock.agency.adobe", "microstock.agency.vecteezy"}
 
 
@@ -268,7 +269,8 @@ def test_secrets_set_saves_a_block_without_showing_the_value(served):
     assert SECRET not in listed.stdout + listed.stderr
     # What a run reads: the env var first, else the block.
     probe = ("from tasks.core.secrets import agency_password, gemini_key; "
-             "print(gemini_key() == %r, agency_password('adobe') == %r, agency_password('vecteezy'))" % (SECRET, SECRET))
+             "print(gemini_key() == %r, agency_password('adobe') == %r, agency_password('vecteezy'))"
+             % (SECRET, SECRET))
     read = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
     assert read.stdout.split() == ["True", "True", "None"], read.stderr[-2000:]
     unknown = subprocess.run(MICROSTOCK + ["secrets", "set", "adobe"], input="x\n", env=env,
@@ -505,7 +507,8 @@ def test_a_parked_job_reads_as_parked_and_the_batch_has_one_row_per_asset(server
     (daily,) = [r for r in api(srv.api_url, "POST", "/flow_runs/filter", {
         "flows": {"name": {"any_": ["dead-letter-summary"]}}}) if r["parameters"].get("workdir") == str(wd.root)]
     assert re.fullmatch(r"dead-letter-summary \d{4}-\d\d-\d\d \d\d:\d\d UTC", daily["name"]), daily["name"]
-    assert re.fullmatch(r"dead-letter: 1 parked \(1 blocked:SAFETY\) · oldest parked since \d{4}-\d\d-\d\d \d\d:\d\d UTC",
+    assert re.fullmatch(r"dead-letter: 1 parked \(1 blocked:SAFETY\) · "
+                        r"oldest parked since \d{4}-\d\d-\d\d \d\d:\d\d UTC",
                         daily["state"]["message"]), daily["state"]
 
 
@@ -585,7 +588,8 @@ def test_review_pauses_the_run_and_the_answer_decides_what_leaves(server, tmp_pa
     rejected = json.loads(wd.sidecar(names[0]).read_text(encoding="utf-8"))["review"]
     assert (rejected["decision"], rejected["by"]) == ("rejected", "review")
     corrected = json.loads(wd.sidecar(names[1]).read_text(encoding="utf-8"))
-    assert corrected["metadata"]["title"] == "Corrected, by the contributor" and corrected["review"]["decision"] == "approved"
+    assert corrected["metadata"]["title"] == "Corrected, by the contributor"
+    assert corrected["review"]["decision"] == "approved"
     rows = {r["asset"]: r for r in table(artifacts_of(srv.api_url, run["id"])["batch-assets"])}
     assert rows[names[0]]["describe"] == "rejected in review" and rows[names[1]]["adobe"] == "uploaded"
     assert rows[names[2]]["adobe"].startswith("held back (keywords"), rows[names[2]]
@@ -658,16 +662,19 @@ def test_an_edit_made_while_a_run_waits_for_review_is_taken_up_when_it_is_answer
             "an edit is no decision about the other assets: the run still waits"
         assert outbox_files(wd) == []
         approve = terminal(env, wd, "approve")
-        assert approve.returncode == 0 and f"answered the paused run {paused['id']}" in approve.stdout.replace("\n", " ")
+        assert approve.returncode == 0
+        assert f"answered the paused run {paused['id']}" in approve.stdout.replace("\n", " ")
         finish(proc)
     finally:
         if proc.poll() is None:
             proc.kill()
     run = api(srv.api_url, "GET", f"/flow_runs/{paused['id']}")
     assert run["state"]["type"] == "COMPLETED", run["state"]
-    rows = {row["Filename"]: row for row in csv.DictReader((wd.csv / "adobe.csv").read_text(encoding="utf-8").splitlines())}
+    rows = {row["Filename"]: row
+            for row in csv.DictReader((wd.csv / "adobe.csv").read_text(encoding="utf-8").splitlines())}
     assert sorted(rows) == names and outbox_files(wd) == names
-    assert (rows[names[0]]["Title"], rows[names[0]]["Keywords"]) == ("Corrected by the contributor", "corrected,keyword")
+    assert (rows[names[0]]["Title"], rows[names[0]]["Keywords"]) == ("Corrected by the contributor",
+                                                                     "corrected,keyword")
     import pyexiv2
 
     with pyexiv2.Image(str(wd.outbox("adobe") / names[0])) as sent:

@@ -61,7 +61,8 @@ GOLDEN_ASSETS = {
         releases=["Model A", "model a"], editorial=True),
     "yuuhi_002.jpg": Metadata(
         title="海に沈む夕日", description="静かな海に沈む夕日の風景。",
-        keywords=["夕日", "海", "風景", "日本", "自然"], adobe_category=11, category_hints=["landscape"], language="ja"),
+        keywords=["夕日", "海", "風景", "日本", "自然"], adobe_category=11, category_hints=["landscape"],
+        language="ja"),
     "a_very_long_ingested_file_name_2024.jpg": Metadata(
         title="Mountain range at dawn", description="Snowy mountain range at dawn.",
         keywords=["mountains", "snow", "dawn", "peak", "range"], adobe_category=11, dreamstime_categories=[15]),

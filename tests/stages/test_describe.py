@@ -92,7 +92,8 @@ class Script:
         _, data = req.inline_images()[0]
         with Image.open(BytesIO(data)) as im:
             pixel = im.convert("RGB").getpixel((im.width // 2, im.height // 2))
-        nearest = min(range(len(self.names)), key=lambda i: sum((a - b) ** 2 for a, b in zip(COLOURS[i], pixel, strict=True)))
+        nearest = min(range(len(self.names)),
+                      key=lambda i: sum((a - b) ** 2 for a, b in zip(COLOURS[i], pixel, strict=True)))
         return self.names[nearest]
 
     def __call__(self, req):
@@ -333,7 +334,8 @@ def test_a_refused_key_stops_the_stage_without_parking(prefect_harness, fake_gem
     assert open_store(wd).list() == []
 
 
-def test_the_flow_parks_a_failed_job_when_the_hook_could_not(prefect_harness, fake_gemini, gemini_key, tmp_path, monkeypatch):
+def test_the_flow_parks_a_failed_job_when_the_hook_could_not(prefect_harness, fake_gemini, gemini_key, tmp_path,
+                                                             monkeypatch):
     def broken_hook(task, task_run, state):
         raise RuntimeError("hook failed")
 
@@ -349,8 +351,10 @@ def test_the_flow_parks_a_failed_job_when_the_hook_could_not(prefect_harness, fa
     assert rows == {"a.jpg": ("exhausted:503", 3), "b.jpg": ("blocked:IMAGE_SAFETY", 1)}
 
 
-def test_a_locked_store_leaves_the_job_pending_and_the_others_go_on(prefect_harness, fake_gemini, gemini_key, tmp_path, monkeypatch):
-    monkeypatch.setattr(describe_module, "open_store", lambda wd: SQLiteDeadLetterStore(wd.dead_letter_db, busy_timeout_s=0.3))
+def test_a_locked_store_leaves_the_job_pending_and_the_others_go_on(prefect_harness, fake_gemini, gemini_key, tmp_path,
+                                                                    monkeypatch):
+    monkeypatch.setattr(describe_module, "open_store",
+                        lambda wd: SQLiteDeadLetterStore(wd.dead_letter_db, busy_timeout_s=0.3))
     wd = Workdir(tmp_path / "w").prepare()
     assets = make_assets(wd, ["fine.jpg", "doomed.jpg", "also_fine.jpg"])
     SQLiteDeadLetterStore(wd.dead_letter_db)  # the store exists; another process is about to lock it

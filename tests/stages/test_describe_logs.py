@@ -100,7 +100,8 @@ def test_an_unexpected_failure_keeps_its_traceback_and_one_line_says_it_was_park
 
     monkeypatch.setattr(OfflineDescriber, "describe", a_bug_for_one)
     wd = Workdir(tmp_path / "w").prepare()
-    state, report = run_describe(wd, fast_settings(max_attempts=max_attempts), make_assets(wd, ["fine.jpg", "buggy.jpg"]))
+    state, report = run_describe(wd, fast_settings(max_attempts=max_attempts),
+                                 make_assets(wd, ["fine.jpg", "buggy.jpg"]))
     assert report.parked == {"buggy.jpg": "unknown:RuntimeError"} and report.described == ["fine.jpg"]
     lines, runs = logged(state, ["fine.jpg", "buggy.jpg"])
     assert runs["buggy.jpg"].state.name == "Failed", "not an expected failure: no Parked state"

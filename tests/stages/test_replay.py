@@ -30,7 +30,8 @@ from tests.fakes.gemini import FAKE_KEY, FakeGemini, error, finished, slow
 from tests.fakes.ledger import ledger_entries
 from tests.stages.test_describe import COLOURS, Script, flow_run_logs
 
-FAST_CONFIG = "[gemini]\nmax_attempts = 2\nretry_delay_s = 0.05\ntimeout_s = 5\nconcurrency = 2\nrequests_per_minute = 6000\n"
+FAST_CONFIG = ("[gemini]\nmax_attempts = 2\nretry_delay_s = 0.05\ntimeout_s = 5\nconcurrency = 2\n"
+               "requests_per_minute = 6000\n")
 
 
 @pytest.fixture
@@ -121,11 +122,13 @@ def test_replay_recovers_parked_jobs_and_takes_them_to_csv_and_outbox(prefect_ha
     assert f"[dry-run] would replay {before['storm1.jpg'].job_id} (exhausted:503)" in logs
     assert "unsafe.jpg" not in logs
 
-    applied_state, applied = replay(wd, error_class="exhausted", dry_run=False)  # the outage is over: default answers are good
+    applied_state, applied = replay(wd, error_class="exhausted",
+                                    dry_run=False)  # the outage is over: default answers are good
     assert (applied["scanned"], applied["recovered"], applied["still_failing"], applied["dry_run"]) == (2, 2, 0, False)
     assert sorted(applied["recovered_assets"]) == ["storm1.jpg", "storm2.jpg"]
     after = {j.asset_name: j for j in store.list()}
-    assert {n: j.status for n, j in after.items()} == {"storm1.jpg": "recovered", "storm2.jpg": "recovered", "unsafe.jpg": "parked"}
+    assert {n: j.status for n, j in after.items()} == {"storm1.jpg": "recovered", "storm2.jpg": "recovered",
+                                                       "unsafe.jpg": "parked"}
     assert all(j.claimed_by is None for j in after.values())
     assert adobe_rows(wd) == ["calm.jpg", "storm1.jpg", "storm2.jpg"]
     assert sorted(p.name for p in wd.outbox("adobe").iterdir()) == ["calm.jpg", "storm1.jpg", "storm2.jpg"]
