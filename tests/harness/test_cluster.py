@@ -7,7 +7,6 @@ import os
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -16,6 +15,7 @@ import pytest
 from harness.cluster import DEMO_ACCOUNTS, POOL, Cluster
 from tasks.orchestration.local_server import port_in_use
 from tasks.stores.dead_letter_sql import PostgresDeadLetterStore
+from tests.fakes.prefect_api import wait_until
 from tests.postgres import require_postgres
 
 pytestmark = pytest.mark.cluster
@@ -46,16 +46,6 @@ def api(c: dict, method: str, path: str, body: dict | None = None):
     return r.json() if r.content else None
 
 
-def wait_for(what: str, check, timeout_s: float = 300, every_s: float = 1.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(every_s)
-    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-
-
 def deployments(c: dict) -> dict[str, dict]:
     flows = {f["id"]: f["name"] for f in api(c, "POST", "/flows/filter", {})}
     return {f"{flows[d['flow_id']]}/{d['name']}": d for d in api(c, "POST", "/deployments/filter", {})}
@@ -71,7 +61,7 @@ def finished(c: dict, run_id: str, timeout_s: float = 300) -> dict:
         fr = api(c, "GET", f"/flow_runs/{run_id}")
         return fr if fr["state"]["type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED") else None
 
-    return wait_for(f"flow run {run_id}", done, timeout_s)
+    return wait_until(f"flow run {run_id}", done, timeout_s)
 
 
 def shared_store(c: dict, account: str) -> PostgresDeadLetterStore:

@@ -33,6 +33,7 @@ from tasks.stages import describe as describe_module
 from tasks.stages.describe import describe_stage
 from tasks.stores.dead_letter_open import open_store
 from tasks.stores.dead_letter_sql import SQLiteDeadLetterStore
+from tests.fakes import prefect_api
 from tests.fakes.gemini import (  # noqa: F401  (fake_gemini is a fixture)
     FAKE_KEY,
     answer_json,
@@ -134,14 +135,8 @@ def stage_lines():
 
 
 def flow_run_logs(state) -> str:
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
-    from prefect.logging.handlers import APILogWorker
-
-    APILogWorker.drain_all(timeout=10)
-    with get_client(sync_client=True) as client:
-        logs = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[state.state_details.flow_run_id])))
-    return "\n".join(log.message for log in logs)
+    """The log lines of the flow run that ended in ``state``, one text."""
+    return "\n".join(log.message for log in prefect_api.logs(state.state_details.flow_run_id))
 
 
 def workdir_bytes(wd: Workdir) -> list[tuple[Path, bytes]]:
