@@ -129,7 +129,7 @@ def gemini_call_model(model: str, api_key: str, timeout_s: float = 60) -> Callab
             raise ApiError(int(exc.code or 0), str(exc.message or exc.status or "")) from None
         return json.loads(response.text)
 
-    call_model.client = client  # type: ignore[attr-defined]  # keep the client alive (docs/FIELD-NOTES.md, google-genai)
+    call_model.client = client  # type: ignore[attr-defined]  # keep the client alive: a collected one closes
     return call_model
 
 

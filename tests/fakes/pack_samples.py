@@ -86,7 +86,8 @@ def truncated_jpeg(path: Path, size=(64, 48)) -> Path:
 
 
 def bomb_png(path: Path, side: int = 16000) -> Path:
-    """A bilevel PNG of side × side blank pixels: a few kB on disk (FIELD-NOTES: 16000² is refused)."""
+    """A bilevel PNG of side × side blank pixels: a few kB on disk, that Pillow refuses to open at 16000²
+    (DecompressionBombError)."""
     row = bytes(1 + (side + 7) // 8)
     path.write_bytes(_png_bytes(side, side, 1, 0, row * side))
     return path
