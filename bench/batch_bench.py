@@ -109,8 +109,8 @@ def boundary(n: int, root: Path) -> dict:
             sync_meta = list(pool.map(describer.describe, assets))
         sync_s = time.perf_counter() - t0
         sync_requests = [r for r in fake.requests if r.path.endswith(":generateContent")]
-        sync_by_asset = {a.asset_id: r.json for a, r in zip(assets, _in_asset_order(sync_requests, assets),
-                                                            strict=True)}
+        sync_in_order = _in_asset_order(sync_requests, assets)
+        sync_by_asset = {a.asset_id: r.json for a, r in zip(assets, sync_in_order, strict=True)}
 
         batches = GeminiBatches(settings, FAKE_KEY)
         t0 = time.perf_counter()
