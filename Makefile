@@ -33,6 +33,7 @@ demo: $(VENV)/.installed
 
 # Two workers (pytest-xdist): most tests wait on servers and sleeps, so two cores run them in about half the time.
 test: $(VENV)/.installed-test
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n 2 -m "not cluster"
 
 # PostgreSQL's server programs (Debian's package): the tests and `make cluster` run initdb/pg_ctl

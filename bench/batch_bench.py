@@ -109,7 +109,8 @@ def boundary(n: int, root: Path) -> dict:
             sync_meta = list(pool.map(describer.describe, assets))
         sync_s = time.perf_counter() - t0
         sync_requests = [r for r in fake.requests if r.path.endswith(":generateContent")]
-        sync_by_asset = {a.asset_id: r.json for a, r in zip(assets, _in_asset_order(sync_requests, assets))}
+        sync_in_order = _in_asset_order(sync_requests, assets)
+        sync_by_asset = {a.asset_id: r.json for a, r in zip(assets, sync_in_order, strict=True)}
 
         batches = GeminiBatches(settings, FAKE_KEY)
         t0 = time.perf_counter()
@@ -146,8 +147,9 @@ def boundary(n: int, root: Path) -> dict:
                   "tokens_sent": sum(tokens_of(r.json) for r in inline), "described": len(batch_meta),
                   "cost_usd": cost(batch_meta), "jobs": len(jobs), "largest_create_body_bytes": max(create_bodies),
                   "submit_seconds": submit_s, "seconds": batch_s},
-        "same_request_per_asset": sum(1 for a in assets if inline_by_asset.get(a.asset_id) == sync_by_asset[a.asset_id]),
-        "usage_equal_per_asset": sum(1 for s, b in zip(sync_meta, _answers_in_order(answers, assets))
+        "same_request_per_asset": sum(1 for a in assets
+                                      if inline_by_asset.get(a.asset_id) == sync_by_asset[a.asset_id]),
+        "usage_equal_per_asset": sum(1 for s, b in zip(sync_meta, _answers_in_order(answers, assets), strict=True)
                                      if b is not None and b.metadata is not None and b.metadata.usage == s.usage),
     }
 
@@ -170,7 +172,8 @@ def _answers_in_order(answers: list, assets: list) -> list:
 def report(r: dict) -> str:
     s, b = r["sync"], r["batch"]
     rows = [
-        "| | requests at the server | request JSON, MB | tokens sent (server's count) | described | cost USD | wall s |",
+        "| | requests at the server | request JSON, MB | tokens sent (server's count) | described | cost USD "
+        "| wall s |",
         "|---|---:|---:|---:|---:|---:|---:|",
         f"| sync | {s['requests']} | {s['request_bytes'] / 1e6:.1f} | {s['tokens_sent']:,} | {s['described']} | "
         f"{s['cost_usd']:.4f} | {s['seconds']:.1f} |",

@@ -74,7 +74,8 @@ class Api:
         return self("POST", "/task_runs/count", body)
 
 
-def write_accounts(home: Path, accounts: int, assets: int, rpm: int, concurrency: int, dead_letter_url: str) -> list[str]:
+def write_accounts(home: Path, accounts: int, assets: int, rpm: int, concurrency: int,
+                   dead_letter_url: str) -> list[str]:
     names = [f"bench-{n}" for n in range(1, accounts + 1)]
     lines = [f'work_pool = "{POOL}"', f'dead_letter_url = "{dead_letter_url}"', ""]
     for name in names:

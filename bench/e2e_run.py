@@ -74,13 +74,15 @@ def measure(count: int = 40, gemini_latency: float | None = None, timeout: float
                 fake.stop()
         result: dict = {"count": count, "command": result_command, "describer": "fake Gemini" if fake else "offline",
                         "gemini_latency_s": gemini_latency, "exit_code": rc, "process_wall_s": wall,
-                        "server_trouble": server_trouble(log)[:10], "gemini_requests": len(fake.requests) if fake else 0}
+                        "server_trouble": server_trouble(log)[:10],
+                        "gemini_requests": len(fake.requests) if fake else 0}
         if rc != 0:
             result["log_tail"] = log[-3000:]
             return result
         out = root / "record.json"
         read_env = prefect_env(wd / ".prefect")
-        rc2, _, log2 = run_child([sys.executable, "-m", "bench.e2e_run", "--child", "--dir", str(wd), "--out", str(out)],
+        rc2, _, log2 = run_child([sys.executable, "-m", "bench.e2e_run", "--child", "--dir", str(wd), "--out",
+                                  str(out)],
                                  read_env, root / "read.log", timeout)
         if rc2 != 0:
             result["log_tail"] = log2[-3000:]
@@ -95,7 +97,8 @@ def report(r: dict) -> str:
         return f"e2e benchmark failed (exit {r.get('exit_code')}):\n{r.get('log_tail', '')}"
     st = r["stage_s"]
     lines = [f"`{r['command']}` ({r['count']} images), {r['describer']} describer"
-             + (f" ({1000 * r['gemini_latency_s']:.0f} ms per call, {r['gemini_requests']} requests)" if r["gemini_latency_s"] else ""),
+             + (f" ({1000 * r['gemini_latency_s']:.0f} ms per call, {r['gemini_requests']} requests)"
+                if r["gemini_latency_s"] else ""),
              "",
              "| process | Prefect start-up + shutdown | flow run | " + " | ".join(STAGES)
              + " | between stages | task runs | not recorded as finished | server errors |",

@@ -155,9 +155,13 @@ def main(argv: list[str] | None = None) -> None:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         no_cache = {**env, "PYTHONDONTWRITEBYTECODE": "1"}
         cli = str(Path(sys.executable).with_name("microstock"))
-        status, pending = [cli, "ledger", "status", "--workdir", str(wd)], [cli, "ledger", "pending", "--workdir", str(wd)]
+        status = [cli, "ledger", "status", "--workdir", str(wd)]
+        pending = [cli, "ledger", "pending", "--workdir", str(wd)]
         subprocess.run(status, check=True, capture_output=True, env=env, cwd=ROOT)  # fills the byte-code cache
-        drop = (lambda: index_path(wd / "uploads.ledger").unlink(missing_ok=True))
+
+        def drop() -> None:
+            index_path(wd / "uploads.ledger").unlink(missing_ok=True)
+
         for state in STATES:
             if state == "appended":
                 append(wd, args.appends)
@@ -168,7 +172,8 @@ def main(argv: list[str] | None = None) -> None:
             r["pending"] = command_time(pending, env, drop if state == "cold" else None)
             r["status_no_bytecode_cache"] = command_time(status, no_cache, drop if state == "cold" else None)
         index_mb = index_path(wd / "uploads.ledger").stat().st_size / 2**20
-        imports = command_time([sys.executable, "-c", "import flows.cli, tasks.core.settings, tasks.stores.pending"], env)
+        imports = command_time([sys.executable, "-c", "import flows.cli, tasks.core.settings, tasks.stores.pending"],
+                               env)
     result = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine(),
         "load_avg_1m": os.getloadavg()[0], "lines": args.lines, "assets": args.assets, "appends": args.appends,
@@ -192,7 +197,8 @@ def main(argv: list[str] | None = None) -> None:
     rss = " | ".join(f"{results[s]['read']['peak_rss_mb']:.0f} MB" for s in STATES)
     print(f"| peak RSS of `Ledger.read()` (after imports: {results['warm']['read']['rss_after_imports_mb']:.0f} MB) "
           f"| {rss} |")
-    print(f"\nPython start + imports (`flows.cli`, `tasks.core.settings`, `tasks.stores.pending`): {imports['wall_s']:.2f} s "
+    print("\nPython start + imports (`flows.cli`, `tasks.core.settings`, `tasks.stores.pending`): "
+          f"{imports['wall_s']:.2f} s "
           f"({imports['cpu_s']:.2f} s CPU)")
 
 

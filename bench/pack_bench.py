@@ -240,7 +240,8 @@ def machine() -> dict:
 
     cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
                 if ln.startswith("model name")), platform.processor())
-    mem_kb = next(int(ln.split()[1]) for ln in Path("/proc/meminfo").read_text().splitlines() if ln.startswith("MemTotal"))
+    mem_kb = next(int(ln.split()[1]) for ln in Path("/proc/meminfo").read_text().splitlines()
+                  if ln.startswith("MemTotal"))
     return {"cpu": cpu, "cores": os.cpu_count(), "ram_gb": round(mem_kb / 1024 / 1024, 1),
             "python": platform.python_version(), "pillow": PIL.__version__,
             "libjpeg_turbo": features.version("libjpeg_turbo"), "date": time.strftime("%Y-%m-%d")}

@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from bisect import bisect_left
+from itertools import pairwise
 from pathlib import Path
 
 from bench.measure import OUT, prefect_env, run_child, server_trouble
@@ -42,7 +43,7 @@ def most_in_window(times: list[float], window: float) -> int:
 
 def arrivals(times: list[float], rpm: int) -> dict:
     times = sorted(times)
-    gaps = [b - a for a, b in zip(times, times[1:])]
+    gaps = [b - a for a, b in pairwise(times)]
     return {
         "requests": len(times),
         "first_to_last_s": times[-1] - times[0] if times else 0.0,
@@ -98,7 +99,8 @@ def child(images: int, latency: float, rpm: int, concurrency: int, root: Path, o
     fake.requests.clear()
     jobs = [{"job_id": a.asset_id, "path": str(a.path), "asset": a.name} for a in assets]
     t0 = time.perf_counter()
-    call_model = gemini_call_model(settings.gemini.model, FAKE_KEY, timeout_s=30)  # as ours makes its client in the stage
+    call_model = gemini_call_model(settings.gemini.model, FAKE_KEY,
+                                   timeout_s=30)  # as ours makes its client in the stage
     results = run_jobs(jobs, settings.gemini.model, call_model, str(root / "seed_dead_letter.db"))
     seed_s = time.perf_counter() - t0
     seed_arrivals = arrivals([r.at for r in fake.requests], rpm)
@@ -117,7 +119,8 @@ def child(images: int, latency: float, rpm: int, concurrency: int, root: Path, o
     }))
 
 
-def measure(images: int = 120, latency: float = 0.25, rpm: int = 600, concurrency: int = 4, timeout: float = 1800) -> dict:
+def measure(images: int = 120, latency: float = 0.25, rpm: int = 600, concurrency: int = 4,
+            timeout: float = 1800) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-quota-") as tmp:
         root = Path(tmp)
         out = root / "result.json"
@@ -139,14 +142,16 @@ def report(r: dict) -> str:
     o, s = r["ours"], r["seed"]
     oa, sa = o["arrivals"], s["arrivals"]
     rows = [
-        f"{r['images']} images, {1000 * r['latency_s']:.0f} ms per call, quota {r['rpm']} RPM, concurrency {r['concurrency']}",
+        f"{r['images']} images, {1000 * r['latency_s']:.0f} ms per call, quota {r['rpm']} RPM, "
+        f"concurrency {r['concurrency']}",
         "",
         "| | wall s | described | share of quota (wall) | share of quota (first→last request) | requests/asset "
         "| most in any 60 s | most in any 1 s | min gap ms |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         f"| describe stage (limiter) | {o['seconds']:.2f} | {o['described']} | {100 * o['share_of_quota']:.1f} % | "
         f"{100 * oa['calling_share_of_quota']:.1f} % | "
-        f"{o['requests_per_asset']:.2f} | {oa['most_in_60s']} (≤ {r['rpm']}) | {oa['most_in_1s']} (quota/s {oa['quota_per_1s']:g}) | "
+        f"{o['requests_per_asset']:.2f} | {oa['most_in_60s']} (≤ {r['rpm']}) | "
+        f"{oa['most_in_1s']} (quota/s {oa['quota_per_1s']:g}) | "
         f"{oa['min_gap_ms']:.1f} (spacing {oa['spacing_ms']:g}) |",
         f"| seed loop (sequential) | {s['seconds']:.2f} | {s['described']} | {100 * s['share_of_quota']:.1f} % | "
         f"{100 * sa['calling_share_of_quota']:.1f} % | "

@@ -34,6 +34,7 @@ import json
 import sys
 import tempfile
 import time
+from itertools import pairwise
 from pathlib import Path
 
 from bench.measure import OUT, prefect_env, run_child, server_trouble
@@ -120,7 +121,8 @@ def measure(n: int, uploadable: bool = False, timeout: float = 5400) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"bench-scale-{n}-") as tmp:
         root = Path(tmp)
         out = root / "result.json"
-        rc, wall, log = run_child([sys.executable, "-m", "bench.scale", "--child", str(n), "--dir", tmp, "--out", str(out)]
+        rc, wall, log = run_child([sys.executable, "-m", "bench.scale", "--child", str(n), "--dir", tmp, "--out",
+                                   str(out)]
                                   + (["--uploadable"] if uploadable else []),
                                   prefect_env(root / "prefect"), root / "child.log", timeout)
         result = json.loads(out.read_text()) if out.exists() else {"assets": n}
@@ -148,7 +150,8 @@ def report(results: list[dict]) -> str:
         st = r.get("stage_s", {})
         between = r.get("flow_run_s", 0) - sum(st.values())
         lines.append(
-            f"| {r['assets']:,} | {r.get('state', 'no result')} | {r.get('process_wall_s', 0):.1f} | {r.get('flow_run_s', 0):.1f} | "
+            f"| {r['assets']:,} | {r.get('state', 'no result')} | {r.get('process_wall_s', 0):.1f} | "
+            f"{r.get('flow_run_s', 0):.1f} | "
             + " | ".join(f"{st[s]:.1f}" if s in st else "–" for s in STAGES)
             + f" | {between:.1f} | {r.get('describe_ms_per_asset', 0):.1f} | {r.get('bare_describe_ms', 0):.1f} | "
             f"{r.get('overhead_ms_per_asset', 0):.1f} | {r.get('flow_ms_per_asset', 0):.1f} | "
@@ -162,7 +165,7 @@ def report(results: list[dict]) -> str:
         lines.append("")
         lines.append("Describe stage + server catch-up: " + ", ".join(
             f"{n:,} assets {t:.1f} s ({1000 * t / n:.1f} ms/asset)" for n, t in total) + ".")
-        slopes = [(n1, 1000 * (t1 - t0) / (n1 - n0)) for (n0, t0), (n1, t1) in zip(total, total[1:])]
+        slopes = [(n1, 1000 * (t1 - t0) / (n1 - n0)) for (n0, t0), (n1, t1) in pairwise(total)]
         lines.append("Each further asset costs " + ", ".join(
             f"{ms:.1f} ms up to {n:,}" for n, ms in slopes) + "; "
             + ("linear (the cost per further asset grows less than 1.5×)."
@@ -191,7 +194,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         print(f"  exit {r['exit_code']}, {r.get('state')}, {r.get('described')} described, "
               f"process {r['process_wall_s']:.1f} s, peak RSS {r.get('peak_rss_mb', 0):.0f} MB", flush=True)
         if args.uploadable:
-            print(f"  uploaded {r.get('uploaded')}, {r.get('ledger_lines')} ledger lines, task runs {r.get('task_runs')}, "
+            print(f"  uploaded {r.get('uploaded')}, {r.get('ledger_lines')} ledger lines, "
+                  f"task runs {r.get('task_runs')}, "
                   f"every run recorded {r.get('all_recorded_after_s')} s after the flow", flush=True)
         print(f"  'Subscription queue is full' in the server log: {r.get('queue_full', 0)} times", flush=True)
     OUT.mkdir(parents=True, exist_ok=True)

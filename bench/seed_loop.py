@@ -123,12 +123,13 @@ def gemini_call_model(model: str, api_key: str, timeout_s: float = 60) -> Callab
         image = image_for_model(Asset(name=path.name, asset_id=payload["job_id"], path=path))
         try:
             response = client.models.generate_content(
-                model=model, contents=[types.Part.from_bytes(data=image, mime_type="image/jpeg"), prompt], config=config)
+                model=model, contents=[types.Part.from_bytes(data=image, mime_type="image/jpeg"), prompt],
+                config=config)
         except errors.APIError as exc:
             raise ApiError(int(exc.code or 0), str(exc.message or exc.status or "")) from None
         return json.loads(response.text)
 
-    call_model.client = client  # type: ignore[attr-defined]  # keep the client alive (docs/FIELD-NOTES.md, google-genai)
+    call_model.client = client  # type: ignore[attr-defined]  # keep the client alive: a collected one closes
     return call_model
 
 

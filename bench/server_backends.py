@@ -43,7 +43,8 @@ def measure(backend: str, assets: int, tune_sqlite: bool = False, uploadable: bo
         tuned = backend == "postgres" or tune_sqlite
         with bench_server(backend, tmp, SERVER_BATCHING if tuned else None) as server:
             env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_SERVER_DATABASE", "PGPASS"))}
-            env.update(PREFECT_API_URL=server.api_url, PREFECT_HOME=str(tmp / "client"), PREFECT_LOGGING_LEVEL="WARNING")
+            env.update(PREFECT_API_URL=server.api_url, PREFECT_HOME=str(tmp / "client"),
+                       PREFECT_LOGGING_LEVEL="WARNING")
             env.pop("GEMINI_API_KEY", None)
             env.pop("GOOGLE_API_KEY", None)
             out = tmp / "result.json"

@@ -106,7 +106,8 @@ def run(
 @app.command()
 def serve(
     workdir: Optional[Path] = WorkdirOpt,
-    port: int = typer.Option(4200, "--port", help="Port of the local Prefect server (when PREFECT_API_URL is not set)."),
+    port: int = typer.Option(4200, "--port",
+                             help="Port of the local Prefect server (when PREFECT_API_URL is not set)."),
     timezone: Optional[str] = typer.Option(None, "--timezone", help="Timezone of every schedule (IANA name), "
                                                                    "instead of prefect.yaml's."),
 ) -> None:
@@ -195,11 +196,13 @@ def replay(
     workdir: Optional[Path] = WorkdirOpt,
     limit: int = typer.Option(20, "--limit", min=1, help="At most this many parked jobs, oldest first."),
     error_class: Optional[str] = typer.Option(None, "--error-class",
-                                              help="Only error classes starting with this (exhausted, permanent:400, blocked …)."),
+                                              help="Only error classes starting with this "
+                                                   "(exhausted, permanent:400, blocked …)."),
     apply: bool = typer.Option(False, "--apply", help="Replay them; without it, only list what would be replayed."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's task logs on the terminal."),
 ) -> None:
-    """Run the replay-dead-letters flow: list parked jobs (dry run), or --apply to replay them and publish the recovered."""
+    """Run the replay-dead-letters flow: list parked jobs (dry run), or --apply to replay them and publish the
+    recovered."""
     from tasks.core.errors import MicrostockError
 
     wd_path = resolve_workdir(workdir)
@@ -259,7 +262,8 @@ def open_dead_letters(workdir: Optional[Path]):
 def show_dead_letter_summary(
     workdir: Optional[Path] = WorkdirOpt,
     all_accounts: bool = typer.Option(False, "--all-accounts",
-                                      help="Every account of the shared PostgreSQL store (dead_letter_url), a block each."),
+                                      help="Every account of the shared PostgreSQL store (dead_letter_url), "
+                                           "a block each."),
 ) -> None:
     """Parked jobs per error class and the oldest one's age: the daily dead-letter-summary flow's report."""
     from tasks.core.errors import StoreUnavailable
@@ -278,7 +282,8 @@ def show_dead_letter_summary(
 @dead_letter_app.command("list")
 def list_dead_letters(
     workdir: Optional[Path] = WorkdirOpt,
-    status: Optional[JobStatus] = typer.Option(None, "--status", help="Only parked or only recovered jobs (default: both)."),
+    status: Optional[JobStatus] = typer.Option(None, "--status",
+                                               help="Only parked or only recovered jobs (default: both)."),
 ) -> None:
     """One line per job: job id, error class, attempts, first and last seen (UTC), status, asset."""
     from tasks.core.errors import StoreUnavailable

@@ -24,13 +24,15 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-accounts_app = typer.Typer(help="Many contributor accounts on one Prefect server (accounts.toml).", no_args_is_help=True)
+accounts_app = typer.Typer(help="Many contributor accounts on one Prefect server (accounts.toml).",
+                           no_args_is_help=True)
 
 
 @accounts_app.command("deploy")
 def accounts_deploy(
     file: Path = typer.Argument(..., help="The accounts file (accounts.toml)."),
-    pool: Optional[str] = typer.Option(None, "--pool", help="Work pool (default: the file's work_pool, else microstock)."),
+    pool: Optional[str] = typer.Option(None, "--pool",
+                                       help="Work pool (default: the file's work_pool, else microstock)."),
 ) -> None:
     """Create each account's stock-batch, dead-letter-summary, replay-dead-letters and collect-batches deployments
     (named after the account, concurrency limit 1) on the server of PREFECT_API_URL."""

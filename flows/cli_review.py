@@ -39,7 +39,7 @@ def _workdir(workdir: Optional[Path]) -> Workdir:
         set_prefect_env(path)
     except ConfigError as exc:
         err.print(f"[red]error:[/red] {exc.message}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
     return Workdir(path)
 
 
@@ -70,7 +70,8 @@ def review_list(workdir: Optional[Path] = WorkdirOpt) -> None:
 
 
 @review_app.command("approve")
-def review_approve(names: Optional[list[str]] = typer.Argument(None, help="Asset file names (none: every waiting asset)."),
+def review_approve(names: Optional[list[str]] = typer.Argument(None,
+                                                               help="Asset file names (none: every waiting asset)."),
                    workdir: Optional[Path] = WorkdirOpt) -> None:
     """Approve NAME… (or, without names, everything waiting — answering a paused run when one waits)."""
     from tasks.orchestration.review_pause import answer_paused_run, paused_review_run
@@ -94,7 +95,8 @@ def review_approve(names: Optional[list[str]] = typer.Argument(None, help="Asset
 @review_app.command("reject")
 def review_reject(names: list[str] = typer.Argument(..., help="Asset file names to leave out for good."),
                   workdir: Optional[Path] = WorkdirOpt) -> None:
-    """Reject NAME…: no CSV row, never uploaded. A paused run is answered: every other asset it asked about is approved."""
+    """Reject NAME…: no CSV row, never uploaded. A paused run is answered: every other asset it asked about is
+    approved."""
     from tasks.orchestration.review_pause import answer_paused_run, paused_review_run
     from tasks.stages.review import decide
 
@@ -147,7 +149,7 @@ def review_edit(name: str = typer.Argument(..., help="The asset's file name."),
         agencies = catalog(wd).enabled(settings)
     except ConfigError as exc:
         err.print(f"[red]error:[/red] {exc.message}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
     words = None if keywords is None else [w.strip() for w in keywords.split(",") if w.strip()]
     sidecar, rows = edit_asset(wd, settings, agencies, Correction(file=name, title=title, description=description,
                                                                   keywords=words))

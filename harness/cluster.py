@@ -180,7 +180,8 @@ class Cluster:
             if healthy(api_url):
                 return
             time.sleep(0.5)
-        raise ConfigError(f"the Prefect server did not answer within {timeout_s:.0f} s (log {self.home / 'server.log'})")
+        raise ConfigError(f"the Prefect server did not answer within {timeout_s:.0f} s "
+                          f"(log {self.home / 'server.log'})")
 
     def _write_demo_accounts(self, dead_letter_url: str) -> None:
         lines = [f'work_pool = "{POOL}"', f'dead_letter_url = "{dead_letter_url}"', ""]

@@ -93,7 +93,8 @@ class Postgres:
                           host=HOST, port=self.port, database=database)
 
     def login_url(self, database: str, driver: str = "psycopg") -> str:
-        """A URL for ``database`` without the password: the login finds it in the ``PGPASSFILE`` of :meth:`write_pgpass`."""
+        """A URL for ``database`` without the password: the login finds it in the ``PGPASSFILE`` of
+        :meth:`write_pgpass`."""
         return f"postgresql+{driver}://{SUPERUSER}@{HOST}:{self.port}/{database}"
 
     def write_pgpass(self, path: Path) -> Path:
@@ -122,7 +123,8 @@ class Postgres:
         if run_as:
             closed = [p for p in self.home.resolve().parents if not os.stat(p).st_mode & 0o001]
             if closed:
-                raise ConfigError(f"the postgres user cannot enter {closed[0]} (mode {oct(os.stat(closed[0]).st_mode)[-3:]}):"
+                raise ConfigError(f"the postgres user cannot enter {closed[0]} "
+                                  f"(mode {oct(os.stat(closed[0]).st_mode)[-3:]}):"
                                   f" put PostgreSQL's folder elsewhere, e.g. under /tmp")
             os.chown(self.home, run_as["user"], run_as["group"])
             for path in self.home.rglob("*"):

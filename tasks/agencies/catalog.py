@@ -66,7 +66,8 @@ class Catalog:
         upscaled = settings.pack.upscale_to_minimum
         for name in upscaled if isinstance(upscaled, list) else []:
             if name not in self.specs:
-                raise ConfigError(f"pack.upscale_to_minimum: unknown agency {name!r} (choose from {', '.join(self.names)})")
+                raise ConfigError(f"pack.upscale_to_minimum: unknown agency {name!r} "
+                                  f"(choose from {', '.join(self.names)})")
         for name in only or []:
             if name not in self.specs:
                 raise ConfigError(f"unknown agency {name!r} (choose from {', '.join(self.names)})")

@@ -70,7 +70,8 @@ def choose(categories: Categories, md: Metadata, agency: str) -> tuple[list[int]
         if ids:
             fixes.append(("category.mapped", f"category mapped from hints {md.category_hints} to {ids}"))
         elif raw or md.category_hints:
-            fixes.append(("category.empty", "no category could be mapped; left empty (choose one in the agency's portal)"))
+            fixes.append(("category.empty",
+                          "no category could be mapped; left empty (choose one in the agency's portal)"))
     return ids, fixes
 
 

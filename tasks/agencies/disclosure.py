@@ -37,7 +37,10 @@ def with_note(description: str, note: str, max_chars: int | None) -> str | None:
     if not description:
         return note if max_chars is None or len(note) <= max_chars else None
     room = None if max_chars is None else max_chars - len(note) - 2  # ". " between them at most
-    base = description if room is None or len(description) <= room else (shorten(description, room) if room > 0 else None)
+    if room is None or len(description) <= room:
+        base = description
+    else:
+        base = shorten(description, room) if room > 0 else None
     if not base:
         return None
     return f"{base} {note}" if base[-1] in _SENTENCE_END else f"{base}. {note}"

@@ -201,13 +201,15 @@ def config_value(column: Column, raw: str, fmt: CsvFormat) -> tuple[str, str | N
         return value, None if value in (fmt.flag_no, fmt.flag_yes) else (
             f"{column.name} must be {fmt.flag_no} or {fmt.flag_yes}, not {raw!r}")
     if column.kind == "number":
-        return value, None if value == "" or _NUMBER.fullmatch(value) else f"{column.name} must be a number or empty, not {raw!r}"
+        return value, (None if value == "" or _NUMBER.fullmatch(value)
+                       else f"{column.name} must be a number or empty, not {raw!r}")
     if column.kind == "id_list":
         value = re.sub(r"\s*,\s*", ",", value)
         return value, None if value == "" or _ID_LIST.fullmatch(value) else (
             f"{column.name} must be comma-separated numeric ids or empty, not {raw!r}")
     if column.kind == "choice":
-        return value, None if value in column.choices else f"{column.name} must be one of {list(column.choices)}, not {raw!r}"
+        return value, (None if value in column.choices
+                       else f"{column.name} must be one of {list(column.choices)}, not {raw!r}")
     return clean_cell(value), None
 
 
@@ -241,7 +243,8 @@ def _language(row: _Row, md: Metadata) -> None:
     want = row.spec.language
     have = md.language.split("-")[0].casefold()
     if want and have != want:
-        row.problem("language", f"{row.spec.display_name} takes {want!r} metadata only; this asset's is {md.language!r}")
+        row.problem("language",
+                    f"{row.spec.display_name} takes {want!r} metadata only; this asset's is {md.language!r}")
 
 
 def build_row(
@@ -325,7 +328,8 @@ def build_row(
     if limit is not None:
         size = len(bom_bytes(spec.csv)) + len(csv_bytes(spec.csv, [spec.header_row(defaults), cells]))
         if size > limit:
-            row.problem("row.max_bytes", f"the row alone makes a {size}-byte file; {spec.display_name} takes at most {limit}")
+            row.problem("row.max_bytes",
+                        f"the row alone makes a {size}-byte file; {spec.display_name} takes at most {limit}")
             return _result(row, filename, None)
     return _result(row, filename, tuple(cells))
 

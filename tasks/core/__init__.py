@@ -1,1 +1,2 @@
-"""What every other folder builds on: records, stage reports, the error tree, the retry policy, settings, workdir, files, secrets."""
+"""What every other folder builds on: records, stage reports, the error tree, the retry policy, settings, workdir,
+files, secrets."""

@@ -70,7 +70,8 @@ def check_image_settings(model: str, image_size: str, min_pixels: int, upscale: 
     megapixels = _table()["image_megapixels"].get(image_size, 0)
     if not upscale and megapixels * 1_000_000 < min_pixels:
         bigger = [s for s in info.image_sizes if _table()["image_megapixels"].get(s, 0) * 1_000_000 >= min_pixels]
-        choose = f"choose generate.image_size = {bigger[0]!r}" if bigger else "choose an image model that makes 2K or 4K"
+        choose = (f"choose generate.image_size = {bigger[0]!r}" if bigger
+                  else "choose an image model that makes 2K or 4K")
         raise ConfigError(f"generate.image_size = {image_size!r} gives about {megapixels:g} MP with {model}, below the "
                           f"{min_pixels / 1e6:g} MP every agency of this run needs at least: {choose}, "
                           "or set pack.upscale_to_minimum = true")

@@ -3,7 +3,7 @@
 Gemini's limit is requests per minute, counted by Google over the project and
 model, so the limiter is shared by every call of the process
 (:func:`shared_limiter`) rather than owned by one task. Prefect's server-side
-``rate_limit`` was measured at ≈ 1 call/s when 4/s was asked (docs/FIELD-NOTES.md),
+``rate_limit`` was measured at ≈ 1 call/s when 4/s was asked (SQLite server, Prefect 3.9),
 so the limiter is in-process and exact:
 
 * **Rate.** Call starts are spaced at least ``60 / per_minute`` seconds apart

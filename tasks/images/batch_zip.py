@@ -25,7 +25,8 @@ def _info(arcname: str, size: int) -> zipfile.ZipInfo:
     info = zipfile.ZipInfo(arcname, date_time=FIXED_TIME)
     info.create_system = 3  # Unix, whatever machine writes it
     info.external_attr = 0o100644 << 16
-    info.compress_type = zipfile.ZIP_STORED if Path(arcname).suffix.lower() in _STORED_SUFFIXES else zipfile.ZIP_DEFLATED
+    stored = Path(arcname).suffix.lower() in _STORED_SUFFIXES
+    info.compress_type = zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED
     info.file_size = size
     return info
 

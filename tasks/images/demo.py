@@ -48,11 +48,13 @@ DEMO_PROMPTS: tuple[DemoPrompt, ...] = (
                11, (15, 146), ("landscape", "nature")),
     DemoPrompt("City skyline at night with lit windows", "city_night", "skyline",
                ((10, 15, 40), (40, 40, 90), (255, 220, 120)),
-               ("city", "skyline", "night", "buildings", "urban", "windows", "lights", "architecture", "downtown", "evening"),
+               ("city", "skyline", "night", "buildings", "urban", "windows", "lights", "architecture", "downtown",
+                "evening"),
                2, (130, 131), ("architecture", "city")),
     DemoPrompt("Abstract pastel circles background", "pastel_circles", "shapes",
                ((250, 240, 230), (240, 170, 180), (150, 200, 230)),
-               ("abstract", "background", "circles", "pastel", "pattern", "design", "colorful", "shapes", "soft", "wallpaper"),
+               ("abstract", "background", "circles", "pastel", "pattern", "design", "colorful", "shapes", "soft",
+                "wallpaper"),
                8, (112, 164), ("graphic", "abstract")),
     DemoPrompt("Green forest hills under a clear sky", "forest_hills", "mountains",
                ((150, 210, 250), (230, 245, 255), (40, 110, 60)),
@@ -64,11 +66,13 @@ DEMO_PROMPTS: tuple[DemoPrompt, ...] = (
                11, (17, 146), ("landscape", "travel")),
     DemoPrompt("Geometric pattern of colorful triangles", "triangles", "shapes",
                ((30, 30, 50), (240, 90, 80), (250, 200, 60)),
-               ("geometric", "pattern", "triangles", "abstract", "background", "colorful", "modern", "design", "shapes", "mosaic"),
+               ("geometric", "pattern", "triangles", "abstract", "background", "colorful", "modern", "design", "shapes",
+                "mosaic"),
                8, (112, 141), ("graphic", "abstract")),
     DemoPrompt("Skyscrapers at dusk in warm light", "towers_dusk", "skyline",
                ((250, 150, 90), (120, 80, 140), (255, 230, 160)),
-               ("skyscrapers", "dusk", "city", "towers", "urban", "sunset", "architecture", "business", "skyline", "modern"),
+               ("skyscrapers", "dusk", "city", "towers", "urban", "sunset", "architecture", "business", "skyline",
+                "modern"),
                2, (131, 71), ("architecture", "city")),
 )
 
@@ -99,7 +103,7 @@ def prompts_from(configured: list[str]) -> list[DemoPrompt]:
 
 
 def _mix(a: tuple[int, int, int], b: tuple[int, int, int], t: float) -> tuple[int, int, int]:
-    return tuple(round(x + (y - x) * t) for x, y in zip(a, b))  # type: ignore[return-value]
+    return tuple(round(x + (y - x) * t) for x, y in zip(a, b, strict=True))  # type: ignore[return-value]
 
 
 def _gradient(size: tuple[int, int], top, bottom) -> Image.Image:

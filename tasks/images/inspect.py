@@ -70,7 +70,8 @@ def _mp(pixels: int) -> str:
 
 
 def image_rules(agency: str, wd: Workdir | None = None) -> ImageRules:
-    """The pixel, side and size rules of ``agency``, from its spec's ``[image]`` (the workdir's own spec when it has one)."""
+    """The pixel, side and size rules of ``agency``, from its spec's ``[image]`` (the workdir's own spec when it
+    has one)."""
     limits = catalog(wd).spec(agency).image
     return ImageRules(agency, limits.min_pixels or 0, limits.max_pixels, limits.max_bytes,
                       limits.min_side, limits.max_side, max_versions=limits.max_versions_per_motif)

@@ -19,7 +19,8 @@ def next_steps(report: CsvReport) -> list[str]:
     for result in report.agencies.values():
         if result.written and result.rows and result.csv_upload == "portal":
             files = ", ".join(result.files)
-            steps.append(f"{result.display_name}: upload {files} in the contributor portal once the images have arrived")
+            steps.append(f"{result.display_name}: upload {files} in the contributor portal "
+                         "once the images have arrived")
     return steps
 
 

@@ -107,7 +107,8 @@ def describe_asset(asset: Asset, run: DescribeRun) -> State | None:
         raise attempted.stopped
     if attempted.failure is not None:
         return parked_state(attempted.failure, attempted.attempts, run.redact)
-    return described_state(attempted.metadata, attempted.times, run.describer.name if run.gate.limiter is None else None)
+    return described_state(attempted.metadata, attempted.times,
+                           run.describer.name if run.gate.limiter is None else None)
 
 
 def described_state(metadata: Metadata, times: CallTimes, offline: str | None = None) -> State:

@@ -1,4 +1,5 @@
-"""One Gemini quota shared by every process and machine of a Prefect server: the describe limiter's starts from the server.
+"""One Gemini quota shared by every process and machine of a Prefect server: the describe limiter's starts from
+the server.
 
 Google counts requests per minute over a **project and model**. Accounts whose
 keys belong to the same Google project share that quota, but the in-process

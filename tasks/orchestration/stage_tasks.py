@@ -51,7 +51,8 @@ def csv_stage(wd: Workdir, agencies: list[str], settings: Settings, packed: Pack
 
 @task(name="zip", task_run_name="zip", cache_policy=NO_CACHE)
 def zip_stage(wd: Workdir, packed: PackReport) -> PackReport:
-    """The batch ZIP (with the CSVs as they are now) and ``reports/pack.json`` (:func:`tasks.stages.pack.finish_batch`)."""
+    """The batch ZIP (with the CSVs as they are now) and ``reports/pack.json``
+    (:func:`tasks.stages.pack.finish_batch`)."""
     return finish_batch(wd, packed)
 
 
@@ -60,7 +61,8 @@ def upload_stage(wd: Workdir, agency: str, items: list[UploadItem], settings: Ag
     """One agency's upload (:func:`tasks.stages.upload.upload_agency`): Completed, its message the counts
     (``3 uploaded · 1 left pending``), its result the :class:`AgencyUpload`; the files in ``upload-<agency>``."""
     tried: list[tuple[str, FileOutcome]] = []
-    result = upload_agency(wd, agency, items, settings, on_file=lambda item, outcome: tried.append((item.name, outcome)))
+    result = upload_agency(wd, agency, items, settings,
+                           on_file=lambda item, outcome: tried.append((item.name, outcome)))
     publish_upload(agency, result, tried)
     events.upload_completed(agency, result.uploaded, already=len(result.already) + len(result.reconciled),
                             failed=len(result.failed))

@@ -140,7 +140,8 @@ def write_agency_csvs(
         result.accepted = [r.asset for r in valid]
         result.fixes = dict(sorted(fixes.items()))
         if spec.takes_csv:
-            result.files = _write_files(wd, agency, split_files(spec, spec.header_row(defaults), [r.cells for r in valid]))
+            result.files = _write_files(wd, agency,
+                                        split_files(spec, spec.header_row(defaults), [r.cells for r in valid]))
     atomic_write_bytes(wd.reports / "validation.json", report.model_dump_json(indent=2).encode("utf-8"))
     return report
 

@@ -56,7 +56,8 @@ def select_describer(settings: Settings, key: str | None) -> Describer:
         return GeminiDescriber(settings.gemini, key)
     return OfflineDescriber()
 
-_STOP = {"a", "an", "the", "of", "with", "in", "on", "at", "and", "or", "under", "over", "for", "to", "img", "dsc", "jpg", "png"}
+_STOP = {"a", "an", "the", "of", "with", "in", "on", "at", "and", "or", "under", "over", "for", "to", "img", "dsc",
+         "jpg", "png"}
 
 
 def _words(text: str) -> list[str]:

@@ -96,7 +96,8 @@ class DescribeRun:
         self.settings = settings
         self._secret = secret
         gemini = settings.gemini
-        budget = DailyBudget(wd.root / FILE_NAME, describer.model, gemini.requests_per_day) if describer.limiter else None
+        budget = DailyBudget(wd.root / FILE_NAME, describer.model,
+                             gemini.requests_per_day) if describer.limiter else None
         self.gate = DescriberGate(describer, WaitAllowance(gemini.rate_limit_wait_s), budget)
         if describer.limiter is not None and quota is not None:  # Gemini: the quota shared by processes
             self.gate.limiter = quota

@@ -133,7 +133,8 @@ def _current(previous: dict | None, key: str, files: PackedFiles) -> bool:
     if not previous or previous.get("key") != key:
         return False
     sizes = previous.get("bytes", [])
-    return len(sizes) == 3 and all(p.exists() and p.stat().st_size == n for p, n in zip(files.all(), sizes))
+    return len(sizes) == 3 and all(p.exists() and p.stat().st_size == n
+                                   for p, n in zip(files.all(), sizes, strict=True))
 
 
 def pack_asset(src: Path, files: PackedFiles, fields: EmbeddedFields, settings: PackSettings,
@@ -161,7 +162,7 @@ def pack_asset(src: Path, files: PackedFiles, fields: EmbeddedFields, settings: 
     with _EXIV2_LOCK:
         data = embed_metadata(ready.jpeg, fields.title, fields.description, fields.keywords, name=src.name,
                               digital_source_type=source_type)
-    for path, content in zip(files.all(), (data, preview, thumb)):
+    for path, content in zip(files.all(), (data, preview, thumb), strict=True):
         atomic_write_bytes(path, content)
     entry = {"key": key, "source": source, "width": ready.width, "height": ready.height,
              "bytes": [len(data), len(preview), len(thumb)], "dhash": f"{image_hash:016x}"}
@@ -293,7 +294,8 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
                 if "upscaled_from" in entry:
                     w, h = entry["upscaled_from"]
                     report.upscaled[name] = f"{w}×{h} → {entry['width']}×{entry['height']}" + (
-                        f" for {', '.join(sorted(upscaled_for))}" if isinstance(settings.upscale_to_minimum, list) else "")
+                        f" for {', '.join(sorted(upscaled_for))}"
+                        if isinstance(settings.upscale_to_minimum, list) else "")
                     upscaled = Upscaled(from_size=(w, h), to_size=(entry["width"], entry["height"]),
                                         agencies=sorted(upscaled_for))
                 if futures_sidecar[name].upscaled != upscaled:  # the sidecar says it too

@@ -111,7 +111,7 @@ def replay_jobs(wd: Workdir, settings: Settings, store: DeadLetterStore, claiman
         for job, _ in runnable:
             store.release(job.job_id, claimant)
         raise
-    for (job, asset), outcome in zip(runnable, outcomes):
+    for (job, asset), outcome in zip(runnable, outcomes, strict=True):
         settle(job, asset, outcome)
     if run.gate.stopped is not None:
         report.stopped = run.gate.stopped.message

@@ -53,7 +53,8 @@ class ParkedJob:
     claimed_at: int | None = None
 
     def line(self) -> str:
-        """One line for ``microstock dead-letter list``: job id, error class, attempts, first and last seen, status, asset."""
+        """One line for ``microstock dead-letter list``: job id, error class, attempts, first and last seen, status,
+        asset."""
         return (f"{self.job_id}  {self.error_class}  attempts={self.attempts}  first_seen={utc(self.first_seen)}"
                 f"  last_seen={utc(self.last_seen)}  {self.status}  {self.asset_name}")
 
@@ -145,7 +146,8 @@ class DeadLetterStore(ABC):
         """The job's row, or None when the store never saw it."""
 
     @abstractmethod
-    def list(self, *, status: Status | None = None, error_class: str | None = None, limit: int | None = None) -> list[ParkedJob]:
+    def list(self, *, status: Status | None = None, error_class: str | None = None,
+             limit: int | None = None) -> list[ParkedJob]:
         """Jobs oldest ``last_seen`` first, optionally only one status and/or
         error classes starting with ``error_class`` (``exhausted`` matches
         ``exhausted:503``), at most ``limit`` of them. Claims are ignored."""

@@ -128,7 +128,8 @@ def parse_url(url: str | URL) -> URL:
     try:
         parsed = make_url(url)
     except ArgumentError:
-        raise ConfigError("dead_letter_url: not a database URL (expected postgresql+psycopg://user@host:port/db)") from None
+        raise ConfigError("dead_letter_url: not a database URL "
+                          "(expected postgresql+psycopg://user@host:port/db)") from None
     if parsed.drivername != "postgresql+psycopg":
         raise ConfigError(f"dead_letter_url: {parsed.drivername!r} is not supported "
                           "(expected postgresql+psycopg://user@host:port/db)")
@@ -175,7 +176,8 @@ class DeadLetterDatabase:
         try:
             engine = create_engine(parsed, poolclass=NullPool, connect_args={"connect_timeout": connect_timeout_s})
         except (ImportError, NoSuchModuleError):
-            raise ConfigError("dead_letter_url needs the psycopg driver: pip install 'prefect-microstock[cluster]'") from None
+            raise ConfigError("dead_letter_url needs the psycopg driver: "
+                              "pip install 'prefect-microstock[cluster]'") from None
         where = parsed.render_as_string(hide_password=True)
         return cls(engine, where if account is None else f"{where} (account {account})", insert,
                    password=parsed.password)

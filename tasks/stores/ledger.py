@@ -107,7 +107,8 @@ class _Scan:
 
 def _scan(fh: BinaryIO, start: int, lines: int, prefix_hash: "hashlib._Hash", check_hex: bool,
           known: tuple[str, ...]) -> _Scan:
-    """Read the whole lines from byte ``start`` (line ``lines + 1``) to the end; the fast path is a line as record() writes it.
+    """Read the whole lines from byte ``start`` (line ``lines + 1``) to the end; the fast path is a line as
+    record() writes it.
 
     ``prefix_hash`` holds the SHA-256 of bytes [0, start) and is not
     changed. Without ``check_hex`` the digests are checked for hex
@@ -130,7 +131,8 @@ def _scan(fh: BinaryIO, start: int, lines: int, prefix_hash: "hashlib._Hash", ch
         end += len(block)
         text = block.decode("utf-8", errors="replace").split("\n")
         text.pop()  # after the block's last newline: nothing
-        for number, line in enumerate(text, start=number + 1):
+        first = number + 1
+        for number, line in enumerate(text, start=first):
             fields = line.split("\t")
             if len(fields) == 5:  # comments and blank lines have no tabs: they never get here
                 add, sha = add_to(fields[1]), fields[3]
@@ -215,7 +217,8 @@ class Ledger:
             start, lines = (base.covers, base.lines) if base else (0, 0)
             scan = _scan(fh, start, lines, prefix_hash, check_hex=False, known=self.agencies)
             if not all(_all_hex("".join(shas)) for shas in scan.done.values()):
-                scan = _scan(fh, start, lines, prefix_hash, check_hex=True, known=self.agencies)  # a digest is not lower-case hex
+                scan = _scan(fh, start, lines, prefix_hash, check_hex=True,
+                             known=self.agencies)  # a digest is not lower-case hex
             mode = os.fstat(fh.fileno()).st_mode & 0o666
         if scan.lines - lines >= INDEX_MIN_LINES:
             digests = {agency: base.digests[agency].merged(shas) if base else SortedDigests.from_hex(shas)

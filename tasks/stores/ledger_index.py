@@ -198,7 +198,7 @@ def load_index(path: Path, ledger: BinaryIO, agencies: tuple[str, ...]) -> tuple
             if digest is None or digest.hexdigest() != header["prefix_sha256"]:
                 return None
             check, digests = zlib.crc32(raw_header), {}
-            for agency, count in zip(agencies, counts):
+            for agency, count in zip(agencies, counts, strict=True):
                 fanout_size = 4 * ((1 << fanout_bits(count)) + 1)
                 fanout_bytes, records = fh.read(fanout_size), fh.read(count * _RECORD)
                 check = zlib.crc32(records, zlib.crc32(fanout_bytes, check))

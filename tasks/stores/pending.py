@@ -68,7 +68,8 @@ def held_back(wd: Workdir) -> dict[str, dict[str, str]]:
     for agency, rules in (_report(wd, "pack.json").get("held_back") or {}).items():
         held.setdefault(agency, {}).update(rules)
     for problem in _report(wd, "validation.json").get("problems") or []:
-        held.setdefault(problem["agency"], {}).setdefault(problem.get("asset") or EVERY_ASSET, problem.get("message", ""))
+        held.setdefault(problem["agency"], {}).setdefault(problem.get("asset") or EVERY_ASSET,
+                                                          problem.get("message", ""))
     return held
 
 

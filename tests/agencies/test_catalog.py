@@ -53,13 +53,14 @@ def test_an_edited_spec_is_read_again(workdir):
 BROKEN = {
     # what the contributor got wrong → the key the one-line error names
     "unknown key": (shipped("vecteezy").replace("rank = 2", "rank = 2\ncolour = 3"), "colour: unknown key"),
-    "missing header": ("\n".join(l for l in shipped("vecteezy").splitlines() if not l.startswith("header =")),
+    "missing header": ("\n".join(line for line in shipped("vecteezy").splitlines() if not line.startswith("header =")),
                        "header"),
     "a header the columns do not spell": (shipped("vecteezy").replace("Filename,Title,", "Filename,Name,"),
                                           "do not spell the header"),
     "a column rule with no table": (shipped("shutterstock").split("[categories]")[0]
                                     + "[transport]\nprotocol = \"web\"\n", "needs a [categories] table"),
-    "a table no column uses": (shipped("adobe").replace('[[columns]]\nname = "Category"\nsource = "category"\nindex = 1\n', "")
+    "a table no column uses": (shipped("adobe").replace('[[columns]]\nname = "Category"\nsource = "category"\n'
+                                                        'index = 1\n', "")
                                .replace("Keywords,Category,Releases", "Keywords,Releases"),
                                "no column has source 'category'"),
     "a limit of the wrong type": (shipped("vecteezy").replace("max_chars = 200", 'max_chars = "two hundred"'),

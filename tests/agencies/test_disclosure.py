@@ -28,7 +28,7 @@ def md(**kw) -> Metadata:
 def cells(agency: str, metadata: Metadata) -> dict[str, str]:
     result = build_row(load_spec(agency), metadata, "city_000.jpg")
     assert result.ok, result.problems
-    return dict(zip(load_spec(agency).header_row(), result.cells))
+    return dict(zip(load_spec(agency).header_row(), result.cells, strict=True))
 
 
 def fixes(agency: str, metadata: Metadata) -> set[str]:
@@ -95,7 +95,8 @@ def test_adobe_title_and_keywords_of_a_generated_asset_lose_the_words_generative
 def test_adobe_metadata_of_an_own_photo_keeps_its_words():
     own = md(title="Generative AI concept on a laptop screen", keywords=["generative AI", "laptop", "screen"])
     row = cells("adobe", own)
-    assert row["Title"] == "Generative AI concept on a laptop screen" and row["Keywords"] == "generative AI,laptop,screen"
+    assert row["Title"] == "Generative AI concept on a laptop screen"
+    assert row["Keywords"] == "generative AI,laptop,screen"
     assert "ai.forbidden_terms" not in fixes("adobe", own)
 
 
@@ -106,7 +107,8 @@ def test_a_title_of_only_forbidden_words_falls_back_to_the_description_without_t
 
 def test_the_embedded_title_and_keywords_of_a_generated_asset_lose_the_forbidden_words_too():
     specs = list(all_specs().values())
-    fields = embedded_fields(md(ai_generated=True, title="Generative AI glass city", keywords=["generative AI", "city"]),
+    fields = embedded_fields(md(ai_generated=True, title="Generative AI glass city",
+                                keywords=["generative AI", "city"]),
                              specs)
     assert fields.title == "glass city" and fields.keywords == ("city",)
     own = embedded_fields(md(title="Generative AI glass city", keywords=["generative AI", "city"]), specs)
@@ -138,5 +140,6 @@ def load_spec_text(name: str) -> str:
 
 
 def test_a_line_break_or_an_invisible_character_cannot_hide_a_forbidden_term():
-    row = cells("adobe", md(ai_generated=True, title="Glass city, generative\u200b AI", keywords=["city", "generative\nAI"]))
+    row = cells("adobe",
+                md(ai_generated=True, title="Glass city, generative\u200b AI", keywords=["city", "generative\nAI"]))
     assert row["Title"] == "Glass city" and row["Keywords"] == "city"

@@ -75,7 +75,8 @@ def test_dreamstime_category_table_is_the_legend_with_its_source_noted():
 
 def test_image_and_transport_limits_are_exposed_for_pack_and_upload():
     adobe, vecteezy, dreamstime = (load_spec(a) for a in ("adobe", "vecteezy", "dreamstime"))
-    assert (adobe.image.min_pixels, adobe.image.max_pixels, adobe.image.max_bytes) == (4_000_000, 100_000_000, 45_000_000)
+    assert ((adobe.image.min_pixels, adobe.image.max_pixels, adobe.image.max_bytes)
+            == (4_000_000, 100_000_000, 45_000_000))
     assert (vecteezy.image.min_pixels, vecteezy.image.max_pixels, vecteezy.image.max_bytes) == (
         4_000_000, 50_000_000, 50_000_000)
     assert dreamstime.image.min_pixels == 3_000_000 and dreamstime.image.max_pixels is None

@@ -235,7 +235,7 @@ def test_every_written_row_satisfies_every_rule_and_parses_back(m, filename):
             continue
         header = spec.header_row()
         assert len(result.cells) == len(header)
-        cells = dict(zip(header, result.cells))
+        cells = dict(zip(header, result.cells, strict=True))
         assert result.cells[0] == filename
         for value in result.cells:
             assert_safe_cell(value)

@@ -47,7 +47,8 @@ class MemoryDeadLetterStore(DeadLetterStore):
 
     def _matching(self, status, error_class) -> list[ParkedJob]:
         jobs = [j for j in self._jobs.values()
-                if (status is None or j.status == status) and (not error_class or j.error_class.startswith(error_class))]
+                if (status is None or j.status == status)
+                and (not error_class or j.error_class.startswith(error_class))]
         return sorted(jobs, key=lambda j: (j.last_seen, j.job_id))
 
     def list(self, *, status=None, error_class=None, limit=None):

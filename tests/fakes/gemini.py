@@ -132,7 +132,8 @@ def _usage(total: int, thoughts: int = 0) -> dict:
 def answer_text(text: str, *, finish_reason: str = "STOP", tokens: int = 321, thoughts: int = 0) -> Reply:
     """200 with one candidate whose single part is ``text``."""
     return Reply(body={
-        "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": finish_reason, "index": 0}],
+        "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": finish_reason,
+                        "index": 0}],
         "usageMetadata": _usage(tokens, thoughts),
         "modelVersion": "fake",
     })
@@ -143,7 +144,8 @@ def answer_json(obj: Any = None, *, tokens: int = 321, thoughts: int = 0) -> Rep
     return answer_text(json.dumps(GOOD_METADATA if obj is None else obj), tokens=tokens, thoughts=thoughts)
 
 
-def answer_image(data: bytes, mime_type: str = "image/png", *, tokens: int = 1290, with_text: str | None = None) -> Reply:
+def answer_image(data: bytes, mime_type: str = "image/png", *, tokens: int = 1290,
+                 with_text: str | None = None) -> Reply:
     """200 with an image part (``inlineData``, standard base64 as the real API sends)."""
     parts: list[dict] = [{"text": with_text}] if with_text else []
     parts.append({"inlineData": {"mimeType": mime_type, "data": base64.b64encode(data).decode()}})
@@ -157,7 +159,8 @@ def finished(reason: str) -> Reply:
     """200 whose candidate stopped for ``reason`` (SAFETY, IMAGE_SAFETY ...) with no content."""
     return Reply(body={
         "candidates": [{"finishReason": reason, "index": 0,
-                        "safetyRatings": [{"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": True}]}],
+                        "safetyRatings": [{"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH",
+                                           "blocked": True}]}],
         "usageMetadata": _usage(100),
     })
 
@@ -190,12 +193,14 @@ def slow(seconds: float, then: Reply | None = None) -> Reply:
 
 
 _STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
-           408: "DEADLINE_EXCEEDED", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
+           408: "DEADLINE_EXCEEDED", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE",
+           504: "DEADLINE_EXCEEDED"}
 
 
 def error(code: int, message: str = "", *, status: str | None = None, details: list[dict] | None = None) -> Reply:
     """An error with the real body shape ``{"error": {code, message, status, details?}}``."""
-    err: dict[str, Any] = {"code": code, "message": message or f"fake error {code}", "status": status or _STATUS.get(code, "UNKNOWN")}
+    err: dict[str, Any] = {"code": code, "message": message or f"fake error {code}",
+                           "status": status or _STATUS.get(code, "UNKNOWN")}
     if details is not None:
         err["details"] = details
     return Reply(status=code, body={"error": err})
@@ -306,7 +311,8 @@ def _known(key: str, fields: frozenset[str]) -> bool:
 
 def model_not_found(model: str, api_version: str) -> Reply:
     return error(404, f"models/{model} is not found for API version {api_version}, or is not supported for "
-                      "generateContent. Call ListModels to see the list of available models and their supported methods.")
+                      "generateContent. Call ListModels to see the list of available models and their supported "
+                      "methods.")
 
 
 def model_retired(model: str) -> Reply:

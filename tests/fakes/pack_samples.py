@@ -86,7 +86,8 @@ def truncated_jpeg(path: Path, size=(64, 48)) -> Path:
 
 
 def bomb_png(path: Path, side: int = 16000) -> Path:
-    """A bilevel PNG of side × side blank pixels: a few kB on disk (FIELD-NOTES: 16000² is refused)."""
+    """A bilevel PNG of side × side blank pixels: a few kB on disk, that Pillow refuses to open at 16000²
+    (DecompressionBombError)."""
     row = bytes(1 + (side + 7) // 8)
     path.write_bytes(_png_bytes(side, side, 1, 0, row * side))
     return path
@@ -142,8 +143,8 @@ def adobe_rgb_to_srgb(rgb: tuple[int, int, int]) -> tuple[float, float, float]:
     lin = [(c / 255) ** (563 / 256) for c in rgb]
     m_adobe = ((0.5767, 0.1856, 0.1882), (0.2974, 0.6273, 0.0753), (0.0270, 0.0707, 0.9911))
     m_srgb_inv = ((3.2406, -1.5372, -0.4986), (-0.9689, 1.8758, 0.0415), (0.0557, -0.2040, 1.0570))
-    xyz = [sum(m * c for m, c in zip(row, lin)) for row in m_adobe]
-    out = [min(1.0, max(0.0, sum(m * c for m, c in zip(row, xyz)))) for row in m_srgb_inv]
+    xyz = [sum(m * c for m, c in zip(row, lin, strict=True)) for row in m_adobe]
+    out = [min(1.0, max(0.0, sum(m * c for m, c in zip(row, xyz, strict=True)))) for row in m_srgb_inv]
     return tuple(255 * (12.92 * c if c <= 0.0031308 else 1.055 * c ** (1 / 2.4) - 0.055) for c in out)
 
 

@@ -32,14 +32,6 @@ def wait_until(what: str, check: Callable[[], T], timeout_s: float = 30.0, every
         time.sleep(every_s)
 
 
-def flow_run(flow_run_id: UUID):
-    """The server's record of one flow run (its state, parameters, tags)."""
-    from prefect.client.orchestration import get_client
-
-    with get_client(sync_client=True) as client:
-        return client.read_flow_run(flow_run_id)
-
-
 def flow_runs_with(flow_name: str, **parameters: Any) -> list:
     """The runs of the flow named ``flow_name`` whose parameters include ``parameters`` (a test's own workdir,
     say), newest first: how a test finds the run a command made when the command does not say its id."""
@@ -51,15 +43,6 @@ def flow_runs_with(flow_name: str, **parameters: Any) -> list:
         runs = client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=[flow_name])),
                                      sort=FlowRunSort.EXPECTED_START_TIME_DESC)
     return [run for run in runs if all(run.parameters.get(k) == v for k, v in parameters.items())]
-
-
-def wait_for_flow_run(flow_run_id: UUID, states: frozenset[str] = FINISHED, timeout_s: float = 120.0):
-    """The flow run once the server records it in one of ``states`` (by default: finished)."""
-    def reached():
-        run = flow_run(flow_run_id)
-        return run if run.state and run.state.type.value in states else None
-
-    return wait_until(f"flow run {flow_run_id} to reach {sorted(states)}", reached, timeout_s, every_s=0.5)
 
 
 def task_runs(flow_run_id: UUID, name: str | None = None) -> list:

@@ -366,7 +366,8 @@ class FtpServer:
         # its own IO loop: pyftpdlib's default is one per process, and two servers would share it
         self._server = ThreadedFTPServer(("127.0.0.1", 0), handler, ioloop=IOLoop())
         self.port = self._server.address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"timeout": 0.2, "handle_exit": False},
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        kwargs={"timeout": 0.2, "handle_exit": False},
                                         daemon=True, name=f"ftp-{self.port}")
 
     @property

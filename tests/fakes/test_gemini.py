@@ -94,7 +94,8 @@ def test_retired_and_unknown_models_get_the_real_404(fake_gemini, asset, model, 
         "a": {"type": "STRING"}, "b": {"type": "ARRAY", "items": {"type": "STRING", "additionalProperties": False}}}}}},
      'Invalid JSON payload received. Unknown name "additionalProperties" at '
      "'generation_config.response_schema.properties[1].value.items': Cannot find field."),
-    ({"generationConfig": {}, "safety": []}, 'Invalid JSON payload received. Unknown name "safety": Cannot find field.'),
+    ({"generationConfig": {}, "safety": []},
+     'Invalid JSON payload received. Unknown name "safety": Cannot find field.'),
 ])
 def test_unknown_fields_and_schema_keywords_get_the_real_400(fake_gemini, body, message):
     r = httpx.post(f"{fake_gemini.url}/v1beta/models/{SERVED}:generateContent", json=body)

@@ -3,7 +3,6 @@ studio-wide summary read from a real PostgreSQL (the deploy itself runs in tests
 
 from __future__ import annotations
 
-import pytest
 from typer.testing import CliRunner
 
 from flows.cli import app

@@ -15,7 +15,8 @@ from tasks.stores.dead_letter_open import open_store
 from tests.fakes.gemini import FAKE_KEY, fake_gemini  # noqa: F401  (fixture)
 
 runner = CliRunner()
-LINE = re.compile(r"^([0-9a-f]{64})  (\S+)  attempts=(\d+)  first_seen=(\S+Z)  last_seen=(\S+Z)  (parked|recovered)  (\S+)$")
+LINE = re.compile(r"^([0-9a-f]{64})  (\S+)  attempts=(\d+)  "
+                  r"first_seen=(\S+Z)  last_seen=(\S+Z)  (parked|recovered)  (\S+)$")
 
 
 def microstock(*args: str):

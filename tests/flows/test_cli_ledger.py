@@ -128,7 +128,8 @@ def test_the_ledger_commands_load_neither_prefect_nor_the_transports(described):
     import sys
 
     code = ("import atexit, sys; atexit.register(lambda: print('LOADED', sorted(m for m in sys.modules "
-            "if m.split('.')[0] in ('prefect', 'paramiko', 'ftplib') or m in ('tasks.stages.upload', 'tasks.transports'))));"
+            "if m.split('.')[0] in ('prefect', 'paramiko', 'ftplib') "
+            "or m in ('tasks.stages.upload', 'tasks.transports'))));"
             f"sys.argv = ['microstock', 'ledger', 'status', '--workdir', {str(described.root)!r}];"
             "from flows.cli import main; main()")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -19,7 +19,7 @@ NAMES = ["alps.jpg", "bay.jpg"]
 
 def described_photos(wd: Workdir) -> None:
     """Two photo-sized JPEGs in ``assets/`` with sidecars, as the describe stage leaves them."""
-    for name, colour in zip(NAMES, ("teal", "navy")):
+    for name, colour in zip(NAMES, ("teal", "navy"), strict=True):
         path = wd.assets / name
         Image.new("RGB", (2400, 1800), colour).save(path, quality=80)
         metadata = Metadata(title=f"Quiet {name[:-4]} at dawn", description=f"A quiet {name[:-4]} at dawn.",
@@ -37,7 +37,8 @@ def review(run_microstock):
 
 
 def adobe_rows(wd: Workdir) -> dict[str, dict]:
-    return {row["Filename"]: row for row in csv.DictReader((wd.csv / "adobe.csv").read_text(encoding="utf-8").splitlines())}
+    return {row["Filename"]: row
+            for row in csv.DictReader((wd.csv / "adobe.csv").read_text(encoding="utf-8").splitlines())}
 
 
 def test_an_edit_is_checked_at_once_and_the_next_run_packs_and_writes_it_before_sending(prefect_harness, review,
@@ -51,7 +52,8 @@ def test_an_edit_is_checked_at_once_and_the_next_run_packs_and_writes_it_before_
     assert fixed.exit_code == 0, fixed.output
     out = fixed.stdout.replace("\n", " ")
     assert "alps.jpg: title, keywords, description written to its sidecar" in out
-    assert "adobe: gets a row (fixed: title: removed" in out, "Adobe's title rule drops the comma, as the CSV stage does"
+    assert "adobe: gets a row (fixed: title: removed" in out, ("Adobe's title rule drops the comma, "
+                                                               "as the CSV stage does")
     assert "the next run packs it and writes the CSVs with it before anything is sent" in out
     broken = review(wd, "edit", "bay.jpg", "--keywords", " , ")
     assert broken.exit_code == 0, broken.output
@@ -65,10 +67,12 @@ def test_an_edit_is_checked_at_once_and_the_next_run_packs_and_writes_it_before_
     assert state.is_completed(), state.message
     rows = adobe_rows(wd)
     assert list(rows) == ["alps.jpg"], "the asset whose correction breaks Adobe's rule is held back there"
-    assert (rows["alps.jpg"]["Title"], rows["alps.jpg"]["Keywords"]) == ("Corrected by the contributor", "snow,peak,alps")
+    assert (rows["alps.jpg"]["Title"], rows["alps.jpg"]["Keywords"]) == ("Corrected by the contributor",
+                                                                         "snow,peak,alps")
     assert sorted(p.name for p in wd.outbox("adobe").glob("*.jpg")) == ["alps.jpg"]
     with pyexiv2.Image(str(wd.outbox("adobe") / "alps.jpg")) as sent:
-        assert sent.read_iptc()["Iptc.Application2.Keywords"] == ["snow", "peak", "alps"], "the sent file was packed again"
+        assert sent.read_iptc()["Iptc.Application2.Keywords"] == ["snow", "peak", "alps"], (
+            "the sent file was packed again")
 
 
 def test_an_edit_of_a_rejected_asset_says_it_is_not_sent(review, tmp_path):

@@ -115,7 +115,8 @@ def test_ingest_processes_only_new_images_and_rejects_bad_ones(prefect_harness, 
     second = run_batch(wd, source=str(source))
     assert second["described_now"] == 1
     assert second["uploaded_now"] == {"adobe": 1, "vecteezy": 1, "dreamstime": 1}
-    assert sorted(p.name for p in wd.outbox("vecteezy").iterdir()) == ["blue_lake.jpg", "green_field.jpg", "red_barn.jpg"]
+    assert sorted(p.name for p in wd.outbox("vecteezy").iterdir()) == ["blue_lake.jpg", "green_field.jpg",
+                                                                       "red_barn.jpg"]
     own = read_sidecar(wd.sidecar("red_barn.jpg")).provenance
     assert own.source == "own" and own.model == "" and own.prompt == ""
     assert xmp_source_type((wd.packs / "ready" / "red_barn.jpg").read_bytes()) is None  # not labelled AI

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from io import BytesIO
 
 from PIL import Image
 
 from tasks.core.workdir import Workdir
+from tests.fakes import prefect_api
 
 FILES = ["red_fox.jpg", "green_hill.jpg", "tiny_sea.jpg"]
 AGENCIES = ["adobe", "vecteezy", "dreamstime"]
@@ -16,19 +16,8 @@ AGENCIES = ["adobe", "vecteezy", "dreamstime"]
 
 def run_logs(flow_run_id) -> tuple[list, dict]:
     """The flow run's log records once every task run's last line is in, and its task runs' names by id."""
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, LogFilter, LogFilterFlowRunId
-    from prefect.logging.handlers import APILogWorker
-
-    APILogWorker.drain_all(timeout=10)
-    with get_client(sync_client=True) as client:
-        runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
-        for _ in range(30):
-            logs = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])))
-            if len([log for log in logs if log.message.startswith("Finished in state")]) > len(runs):
-                break
-            time.sleep(1)
-    return logs, {run.id: run.name for run in runs}
+    logs = prefect_api.logs(flow_run_id)
+    return logs, {run.id: run.name for run in prefect_api.task_runs(flow_run_id)}
 
 
 def test_each_thing_about_a_file_is_said_once(prefect_harness, tmp_path, monkeypatch):

@@ -75,7 +75,8 @@ CASES = {
     "502": (error(502, "Bad gateway", status="UNAVAILABLE"), TransientError, "retryable:502"),
     "503": (error(503, "The model is overloaded. Please try again later."), TransientError, "retryable:503"),
     "504": (error(504, "Deadline expired before operation could complete."), TransientError, "retryable:504"),
-    "502 HTML from a proxy": (Reply(status=502, body=b"<html><h1>502 Bad Gateway</h1></html>", content_type="text/html"),
+    "502 HTML from a proxy": (Reply(status=502, body=b"<html><h1>502 Bad Gateway</h1></html>",
+                                    content_type="text/html"),
                               TransientError, "retryable:502"),
     "408 unknown to the seed": (error(408, "timeout"), TransientError, "retryable:408"),
     # the key

@@ -46,7 +46,8 @@ def png_bytes(size=(96, 72), mode="RGBA") -> bytes:
 
 @pytest.fixture
 def maker(fake_gemini):
-    return GeminiImageMaker(GeminiSettings(image_model="gemini-3-pro-image", timeout_s=5, requests_per_minute=6000), FAKE_KEY)
+    return GeminiImageMaker(GeminiSettings(image_model="gemini-3-pro-image", timeout_s=5, requests_per_minute=6000),
+                            FAKE_KEY)
 
 
 def test_png_answer_becomes_a_jpeg_with_the_prompt_in_its_exif(fake_gemini, maker):
@@ -67,7 +68,8 @@ def test_request_asks_the_image_model_for_an_image_only(fake_gemini, maker):
     [req] = fake_gemini.requests
     assert req.model == "gemini-3-pro-image"
     assert req.json["generationConfig"]["responseModalities"] == ["IMAGE"]
-    assert req.json["generationConfig"]["imageConfig"] == {"aspectRatio": "3:2", "imageSize": "2K"}  # generate.* defaults
+    assert req.json["generationConfig"]["imageConfig"] == {"aspectRatio": "3:2",
+                                                           "imageSize": "2K"}  # generate.* defaults
     assert PROMPT.prompt in req.texts()[0]
     assert req.header("x-goog-api-key") == FAKE_KEY and FAKE_KEY not in req.path
 
@@ -115,7 +117,8 @@ def test_failures_map_like_the_describers(fake_gemini, maker, reply, cls, error_
 
 
 def test_a_429_is_waited_out_and_called_again_without_failing_the_image(fake_gemini, maker):
-    fake_gemini.push(rate_limited("0.3s"), error(429, "Quota exceeded. Please retry in 0.2s."), answer_image(png_bytes()))
+    fake_gemini.push(rate_limited("0.3s"), error(429, "Quota exceeded. Please retry in 0.2s."),
+                     answer_image(png_bytes()))
     with Image.open(BytesIO(maker(PROMPT, 0).jpeg)) as im:
         assert im.format == "JPEG"
     times = [r.at for r in fake_gemini.requests]

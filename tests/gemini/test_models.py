@@ -80,7 +80,8 @@ def test_batch_cost_is_half_the_sync_cost_where_a_batch_price_is_confirmed_and_u
 
 
 def test_an_unusable_model_is_answered_with_its_replacement_and_the_current_ones():
-    assert suggestion("gemini-2.5-flash", "describe").startswith("its replacement is gemini-3.5-flash-lite; or pick one of")
+    assert suggestion("gemini-2.5-flash", "describe").startswith(
+        "its replacement is gemini-3.5-flash-lite; or pick one of")
     assert suggestion("gemini-9", "image") == ("pick one of gemini-3.1-flash-image, gemini-3-pro-image, "
                                                "gemini-3.1-flash-lite-image (docs/GEMINI.md)")
     assert lacks_structured_output("gemini-3.1-flash-lite-image") and not lacks_structured_output("gemini-3.8-flash")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from bisect import bisect_left
+from itertools import pairwise
 
 import pytest
 from hypothesis import given, settings
@@ -71,7 +72,7 @@ def test_no_60_second_window_ever_holds_more_than_the_quota(per_minute, script):
             starts.append(started)
     assert starts == sorted(starts)
     assert most_in_any_window(starts) <= per_minute
-    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    gaps = [b - a for a, b in pairwise(starts)]
     assert all(g >= limiter.interval - 1e-9 for g in gaps), "two starts closer than 60/per_minute"
 
 
@@ -85,7 +86,7 @@ def test_back_to_back_calls_run_exactly_at_the_quota_line():
     assert starts[0] == 1000.0  # the first call does not wait
     assert most_in_any_window(starts) == 600  # the quota is used to the line and never passed
     assert starts[-1] - starts[0] == pytest.approx(1199 * 0.1)
-    assert min(b - a for a, b in zip(starts, starts[1:])) == pytest.approx(0.1)
+    assert min(b - a for a, b in pairwise(starts)) == pytest.approx(0.1)
 
 
 def test_an_idle_spell_saves_up_no_burst():
@@ -98,7 +99,7 @@ def test_an_idle_spell_saves_up_no_burst():
     for _ in range(3):
         with limiter.slot() as started:
             starts.append(started)
-    assert [round(b - a, 9) for a, b in zip(starts, starts[1:])] == [1.0, 1.0]
+    assert [round(b - a, 9) for a, b in pairwise(starts)] == [1.0, 1.0]
 
 
 def test_a_pause_holds_the_next_caller_whoever_was_refused():

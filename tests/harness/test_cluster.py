@@ -7,7 +7,6 @@ import os
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -16,6 +15,7 @@ import pytest
 from harness.cluster import DEMO_ACCOUNTS, POOL, Cluster
 from tasks.orchestration.local_server import port_in_use
 from tasks.stores.dead_letter_sql import PostgresDeadLetterStore
+from tests.fakes.prefect_api import wait_until
 from tests.postgres import require_postgres
 
 pytestmark = pytest.mark.cluster
@@ -46,23 +46,14 @@ def api(c: dict, method: str, path: str, body: dict | None = None):
     return r.json() if r.content else None
 
 
-def wait_for(what: str, check, timeout_s: float = 300, every_s: float = 1.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(every_s)
-    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-
-
 def deployments(c: dict) -> dict[str, dict]:
     flows = {f["id"]: f["name"] for f in api(c, "POST", "/flows/filter", {})}
     return {f"{flows[d['flow_id']]}/{d['name']}": d for d in api(c, "POST", "/deployments/filter", {})}
 
 
 def run(c: dict, name: str, parameters: dict) -> str:
-    return api(c, "POST", f"/deployments/{deployments(c)[name]['id']}/create_flow_run", {"parameters": parameters})["id"]
+    return api(c, "POST", f"/deployments/{deployments(c)[name]['id']}/create_flow_run",
+               {"parameters": parameters})["id"]
 
 
 def finished(c: dict, run_id: str, timeout_s: float = 300) -> dict:
@@ -70,7 +61,7 @@ def finished(c: dict, run_id: str, timeout_s: float = 300) -> dict:
         fr = api(c, "GET", f"/flow_runs/{run_id}")
         return fr if fr["state"]["type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED") else None
 
-    return wait_for(f"flow run {run_id}", done, timeout_s)
+    return wait_until(f"flow run {run_id}", done, timeout_s)
 
 
 def shared_store(c: dict, account: str) -> PostgresDeadLetterStore:
@@ -148,7 +139,8 @@ def test_two_accounts_run_on_the_workers_into_their_own_workdirs_and_one_dead_le
     assert shared_store(cluster, "demo-b").get(GONE).error_message == "503 UNAVAILABLE", "demo-b's row untouched"
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MICROSTOCK_"))}
-    out = subprocess.run(MICROSTOCK + ["dead-letter", "summary", "--all-accounts", "--workdir", str(home / "accounts" / "demo-a")],
+    out = subprocess.run(MICROSTOCK + ["dead-letter", "summary", "--all-accounts", "--workdir",
+                                       str(home / "accounts" / "demo-a")],
                          env={**env, **cluster["env"]}, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert [line for line in out.stdout.splitlines() if line.startswith("account ")] == [

@@ -106,7 +106,8 @@ def test_agency_limits_name_the_rule():
     assert adobe.broken_rule(2400, 1800, 1_000_000) is None
     assert adobe.broken_rule(2000, 1500, 1_000) == "2000×1500 = 3.0 MP is below adobe's minimum of 4 MP"
     assert adobe.broken_rule(2400, 1800, 46_000_000) == "file is 46.0 MB, above adobe's maximum of 45 MB"
-    assert image_rules("vecteezy").broken_rule(9000, 6000, 1) == "9000×6000 = 54.0 MP is above vecteezy's maximum of 50 MP"
+    assert image_rules("vecteezy").broken_rule(9000, 6000,
+                                               1) == "9000×6000 = 54.0 MP is above vecteezy's maximum of 50 MP"
     assert image_rules("dreamstime").broken_rule(2000, 1500, 10**9) is None
     assert image_rules("freepik").broken_rule(3000, 1999, 1) == (
         "3000×1999: the shorter side is below freepik's minimum of 2000 px")

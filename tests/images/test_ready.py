@@ -33,7 +33,7 @@ def ready(path: Path, settings: PackSettings = SETTINGS) -> tuple[ReadyImage, Im
 
 
 def close(pixel, expected, tol=6):
-    return all(abs(a - b) <= tol for a, b in zip(pixel, expected))
+    return all(abs(a - b) <= tol for a, b in zip(pixel, expected, strict=True))
 
 
 # --- orientation ---------------------------------------------------------------------

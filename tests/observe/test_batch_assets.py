@@ -47,7 +47,8 @@ def batch():
 
 def test_one_row_per_asset_with_its_describe_result_and_each_agency():
     gathered, described, csvs, packed, uploads = batch()
-    rows = {r["asset"]: r for r in asset_rows(gathered, described, csvs, packed, uploads, [job("dune.jpg", "blocked:SAFETY")])}
+    rows = {r["asset"]: r for r in asset_rows(gathered, described, csvs, packed, uploads,
+                                              [job("dune.jpg", "blocked:SAFETY")])}
     assert list(rows) == ["beach.png", "cat.jpg", "dune.jpg", "elk.jpg", "fog.jpg", "broken.jpg"]
     assert rows["beach.png"] == {"asset": "beach.png", "describe": "described", "adobe": "uploaded",
                                  "dreamstime": "failed, left pending: timeout after 3 attempt(s)"}
@@ -57,7 +58,8 @@ def test_one_row_per_asset_with_its_describe_result_and_each_agency():
                                 "adobe": "not tried", "dreamstime": "not tried"}
     assert rows["elk.jpg"]["adobe"] == "held back (keywords.min_count): 4 keywords, at least 5"
     assert rows["elk.jpg"]["dreamstime"] == "uploaded"
-    assert rows["fog.jpg"] == {"asset": "fog.jpg", "describe": "pending", "adobe": "not tried", "dreamstime": "not tried"}
+    assert rows["fog.jpg"] == {"asset": "fog.jpg", "describe": "pending", "adobe": "not tried",
+                               "dreamstime": "not tried"}
     assert rows["broken.jpg"]["describe"] == "rejected: not an image (cannot identify image file)"
 
 

@@ -87,7 +87,8 @@ def test_batch_finished_inside_a_flow_run_is_the_flow_run_and_has_no_secret_or_t
         {"assets": 5, "described": 3, "parked": 1, "rejected": 1, "tokens": 1234, "uploaded": 5}
     assert batch.payload["uploaded_per_agency"] == {"adobe": 3, "vecteezy": 2}
     assert batch.payload["upload_failed_per_agency"] == {"vecteezy": 1}
-    assert {r.id for r in batch.related if r.role == "agency"} == {"microstock.agency.adobe", "microstock.agency.vecteezy"}
+    assert {r.id for r in batch.related if r.role == "agency"} == {"microstock.agency.adobe",
+                                                                   "microstock.agency.vecteezy"}
     # Prefect relates the event to the flow run it was emitted in.
     assert f"prefect.flow-run.{flow_run_id}" in {r.id for r in batch.related}
     # The upload event is tied to the same batch.

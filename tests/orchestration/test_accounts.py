@@ -38,7 +38,8 @@ config = "bob.toml"
     assert accounts.work_pool == "studio"
     assert alice.workdir == tmp_path / "data" / "alice" and alice.config is None
     assert bob.workdir.as_posix() == "/srv/bob" and bob.config == tmp_path / "bob.toml"
-    assert account_env(accounts, alice) == {**RUN_LOG_ENV, "MICROSTOCK_ACCOUNT": "alice", "MICROSTOCK_DEAD_LETTER_URL": URL}
+    assert account_env(accounts, alice) == {**RUN_LOG_ENV, "MICROSTOCK_ACCOUNT": "alice",
+                                            "MICROSTOCK_DEAD_LETTER_URL": URL}
 
     built = {(d.flow_name, d.name): d for d in account_deployments(accounts)}
     assert set(built) == {(f, a) for f in ("stock-batch", "dead-letter-summary", "replay-dead-letters",

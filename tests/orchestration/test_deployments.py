@@ -1,9 +1,11 @@
-"""prefect.yaml is valid for `prefect deploy` and is what `microstock serve` serves; the example automation validates."""
+"""prefect.yaml is valid for `prefect deploy` and is what `microstock serve` serves; the example automation
+validates."""
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+from itertools import pairwise
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -63,11 +65,11 @@ def next_dates(schedule: dict, n: int = 3) -> list[dt.datetime]:
 def test_batch_is_nightly_and_summary_daily_and_replay_manual(deployments):
     (batch,) = deployments["stock-batch"]["schedules"]
     dates = next_dates(batch)
-    assert [b - a for a, b in zip(dates, dates[1:])] == [dt.timedelta(days=1)] * 2
+    assert [b - a for a, b in pairwise(dates)] == [dt.timedelta(days=1)] * 2
     assert dates[0].astimezone(ZoneInfo(batch["timezone"])).hour < 6, "the batch runs at night"
     (summary,) = deployments["dead-letter-summary"]["schedules"]
     dates = next_dates(summary)
-    assert [b - a for a, b in zip(dates, dates[1:])] == [dt.timedelta(days=1)] * 2
+    assert [b - a for a, b in pairwise(dates)] == [dt.timedelta(days=1)] * 2
     assert deployments["replay-dead-letters"]["schedules"] == []
 
 
@@ -78,7 +80,7 @@ def test_the_batch_deployment_lets_one_run_at_a_time(deployments):
 def test_collect_batches_runs_every_30_minutes_one_at_a_time(deployments, flows):
     (every,) = deployments["collect-batches"]["schedules"]
     dates = next_dates(every, 4)
-    assert [b - a for a, b in zip(dates, dates[1:])] == [dt.timedelta(minutes=30)] * 3
+    assert [b - a for a, b in pairwise(dates)] == [dt.timedelta(minutes=30)] * 3
     assert deployments["collect-batches"]["concurrency_limit"] == 1
     assert deployments["collect-batches"]["entrypoint"] == "flows/collect_batches.py:collect_batches_flow"
     assert set(flows["collect-batches"].parameters.properties) == {"workdir", "config"}

@@ -26,6 +26,7 @@ from tasks.orchestration.deployments import PROJECT_DIR
 from tasks.orchestration.environment import RUN_LOG_ENV
 from tasks.orchestration.local_server import LocalServer, free_port, healthy, port_in_use
 from tasks.stores.dead_letter_open import open_store
+from tests.fakes.prefect_api import wait_until
 
 pytestmark = pytest.mark.server
 
@@ -57,16 +58,6 @@ def api(url: str, method: str, path: str, body: dict | None = None):
     return r.json() if r.content else None
 
 
-def wait_for(what: str, check, timeout_s: float = 120, every_s: float = 1.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(every_s)
-    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-
-
 def deployments_by_name(url: str) -> dict[str, dict]:
     return {d["name"]: d for d in api(url, "POST", "/deployments/filter", {})}
 
@@ -78,7 +69,7 @@ def run_and_wait(url: str, deployment_id: str, parameters: dict, timeout_s: floa
         fr = api(url, "GET", f"/flow_runs/{run['id']}")
         return fr if fr["state"]["type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED") else None
 
-    return wait_for(f"flow run {run['id']}", finished, timeout_s)
+    return wait_until(f"flow run {run['id']}", finished, timeout_s)
 
 
 def artifacts_of(url: str, flow_run_id: str) -> dict[str, dict]:
@@ -122,7 +113,7 @@ def served(parked_workdir, tmp_path_factory):
                             env=env, cwd=home, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/api"
     try:
-        wait_for("every served deployment", lambda: proc.poll() is None and healthy(url)
+        wait_until("every served deployment", lambda: proc.poll() is None and healthy(url)
                  and len(deployments_by_name(url)) == 4 or (proc.poll() is not None and _died(proc, log)),
                  timeout_s=300)
         yield {"proc": proc, "url": url, "port": port, "env": env, "home": home, "log": log}
@@ -154,8 +145,9 @@ def test_serve_registers_every_deployment_with_its_schedules(served, parked_work
     assert deps["replay-dead-letters"]["schedules"] == []
     assert deps["replay-dead-letters"]["parameters"]["dry_run"] is True
     # A real server's scheduler turns the cron into scheduled runs (the ephemeral server never does).
-    scheduled = wait_for("a scheduled nightly run", lambda: api(url, "POST", "/flow_runs/filter", {
-        "deployments": {"id": {"any_": [batch["id"]]}}, "flow_runs": {"state": {"type": {"any_": ["SCHEDULED"]}}}}))
+    scheduled = wait_until("a scheduled nightly run", lambda: api(url, "POST", "/flow_runs/filter", {
+        "deployments": {"id": {"any_": [batch["id"]]}}, "flow_runs": {"state": {"type": {"any_": ["SCHEDULED"]}}}}),
+        timeout_s=120)
     assert all(r["expected_start_time"][11:16] == "02:00" for r in scheduled)
 
 
@@ -189,7 +181,7 @@ def test_replay_through_the_api_completes_and_leaves_artifacts_and_events(served
         recovered = [e for e in evs if e["event"] == "microstock.job.recovered"]
         return (recovered, evs) if recovered else None
 
-    recovered, evs = wait_for("the job.recovered event", replay_events, timeout_s=60)
+    recovered, evs = wait_until("the job.recovered event", replay_events, timeout_s=60)
     (ev,) = recovered
     assert ev["resource"]["prefect.resource.id"] == f"microstock.asset.{barn}"
     assert ev["resource"]["prefect.resource.name"] == "red_barn.jpg"
@@ -214,7 +206,7 @@ def test_batch_through_the_api_tells_the_story_in_names_artifacts_and_events(ser
         agencies = [by_name.get(f"upload-{a}", {}).get("state") or {} for a in ("adobe", "vecteezy")]
         return by_name if all(s.get("type") == "COMPLETED" for s in agencies) else None  # recorded after the flow
 
-    by_name = wait_for("the agencies' upload task runs", task_runs, timeout_s=60)
+    by_name = wait_until("the agencies' upload task runs", task_runs, timeout_s=60)
     describe = [n for n in by_name if re.fullmatch(r"describe-.+\.jpg", n)]
     assert describe, sorted(by_name)
     # A run per stage, per asset and per agency, each named for what it is; no tags (the names say it)
@@ -245,11 +237,12 @@ def test_batch_through_the_api_tells_the_story_in_names_artifacts_and_events(ser
         names = {e["event"] for e in evs}
         return evs if {"microstock.batch.finished", "microstock.upload.completed"} <= names else None
 
-    evs = wait_for("the batch's events", batch_events, timeout_s=60)
+    evs = wait_until("the batch's events", batch_events, timeout_s=60)
     (finished,) = [e for e in evs if e["event"] == "microstock.batch.finished"]
     assert finished["resource"]["prefect.resource.id"] == f"microstock.batch.{run['id']}"
     assert finished["payload"]["described"] >= 1 and finished["payload"]["parked"] == 0
-    uploads = {e["resource"]["prefect.resource.id"]: e["payload"] for e in evs if e["event"] == "microstock.upload.completed"}
+    uploads = {e["resource"]["prefect.resource.id"]: e["payload"]
+               for e in evs if e["event"] == "microstock.upload.completed"}
     assert set(uploads) == {"microstock.agency.adobe", "microstock.agency.vecteezy"}
 
 
@@ -268,7 +261,8 @@ def test_secrets_set_saves_a_block_without_showing_the_value(served):
     assert SECRET not in listed.stdout + listed.stderr
     # What a run reads: the env var first, else the block.
     probe = ("from tasks.core.secrets import agency_password, gemini_key; "
-             "print(gemini_key() == %r, agency_password('adobe') == %r, agency_password('vecteezy'))" % (SECRET, SECRET))
+             "print(gemini_key() == %r, agency_password('adobe') == %r, agency_password('vecteezy'))"
+             % (SECRET, SECRET))
     read = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
     assert read.stdout.split() == ["True", "True", "None"], read.stderr[-2000:]
     unknown = subprocess.run(MICROSTOCK + ["secrets", "set", "adobe"], input="x\n", env=env,
@@ -314,7 +308,7 @@ def test_example_automation_notifies_when_a_job_is_parked(served, tmp_path):
                 "events.job_parked('%s', 'sunset_017.jpg', 'blocked:SAFETY', 1, 'gemini-2.5-flash')" % ("cd" * 32))
         sent = subprocess.run([sys.executable, "-c", emit], env=env, capture_output=True, text=True, timeout=120)
         assert sent.returncode == 0, sent.stderr[-2000:]
-        (message,) = wait_for("the webhook notification", lambda: list(_Hook.received), timeout_s=120)
+        (message,) = wait_until("the webhook notification", lambda: list(_Hook.received), timeout_s=120)
         assert message["subject"] == "microstock: sunset_017.jpg parked (blocked:SAFETY)"
         assert "after 1 attempt(s)" in message["body"] and "microstock replay --apply" in message["body"]
     finally:
@@ -345,7 +339,7 @@ def test_example_automation_notifies_when_a_batch_waits_for_review(served, tmp_p
         sent = subprocess.run([sys.executable, "-c", "from tasks.observe import events; events.review_waiting(3)"],
                               env=env, capture_output=True, text=True, timeout=120)
         assert sent.returncode == 0, sent.stderr[-2000:]
-        (message,) = wait_for("the webhook notification", lambda: list(_Hook.received), timeout_s=120)
+        (message,) = wait_until("the webhook notification", lambda: list(_Hook.received), timeout_s=120)
         assert message["subject"] == "microstock: 3 asset(s) waiting for review"
         assert "microstock review list" in message["body"]
     finally:
@@ -474,7 +468,7 @@ def test_a_parked_job_reads_as_parked_and_the_batch_has_one_row_per_asset(server
     (run,) = stock_batch_runs(srv.api_url, wd)
     assert re.fullmatch(r"stock-batch \d{4}-\d\d-\d\d \d\d:\d\d UTC", run["name"]), run["name"]
     assert run["state"]["type"] == "COMPLETED" and run["state"]["message"] == "1 described · 1 parked · 1 uploaded"
-    by_name = wait_for("both describe task runs, final", lambda: (lambda t: t if all(
+    by_name = wait_until("both describe task runs, final", lambda: (lambda t: t if all(
         t.get(n, {}).get("state", {}).get("type") in ("COMPLETED", "FAILED")
         for n in ("describe-red_fox.jpg", "describe-green_hill.jpg")) else None)(task_runs_of(srv.api_url, run["id"])),
         timeout_s=60)
@@ -505,7 +499,8 @@ def test_a_parked_job_reads_as_parked_and_the_batch_has_one_row_per_asset(server
     (daily,) = [r for r in api(srv.api_url, "POST", "/flow_runs/filter", {
         "flows": {"name": {"any_": ["dead-letter-summary"]}}}) if r["parameters"].get("workdir") == str(wd.root)]
     assert re.fullmatch(r"dead-letter-summary \d{4}-\d\d-\d\d \d\d:\d\d UTC", daily["name"]), daily["name"]
-    assert re.fullmatch(r"dead-letter: 1 parked \(1 blocked:SAFETY\) · oldest parked since \d{4}-\d\d-\d\d \d\d:\d\d UTC",
+    assert re.fullmatch(r"dead-letter: 1 parked \(1 blocked:SAFETY\) · "
+                        r"oldest parked since \d{4}-\d\d-\d\d \d\d:\d\d UTC",
                         daily["state"]["message"]), daily["state"]
 
 
@@ -539,7 +534,7 @@ def adobe_csv_files(wd: Workdir) -> list[str]:
 
 def paused_run(url: str, wd: Workdir, besides: str | None = None) -> dict:
     """The workdir's stock-batch run that waits for review (one other than ``besides``), once there is one."""
-    return wait_for("a run to pause for review", lambda: [
+    return wait_until("a run to pause for review", lambda: [
         r for r in stock_batch_runs(url, wd) if r["state"]["type"] == "PAUSED" and r["id"] != besides],
         timeout_s=240)[0]
 
@@ -585,11 +580,12 @@ def test_review_pauses_the_run_and_the_answer_decides_what_leaves(server, tmp_pa
     rejected = json.loads(wd.sidecar(names[0]).read_text(encoding="utf-8"))["review"]
     assert (rejected["decision"], rejected["by"]) == ("rejected", "review")
     corrected = json.loads(wd.sidecar(names[1]).read_text(encoding="utf-8"))
-    assert corrected["metadata"]["title"] == "Corrected, by the contributor" and corrected["review"]["decision"] == "approved"
+    assert corrected["metadata"]["title"] == "Corrected, by the contributor"
+    assert corrected["review"]["decision"] == "approved"
     rows = {r["asset"]: r for r in table(artifacts_of(srv.api_url, run["id"])["batch-assets"])}
     assert rows[names[0]]["describe"] == "rejected in review" and rows[names[1]]["adobe"] == "uploaded"
     assert rows[names[2]]["adobe"].startswith("held back (keywords"), rows[names[2]]
-    waiting = wait_for("the review.waiting event", lambda: [
+    waiting = wait_until("the review.waiting event", lambda: [
         e for e in microstock_events(srv.api_url) if e["event"] == "microstock.review.waiting"
         and e["payload"]["flow_run_id"] == run["id"]], timeout_s=60)
     assert waiting[0]["payload"]["waiting"] == 3
@@ -658,16 +654,19 @@ def test_an_edit_made_while_a_run_waits_for_review_is_taken_up_when_it_is_answer
             "an edit is no decision about the other assets: the run still waits"
         assert outbox_files(wd) == []
         approve = terminal(env, wd, "approve")
-        assert approve.returncode == 0 and f"answered the paused run {paused['id']}" in approve.stdout.replace("\n", " ")
+        assert approve.returncode == 0
+        assert f"answered the paused run {paused['id']}" in approve.stdout.replace("\n", " ")
         finish(proc)
     finally:
         if proc.poll() is None:
             proc.kill()
     run = api(srv.api_url, "GET", f"/flow_runs/{paused['id']}")
     assert run["state"]["type"] == "COMPLETED", run["state"]
-    rows = {row["Filename"]: row for row in csv.DictReader((wd.csv / "adobe.csv").read_text(encoding="utf-8").splitlines())}
+    rows = {row["Filename"]: row
+            for row in csv.DictReader((wd.csv / "adobe.csv").read_text(encoding="utf-8").splitlines())}
     assert sorted(rows) == names and outbox_files(wd) == names
-    assert (rows[names[0]]["Title"], rows[names[0]]["Keywords"]) == ("Corrected by the contributor", "corrected,keyword")
+    assert (rows[names[0]]["Title"], rows[names[0]]["Keywords"]) == ("Corrected by the contributor",
+                                                                     "corrected,keyword")
     import pyexiv2
 
     with pyexiv2.Image(str(wd.outbox("adobe") / names[0])) as sent:

@@ -194,7 +194,7 @@ def test_two_processes_sharing_one_quota_through_the_server_never_exceed_it_in_a
         outs = [p.communicate(timeout=seconds + 240) for p in procs]
     finally:
         fake.stop()
-    for p, (out, err) in zip(procs, outs):
+    for p, (_out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err[-2000:]
     results = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
 

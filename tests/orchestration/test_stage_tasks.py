@@ -10,11 +10,10 @@ is missing.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 
 from tasks.core.workdir import Workdir
+from tests.fakes import prefect_api
 from tests.fakes.ledger import ledger_entries
 from tests.fakes.servers import PASSWORD, ftp_server, ftps_cert, ftps_server, sftp_server  # noqa: F401  (fixtures)
 
@@ -32,38 +31,21 @@ def task_runs(flow_run_id: str, expected: int) -> dict[str, tuple[str, str, str]
 
     The server records task runs from events, a little after the flow returns.
     """
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, TaskRunFilter
-
-    async def read():
-        async with get_client() as client:
-            runs = await client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
-                                               task_run_filter=TaskRunFilter())
-            return {run.name: (run.state.type.value, run.state.message or "", str(run.id)) for run in runs if run.state}
-
-    deadline = time.monotonic() + 30
-    while True:
-        found = asyncio.run(read())
-        finished = [s for s, _, _ in found.values() if s in ("COMPLETED", "FAILED", "CRASHED")]
-        if len(finished) >= expected or time.monotonic() > deadline:
-            return found
-        time.sleep(0.2)
+    finished = frozenset({"COMPLETED", "FAILED", "CRASHED"})
+    runs = prefect_api.task_runs_once_finished(flow_run_id, expected, states=finished)
+    return {run.name: (run.state.type.value, run.state.message or "", str(run.id)) for run in runs if run.state}
 
 
 def upload_table(flow_run_id: str, agency: str) -> dict[str, dict]:
     """file -> row of the flow run's ``upload-<agency>`` table."""
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey
-
-    with get_client(sync_client=True) as client:
-        [artifact] = client.read_artifacts(artifact_filter=ArtifactFilter(
-            flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]), key=ArtifactFilterKey(any_=[f"upload-{agency}"])))
+    [artifact] = prefect_api.artifacts(flow_run_id, key=f"upload-{agency}")
     rows = json.loads(artifact.data) if isinstance(artifact.data, str) else artifact.data
     return {row["file"]: row for row in rows}
 
 
 def file_lines(flow_run_id: str) -> list[tuple[str, str | None]]:
-    """(message, task run id) of the flow run's log lines from the upload stage's logger."""
+    """(message, task run id) of the flow run's log lines from the upload stage's logger (the server keeps to that
+    logger: a flow run's whole log could pass the server's page limit)."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId, LogFilterName
     from prefect.logging.handlers import APILogWorker
@@ -120,7 +102,7 @@ timeout_s = 10
         assert runs[f"upload-{agency}"][:2] == ("COMPLETED", "3 uploaded")
         rows = upload_table(flow_run_id, agency)
         assert set(rows) == set(ready)
-        for name, row in rows.items():  # a row per file, saying where it went
+        for row in rows.values():  # a row per file, saying where it went
             assert row["what happened"] == "uploaded" and row["detail"].startswith(f"→ {server.url()}"), row
     state, message, _ = runs["upload-dreamstime"]
     assert state == "COMPLETED" and message.startswith("3 not tried — stopped: "), message

@@ -28,6 +28,7 @@ from tasks.gemini.models import cost_usd
 from tasks.stages.describe import describe_stage
 from tasks.stores.batch_jobs import BatchJobs
 from tasks.stores.dead_letter_open import open_store
+from tests.fakes import prefect_api
 from tests.fakes.gemini import (  # noqa: F401  (fake_gemini is a fixture)
     FAKE_KEY,
     answer_json,
@@ -149,27 +150,13 @@ def test_nothing_is_described_twice_and_a_third_run_submits_nothing(thirty):
 
 
 def test_each_collected_job_is_one_task_run_and_one_table(thirty):
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import (
-        ArtifactFilter,
-        ArtifactFilterKey,
-        FlowRunFilter,
-        FlowRunFilterId,
-        TaskRunFilter,
-        TaskRunFilterName,
-    )
-
     wd, _, _, _, _, _ = thirty
     (record,) = BatchJobs(wd).records()
     job_id = record.job_name.rsplit("/", 1)[-1]
-    with get_client(sync_client=True) as client:
-        (artifact,) = client.read_artifacts(
-            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[f"batch-{record.display_name}"])))
-        # The job's name (fake000001) repeats in other tests' test servers on the session's Prefect server:
-        # this test's task runs are the ones in the flow run that made the table.
-        runs = client.read_task_runs(
-            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[artifact.flow_run_id])),
-            task_run_filter=TaskRunFilter(name=TaskRunFilterName(any_=[f"collect-{job_id}"])))
+    # The display name starts with this workdir's key: the table is this test's. The job's name (fake000001)
+    # repeats in other tests' fake servers: this test's task runs are the ones in the flow run that made the table.
+    (artifact,) = prefect_api.artifacts(key=f"batch-{record.display_name}")
+    runs = prefect_api.task_runs(artifact.flow_run_id, name=f"collect-{job_id}")
     assert len(runs) == 1 and runs[0].state.is_completed()
     rows = {row["asset"]: row["result"] for row in json.loads(artifact.data)}
     assert len(rows) == 30 and rows["b00.jpg"] == "described" and rows["b03.jpg"] == "parked: blocked:SAFETY"

@@ -61,7 +61,8 @@ GOLDEN_ASSETS = {
         releases=["Model A", "model a"], editorial=True),
     "yuuhi_002.jpg": Metadata(
         title="海に沈む夕日", description="静かな海に沈む夕日の風景。",
-        keywords=["夕日", "海", "風景", "日本", "自然"], adobe_category=11, category_hints=["landscape"], language="ja"),
+        keywords=["夕日", "海", "風景", "日本", "自然"], adobe_category=11, category_hints=["landscape"],
+        language="ja"),
     "a_very_long_ingested_file_name_2024.jpg": Metadata(
         title="Mountain range at dawn", description="Snowy mountain range at dawn.",
         keywords=["mountains", "snow", "dawn", "peak", "range"], adobe_category=11, dreamstime_categories=[15]),
@@ -292,7 +293,7 @@ def test_split_files_keeps_every_row_once_in_order_within_both_limits(sizes, max
     parsed = [list(csv.reader(io.StringIO(f.decode("utf-8"), newline=""))) for f in files]
     assert all(p[0] == header for p in parsed)
     assert [tuple(r) for p in parsed for r in p[1:]] == rows
-    for i, (data, p) in enumerate(zip(files, parsed)):
+    for i, (data, p) in enumerate(zip(files, parsed, strict=True)):
         assert max_rows is None or len(p) - 1 <= max_rows
         single = len(p) == 2  # one row alone may not fit: build_row reports those before splitting
         assert max_bytes is None or len(data) <= max_bytes or single
@@ -366,5 +367,5 @@ def test_markdown_escapes_table_breaking_text():
 
     report = CsvReport(agencies={"adobe": AgencyCsv(agency="adobe", display_name="Adobe Stock")},
                        problems=[Problem(agency="adobe", asset="a|b.jpg", rule="x", message="pipe | and\nnewline")])
-    line = [l for l in validation_markdown(report).splitlines() if "a\\|b.jpg" in l][0]
+    line = [text for text in validation_markdown(report).splitlines() if "a\\|b.jpg" in text][0]
     assert line.count(" | ") == 3 and "pipe \\| and newline" in line

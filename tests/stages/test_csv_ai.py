@@ -36,7 +36,8 @@ def test_a_generated_assets_dreamstime_row_and_xmp_say_it_is_ai_generated_and_an
     assert stock_batch(workdir=str(wd.root), count=1, return_state=True).is_completed()  # a Gemini image
     assert stock_batch(workdir=str(wd.root), source=str(photos), return_state=True).is_completed()  # own photo
 
-    rows = {r["Filename"]: r for r in csv.DictReader((wd.csv / "dreamstime.csv").read_text(encoding="utf-8").splitlines())}
+    rows = {r["Filename"]: r
+            for r in csv.DictReader((wd.csv / "dreamstime.csv").read_text(encoding="utf-8").splitlines())}
     (generated,) = [name for name in rows if name != "own_meadow.jpg"]
     assert read_sidecar(wd.sidecar(generated)).metadata.ai_generated
     assert "AI-generated" in rows[generated]["Description"]

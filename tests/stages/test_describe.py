@@ -33,6 +33,7 @@ from tasks.stages import describe as describe_module
 from tasks.stages.describe import describe_stage
 from tasks.stores.dead_letter_open import open_store
 from tasks.stores.dead_letter_sql import SQLiteDeadLetterStore
+from tests.fakes import prefect_api
 from tests.fakes.gemini import (  # noqa: F401  (fake_gemini is a fixture)
     FAKE_KEY,
     answer_json,
@@ -92,7 +93,8 @@ class Script:
         _, data = req.inline_images()[0]
         with Image.open(BytesIO(data)) as im:
             pixel = im.convert("RGB").getpixel((im.width // 2, im.height // 2))
-        nearest = min(range(len(self.names)), key=lambda i: sum((a - b) ** 2 for a, b in zip(COLOURS[i], pixel)))
+        nearest = min(range(len(self.names)),
+                      key=lambda i: sum((a - b) ** 2 for a, b in zip(COLOURS[i], pixel, strict=True)))
         return self.names[nearest]
 
     def __call__(self, req):
@@ -133,14 +135,8 @@ def stage_lines():
 
 
 def flow_run_logs(state) -> str:
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
-    from prefect.logging.handlers import APILogWorker
-
-    APILogWorker.drain_all(timeout=10)
-    with get_client(sync_client=True) as client:
-        logs = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[state.state_details.flow_run_id])))
-    return "\n".join(log.message for log in logs)
+    """The log lines of the flow run that ended in ``state``, one text."""
+    return "\n".join(log.message for log in prefect_api.logs(state.state_details.flow_run_id))
 
 
 def workdir_bytes(wd: Workdir) -> list[tuple[Path, bytes]]:
@@ -333,7 +329,8 @@ def test_a_refused_key_stops_the_stage_without_parking(prefect_harness, fake_gem
     assert open_store(wd).list() == []
 
 
-def test_the_flow_parks_a_failed_job_when_the_hook_could_not(prefect_harness, fake_gemini, gemini_key, tmp_path, monkeypatch):
+def test_the_flow_parks_a_failed_job_when_the_hook_could_not(prefect_harness, fake_gemini, gemini_key, tmp_path,
+                                                             monkeypatch):
     def broken_hook(task, task_run, state):
         raise RuntimeError("hook failed")
 
@@ -349,8 +346,10 @@ def test_the_flow_parks_a_failed_job_when_the_hook_could_not(prefect_harness, fa
     assert rows == {"a.jpg": ("exhausted:503", 3), "b.jpg": ("blocked:IMAGE_SAFETY", 1)}
 
 
-def test_a_locked_store_leaves_the_job_pending_and_the_others_go_on(prefect_harness, fake_gemini, gemini_key, tmp_path, monkeypatch):
-    monkeypatch.setattr(describe_module, "open_store", lambda wd: SQLiteDeadLetterStore(wd.dead_letter_db, busy_timeout_s=0.3))
+def test_a_locked_store_leaves_the_job_pending_and_the_others_go_on(prefect_harness, fake_gemini, gemini_key, tmp_path,
+                                                                    monkeypatch):
+    monkeypatch.setattr(describe_module, "open_store",
+                        lambda wd: SQLiteDeadLetterStore(wd.dead_letter_db, busy_timeout_s=0.3))
     wd = Workdir(tmp_path / "w").prepare()
     assets = make_assets(wd, ["fine.jpg", "doomed.jpg", "also_fine.jpg"])
     SQLiteDeadLetterStore(wd.dead_letter_db)  # the store exists; another process is about to lock it

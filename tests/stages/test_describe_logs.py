@@ -4,13 +4,13 @@ says where its time went (calling Gemini apart from waiting for the quota), and 
 from __future__ import annotations
 
 import re
-import time
 from collections import Counter
 
 import pytest
 
 from tasks.core.workdir import Workdir
 from tasks.stages.describers import OfflineDescriber
+from tests.fakes import prefect_api
 from tests.fakes.gemini import error, finished, gemini_for_module, rate_limited
 from tests.stages.test_describe import Script, fast_settings, make_assets, run_describe
 
@@ -19,19 +19,9 @@ NAMES = ["calm.jpg", "told.jpg", "unsafe.jpg", "down.jpg"]
 
 def logged(state, names: list[str]) -> tuple[dict[str, list[str]], dict]:
     """The run's log lines by file (a task run's lines, and the flow's that name it), and its task runs by file."""
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, LogFilter, LogFilterFlowRunId
-    from prefect.logging.handlers import APILogWorker
-
     flow_run_id = state.state_details.flow_run_id
-    APILogWorker.drain_all(timeout=10)
-    with get_client(sync_client=True) as client:
-        runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
-        for _ in range(30):  # the log worker may still be sending under load: until every task run's last line is in
-            logs = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])))
-            if len([log for log in logs if log.message.startswith("Finished in state")]) > len(runs):
-                break
-            time.sleep(1)
+    logs = prefect_api.logs(flow_run_id)  # the log worker may still be sending under load: until every line is in
+    runs = prefect_api.task_runs(flow_run_id)
     file_of = {run.id: run.name.removeprefix("describe-") for run in runs}
     lines: dict[str, list[str]] = {name: [] for name in names}
     for log in logs:
@@ -100,7 +90,8 @@ def test_an_unexpected_failure_keeps_its_traceback_and_one_line_says_it_was_park
 
     monkeypatch.setattr(OfflineDescriber, "describe", a_bug_for_one)
     wd = Workdir(tmp_path / "w").prepare()
-    state, report = run_describe(wd, fast_settings(max_attempts=max_attempts), make_assets(wd, ["fine.jpg", "buggy.jpg"]))
+    state, report = run_describe(wd, fast_settings(max_attempts=max_attempts),
+                                 make_assets(wd, ["fine.jpg", "buggy.jpg"]))
     assert report.parked == {"buggy.jpg": "unknown:RuntimeError"} and report.described == ["fine.jpg"]
     lines, runs = logged(state, ["fine.jpg", "buggy.jpg"])
     assert runs["buggy.jpg"].state.name == "Failed", "not an expected failure: no Parked state"

@@ -48,7 +48,8 @@ def make_assets(wd: Workdir, n: int) -> list[Asset]:
 
 
 def gemini(**over) -> Settings:
-    return Settings(gemini=GeminiSettings(**({"requests_per_minute": 6000, "requests_per_day": 0, "retry_delay_s": 0.05, "timeout_s": 5} | over)))
+    return Settings(gemini=GeminiSettings(**({"requests_per_minute": 6000, "requests_per_day": 0, "retry_delay_s": 0.05,
+                                              "timeout_s": 5} | over)))
 
 
 def run(wd: Workdir, settings: Settings, assets: list[Asset]) -> DescribeReport:

@@ -1,4 +1,5 @@
-"""The pack stage over a workdir (pack_assets, then finish_batch, as the flow calls them): bad files rejected alone, repairs, held back per agency, determinism, reruns."""
+"""The pack stage over a workdir (pack_assets, then finish_batch, as the flow calls them): bad files rejected
+alone, repairs, held back per agency, determinism, reruns."""
 
 from __future__ import annotations
 
@@ -153,7 +154,8 @@ def test_held_back_per_agency_with_the_rule_at_the_real_limits(tmp_path, caplog)
     s.jpeg(wd.assets / "big.jpg", size=(2400, 1800))     # 4.32 MP: every agency
     s.jpeg(wd.assets / "mid.jpg", size=(2000, 1600))     # 3.2 MP: Dreamstime only
     # the agencies enabled by default (the six others ship disabled; their limits: tests/images/test_inspect.py)
-    report = pack_batch(wd, PackSettings(), [sidecar("big.jpg"), sidecar("mid.jpg")], ["adobe", "vecteezy", "dreamstime"])
+    report = pack_batch(wd, PackSettings(), [sidecar("big.jpg"), sidecar("mid.jpg")],
+                        ["adobe", "vecteezy", "dreamstime"])
     rule = "2000×1600 = 3.2 MP is below {}'s minimum of 4 MP"
     assert report.held_back == {"adobe": {"mid.jpg": rule.format("adobe")},
                                 "vecteezy": {"mid.jpg": rule.format("vecteezy")}}

@@ -27,7 +27,8 @@ def add_assets(wd: Workdir, versions: range, distinct: bool = True) -> list[str]
     base = render_demo_image(DEMO_PROMPTS[0], random.Random(7), size=SIZE)
     images = {f"sunset_v{i}.jpg": noisy(base, 100 + i) if i % 2 else cropped(base, 0.004 * (i + 1)) for i in versions}
     if distinct:
-        images |= {f"other_{i}.jpg": render_demo_image(DEMO_PROMPTS[i], random.Random(i), size=SIZE) for i in (2, 3, 6, 7)}
+        images |= {f"other_{i}.jpg": render_demo_image(DEMO_PROMPTS[i], random.Random(i), size=SIZE)
+                   for i in (2, 3, 6, 7)}
     for name, im in images.items():
         im.save(wd.assets / name, quality=90)
         write_sidecar(wd.sidecar(name), Asset(name=name, asset_id=sha256_file(wd.assets / name), path=wd.assets / name),
@@ -62,7 +63,8 @@ def test_upscaling_is_off_by_default_and_when_chosen_enlarges_to_the_largest_min
     wd = Workdir(tmp_path / "work").prepare()
     render_demo_image(DEMO_PROMPTS[2], random.Random(3), size=(480, 360)).save(wd.assets / "city.jpg", quality=90)
     write_sidecar(wd.sidecar("city.jpg"), Asset(name="city.jpg", asset_id=sha256_file(wd.assets / "city.jpg"),
-                                                path=wd.assets / "city.jpg"), Metadata(title="City", description="City"))
+                                                path=wd.assets / "city.jpg"),
+                                                Metadata(title="City", description="City"))
     rules = {"adobe": ImageRules("adobe", 200_000), "dreamstime": ImageRules("dreamstime", 100_000)}
     plain, sent = pack_and_upload(wd, rules=rules)  # 0.17 MP: Dreamstime takes it, Adobe does not
     assert "city.jpg" in plain.held_back["adobe"] and plain.upscaled == {} and sent["adobe"].uploaded == []

@@ -26,11 +26,13 @@ from tasks.gemini.describer import GeminiDescriber
 from tasks.stages.describe import describe_stage
 from tasks.stages.replay import replay_jobs
 from tasks.stores.dead_letter_open import open_store
+from tests.fakes import prefect_api
 from tests.fakes.gemini import FAKE_KEY, FakeGemini, error, finished, slow
 from tests.fakes.ledger import ledger_entries
 from tests.stages.test_describe import COLOURS, Script, flow_run_logs
 
-FAST_CONFIG = "[gemini]\nmax_attempts = 2\nretry_delay_s = 0.05\ntimeout_s = 5\nconcurrency = 2\nrequests_per_minute = 6000\n"
+FAST_CONFIG = ("[gemini]\nmax_attempts = 2\nretry_delay_s = 0.05\ntimeout_s = 5\nconcurrency = 2\n"
+               "requests_per_minute = 6000\n")
 
 
 @pytest.fixture
@@ -121,11 +123,13 @@ def test_replay_recovers_parked_jobs_and_takes_them_to_csv_and_outbox(prefect_ha
     assert f"[dry-run] would replay {before['storm1.jpg'].job_id} (exhausted:503)" in logs
     assert "unsafe.jpg" not in logs
 
-    applied_state, applied = replay(wd, error_class="exhausted", dry_run=False)  # the outage is over: default answers are good
+    applied_state, applied = replay(wd, error_class="exhausted",
+                                    dry_run=False)  # the outage is over: default answers are good
     assert (applied["scanned"], applied["recovered"], applied["still_failing"], applied["dry_run"]) == (2, 2, 0, False)
     assert sorted(applied["recovered_assets"]) == ["storm1.jpg", "storm2.jpg"]
     after = {j.asset_name: j for j in store.list()}
-    assert {n: j.status for n, j in after.items()} == {"storm1.jpg": "recovered", "storm2.jpg": "recovered", "unsafe.jpg": "parked"}
+    assert {n: j.status for n, j in after.items()} == {"storm1.jpg": "recovered", "storm2.jpg": "recovered",
+                                                       "unsafe.jpg": "parked"}
     assert all(j.claimed_by is None for j in after.values())
     assert adobe_rows(wd) == ["calm.jpg", "storm1.jpg", "storm2.jpg"]
     assert sorted(p.name for p in wd.outbox("adobe").iterdir()) == ["calm.jpg", "storm1.jpg", "storm2.jpg"]
@@ -152,7 +156,7 @@ def test_replay_recovers_parked_jobs_and_takes_them_to_csv_and_outbox(prefect_ha
         if path.is_file():
             assert FAKE_KEY.encode() not in path.read_bytes(), path
     mine = {s.state_details.flow_run_id for s in (batch_state, state, applied_state, again_state)}
-    artifacts = [a for a in read_artifacts() if a.flow_run_id in mine]  # this test's runs only
+    artifacts = [a for run in mine for a in prefect_api.artifacts(run)]  # this test's runs only
     assert any("exhausted:503" in str(a.data) for a in artifacts), "the artifacts were read"
     assert all(FAKE_KEY not in str(a.data) and FAKE_KEY not in str(a.description) for a in artifacts)
 
@@ -218,18 +222,8 @@ def test_dead_letter_summary_flow_logs_and_publishes_the_report(prefect_harness,
     assert lines[:3] == ["dead-letter: 3 parked", "     2  exhausted:503", "     1  blocked:SAFETY"]
     assert lines[3].startswith("  oldest parked job: ") and lines[3].endswith(" old")
     assert "dead-letter: 3 parked" in flow_run_logs(state)
-    mine = [a for a in read_artifacts("dead-letter-summary") if a.flow_run_id == state.state_details.flow_run_id]
+    mine = prefect_api.artifacts(state.state_details.flow_run_id, key="dead-letter-summary")
     assert len(mine) == 1 and "dead-letter: 3 parked" in mine[0].data and "| `exhausted:503` | 2 |" in mine[0].data
 
     empty = new_workdir(tmp_path / "empty")
     assert dead_letter_summary(workdir=str(empty.root)) == "dead-letter: clean (0 parked)"
-
-
-def read_artifacts(key: str | None = None) -> list:
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-
-    with get_client(sync_client=True) as client:
-        if key is None:
-            return client.read_artifacts()
-        return client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))

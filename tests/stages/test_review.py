@@ -100,7 +100,8 @@ def test_rejected_and_held_assets_are_left_out_of_the_zip():
     report = ReviewReport(asked=NAMES[1:], rejected=["bay.jpg"], held=[], approved=["cove.jpg"],
                           rejected_before={"alps.jpg": "2026-11-29T02:00:00+00:00"})
     assert list(report.without_left_out(packed).ready) == ["cove.jpg"]
-    assert report.cells() == {"alps.jpg": "rejected in review (2026-11-29T02:00:00+00:00)", "bay.jpg": "rejected in review"}
+    assert report.cells() == {"alps.jpg": "rejected in review (2026-11-29T02:00:00+00:00)",
+                              "bay.jpg": "rejected in review"}
     assert report.message() == "review: 2 asked · 1 approved · 1 rejected"
 
 
@@ -172,7 +173,8 @@ def test_the_answer_rejects_the_named_approves_the_rest_and_corrects_before_the_
     assert (report.asked, report.approved, report.rejected) == (NAMES, ["alps.jpg", "cove.jpg"], ["bay.jpg"])
     assert report.unknown == ["nope.jpg"] and report.corrected == ["cove.jpg"] and not report.timed_out
     cove = read_sidecar(workdir.sidecar("cove.jpg"))
-    assert cove.metadata.title == "Cove in the morning" and (cove.review.decision, cove.review.by) == ("approved", "review")
+    assert cove.metadata.title == "Cove in the morning"
+    assert (cove.review.decision, cove.review.by) == ("approved", "review")
     assert read_sidecar(workdir.sidecar("bay.jpg")).metadata.title == "Quiet bay at dawn"
     assert review_decisions(workdir, review_on(), packed, CsvReport(), ask).asked == [], "decided: not asked again"
     assert len(ask.asked) == 1 and waiting_events == [3]

@@ -239,7 +239,8 @@ def test_a_confirmed_file_that_vanished_stops_the_agency_and_is_not_resent(workd
     assert "not there" in report.stopped and "remote_keeps_files" in report.stopped
     assert report.uploaded == [] and ftp_server.log.stor_commands == 1
     assert ledger_names(workdir, "dreamstime") == []
-    trusting = upload_agency(workdir, "dreamstime", items, ftp_settings.model_copy(update={"remote_keeps_files": False}))
+    trusting = upload_agency(workdir, "dreamstime", items,
+                             ftp_settings.model_copy(update={"remote_keeps_files": False}))
     assert sorted(trusting.uploaded) == [i.name for i in items]
 
 
@@ -337,7 +338,8 @@ def test_an_unreachable_passive_port_stops_the_agency_after_the_set_number_of_fi
 def test_failures_of_a_files_own_do_not_stop_the_agency(workdir, ftp_server, ftp_settings):
     ftp_server.faults.refuse_next = ["553 File name not allowed."] * 3
     items = make_items(workdir, 5)
-    report = upload_agency(workdir, "dreamstime", items, ftp_settings.model_copy(update={"stop_after_same_failures": 2}))
+    report = upload_agency(workdir, "dreamstime", items,
+                           ftp_settings.model_copy(update={"stop_after_same_failures": 2}))
     assert len(report.failed) == 3 and report.stopped is None and len(report.uploaded) == 2
 
 

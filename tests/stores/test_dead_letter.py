@@ -35,7 +35,8 @@ SEED_QUERY = (
 
 def park(store, job_id, *, error_class="exhausted:503", attempts=1, message="boom", **kw):
     return store.park(job_id, payload={"asset": f"{job_id}.jpg", "asset_id": job_id}, model="gemini-test",
-                      error_class=error_class, error_message=message, attempts=attempts, asset_name=f"{job_id}.jpg", **kw)
+                      error_class=error_class, error_message=message, attempts=attempts, asset_name=f"{job_id}.jpg",
+                      **kw)
 
 
 class FakeClock:
@@ -63,7 +64,8 @@ def store(request, tmp_path, clock) -> DeadLetterStore:
     if request.param == "memory":
         return MemoryDeadLetterStore(clock=clock)
     if request.param == "postgres":
-        return PostgresDeadLetterStore(request.getfixturevalue("postgres").url("postgres"), f"acct-{uuid.uuid4().hex[:8]}",
+        return PostgresDeadLetterStore(request.getfixturevalue("postgres").url("postgres"),
+                                       f"acct-{uuid.uuid4().hex[:8]}",
                                        clock=clock)
     return SQLiteDeadLetterStore(tmp_path / "dead_letter.db", busy_timeout_s=2, clock=clock)
 
@@ -112,8 +114,9 @@ def test_table_has_the_original_columns_and_wal(sqlite_store):
 def test_a_table_made_by_the_original_design_gains_the_new_columns(tmp_path):
     path = tmp_path / "dead_letter.db"
     with sqlite3.connect(path) as con:
-        con.execute("CREATE TABLE dead_letter (job_id TEXT PRIMARY KEY, payload_json TEXT, model TEXT, error_class TEXT,"
-                    " error_message TEXT, attempts INTEGER, first_seen REAL, last_seen REAL, status TEXT)")
+        con.execute("CREATE TABLE dead_letter (job_id TEXT PRIMARY KEY, payload_json TEXT, model TEXT, "
+                    "error_class TEXT, error_message TEXT, attempts INTEGER, first_seen REAL, last_seen REAL, "
+                    "status TEXT)")
         con.execute("INSERT INTO dead_letter VALUES ('old', '{}', 'm', 'permanent:400', 'x', 1, 1.5, 2.5, 'parked')")
     store = SQLiteDeadLetterStore(path)
     assert [j.job_id for j in store.list(status="parked")] == ["old"]

@@ -50,7 +50,8 @@ def test_each_account_sees_its_own_jobs_and_the_summary_covers_all(database):
     assert everyone["bob"].by_class == [("blocked:SAFETY", 1), ("exhausted:503", 1)]
     assert everyone["alice"] == alice.summary()
     assert bob.mark_recovered("other", "r") and bob.mark_recovered("same-image", "r")
-    assert set(DeadLetterDatabase.postgres(database).summaries()) == {"alice"}, "an account with nothing parked drops out"
+    assert set(DeadLetterDatabase.postgres(database).summaries()) == {"alice"}, ("an account with nothing parked "
+                                                                                 "drops out")
     assert bob.summary() == Summary()
 
 

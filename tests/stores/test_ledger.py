@@ -93,7 +93,8 @@ def test_concurrent_processes_lose_no_line_and_interleave_none(tmp_path):
         assert p.exitcode == 0
     lines = data_lines(path)
     assert len(lines) == 400
-    assert {parse_line(line, agency_names()).sha256 for line in lines} == {sha(f"p{p}-{i}") for p in range(4) for i in range(100)}
+    assert {parse_line(line, agency_names()).sha256 for line in lines} == {sha(f"p{p}-{i}") for p in range(4)
+                                                                           for i in range(100)}
     assert path.read_text().count(HEADER) == 1
 
 
@@ -121,7 +122,8 @@ def test_cut_off_line_that_names_its_key_counts_and_is_completed(tmp_path):
     assert state.is_done("vecteezy", sha("b"))
     assert "counts" in state.problems[0][1]
     ledger.record("adobe", "c.jpg", sha("c"), "/c")
-    assert [parse_line(line, agency_names()).filename for line in data_lines(ledger.path)] == ["a.jpg", "b.jpg", "c.jpg"]
+    assert [parse_line(line, agency_names()).filename for line in data_lines(ledger.path)] == ["a.jpg", "b.jpg",
+                                                                                               "c.jpg"]
 
 
 def test_a_ledger_of_only_a_torn_line_gets_its_header_back(tmp_path):
@@ -138,7 +140,7 @@ def test_garbage_lines_are_reported_with_their_numbers_and_skipped(tmp_path):
         "# comment",
         good,
         "complete garbage",
-        f"2026-01-01T00:00:00Z\tadobe\tb.jpg\tNOT-HEX\t/b",
+        "2026-01-01T00:00:00Z\tadobe\tb.jpg\tNOT-HEX\t/b",
         f"2026-01-01T00:00:00Z\tadbe\tc.jpg\t{sha('c')}\t/c",  # typo in the agency
         "",
         "   ",

@@ -91,11 +91,12 @@ _LINES = {
     "spaces": lambda i: f"2026-11-30T00:00:00Z adobe s{i}.jpg {sha(i % 3)} /r\n",
     "unknown-agency": lambda i: f"2026-11-30T00:00:00Z\tistock\tf{i}.jpg\t{sha(i)}\t/r\n",
     "garbage": lambda i: f"garbage {i}\n",
-    "bad-utf8": lambda i: f"2026-11-30T00:00:00Z\tadobe\tcaf".encode() + b"\xe9\xff" + f"\t{sha(i % 9)}\t/r\n".encode(),
+    "bad-utf8": lambda i: "2026-11-30T00:00:00Z\tadobe\tcaf".encode() + b"\xe9\xff" + f"\t{sha(i % 9)}\t/r\n".encode(),
     "comment": lambda i: f"# note {i}\n",
     "blank": lambda i: "\n",
 }
-_TORN = [b"", b"2026-11-30T00:00:00Z\tado", ("2026-11-30T00:00:00Z\tvecteezy\tt.jpg\t" + sha("torn") + "\t/r/t").encode(),
+_TORN = [b"", b"2026-11-30T00:00:00Z\tado",
+         ("2026-11-30T00:00:00Z\tvecteezy\tt.jpg\t" + sha("torn") + "\t/r/t").encode(),
          b"# a comment cut sh", b"\xe2\x82"]
 
 
@@ -205,7 +206,8 @@ def test_appends_after_indexing_are_seen_and_counted_once(tmp_path, small_thresh
     assert index_path(ledger.path).stat().st_mtime_ns == before  # 2 new lines: the index is left as it is
     ledger.record("vecteezy", "v.jpg", sha("v"), "/r")
     state = ledger.read()  # 3 new lines: rewritten to cover them
-    assert header_of(ledger.path)["lines"] == 3 + 7 and header_of(ledger.path)["counts"] == [4, 1, 1] + [0] * OTHER_AGENCIES
+    assert header_of(ledger.path)["lines"] == 3 + 7 and header_of(ledger.path)["counts"] == [4, 1,
+                                                                                             1] + [0] * OTHER_AGENCIES
     assert done_keys(state) == done_keys(full_read(ledger.path, tmp_path))
 
 

@@ -53,9 +53,11 @@ def test_factory_builds_each_transport(workdir, monkeypatch, tmp_path):
     assert isinstance(local, LocalFolder) and local.folder == tmp_path / "out"
     sftp = open_transport("adobe", AgencySettings(target="sftp://me@127.0.0.1:2222/up", trust_unknown_host=True,
                                                   timeout_s=7), workdir)
-    assert isinstance(sftp, SftpTarget) and (sftp.host, sftp.port, sftp.user, sftp.folder) == ("127.0.0.1", 2222, "me", "up")
+    assert isinstance(sftp, SftpTarget)
+    assert (sftp.host, sftp.port, sftp.user, sftp.folder) == ("127.0.0.1", 2222, "me", "up")
     assert sftp._password == "pw-a" and sftp.trust_unknown_host and sftp.timeout == 7
-    ftps = open_transport("dreamstime", AgencySettings(target="ftps://42@127.0.0.1/", remote_keeps_files=False), workdir)
+    ftps = open_transport("dreamstime", AgencySettings(target="ftps://42@127.0.0.1/", remote_keeps_files=False),
+                          workdir)
     assert isinstance(ftps, FtpTarget) and ftps.tls and ftps._password == "pw-d" and not ftps.can_list
     assert "pw-d" not in ftps.display and "pw-a" not in sftp.display
 
