@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from harness.cluster import DEMO_ACCOUNTS, POOL, Cluster
+from tasks.orchestration.environment import RUN_LOG_ENV
 from tasks.orchestration.local_server import port_in_use
 from tasks.stores.dead_letter_sql import PostgresDeadLetterStore
 from tests.fakes.prefect_api import wait_until
@@ -101,7 +102,7 @@ def test_each_demo_account_has_every_deployment_each_limited_to_one_run(cluster)
         assert d["work_pool_name"] == POOL
         assert d["concurrency_limit"] == 1 or d["global_concurrency_limit"]["limit"] == 1, name
         assert d["parameters"]["workdir"] == str(cluster["home"] / "accounts" / account)
-        assert d["job_variables"]["env"] == {"MICROSTOCK_ACCOUNT": account,
+        assert d["job_variables"]["env"] == {**RUN_LOG_ENV, "MICROSTOCK_ACCOUNT": account,
                                              "MICROSTOCK_DEAD_LETTER_URL": cluster["env"]["MICROSTOCK_DEAD_LETTER_URL"]}
         assert f"account:{account}" in d["tags"]
     assert deps["stock-batch/demo-a"]["schedules"][0]["schedule"]["cron"] == "0 2 * * *"
