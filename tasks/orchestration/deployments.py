@@ -143,11 +143,25 @@ def serve_all(workdir: Path, *, port: int, timezone: str | None, say=print) -> N
     """
     import os
     import signal
+    import threading
+    import time
 
     from tasks.orchestration.local_server import LocalServer
 
+    registering = threading.Event()  # set when serve() starts registering: Prefect's runner takes SIGTERM next
+
     def interrupt(signum, frame):  # SIGTERM before Prefect's runner installs its own handler
-        raise KeyboardInterrupt
+        if not registering.is_set():
+            raise KeyboardInterrupt
+        # Prefect's serve() registers the deployments first and installs the runner's SIGTERM handler only when
+        # the runner starts (Runner.start): a stop in between would leave their schedules running. Hand the
+        # signal on to the runner once its handler is in, so that it pauses them as on any later stop.
+        threading.Thread(target=redeliver, daemon=True).start()
+
+    def redeliver():
+        while signal.getsignal(signal.SIGTERM) is interrupt:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)
 
     previous = signal.signal(signal.SIGTERM, interrupt)
     def as_sigterm(signum, frame):  # Ctrl-C takes SIGTERM's way: Prefect's runner pauses the schedules on it
@@ -157,13 +171,13 @@ def serve_all(workdir: Path, *, port: int, timezone: str | None, say=print) -> N
     previous_int = signal.signal(signal.SIGINT, as_sigterm)
     try:
         if os.environ.get("PREFECT_API_URL"):
-            _serve(workdir, timezone, os.environ["PREFECT_API_URL"].removesuffix("/api"), say)
+            _serve(workdir, timezone, os.environ["PREFECT_API_URL"].removesuffix("/api"), say, registering)
             return
         server = LocalServer(Path(os.environ["PREFECT_HOME"]), port)
         say(f"starting a local Prefect server on {server.url} (database in {server.home}, log {server.log_path})")
         with server:
             os.environ["PREFECT_API_URL"] = server.api_url
-            _serve(workdir, timezone, server.url, say)
+            _serve(workdir, timezone, server.url, say, registering)
         say("local Prefect server stopped")
     except KeyboardInterrupt:
         say("stopped")
@@ -172,7 +186,7 @@ def serve_all(workdir: Path, *, port: int, timezone: str | None, say=print) -> N
         signal.signal(signal.SIGINT, previous_int)
 
 
-def _serve(workdir: Path, timezone: str | None, ui_url: str, say) -> None:
+def _serve(workdir: Path, timezone: str | None, ui_url: str, say, registering) -> None:
     from prefect import serve
 
     deployments = runner_deployments(load_specs(), workdir, timezone)
@@ -180,4 +194,5 @@ def _serve(workdir: Path, timezone: str | None, ui_url: str, say) -> None:
         when = ", ".join(f"{s.schedule.cron} {s.schedule.timezone}" for s in d.schedules) or "manual"
         say(f"  {d.flow_name}/{d.name}: {when}")
     say(f"workdir {workdir}; Prefect UI {ui_url}; Ctrl-C or SIGTERM stops serving")
+    registering.set()
     serve(*deployments, print_starting_message=False)

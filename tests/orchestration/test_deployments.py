@@ -27,6 +27,7 @@ from tasks.orchestration.deployments import (
     DeploymentSpec,
     load_specs,
     runner_deployments,
+    serve_all,
 )
 
 EXPECTED = {"stock-batch", "dead-letter-summary", "replay-dead-letters", "collect-batches"}
@@ -189,3 +190,30 @@ def test_local_server_refuses_a_busy_port_and_says_what_to_do(tmp_path):
         with pytest.raises(ConfigError, match=f"port {port} .* already in use.*PREFECT_API_URL"):
             LocalServer(tmp_path / "home", port).start()
     assert not (tmp_path / "home").exists(), "nothing started, nothing written"
+
+
+def test_a_stop_while_serve_registers_is_handed_to_prefects_runner(tmp_path, monkeypatch):
+    """Prefect's serve() registers the deployments, then its runner installs its SIGTERM handler (which pauses
+    their schedules on a stop). A SIGTERM in between must reach that handler, not end serving with the schedules
+    left running: here the runner's start is stood in for by a handler installed a moment after the signal."""
+    import os
+    import signal
+    import threading
+
+    from tasks.orchestration import deployments as module
+
+    said, runner_got = [], threading.Event()
+
+    def serve_slowly(workdir, timezone, ui_url, say, registering):
+        registering.set()  # what _serve does just before Prefect's serve()
+        os.kill(os.getpid(), signal.SIGTERM)  # the stop, inside the window
+        threading.Event().wait(0.3)  # registering takes a moment
+        signal.signal(signal.SIGTERM, lambda *_: runner_got.set())  # the runner starts: its handler
+        assert runner_got.wait(10), "the SIGTERM was not handed on to the runner's handler"
+
+    monkeypatch.setattr(module, "_serve", serve_slowly)
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")  # no local server is started
+    before = signal.getsignal(signal.SIGTERM)
+    serve_all(tmp_path, port=0, timezone=None, say=said.append)
+    assert runner_got.is_set() and "stopped" not in said
+    assert signal.getsignal(signal.SIGTERM) is before  # serve_all puts the process's handler back
