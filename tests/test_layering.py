@@ -121,3 +121,16 @@ def test_no_import_cycle():
 @pytest.mark.parametrize("folder", sorted(LAYERS))
 def test_the_layering_names_only_folders_that_exist(folder):
     assert any(_folder(m) == folder for m in MODULES), f"{folder} has no module"
+
+
+def test_importing_the_stages_loads_no_prefect():
+    """What the stages import, all the way down, leaves Prefect unloaded (a module may import it late, where a run
+    is in progress; none below orchestration and observe loads it just by being imported)."""
+    import subprocess
+    import sys
+
+    stages = sorted(m for m in MODULES if _folder(m) == "tasks.stages" and m != "tasks.stages")
+    script = f"import sys\nfor m in {stages!r}: __import__(m)\nprint(sorted(m for m in sys.modules if m == 'prefect'))"
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]", "importing the stages loaded Prefect"

@@ -27,10 +27,8 @@ sent is logged by Prefect and the run goes on.
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
-
-from prefect.context import FlowRunContext
-from prefect.events import emit_event
 
 from tasks.observe.summary import BatchSummary
 
@@ -60,6 +58,10 @@ def batch_resource_id(flow_run_id: str) -> str:
 
 def current_batch_id() -> str | None:
     """The id of the flow run this code runs in (a batch is a flow run); None outside one."""
+    if "prefect" not in sys.modules:  # no run can be in progress unless Prefect is loaded
+        return None
+    from prefect.context import FlowRunContext
+
     ctx = FlowRunContext.get()
     return str(ctx.flow_run.id) if ctx and ctx.flow_run else None
 
@@ -73,6 +75,8 @@ def _batch_related(batch_id: str | None) -> list[dict[str, str]]:
 def _emit(event: str, resource: dict[str, str], payload: dict[str, Any],
           related: list[dict[str, str]] | None = None) -> None:
     try:
+        from prefect.events import emit_event  # here, not at import: the stages that emit stay free of Prefect
+
         emit_event(event=event, resource=resource, related=related or [], payload=payload)
     except Exception as exc:  # an event must never take a stage down
         logger.warning("could not emit %s (%s)", event, type(exc).__name__)
