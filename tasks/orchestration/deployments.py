@@ -149,6 +149,7 @@ def serve_all(workdir: Path, *, port: int, timezone: str | None, say=print) -> N
     from tasks.orchestration.local_server import LocalServer
 
     registering = threading.Event()  # set when serve() starts registering: Prefect's runner takes SIGTERM next
+    done = threading.Event()  # set when serving has ended: a signal held for the runner is then dropped
 
     def interrupt(signum, frame):  # SIGTERM before Prefect's runner installs its own handler
         if not registering.is_set():
@@ -159,9 +160,10 @@ def serve_all(workdir: Path, *, port: int, timezone: str | None, say=print) -> N
         threading.Thread(target=redeliver, daemon=True).start()
 
     def redeliver():
-        while signal.getsignal(signal.SIGTERM) is interrupt:
+        while signal.getsignal(signal.SIGTERM) is interrupt and not done.is_set():
             time.sleep(0.05)
-        os.kill(os.getpid(), signal.SIGTERM)
+        if not done.is_set():  # serve() ended before its runner started: nothing is left to stop
+            os.kill(os.getpid(), signal.SIGTERM)
 
     previous = signal.signal(signal.SIGTERM, interrupt)
     def as_sigterm(signum, frame):  # Ctrl-C takes SIGTERM's way: Prefect's runner pauses the schedules on it
@@ -182,6 +184,7 @@ def serve_all(workdir: Path, *, port: int, timezone: str | None, say=print) -> N
     except KeyboardInterrupt:
         say("stopped")
     finally:
+        done.set()
         signal.signal(signal.SIGTERM, previous)
         signal.signal(signal.SIGINT, previous_int)
 
