@@ -10,6 +10,7 @@ Prefect's ``PREFECT_LOGGING_EXTRA_LOGGERS`` (the ``tasks`` logger tree).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection
 
 from prefect import task
@@ -26,6 +27,8 @@ from tasks.stages.assets import gather_assets
 from tasks.stages.csv import csvs_for_packed
 from tasks.stages.pack import finish_batch, pack_described
 from tasks.stages.upload import upload_agency
+
+log = logging.getLogger(__name__)
 
 
 @task(name="assets", task_run_name="assets", cache_policy=NO_CACHE)
@@ -63,7 +66,10 @@ def upload_stage(wd: Workdir, agency: str, items: list[UploadItem], settings: Ag
     tried: list[tuple[str, FileOutcome]] = []
     result = upload_agency(wd, agency, items, settings,
                            on_file=lambda item, outcome: tried.append((item.name, outcome)))
-    publish_upload(agency, result, tried)
+    try:
+        publish_upload(agency, result, tried)
+    except Exception as exc:  # the table is a view: the ledger already holds what was sent
+        log.warning("upload-%s: the table of its files was not published (%s)", agency, type(exc).__name__)
     events.upload_completed(agency, result.uploaded, already=len(result.already) + len(result.reconciled),
                             failed=len(result.failed))
     return Completed(message=upload_message(result), data=result)

@@ -11,6 +11,7 @@ is missing.
 from __future__ import annotations
 
 import json
+import logging
 
 from tasks.core.workdir import Workdir
 from tests.fakes import prefect_api
@@ -156,3 +157,23 @@ def test_parallel_file_workers_log_each_file_once_in_the_agencys_run_and_its_tab
         said = [(m, run) for m, run in lines if name in m]
         assert len(said) == 1 and said[0][1] == agency_run, said
     assert f"adobe: {ready[0]} left pending: " in " ".join(m for m, _ in lines)
+
+
+def test_an_upload_table_the_server_refuses_does_not_fail_the_agency(workdir, monkeypatch, caplog):
+    """The upload-<agency> table is a view written after the uploads: when the server refuses it, the agency's
+    run still ends Completed with its counts and the files stay recorded (the ledger is the truth)."""
+    from tasks.core.settings import AgencySettings
+    from tasks.orchestration import stage_tasks
+    from tests.stages.test_upload import ledger_names, make_items
+
+    def refused(*args, **kwargs):
+        raise RuntimeError("503 Service Unavailable")
+
+    monkeypatch.setattr(stage_tasks, "publish_upload", refused)
+    caplog.set_level(logging.WARNING, logger=stage_tasks.__name__)
+    items = make_items(workdir, 2)
+    target = AgencySettings(target=workdir.outbox("adobe").as_uri())
+    state = stage_tasks.upload_stage.fn(workdir, "adobe", items, target)
+    assert state.is_completed() and state.message.startswith("2 uploaded"), state.message
+    assert ledger_names(workdir, "adobe") == [i.name for i in items]
+    assert "upload-adobe: the table of its files was not published (RuntimeError)" in caplog.text
