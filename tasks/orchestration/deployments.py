@@ -148,21 +148,21 @@ def serve_all(workdir: Path, *, port: int, timezone: str | None, say=print) -> N
 
     from tasks.orchestration.local_server import LocalServer
 
-    registering = threading.Event()  # set when serve() starts registering: Prefect's runner takes SIGTERM next
+    runners: list = []  # the Prefect runner serving the deployments, once _serve has made it
     done = threading.Event()  # set when serving has ended: a signal held for the runner is then dropped
 
-    def interrupt(signum, frame):  # SIGTERM before Prefect's runner installs its own handler
-        if not registering.is_set():
+    def interrupt(signum, frame):  # SIGTERM before Prefect's runner has started
+        if not runners:
             raise KeyboardInterrupt
-        # Prefect's serve() registers the deployments first and installs the runner's SIGTERM handler only when
-        # the runner starts (Runner.start): a stop in between would leave their schedules running. Hand the
-        # signal on to the runner once its handler is in, so that it pauses them as on any later stop.
-        threading.Thread(target=redeliver, daemon=True).start()
+        # The runner registers the deployments first, installs its SIGTERM handler when it starts, and until it
+        # has started that handler exits the process (Runner.handle_sigterm: sys.exit) without pausing their
+        # schedules. Hand the signal on once it has started, so that it pauses them as on any later stop.
+        threading.Thread(target=redeliver, args=(runners[0],), daemon=True).start()
 
-    def redeliver():
-        while signal.getsignal(signal.SIGTERM) is interrupt and not done.is_set():
+    def redeliver(runner):
+        while not runner.started and not done.is_set():
             time.sleep(0.05)
-        if not done.is_set():  # serve() ended before its runner started: nothing is left to stop
+        if not done.is_set():  # serving ended before the runner started: nothing is left to stop
             os.kill(os.getpid(), signal.SIGTERM)
 
     previous = signal.signal(signal.SIGTERM, interrupt)
@@ -173,13 +173,13 @@ def serve_all(workdir: Path, *, port: int, timezone: str | None, say=print) -> N
     previous_int = signal.signal(signal.SIGINT, as_sigterm)
     try:
         if os.environ.get("PREFECT_API_URL"):
-            _serve(workdir, timezone, os.environ["PREFECT_API_URL"].removesuffix("/api"), say, registering)
+            _serve(workdir, timezone, os.environ["PREFECT_API_URL"].removesuffix("/api"), say, runners)
             return
         server = LocalServer(Path(os.environ["PREFECT_HOME"]), port)
         say(f"starting a local Prefect server on {server.url} (database in {server.home}, log {server.log_path})")
         with server:
             os.environ["PREFECT_API_URL"] = server.api_url
-            _serve(workdir, timezone, server.url, say, registering)
+            _serve(workdir, timezone, server.url, say, runners)
         say("local Prefect server stopped")
     except KeyboardInterrupt:
         say("stopped")
@@ -189,13 +189,24 @@ def serve_all(workdir: Path, *, port: int, timezone: str | None, say=print) -> N
         signal.signal(signal.SIGINT, previous_int)
 
 
-def _serve(workdir: Path, timezone: str | None, ui_url: str, say, registering) -> None:
-    from prefect import serve
+def _serve(workdir: Path, timezone: str | None, ui_url: str, say, runners: list) -> None:
+    """Serve the deployments until a stop, as Prefect's ``serve()`` does, with the runner in ``runners`` for
+    :func:`serve_all`'s signal handling (it must see when the runner has started)."""
+    import asyncio
+
+    from prefect.exceptions import TerminationSignal
+    from prefect.runner import Runner
 
     deployments = runner_deployments(load_specs(), workdir, timezone)
     for d in deployments:
         when = ", ".join(f"{s.schedule.cron} {s.schedule.timezone}" for s in d.schedules) or "manual"
         say(f"  {d.flow_name}/{d.name}: {when}")
     say(f"workdir {workdir}; Prefect UI {ui_url}; Ctrl-C or SIGTERM stops serving")
-    registering.set()
-    serve(*deployments, print_starting_message=False)
+    runner = Runner(pause_on_shutdown=True)
+    runners.append(runner)
+    for deployment in deployments:
+        runner.add_deployment(deployment)
+    try:
+        asyncio.run(runner.start())
+    except (KeyboardInterrupt, TerminationSignal):
+        pass

@@ -193,23 +193,27 @@ def test_local_server_refuses_a_busy_port_and_says_what_to_do(tmp_path):
 
 
 def test_a_stop_while_serve_registers_is_handed_to_prefects_runner(tmp_path, monkeypatch):
-    """Prefect's serve() registers the deployments, then its runner installs its SIGTERM handler (which pauses
-    their schedules on a stop). A SIGTERM in between must reach that handler, not end serving with the schedules
-    left running: here the runner's start is stood in for by a handler installed a moment after the signal."""
+    """Prefect's runner registers the deployments, then starts; until it has started its SIGTERM handler exits the
+    process without pausing their schedules. A SIGTERM in between must reach the runner once it has started, not
+    end serving with the schedules left running: here the runner is stood in for by an object that starts, and
+    installs its handler, a moment after the signal."""
     import os
     import signal
     import threading
+    from types import SimpleNamespace
 
     from tasks.orchestration import deployments as module
 
     said, runner_got = [], threading.Event()
 
-    def serve_slowly(workdir, timezone, ui_url, say, registering):
-        registering.set()  # what _serve does just before Prefect's serve()
+    def serve_slowly(workdir, timezone, ui_url, say, runners):
+        runner = SimpleNamespace(started=False)
+        runners.append(runner)  # what _serve does before registering the deployments
         os.kill(os.getpid(), signal.SIGTERM)  # the stop, inside the window
         threading.Event().wait(0.3)  # registering takes a moment
-        signal.signal(signal.SIGTERM, lambda *_: runner_got.set())  # the runner starts: its handler
-        assert runner_got.wait(10), "the SIGTERM was not handed on to the runner's handler"
+        signal.signal(signal.SIGTERM, lambda *_: runner_got.set())  # the runner starts: its handler, then started
+        runner.started = True
+        assert runner_got.wait(10), "the SIGTERM was not handed on to the started runner"
 
     monkeypatch.setattr(module, "_serve", serve_slowly)
     monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")  # no local server is started

@@ -353,6 +353,7 @@ def test_ctrl_c_pauses_the_schedules_then_stops_the_local_server(served):
     assert not port_in_use(served["port"]), "the local Prefect server was stopped too"
     served["log"].seek(0)
     out = served["log"].read()
+    assert "All deployments have been paused" in out and "local Prefect server stopped" in out, out[-3000:]
     assert out.index("All deployments have been paused") < out.index("local Prefect server stopped")
 
 
