@@ -229,7 +229,8 @@ def describe_jobs(run: DescribeRun, assets: list[Asset], runner: JobRunner) -> l
 @dataclass(frozen=True)
 class DescribeWith:
     """The describe stage's collaborators: how each job runs, how a finished batch job is collected, the
-    quota shared by processes, and (for a test, or a replay that must use one) the describer.
+    quota shared by processes, and a describer to use instead of the one the settings select (only a test
+    sets it today: the Prefect side and replay take the settings' own).
 
     The defaults are plain Python; :data:`tasks.orchestration.describe_runs.IN_PREFECT` gives Prefect's.
     """
