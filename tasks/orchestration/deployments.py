@@ -193,6 +193,10 @@ def _serve(workdir: Path, timezone: str | None, ui_url: str, say, runners: list)
     """Serve the deployments until a stop, as Prefect's ``serve()`` does, with the runner in ``runners`` for
     :func:`serve_all`'s signal handling (it must see when the runner has started)."""
     import asyncio
+    import os
+    import signal
+    import threading
+    import time
 
     from prefect.exceptions import TerminationSignal
     from prefect.runner import Runner
@@ -202,7 +206,22 @@ def _serve(workdir: Path, timezone: str | None, ui_url: str, say, runners: list)
         when = ", ".join(f"{s.schedule.cron} {s.schedule.timezone}" for s in d.schedules) or "manual"
         say(f"  {d.flow_name}/{d.name}: {when}")
     say(f"workdir {workdir}; Prefect UI {ui_url}; Ctrl-C or SIGTERM stops serving")
-    runner = Runner(pause_on_shutdown=True)
+    class PausingRunner(Runner):
+        """Prefect's Runner, but a SIGTERM that reaches its handler before it has started waits for the start
+        (Prefect's handler would ``sys.exit(0)`` then, leaving the schedules running) and then stops it."""
+
+        def handle_sigterm(self, *args, **kwargs) -> None:
+            if self.started or self.stopping:
+                super().handle_sigterm(*args, **kwargs)
+                return
+            threading.Thread(target=self._stop_once_started, daemon=True).start()
+
+        def _stop_once_started(self) -> None:
+            while not self.started:
+                time.sleep(0.05)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    runner = PausingRunner(pause_on_shutdown=True)
     runners.append(runner)
     for deployment in deployments:
         runner.add_deployment(deployment)
