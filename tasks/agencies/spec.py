@@ -209,8 +209,8 @@ class SimilarityPolicy(_Spec):
     """What is done with an asset like another of the batch or one already uploaded there (docs/AGENCIES.md,
     "Similar content"; the score is ``tasks.images.likeness``)."""
 
-    #: ``hold_back``: of each group of versions (uploaded ones first) ``image.max_versions_per_motif`` go
-    #: (1 when unset) and the rest is held back for this agency until released; ``warn``: shown, nothing held.
+    #: ``hold_back``: of each group of versions (uploaded ones first) ``image.max_versions_per_motif`` go and
+    #: the rest is held back for this agency until released (no cap: as ``warn``); ``warn``: shown, nothing held.
     action: Literal["hold_back", "warn"] = "warn"
     #: The pair score (0–1) from which two assets are versions of one motif.
     threshold: float = Field(0.4, gt=0, le=1)

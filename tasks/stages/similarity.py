@@ -11,8 +11,8 @@ or above the agency's threshold (``[similarity] threshold`` of its spec) join
 their assets into one group, transitively.
 
 The agency's ``[similarity] action`` decides: ``warn`` shows the risk only;
-``hold_back`` takes ``image.max_versions_per_motif`` of a group (1 when the
-spec sets no cap) — those already uploaded there first, then the others in
+``hold_back`` takes ``image.max_versions_per_motif`` of a group (with no
+cap it only warns) — those already uploaded there first, then the others in
 name order — and holds back the rest for that agency only, unless the
 contributor released the asset (``tasks.stores.similar_risks``). Every risk
 is written to ``reports/similarity.json`` for the review form, ``batch-assets``
@@ -26,7 +26,8 @@ from collections.abc import Mapping
 
 from tasks.agencies.catalog import catalog
 from tasks.agencies.spec import SimilarityPolicy
-from tasks.core.records import Sidecar
+from tasks.core.errors import BadInput
+from tasks.core.records import Sidecar, read_sidecar
 from tasks.core.reports import PackReport
 from tasks.core.workdir import Workdir
 from tasks.images.inspect import ImageRules
@@ -34,7 +35,7 @@ from tasks.images.likeness import Likeness, Signature
 from tasks.images.similar import Looks
 from tasks.stores.ledger import Ledger
 from tasks.stores.portfolio import SignatureIndex, add_to_portfolio, read_portfolio
-from tasks.stores.similar_risks import Risk, released, write_risks
+from tasks.stores.similar_risks import Risk, read_risks, record_release, released, write_risks
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ def assess_similarity(wd: Workdir, batch: list[Signature], rules: list[ImageRule
         for sha in groups.parent:
             members.setdefault(groups.root(sha), []).append(names[sha])
         held = already_held.get(rule.agency, set())
-        cap = rule.max_versions or 1
+        cap = rule.max_versions if policy.action == "hold_back" else None
         outcome: dict[str, str] = {}
         for group in members.values():
             if len(group) < 2:
@@ -119,7 +120,7 @@ def assess_similarity(wd: Workdir, batch: list[Signature], rules: list[ImageRule
             uploaded = [g for g in group if g.sha256 in sent]
             waiting = sorted((g for g in group if g.sha256 not in sent and g.name not in held), key=lambda g: g.name)
             for n, g in enumerate(waiting):
-                if policy.action == "warn":
+                if cap is None:
                     outcome[g.name] = "warned"
                 elif n >= cap - len(uploaded):
                     outcome[g.name] = "released" if (rule.agency, g.sha256) in releases else "held back"
@@ -138,10 +139,10 @@ def hold_back_similar(wd: Workdir, report: PackReport, entries: Mapping[str, dic
                       rules: list[ImageRules], same_motif_bits: int,
                       policies: Mapping[str, SimilarityPolicy] | None = None) -> dict[str, dict[str, Risk]]:
     """The pack stage's check: risks of the ready assets written, versions beyond a cap held back in ``report``."""
-    batch = batch_signatures(list(report.ready), entries, sidecars)
+    batch = batch_signatures(sorted(report.ready), entries, sidecars)
     already = {a: set(held) for a, held in report.held_back.items()}
     risks = assess_similarity(wd, batch, rules, already, same_motif_bits, policies)
-    caps = {r.agency: r.max_versions or 1 for r in rules}
+    caps = {r.agency: r.max_versions for r in rules}
     for agency, per in risks.items():
         for name, risk in per.items():
             if risk.outcome == "held back":
@@ -152,3 +153,18 @@ def hold_back_similar(wd: Workdir, report: PackReport, entries: Mapping[str, dic
                     "sends it anyway")
     write_risks(wd, risks)
     return risks
+
+
+def release_held_back(wd: Workdir, name: str, agencies: list[str] | None = None) -> list[str]:
+    """Release ``name`` for ``agencies`` (default: those where the last check held it back); the agencies
+    newly released. The next run sends it there however alike it is (until its image changes).
+
+    Raises BadInput when ``name`` is no described asset of the workdir.
+    """
+    sidecar = read_sidecar(wd.sidecar(name))
+    if sidecar is None or sidecar.name != name:
+        raise BadInput(name, f"no described asset {name} in {wd.assets}")
+    sha = sidecar.asset_id
+    if agencies is None:
+        agencies = sorted(a for a, per in read_risks(wd).items() if name in per and per[name].outcome == "held back")
+    return [a for a in agencies if record_release(wd, a, name, sha)]

@@ -92,7 +92,8 @@ def add_to_portfolio(wd: Workdir, known: dict[str, Signature], batch: Iterable[S
             kept.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(thumb, kept)
     if changed:
-        data = "".join(json.dumps(_line(s), ensure_ascii=False) + "\n" for s in out.values())
+        data = "".join(json.dumps(_line(s), ensure_ascii=False) + "\n"
+                       for s in sorted(out.values(), key=lambda s: (s.name, s.sha256)))
         atomic_write_bytes(portfolio_path(wd), data.encode("utf-8"))
     return out
 
