@@ -23,9 +23,7 @@ similar_app = typer.Typer(help="Similar-content risk: list it, release a held-ba
 
 @similar_app.command("list")
 def similar_list(workdir: Optional[Path] = WorkdirOpt) -> None:
-    """Each asset's risk per agency, as the last run's pack stage found it."""
-    from rich.table import Table
-
+    """Each asset's risk per agency, as the last run's pack stage found it: ``NAME  AGENCY  RISK`` a line."""
     from tasks.core.workdir import Workdir
     from tasks.observe.similar_view import risk_words
     from tasks.stores.similar_risks import read_risks
@@ -34,11 +32,9 @@ def similar_list(workdir: Optional[Path] = WorkdirOpt) -> None:
     if not risks:
         console.print("no similarity report yet: run a batch first")
         return
-    t = Table("asset", "agency", "risk")
     for agency, per in risks.items():
         for name, risk in per.items():
-            t.add_row(name, agency, risk_words(risk))
-    console.print(t)
+            console.print(f"{name}  {agency}  {risk_words(risk)}", highlight=False, soft_wrap=True, markup=False)
 
 
 @similar_app.command("release")
