@@ -4,11 +4,12 @@ Each signal catches what the others miss (measured in docs/BENCHMARKS.md,
 "Similar-content risk"):
 
 * ``dhash`` — brightness gradients: the same picture re-encoded, with noise,
-  brightened or cropped by a per cent or two;
-* ``phash`` — the picture's coarse shape (lowest DCT frequencies): survives
-  a larger crop, a blur, a colour shift;
+  blurred, brightened, colour-shifted or cropped by a few per cent;
+* ``phash`` — the picture's coarse shape (lowest DCT frequencies): the same
+  edits, with a wider gap to other scenes, so a larger crop still counts;
 * ``colour`` — where which colour sits (a 4×4 layout): the same prompt drawn
-  again with another seed keeps it when every hash has moved;
+  again with another seed keeps it when every hash has moved (a colour or
+  brightness shift lowers it; the hashes keep those);
 * ``title`` — title words shared (Jaccard after lower-casing, dropping small
   words and a plural ``s``): a re-titled copy, or a series named alike;
 * ``keywords`` — the first ten keywords shared. Adobe ranks by the first ten

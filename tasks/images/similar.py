@@ -9,11 +9,14 @@ another scene. Two images whose hashes differ in at most ``pack.similar_max_dist
 bits are versions of one motif whatever else differs.
 
 :func:`phash` (a DCT hash of the 32×32 brightness: the sign of its lowest
-8×8 frequencies against their median) keeps the coarse shape of the picture,
-so it moves less than dHash under a crop, a blur or a re-encode. :func:`colour_layout`
+8×8 frequencies against their median) keeps the coarse shape of the picture:
+on the labelled set (docs/BENCHMARKS.md) a crop moves it more than dHash
+(12–17 bits against 6–13), but two different scenes stay further apart
+(20 bits and more, dHash 9), so it separates better between. :func:`colour_layout`
 is the mean colour of a 4×4 grid: it is what stays when a generator draws the
 same prompt again with another seed (the shapes move, the palette and where
-it sits do not), and what a colour shift changes. :func:`looks` takes all
+it sits do not), and what a colour or brightness shift changes (the hashes
+keep those). :func:`looks` takes all
 three from one image; ``tasks.images.likeness`` turns two of them (and the
 assets' titles and keywords) into one score.
 

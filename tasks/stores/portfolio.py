@@ -10,11 +10,14 @@ is skipped; the file is rewritten whole (atomically) when assets are added.
 
 :class:`SignatureIndex` finds the candidates worth scoring without comparing
 with every asset (multi-index hashing): each 64-bit hash is cut into bands
-and two assets whose hashes share a band are candidates, as are assets with
-nearly the same mean colour or sharing a title word or one of the first
-keywords. A pair within ``64 / bands - 1`` bits shares a band for certain;
-docs/BENCHMARKS.md ("Similar-content risk") measures what the index misses
-against comparing with every asset, and its speed at 20,000.
+and two assets whose hashes share two of the 16 bands are candidates, as are
+assets with nearly the same mean colour or sharing a title word or one of
+the first keywords (a word that more than 1 % of the assets have finds
+none by itself). It can miss a pair that scoring everything finds: a pair
+whose hashes differ in every band but one, whose mean colours are further
+apart than one cell and whose words are all common. docs/BENCHMARKS.md
+("Similar-content risk") counts what it missed on the labelled set and its
+speed at 20,000.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -36,8 +39,10 @@ log = logging.getLogger(__name__)
 
 #: Each hash is cut into this many bands of 64 / BANDS bits.
 BANDS = 8
+#: Hash bands (of dHash's and pHash's 2 × BANDS) two assets must share to be candidates by their hashes.
+MIN_SHARED = 2
 #: A word shared by more than this share of the indexed assets finds no candidates by itself ("landscape").
-_COMMON_WORD = 0.05
+_COMMON_WORD = 0.01
 #: Mean colour cells (per channel) for the colour candidates; neighbours are looked up too.
 _COLOUR_STEP = 24
 
@@ -111,8 +116,9 @@ def _mean_colour(sig: Signature) -> tuple[int, int, int]:
 class SignatureIndex:
     """Assets to search, and :meth:`nearest`: those at least as alike as a threshold, without an n² scan."""
 
-    def __init__(self, signatures: Iterable[Signature], bands: int = BANDS) -> None:
+    def __init__(self, signatures: Iterable[Signature], bands: int = BANDS, min_shared: int = MIN_SHARED) -> None:
         self.items = list(signatures)
+        self.min_shared = min_shared
         self.bands, self._width = bands, 64 // bands
         self._by_band: dict[tuple, list[int]] = defaultdict(list)
         self._by_word: dict[str, list[int]] = defaultdict(list)
@@ -132,10 +138,12 @@ class SignatureIndex:
                 yield kind, b, (h >> (b * self._width)) & mask
 
     def candidates(self, sig: Signature) -> set[int]:
-        """Indexes of the assets that share a hash band, a mean colour cell (or its neighbour) or a word."""
-        found: set[int] = set()
+        """Indexes of the assets that share ``min_shared`` hash bands, a mean colour cell (or its neighbour) or
+        a word that is not common."""
+        shared: Counter[int] = Counter()
         for key in self._band_keys(sig):
-            found.update(self._by_band.get(key, ()))
+            shared.update(self._by_band.get(key, ()))
+        found = {i for i, n in shared.items() if n >= self.min_shared}
         r, g, b = _mean_colour(sig)
         for dr in (-1, 0, 1):
             for dg in (-1, 0, 1):
