@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import base64
 import io
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from PIL import Image, UnidentifiedImageError
 
 from tasks.core.records import ready_name
 from tasks.core.workdir import Workdir
 from tasks.stores.portfolio import portfolio_thumb
-from tasks.stores.similar_risks import Risk
+from tasks.stores.similar_risks import Risk, read_distinct
 
 #: Width of the nearest asset's inline thumbnail in the review form.
 THUMB_PX = 96
@@ -76,8 +76,9 @@ def _inline_thumb(path) -> str:
     return f"![nearest](data:image/jpeg;base64,{base64.b64encode(buf.getvalue()).decode()}) "
 
 
-def review_cell(wd: Workdir, risks: Mapping[str, Mapping[str, Risk]], name: str) -> str:
-    """The review form's cell: the risk, and the nearest asset's thumbnail and name when it is alike."""
+def review_cell(wd: Workdir, risks: Mapping[str, Mapping[str, Risk]], name: str, escape: Callable[[str], str]) -> str:
+    """The review form's cell: the risk, the nearest asset's thumbnail and name when it is alike, and the title
+    and keywords before and after ``microstock similar distinct``; its words passed through ``escape``."""
     near = max((per[name] for per in risks.values() if name in per), key=lambda r: r.score, default=None)
     if near is None:
         return ""
@@ -85,4 +86,13 @@ def review_cell(wd: Workdir, risks: Mapping[str, Mapping[str, Risk]], name: str)
     if near.risky:
         kept = wd.packs / "thumbs" / ready_name(near.nearest)
         thumb = _inline_thumb(kept if kept.exists() else portfolio_thumb(wd, near.nearest_sha256))
-    return thumb + risk_cell(risks, name)
+    return thumb + escape(risk_cell(risks, name) + _changed_words(wd, name))
+
+
+def _changed_words(wd: Workdir, name: str) -> str:
+    change = read_distinct(wd).get(name)
+    if not change:
+        return ""
+    b, a = change["before"], change["after"]
+    return (f" · set apart by {change.get('by', '?')}: title «{b['title']}» → «{a['title']}», first keywords "
+            f"«{', '.join(b['keywords'][:5])}» → «{', '.join(a['keywords'][:5])}»")

@@ -5,6 +5,9 @@ Two files in the workdir (docs/INTERFACE.md):
 * ``reports/similarity.json`` — written by the pack stage each run:
   ``{"agencies": {agency: {asset name: Risk as JSON}}}``; the review form,
   ``batch-assets`` and the terminal summary read it.
+* ``reports/distinct.json`` — what ``microstock similar distinct`` changed:
+  ``{asset name: {"before": {title, keywords}, "after": {title, keywords}, "by"}}``
+  (the first ten keywords), shown in the review form.
 * ``similar_released.json`` — the releases, kept across runs:
   ``{"released": [{"agency", "asset", "sha256", "at"}]}``. A released asset is
   sent to that agency however alike it is; the release is for its content
@@ -101,3 +104,15 @@ def record_release(wd: Workdir, agency: str, asset: str, sha256: str, now: datet
                   "at": (now or datetime.now(UTC)).isoformat(timespec="seconds")})
     atomic_write_bytes(_releases_path(wd), json.dumps({"released": lines}, indent=1).encode("utf-8"))
     return True
+
+
+def read_distinct(wd: Workdir) -> dict[str, dict]:
+    """asset name -> ``{"before", "after", "by"}`` of each title and keyword change made to set it apart."""
+    try:
+        data = json.loads((wd.reports / "distinct.json").read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
+    except FileNotFoundError:
+        return {}
+    except ValueError as exc:
+        log.warning("distinct.json not read: %s", exc)
+        return {}
