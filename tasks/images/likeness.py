@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from tasks.images.similar import Looks, colour_difference, distance
 
@@ -50,11 +51,11 @@ class Signature:
     title: str = ""
     keywords: tuple[str, ...] = ()
 
-    @property
+    @cached_property  # worked out once per asset, not per pair
     def title_words(self) -> frozenset[str]:
         return title_words(self.title)
 
-    @property
+    @cached_property
     def first_keywords(self) -> frozenset[str]:
         return frozenset(k.strip().lower() for k in self.keywords[:FIRST_KEYWORDS] if k.strip())
 

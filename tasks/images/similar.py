@@ -27,6 +27,7 @@ hundred pixels), so hashing adds no decode of its own.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -80,7 +81,9 @@ def colour_layout(im: Image.Image) -> bytes:
 
 def colour_difference(a: bytes, b: bytes) -> float:
     """How far two colour layouts are apart: the mean absolute difference of their 48 values, 0–255."""
-    return sum(abs(x - y) for x, y in zip(a, b, strict=True)) / max(1, len(a))
+    if len(a) != len(b):
+        raise ValueError(f"colour layouts of {len(a)} and {len(b)} values")
+    return sum(map(abs, map(operator.sub, a, b))) / max(1, len(a))  # C loops: a third of a generator's time
 
 
 @dataclass(frozen=True)

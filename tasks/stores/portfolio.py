@@ -44,7 +44,7 @@ MIN_SHARED = 2
 #: A word shared by more than this share of the indexed assets finds no candidates by itself ("landscape").
 _COMMON_WORD = 0.01
 #: Mean colour cells (per channel) for the colour candidates; neighbours are looked up too.
-_COLOUR_STEP = 24
+_COLOUR_STEP = 16
 
 
 def portfolio_path(wd: Workdir) -> Path:
@@ -149,10 +149,12 @@ class SignatureIndex:
             for dg in (-1, 0, 1):
                 for db in (-1, 0, 1):
                     found.update(self._by_colour.get((r + dr, g + dg, b + db), ()))
+        words: Counter[int] = Counter()
         for w in _words(sig):
             hits = self._by_word.get(w, ())
             if len(hits) <= self._common:
-                found.update(hits)
+                words.update(hits)
+        found.update(i for i, n in words.items() if n >= self.min_shared)
         return found
 
     def nearest(self, sig: Signature, threshold: float, same_motif_bits: int = 8,
