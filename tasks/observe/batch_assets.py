@@ -7,7 +7,8 @@ The counts of ``batch-counts`` say how many; this table says which. Cells:
   (the file could not be used), and with ``[review]`` on ``rejected in review`` or ``waiting for review``;
 * one column per agency — ``uploaded``, ``already there``, ``held back (<rule>): <why>``,
   ``failed, left pending: <why>``, ``not tried``;
-* ``similar`` — the similarity risk and the nearest asset (``tasks.observe.similar_view``).
+* ``similar`` (once some asset is alike another) — the similarity risk and the nearest asset
+  (``tasks.observe.similar_view``).
 
 The artifact's description (markdown above the table in the UI) has the run's
 headline, the batch ZIP, the next steps by hand (which CSV to upload in which

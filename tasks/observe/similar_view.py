@@ -44,10 +44,12 @@ def risk_cell(risks: Mapping[str, Mapping[str, Risk]], name: str) -> str:
 
 
 def add_risk_column(rows: list[dict[str, str]], risks: Mapping[str, Mapping[str, Risk]]) -> None:
-    """``batch-assets``: a ``similar`` cell in each row of an asset the check saw."""
+    """``batch-assets``: a ``similar`` cell in every row once some asset is alike another (no column before)."""
+    if not any(r.risky for per in risks.values() for r in per.values()):
+        return
     for row in rows:
-        if any(row["asset"] in per for per in risks.values()):
-            row["similar"] = risk_cell(risks, row["asset"])
+        seen = any(row["asset"] in per for per in risks.values())
+        row["similar"] = risk_cell(risks, row["asset"]) if seen else ""
 
 
 def summary_notes(risks: Mapping[str, Mapping[str, Risk]]) -> dict[str, str]:
