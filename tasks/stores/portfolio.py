@@ -114,10 +114,18 @@ def _mean_colour(sig: Signature) -> tuple[int, int, int]:
 
 
 class SignatureIndex:
-    """Assets to search, and :meth:`nearest`: those at least as alike as a threshold, without an n² scan."""
+    """Assets to search, and :meth:`nearest`: those at least as alike as a threshold, without an n² scan.
+
+    Assets with identical looks (the same picture: every pair of them scores 1) are searched as one: the
+    first of them stands for the others, so a batch of thousands of copies costs what one does.
+    """
 
     def __init__(self, signatures: Iterable[Signature], bands: int = BANDS, min_shared: int = MIN_SHARED) -> None:
-        self.items = list(signatures)
+        same: dict[Looks, list[Signature]] = {}
+        for sig in signatures:
+            same.setdefault(sig.looks, []).append(sig)
+        self._copies = list(same.values())
+        self.items = [copies[0] for copies in self._copies]
         self.min_shared = min_shared
         self.bands, self._width = bands, 64 // bands
         self._by_band: dict[tuple, list[int]] = defaultdict(list)
@@ -167,8 +175,8 @@ class SignatureIndex:
         pool = range(len(self.items)) if exhaustive else self.candidates(sig)
         scored = []
         for i in pool:
-            other = self.items[i]
-            if other.sha256 != sig.sha256:
+            other = next((c for c in self._copies[i] if c.sha256 != sig.sha256), None)  # a copy stands for all
+            if other is not None:
                 scored.append((other, likeness(sig, other, same_motif_bits)))
         scored.sort(key=lambda p: (-p[1].score, p[0].name))
         return [p for n, p in enumerate(scored) if n == 0 or p[1].score >= threshold]

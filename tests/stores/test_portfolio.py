@@ -38,3 +38,13 @@ def test_the_index_finds_every_version_scoring_everything_finds_among_unrelated_
         exhaustive = {s.name for s, lk in index.nearest(c.signature, 0.4, exhaustive=True) if lk.score >= 0.4}
         indexed = {s.name for s, lk in index.nearest(c.signature, 0.4) if lk.score >= 0.4}
         assert indexed == exhaustive and len(index.candidates(c.signature)) < 200  # of 2,012
+
+
+def test_copies_of_one_picture_are_searched_as_one_and_each_finds_another_copy():
+    same = Looks(1, 2, bytes(48))
+    copies = [Signature(f"c{i:04d}.jpg", f"{i:064x}", same, f"Blue sky number {i}") for i in range(3000)]
+    index = SignatureIndex(copies)
+    assert len(index.items) == 1
+    first, second = index.nearest(copies[0], 0.4), index.nearest(copies[1], 0.4)
+    assert [s.name for s, _ in first] == ["c0001.jpg"] and [s.name for s, _ in second] == ["c0000.jpg"]
+    assert first[0][1].score == 1.0
