@@ -17,8 +17,10 @@ Each signal catches what the others miss (measured in docs/BENCHMARKS.md,
 
 Each signal becomes a similarity in 0–1 and the score is their weighted sum
 (:data:`WEIGHTS`, summing to 1). A pair whose dHashes are within the old
-``pack.similar_max_distance`` bits scores 1: the new signal never calls
-distinct what the old guard called one motif.
+``pack.similar_max_distance`` bits scores 1 unless their colour layouts are
+unrelated (similarity 0): the old guard's motifs stay motifs, except two
+pictures of one composition in wholly different palettes (a sunset and a
+desert of the demo generator, 7 bits apart, were one motif to it).
 """
 
 from __future__ import annotations
@@ -89,12 +91,14 @@ class Likeness:
 
 
 def likeness(a: Signature, b: Signature, same_motif_bits: int = 8) -> Likeness:
-    """The score (0–1) of two assets, 1 when their dHashes are within ``same_motif_bits``."""
+    """The score (0–1) of two assets, 1 when their dHashes are within ``same_motif_bits`` and their colours
+    are not unrelated."""
     d = distance(a.looks.dhash, b.looks.dhash)
     parts = {"dhash": _ramp(d, _SAME_BITS, _RANDOM_BITS),
              "phash": _ramp(distance(a.looks.phash, b.looks.phash), _SAME_BITS, _RANDOM_BITS),
              "colour": _ramp(colour_difference(a.looks.colour, b.looks.colour), _SAME_COLOUR, _OTHER_COLOUR),
              "title": _jaccard(a.title_words, b.title_words),
              "keywords": _jaccard(a.first_keywords, b.first_keywords)}
-    score = 1.0 if d <= same_motif_bits else sum(WEIGHTS[k] * v for k, v in parts.items())
+    same = d <= same_motif_bits and parts["colour"] > 0
+    score = 1.0 if same else sum(WEIGHTS[k] * v for k, v in parts.items())
     return Likeness(round(score, 3), parts)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 from tasks.images.likeness import Signature, likeness, title_words
-from tasks.images.similar import distance, looks
+from tasks.images.similar import Looks, distance, looks
 from tests.images.similar_cases import labelled_cases, variant_image
 
 #: The default threshold of an agency's [similarity] policy (tasks.agencies.spec.SimilarityPolicy).
@@ -38,3 +38,12 @@ def test_on_the_labelled_set_the_score_finds_far_more_versions_than_dhash_at_no_
 
     (p_old, r_old), (p_new, r_new) = precision_recall(old), precision_recall(new)
     assert r_new >= r_old + 0.4 and p_new >= p_old, (p_old, r_old, p_new, r_new)
+
+
+def test_the_old_guards_motif_stays_one_unless_the_palettes_are_unrelated():
+    # Regression: a demo sunset and desert 7 dHash bits apart were one motif, held back at Adobe together.
+    warm, cold = bytes([250, 120, 60] * 16), bytes([30, 90, 200] * 16)
+    a = Signature("a", "a", Looks(0, 0, warm))
+    near = Signature("b", "b", Looks(0b1111111, 1 << 40, bytes(max(0, v - 20) for v in warm)))
+    other = Signature("c", "c", Looks(0b1111111, 1 << 40, cold))
+    assert likeness(a, near).score == 1.0 and likeness(a, other).score < THRESHOLD
