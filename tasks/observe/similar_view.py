@@ -78,14 +78,16 @@ def _inline_thumb(path) -> str:
     return f"![nearest](data:image/jpeg;base64,{base64.b64encode(buf.getvalue()).decode()}) "
 
 
-def review_cell(wd: Workdir, risks: Mapping[str, Mapping[str, Risk]], name: str, escape: Callable[[str], str]) -> str:
-    """The review form's cell: the risk, the nearest asset's thumbnail and name when it is alike, and the title
-    and keywords before and after ``microstock similar distinct``; its words passed through ``escape``."""
+def review_cell(wd: Workdir, risks: Mapping[str, Mapping[str, Risk]], name: str, escape: Callable[[str], str],
+                thumbnail: bool = True) -> str:
+    """The review form's cell: the risk, the nearest asset's thumbnail (when ``thumbnail``) and name when it
+    is alike, and the title and keywords before and after ``microstock similar distinct``; its words passed
+    through ``escape``."""
     near = max((per[name] for per in risks.values() if name in per), key=lambda r: r.score, default=None)
     if near is None:
         return ""
     thumb = ""
-    if near.risky:
+    if near.risky and thumbnail:
         kept = wd.packs / "thumbs" / ready_name(near.nearest)
         thumb = _inline_thumb(kept if kept.exists() else portfolio_thumb(wd, near.nearest_sha256))
     return thumb + escape(risk_cell(risks, name) + _changed_words(wd, name))

@@ -169,7 +169,7 @@ def review_description(wd: Workdir, waiting: list[Sidecar], csvs: CsvReport, set
                                              ", ".join(md.category_hints)]))
         goes = "; ".join(f"{a}: {agency_verdict(s.name, a, csvs)}" for a in csvs.agencies)
         lines.append(f"| {thumb} | `{m(s.name)}` | {m(md.title)} | {m(', '.join(md.keywords[:6]))} | {m(categories)} "
-                     f"| {m(goes)} | {review_cell(wd, risks, s.name, m)} |")
+                     f"| {m(goes)} | {review_cell(wd, risks, s.name, m, i < MAX_THUMBNAILS)} |")
     if len(waiting) > MAX_LISTED:
         lines.append(f"\n… and {len(waiting) - MAX_LISTED} more (every one is approved unless listed in reject).")
     review = settings.review
