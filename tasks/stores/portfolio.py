@@ -3,7 +3,7 @@
 ``packs/portfolio.jsonl`` has one JSON object per line and asset (its
 content id ``sha256``, name, ``dhash``, ``phash``, ``colour``, title, first
 ten keywords), kept when the asset leaves the batch (the pack manifest drops
-it then), with a copy of its thumbnail in ``packs/portfolio/<sha256[:16]>.jpg``
+it then), with a 96 px copy of its thumbnail in ``packs/portfolio/<sha256[:16]>.jpg``
 so the review form can show it later. Which of them were uploaded to an
 agency is the ledger's answer, never this file's. A line that cannot be read
 is skipped; the file is rewritten whole (atomically) when assets are added.
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
@@ -33,7 +32,7 @@ from tasks.core.files import atomic_write_bytes
 from tasks.core.records import ready_name
 from tasks.core.workdir import Workdir
 from tasks.images.likeness import Likeness, Signature, likeness
-from tasks.images.similar import Looks
+from tasks.images.similar import Looks, small_thumbnail
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +83,8 @@ def read_portfolio(wd: Workdir) -> dict[str, Signature]:
 def add_to_portfolio(wd: Workdir, known: dict[str, Signature], batch: Iterable[Signature]) -> dict[str, Signature]:
     """``known`` with the batch's signatures added (a changed title or keywords replaces the line).
 
-    Copies each new asset's thumbnail from ``packs/thumbs`` and rewrites the file only when something changed.
+    Keeps a 96 px copy of each new asset's thumbnail (``packs/thumbs``) and rewrites the file only when
+    something changed.
     """
     changed = False
     out = dict(known)
@@ -92,10 +92,12 @@ def add_to_portfolio(wd: Workdir, known: dict[str, Signature], batch: Iterable[S
         if out.get(sig.sha256) != sig:
             out[sig.sha256] = sig
             changed = True
-        thumb, kept = wd.packs / "thumbs" / ready_name(sig.name), portfolio_thumb(wd, sig.sha256)
-        if thumb.exists() and not kept.exists():
-            kept.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(thumb, kept)
+        kept = portfolio_thumb(wd, sig.sha256)
+        if not kept.exists():
+            small = small_thumbnail(wd.packs / "thumbs" / ready_name(sig.name))
+            if small is not None:
+                kept.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write_bytes(kept, small)
     if changed:
         data = "".join(json.dumps(_line(s), ensure_ascii=False) + "\n"
                        for s in sorted(out.values(), key=lambda s: (s.name, s.sha256)))
