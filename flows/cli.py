@@ -77,8 +77,8 @@ def run(
             if gemini_api_key() else []  # a retired or unlisted model: exit 2 before any paid call
     except ConfigError as exc:
         fail(exc.message)
-    for note in model_notes:
-        console.print(note, highlight=False)
+    for note in model_notes:  # warnings: on stderr
+        err.print(note, highlight=False, soft_wrap=True)
     for note in agencies.notes:
         console.print(note, highlight=False)
 

@@ -176,7 +176,7 @@ def check_models(wd: Workdir, settings: GeminiSettings, api_key: str, uses: tupl
     try:
         served = served_today(wd, settings, api_key, now=now)
     except MicrostockError as exc:
-        return ModelCheck(None, [f"Gemini's model list could not be read ({exc.message}); checking the models "
+        return ModelCheck(None, [f"Gemini's model list could not be read: {exc.message}; checking the models "
                                  "against tasks/gemini/models.toml only"])
     listed = served.generating()
     for setting, model, use in chosen:

@@ -104,7 +104,7 @@ def test_a_failing_list_call_stops_nothing_and_is_asked_again(fake_gemini, wd, m
     fake_gemini.models.push(reply)
     found = check_models(wd, GeminiSettings(model="gemini-3.9-flash-lite"), FAKE_KEY, BOTH, now=clock(DAY))
     assert found.served is None and len(found.notes) == 1
-    assert found.notes[0].startswith("Gemini's model list could not be read (")
+    assert found.notes[0].startswith("Gemini's model list could not be read: ")
     assert "checking the models against tasks/gemini/models.toml only" in found.notes[0]
     assert not wd.gemini_models.exists()  # a failed answer is not kept: the next run asks again
     assert check_models(wd, GeminiSettings(), FAKE_KEY, BOTH, now=clock(DAY)).served.fresh
