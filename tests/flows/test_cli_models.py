@@ -9,6 +9,13 @@ from tests.fakes.gemini import FAKE_KEY, fake_gemini  # noqa: F401  (fixture)
 from tests.fakes.gemini_models import model_resource
 
 
+@pytest.fixture(autouse=True)
+def wide_console(monkeypatch):
+    from flows.cli_common import console
+
+    monkeypatch.setattr(console, "width", 300)  # the console was made when flows.cli_common was first imported
+
+
 @pytest.fixture
 def keyed(monkeypatch, fake_gemini):
     monkeypatch.setenv("GEMINI_API_KEY", FAKE_KEY)
