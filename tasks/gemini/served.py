@@ -119,7 +119,10 @@ def served_today(wd: Workdir, settings: GeminiSettings, api_key: str, *, refresh
     models = ask_gemini(client, Target("gemini.model", settings.model, "describe", settings.api_version), api_key)
     record = {"day": day.isoformat(), "api_version": settings.api_version, "asked_at": now().isoformat(),
               "models": [asdict(m) for m in models]}
-    atomic_write_bytes(wd.gemini_models, json.dumps(record, indent=1).encode())
+    try:
+        atomic_write_bytes(wd.gemini_models, json.dumps(record, indent=1).encode())
+    except OSError:  # keeping the list saves a call; a workdir that cannot hold it only costs the next run one
+        pass
     return ServedList(day, models, fresh=True)
 
 
@@ -133,13 +136,14 @@ def _use_of(name: str) -> str:
 
 def closest(model: str, use: str, served: ServedList) -> str | None:
     """What to propose instead of ``model``: the table's replacement if listed, else the nearest listed name of
-    the same use (difflib), else None."""
+    the same use (difflib; among the table's models when any is listed), else None."""
     listed = served.generating()
     info = known_models().get(model)
     if info is not None and info.replacement in listed:
         return info.replacement
     same_use = [n for n in listed if _use_of(n) == use and known_models().get(n, _GA).status != "retired"]
-    found = difflib.get_close_matches(model, same_use, n=1, cutoff=0.0)
+    known = [n for n in same_use if n in known_models()]  # a table model first: its use and settings are known
+    found = difflib.get_close_matches(model, known or same_use, n=1, cutoff=0.0)
     return found[0] if found else None
 
 
