@@ -54,8 +54,10 @@ def models(
             why = f"Gemini's model list could not be read: {exc.message}"
     listed = served.generating() if served else {}
     configured = {settings.model: "gemini.model", settings.image_model: "gemini.image_model"}
-    table = Table("model", "use", "models.toml", "replacement", "Gemini lists", "display name", "tokens in / out",
-                  title="Gemini models: the table beside the API", caption=why)
+    table = Table(title="Gemini models: the table beside the API", caption=why)
+    table.add_column("model", overflow="fold")  # a narrow terminal wraps model names, never cuts them
+    for column in ("use", "models.toml", "replacement", "Gemini lists", "display name", "tokens in / out"):
+        table.add_column(column, overflow="fold")
     for info in known_models().values():
         served_model = listed.get(info.name)
         table.add_row(_name(info.name, configured), info.use, info.status, info.replacement or "",
