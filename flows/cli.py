@@ -20,6 +20,7 @@ from flows.cli_batches import batches_app
 from flows.cli_cluster import accounts_app, all_accounts_summary, cluster_app, shared_dead_letter_url
 from flows.cli_common import WorkdirOpt, console, err, fail, resolve_workdir, workdir_agencies
 from flows.cli_ledger import ledger_app
+from flows.cli_models import models, run_model_notes
 from flows.cli_review import review_app
 from tasks.core.errors import ConfigError
 
@@ -72,8 +73,12 @@ def run(
             from tasks.gemini.models import check_generation  # no Prefect: its settings are not set yet
 
             check_generation(settings, chosen, Workdir(wd_path))
+        model_notes = run_model_notes(wd_path, settings, gemini_api_key(), bool(count and source is None)) \
+            if gemini_api_key() else []  # a retired or unlisted model: exit 2 before any paid call
     except ConfigError as exc:
         fail(exc.message)
+    for note in model_notes:  # warnings: on stderr
+        err.print(note, highlight=False, soft_wrap=True)
     for note in agencies.notes:
         console.print(note, highlight=False)
 
@@ -306,6 +311,7 @@ app.add_typer(cluster_app, name="cluster")
 app.add_typer(ledger_app, name="ledger")
 app.add_typer(review_app, name="review")  # its own module, flows/cli_review.py
 app.add_typer(batches_app, name="batches")  # its own module, flows/cli_batches.py
+app.command()(models)  # its own module, flows/cli_models.py
 
 
 def main() -> None:
