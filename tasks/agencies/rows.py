@@ -14,6 +14,7 @@ Rule names read ``<field>.<rule>`` (``title.max_chars``, ``keywords.min``,
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 
 from pydantic import BaseModel, ConfigDict
@@ -230,7 +231,7 @@ def check_csv_defaults(spec: AgencySpec, csv_defaults: Mapping[str, str]) -> lis
 
 
 def _filename(row: _Row, filename: str) -> None:
-    if clean_cell(filename) != filename:
+    if clean_cell(filename) != unicodedata.normalize("NFC", filename):  # decomposed accents (macOS) are fine
         row.problem("filename.unsafe", f"file name {filename!r} has line breaks, control characters, extra spaces "
                                        "or a leading = + - @; rename the file")
     limit = row.spec.filename.max_chars
