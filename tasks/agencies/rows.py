@@ -191,6 +191,12 @@ def _releases(row: _Row, raw: list[str]) -> str:
     return RELEASE_SEPARATOR.join(names)
 
 
+#: What a contributor can do about an empty required cell, by the column's source.
+_REQUIRED_HINTS = {
+    "categories": " (the describer gave no category this agency maps; Gemini's descriptions carry category hints)",
+    "category": " (the describer gave no category this agency maps; Gemini's descriptions carry category hints)",
+}
+
 _NUMBER = re.compile(r"\d+(\.\d+)?")
 _ID_LIST = re.compile(r"\d+(,\d+)*")
 
@@ -322,6 +328,12 @@ def build_row(
             raw = spec.csv.flag_yes if flagged else defaults.get(column.name, column.default)
             cells.append(config_value(column, raw, spec.csv)[0])
 
+    for column, cell in zip(columns, cells, strict=True):
+        if column.required and not cell:
+            row.problem("column.required", f"{column.name} is empty: {spec.display_name} refuses a row without it"
+                                           f"{_REQUIRED_HINTS.get(column.source, '')}")
+    if row.problems:
+        return _result(row, filename, None)
     if ch := unencodable(spec.csv, cells):
         row.problem("csv.encoding", f"{spec.display_name}'s CSV is {spec.csv.encoding}; the row has {ch!r}")
         return _result(row, filename, None)
@@ -374,14 +386,20 @@ def embedded_fields(metadata: Metadata, specs: Iterable[AgencySpec]) -> Embedded
         found = [v for v in values if v is not None]
         return min(found) if found else None
 
-    def text(raw: str, fallback: str, max_chars: int | None) -> str:
-        value = clean_cell(raw) or clean_cell(fallback)
+    def text(raw: str, fallback: str, max_chars: int | None, rule: TextRule | None = None) -> str:
+        value = (_prepare(rule, raw) or _prepare(rule, fallback)) if rule else (clean_cell(raw) or clean_cell(fallback))
         return (shorten(value, max_chars) or value) if max_chars else value
+
+    # the title's rewriting rules of every agency at once: each one's removed characters, the
+    # punctuation all of them allow (Adobe: "without commas or special characters")
+    allowed = [set(s.title.allowed_punctuation) for s in specs if s.title.allowed_punctuation is not None]
+    strictest = TextRule(remove_chars="".join(dict.fromkeys("".join(s.title.remove_chars for s in specs))),
+                         allowed_punctuation="".join(sorted(set.intersection(*allowed))) if allowed else None)
 
     # an AI-generated asset's embedded title and keywords also lose the wording any of the agencies forbids
     terms = tuple(t for s in specs for t in s.ai.forbidden_terms) if metadata.ai_generated else ()
     title = text(without_terms(metadata.title, terms)[0], without_terms(metadata.description, terms)[0],
-                 limit(s.title.max_chars for s in specs))
+                 limit(s.title.max_chars for s in specs), strictest)
     description = text(metadata.description, metadata.title, limit(s.description.max_chars for s in specs))
     keywords: list[str] = []
     seen: set[str] = set()

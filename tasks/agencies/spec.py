@@ -61,6 +61,9 @@ class Column(_Spec):
     optional: bool = False
     #: Empty for an asset that is not AI-generated (Freepik's Prompt and Model).
     ai_only: bool = False
+    #: The agency refuses a row whose cell here is empty (Shutterstock: columns A–D): such an
+    #: asset is held back for the agency with the reason instead of being written.
+    required: bool = False
 
 
 class FilenameRule(_Spec):
