@@ -28,7 +28,7 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
     (a long name's temp file is named by its hash instead).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path), suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(path), suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
             yield fh
@@ -52,10 +52,11 @@ def name_max(folder: Path) -> int:
         return 255
 
 
-def _temp_prefix(path: Path) -> str:
-    """``.<name>.``, or ``.<hash of the name>.`` when that would make the temp name too long."""
+def temp_prefix(path: Path, room: int = _TEMP_EXTRA) -> str:
+    """The start of a temp file's name beside ``path``: ``.<name>.``, or ``.<16 hex of the name's hash>.``
+    when that plus ``room`` more bytes would not fit the folder's name limit (the target keeps its name)."""
     prefix = f".{path.name}."
-    if len(os.fsencode(prefix)) + _TEMP_EXTRA <= name_max(path.parent):
+    if len(os.fsencode(prefix)) + room <= name_max(path.parent):
         return prefix
     return f".{hashlib.sha256(os.fsencode(path.name)).hexdigest()[:16]}."
 
