@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Iterable
 from functools import lru_cache
 from importlib import resources
 from typing import Literal
@@ -88,6 +89,15 @@ class TextRule(_Spec):
     latin_only: bool = False
     #: Reject (not rewrite) text with any character outside ASCII (Shutterstock: no ``é``, ``ø``).
     ascii_only: bool = False
+
+    @classmethod
+    def rewriting_of_all(cls, rules: Iterable["TextRule"]) -> "TextRule":
+        """One rule that rewrites text as all of ``rules`` would: each one's removed characters, only the
+        punctuation every one allows (limits and rejections are not merged)."""
+        rules = list(rules)
+        allowed = [set(r.allowed_punctuation) for r in rules if r.allowed_punctuation is not None]
+        return cls(remove_chars="".join(dict.fromkeys("".join(r.remove_chars for r in rules))),
+                   allowed_punctuation="".join(sorted(set.intersection(*allowed))) if allowed else None)
 
 
 class KeywordRule(_Spec):
