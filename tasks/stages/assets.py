@@ -240,18 +240,25 @@ def _ingest_one(path: Path, assets_dir: Path, known: dict[str, str], taken: dict
     report.added.append(Asset(name=target.name, asset_id=digest, path=target))
 
 
-def separate_stem_twins(assets_dir: Path) -> dict[str, str]:
-    """Rename assets that share a stem with another (``twin.jpg`` and ``twin.png``, ``Sea.jpg`` and
-    ``sea.jpg``, from before names were kept apart): old name -> new name.
+def settle_asset_names(assets_dir: Path) -> dict[str, str]:
+    """Rename assets whose names cannot be asset names, from before names were kept apart: old name -> new.
 
-    The asset its sidecar names keeps its name (else the first by name);
-    each other one gets ``<stem>_<hash 8><ext>`` and is its own asset from then on.
+    A name that is not UTF-8 gets its readable form (as ingest gives it).
+    Assets sharing a stem (``twin.jpg`` and ``twin.png``, ``Sea.jpg`` and
+    ``sea.jpg``): the one its sidecar names keeps its name (else the first by
+    name); each other one gets ``<stem>_<hash 8><ext>`` and is its own asset from then on.
     """
+    renamed: dict[str, str] = {}
+    limit = name_max(assets_dir)
+    for path in iter_asset_files(assets_dir):
+        if shown(path.name) != path.name:  # not UTF-8
+            taken = {stem_key(p.name): p.name for p in iter_asset_files(assets_dir)}
+            new = assets_dir / asset_name(path.name, sha256_file(path), taken, limit)
+            os.rename(path, new)
+            renamed[shown(path.name)] = new.name
     groups: dict[str, list[Path]] = {}
     for path in iter_asset_files(assets_dir):
         groups.setdefault(stem_key(path.name), []).append(path)
-    renamed: dict[str, str] = {}
-    limit = name_max(assets_dir)
     for paths in groups.values():
         if len(paths) < 2:
             continue
@@ -263,7 +270,7 @@ def separate_stem_twins(assets_dir: Path) -> dict[str, str]:
                 new = assets_dir / asset_name(path.name, sha256_file(path), taken, limit)
                 os.rename(path, new)
                 taken[stem_key(new.name)] = new.name
-                renamed[path.name] = new.name
+                renamed[shown(path.name)] = new.name
     return renamed
 
 
@@ -292,8 +299,8 @@ def gather(assets_dir: Path, count: int, source: Path | None, prompts: list[Demo
     agencies) is rejected here, before anything is spent on it: it stays in
     ``assets/`` and is never described while those are the agencies chosen.
     """
-    for old, new in separate_stem_twins(assets_dir).items():
-        log.warning("renamed assets/%s to %s: it shared its stem with another asset (one sidecar, one upload "
+    for old, new in settle_asset_names(assets_dir).items():
+        log.warning("renamed assets/%s to %s: not UTF-8, or a stem another asset has (one sidecar, one upload "
                     "name each)", old, new)
     before = {p.name for p in iter_asset_files(assets_dir)}
     rejected: dict[str, str] = {}

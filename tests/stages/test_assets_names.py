@@ -12,7 +12,7 @@ from PIL import Image
 
 from tasks.core.files import atomic_write_bytes, name_max
 from tasks.core.records import Asset, Metadata, iter_asset_files, ready_name, write_sidecar
-from tasks.stages.assets import gather, ingest, separate_stem_twins, stem_key
+from tasks.stages.assets import gather, ingest, settle_asset_names, stem_key
 
 
 def _photo(path: Path | str, colour) -> Path:
@@ -71,10 +71,18 @@ def test_twins_already_in_an_old_workdir_are_kept_apart_the_described_one_keeps_
     _photo(assets / "twin.png", "green")
     png = Asset(name="twin.png", asset_id="0" * 64, path=assets / "twin.png")
     write_sidecar(assets / "twin.json", png, Metadata(title="t", description="d"))  # an old sidecar: the PNG's
-    renamed = separate_stem_twins(assets)
+    renamed = settle_asset_names(assets)
     assert list(renamed) == ["twin.jpg"] and renamed["twin.jpg"].startswith("twin_")  # the PNG keeps its name
     assert sorted(p.name for p in iter_asset_files(assets)) == sorted([renamed["twin.jpg"], "twin.png"])
-    assert separate_stem_twins(assets) == {}
+    assert settle_asset_names(assets) == {}
+
+
+def test_a_name_that_is_not_utf8_already_in_an_old_workdir_is_renamed_once(folders):
+    """Regression: such an asset stayed pending forever, with tracebacks at every run."""
+    _, assets = folders
+    _photo(assets / os.fsdecode(b"caf\xe9.jpg"), "brown")
+    assert settle_asset_names(assets) == {"caf\\xe9.jpg": "café.jpg"}
+    assert [p.name for p in iter_asset_files(assets)] == ["café.jpg"]
 
 
 def test_a_decomposed_name_is_matched_in_nfc_and_an_undecodable_one_renamed_as_said(folders):
