@@ -58,3 +58,19 @@ def test_a_real_library_then_a_bare_rerun(prefect_harness, run_microstock, tmp_p
     assert "nothing is generated" in bare.stdout
     assert "0 described · 0 parked · 0 uploaded" in bare.stdout, bare.stdout[-3000:]
     assert [p.name for p in iter_asset_files(wd / "assets")] == assets  # no image nobody asked for
+
+
+def test_a_deployment_run_without_parameters_generates_nothing():
+    """Regression: the flow's count defaulted to 12, so a deployment run with no parameters (and a bare
+    `microstock run`) made 12 images nobody asked for; the deployment now says its count."""
+    import inspect
+    from pathlib import Path
+
+    import yaml
+
+    from flows.stock_batch import stock_batch
+
+    assert inspect.signature(stock_batch.fn).parameters["count"].default == 0
+    spec = yaml.safe_load((Path(__file__).parents[2] / "prefect.yaml").read_text(encoding="utf-8"))
+    [batch] = [d for d in spec["deployments"] if d["name"] == "stock-batch"]
+    assert batch["parameters"]["count"] == 0
