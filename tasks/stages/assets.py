@@ -20,7 +20,7 @@ from typing import Callable
 
 from tasks.core.errors import BadInput, MicrostockError, StageStopped, TransientError
 from tasks.core.files import atomic_file, atomic_write_bytes, name_max, sha256_file
-from tasks.core.records import ACCEPTED_EXTENSIONS, Asset, Made, iter_asset_files, list_assets, read_sidecar
+from tasks.core.records import ACCEPTED_EXTENSIONS, Asset, Made, iter_asset_files, read_sidecar
 from tasks.core.reports import Gathered
 from tasks.core.retry import delay_before_retry
 from tasks.core.secrets import gemini_key
@@ -313,9 +313,14 @@ def gather(assets_dir: Path, count: int, source: Path | None, prompts: list[Demo
                         old, new)
     elif count > 0:
         generated = generate(assets_dir, count, prompts, seed, make)
-    assets = list_assets(assets_dir)
+    assets, unreadable = [], {}
+    for path in iter_asset_files(assets_dir):
+        try:
+            assets.append(Asset(name=path.name, asset_id=sha256_file(path), path=path))
+        except OSError as exc:  # one unreadable asset never stops the others
+            unreadable[path.name] = f"cannot be read ({exc.strerror or exc}); not described"
     small = too_small_for_all(assets, rules)
-    rejected.update(small)  # the names above are the source folder's: only these are assets
+    rejected.update({**unreadable, **small})  # the names above are the source folder's: only these are assets
     return Gathered(assets=[a for a in assets if a.name not in small],
                     new=[a.name for a in assets if a.name not in before], rejected=rejected,
                     not_generated=generated.failed, stopped=generated.stopped)

@@ -150,3 +150,23 @@ def test_an_unexpected_error_with_one_file_rejects_that_file_only(folders, monke
     report = ingest(src, assets)
     assert [a.name for a in report.added] == ["b.jpg"]
     assert "RuntimeError: decoder fell over" in report.rejected["a.jpg"]
+
+
+def test_an_asset_that_cannot_be_read_is_named_and_the_others_go_on(folders, monkeypatch):
+    """Regression: hashing every asset raised for one unreadable file and the whole run failed."""
+    from tasks.stages import assets as stage
+
+    _, assets = folders
+    _photo(assets / "fine.jpg", "red")
+    _photo(assets / "locked.jpg", "blue")
+    real = stage.sha256_file
+
+    def hashing(path):
+        if path.name == "locked.jpg":
+            raise PermissionError(13, "Permission denied")
+        return real(path)
+
+    monkeypatch.setattr(stage, "sha256_file", hashing)
+    got = gather(assets, 0, None, [], 0, None, [])
+    assert [a.name for a in got.assets] == ["fine.jpg"]
+    assert "Permission denied" in got.rejected["locked.jpg"]
