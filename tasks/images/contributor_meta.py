@@ -26,6 +26,7 @@ from pathlib import Path
 from PIL import Image
 
 from tasks.images import iim
+from tasks.images.inspect import WARNINGS_LOCK
 from tasks.images.jpeg_segments import app_segment, metadata_segments
 
 log = logging.getLogger(__name__)
@@ -94,7 +95,7 @@ def read_embedded(path: Path) -> Embedded:
             iim_block = next((r.data for r in iim.resources(payload) if r.id == iim.IIM_RESOURCE), iim_block)
     exif_text = ""
     try:
-        with warnings.catch_warnings(record=True) as caught, Image.open(path) as im:
+        with WARNINGS_LOCK, warnings.catch_warnings(record=True) as caught, Image.open(path) as im:
             warnings.simplefilter("always")
             packet = packet or (im.info.get("XML:com.adobe.xmp") or im.info.get("xmp") or b"")
             exif = im.getexif()
