@@ -73,6 +73,7 @@ def _xmp_fields(packet: bytes) -> tuple[str, str, list[str]]:
 
 
 def _split(values: list[str]) -> list[str]:
+    """IIM keywords: one dataset each, or (older tools) all of them in one, separated by commas or semicolons."""
     out = []
     for v in values:
         out += [k.strip() for k in re.split(r"[,;]", v) if k.strip()] if len(values) == 1 else [v]
@@ -152,7 +153,7 @@ def kept_segments(data: bytes, info_xmp: bytes | str | None, strip_location: boo
             kept = [r for r in iim.resources(payload) if r.id != iim.IIM_DIGEST]
             for i, r in enumerate(kept):
                 if r.id == iim.IIM_RESOURCE:
-                    utf8 = iim.as_utf8(iim.datasets(r.data), drop=set())
+                    utf8 = iim.as_utf8(iim.datasets(r.data))
                     kept[i] = iim.Resource(r.id, r.name, iim.encode_datasets(utf8))
             if kept:
                 try:

@@ -138,12 +138,12 @@ def text_fields(items: list[tuple[int, int, bytes]]) -> dict[tuple[int, int], li
     return fields
 
 
-def as_utf8(items: list[tuple[int, int, bytes]], drop: set[tuple[int, int]]) -> list[tuple[int, int, bytes]]:
-    """``items`` without the datasets in ``drop``, every text dataset re-encoded as UTF-8 and 1:90 saying so."""
+def as_utf8(items: list[tuple[int, int, bytes]]) -> list[tuple[int, int, bytes]]:
+    """``items`` with every text dataset re-encoded as UTF-8 and 1:90 saying so."""
     codec = charset(items)
     out = [(1, 90, UTF8_ESCAPE)]
     for record, number, value in items:
-        if (record, number) in drop or (record, number) == (1, 90):
+        if (record, number) == (1, 90):
             continue
         if (record, number) not in BINARY:
             value = decode(value, codec).encode("utf-8")
