@@ -47,7 +47,8 @@ def prefect_env(workdir: Path, verbose: bool = False) -> None:
 def run(
     workdir: Optional[Path] = WorkdirOpt,
     config: Optional[Path] = typer.Option(None, "--config", help="Config file (default: <workdir>/microstock.toml)."),
-    count: int = typer.Option(12, "--count", min=0, help="Generated images in the batch (without --source)."),
+    count: int = typer.Option(0, "--count", min=0, help="Generate images 0…N-1 (without --source). Without it "
+                                                        "nothing is generated: the run finishes the workdir's assets."),
     source: Optional[Path] = typer.Option(None, "--source", help="Ingest the JPEG/PNG images of this folder."),
     agency: Optional[list[str]] = typer.Option(None, "--agency", help="Limit to these agencies (repeatable)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's task logs on the terminal."),
@@ -81,6 +82,9 @@ def run(
         err.print(note, highlight=False, soft_wrap=True)
     for note in agencies.notes:
         console.print(note, highlight=False)
+    if not count and source is None:  # a bare re-run adds nothing nobody asked for
+        console.print(f"no --count or --source: nothing is generated; finishing what {wd_path / 'assets'} holds",
+                      highlight=False)
 
     prefect_env(wd_path, verbose)
     from flows.stock_batch import stock_batch

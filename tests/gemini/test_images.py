@@ -11,9 +11,9 @@ from tasks.core.errors import ContentBlocked, InvalidOutput, PermanentError, Sta
 from tasks.core.settings import GeminiSettings
 from tasks.gemini import ratelimit
 from tasks.gemini.images import GeminiImageMaker
+from tasks.images.contributor_meta import read_embedded
 from tasks.images.demo import DEMO_PROMPTS
 from tasks.stages.assets import generate
-from tasks.stages.describers import read_embedded
 from tests.fakes.gemini import (  # noqa: F401
     FAKE_KEY,
     answer_image,
@@ -87,7 +87,7 @@ def test_works_as_the_asset_generators_image_maker(fake_gemini, maker, tmp_path)
     fake_gemini.default = lambda req: answer_image(png_bytes())
     first = generate(tmp_path, 2, list(DEMO_PROMPTS), 0, maker).assets
     assert len(fake_gemini.requests) == 2
-    assert [read_embedded(a.path)["description"] for a in first] == [DEMO_PROMPTS[0].prompt, DEMO_PROMPTS[1].prompt]
+    assert [read_embedded(a.path).description for a in first] == [DEMO_PROMPTS[0].prompt, DEMO_PROMPTS[1].prompt]
     again = generate(tmp_path, 2, list(DEMO_PROMPTS), 0, maker).assets
     assert len(fake_gemini.requests) == 2  # existing images are kept, not generated again
     assert [a.asset_id for a in again] == [a.asset_id for a in first]
