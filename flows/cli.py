@@ -20,6 +20,7 @@ from flows.cli_batches import batches_app
 from flows.cli_cluster import accounts_app, all_accounts_summary, cluster_app, shared_dead_letter_url
 from flows.cli_common import WorkdirOpt, console, err, fail, resolve_workdir, workdir_agencies
 from flows.cli_ledger import ledger_app
+from flows.cli_models import models, run_model_notes
 from flows.cli_review import review_app
 from flows.cli_similar import similar_app
 from tasks.core.errors import ConfigError
@@ -47,7 +48,8 @@ def prefect_env(workdir: Path, verbose: bool = False) -> None:
 def run(
     workdir: Optional[Path] = WorkdirOpt,
     config: Optional[Path] = typer.Option(None, "--config", help="Config file (default: <workdir>/microstock.toml)."),
-    count: int = typer.Option(12, "--count", min=0, help="Generated images in the batch (without --source)."),
+    count: int = typer.Option(0, "--count", min=0, help="Generate images 0…N-1 (without --source). Without it "
+                                                        "nothing is generated: the run finishes the workdir's assets."),
     source: Optional[Path] = typer.Option(None, "--source", help="Ingest the JPEG/PNG images of this folder."),
     agency: Optional[list[str]] = typer.Option(None, "--agency", help="Limit to these agencies (repeatable)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's task logs on the terminal."),
@@ -73,10 +75,17 @@ def run(
             from tasks.gemini.models import check_generation  # no Prefect: its settings are not set yet
 
             check_generation(settings, chosen, Workdir(wd_path))
+        model_notes = run_model_notes(wd_path, settings, gemini_api_key(), bool(count and source is None)) \
+            if gemini_api_key() else []  # a retired or unlisted model: exit 2 before any paid call
     except ConfigError as exc:
         fail(exc.message)
+    for note in model_notes:  # warnings: on stderr
+        err.print(note, highlight=False, soft_wrap=True)
     for note in agencies.notes:
         console.print(note, highlight=False)
+    if not count and source is None:  # a bare re-run adds nothing nobody asked for
+        console.print(f"no --count or --source: nothing is generated; finishing what {wd_path / 'assets'} holds",
+                      highlight=False)
 
     prefect_env(wd_path, verbose)
     from flows.stock_batch import stock_batch
@@ -308,6 +317,7 @@ app.add_typer(ledger_app, name="ledger")
 app.add_typer(review_app, name="review")  # its own module, flows/cli_review.py
 app.add_typer(batches_app, name="batches")  # its own module, flows/cli_batches.py
 app.add_typer(similar_app, name="similar")  # its own module, flows/cli_similar.py
+app.command()(models)  # its own module, flows/cli_models.py
 
 
 def main() -> None:

@@ -59,7 +59,7 @@ def publish_described(wd: Workdir, settings: Settings, chosen: list[str]) -> Pub
 @flow(name="stock-batch", flow_run_name=dated_run_name)
 def stock_batch(
     workdir: str | None = None,
-    count: Annotated[int, Field(ge=0)] = 12,
+    count: Annotated[int, Field(ge=0)] = 0,
     source: str | None = None,
     agencies: list[str] | None = None,
     config: str | None = None,
@@ -69,7 +69,8 @@ def stock_batch(
     Args:
         workdir: Folder holding assets, CSVs, packs, ledger and dead-letter store.
             Empty: $MICROSTOCK_WORKDIR, else ./microstock-data.
-        count: Images to generate when no source folder is given (0: only what is already in assets/).
+        count: Images to generate when no source folder is given. 0 (the default): nothing is generated,
+            the run finishes what is already in assets/ — a bare re-run never adds images.
         source: Folder of your own JPEG/PNG images to ingest instead of generating.
         agencies: Only these agencies (empty: every enabled agency). A name is a spec file: shipped
             (adobe, vecteezy, dreamstime, shutterstock, …) or <workdir>/agencies/<name>.toml.

@@ -33,7 +33,7 @@ from tasks.core.errors import BadInput, InvalidOutput, OutputTruncated, Permanen
 from tasks.core.records import Asset, Metadata, Usage
 from tasks.core.settings import GeminiSettings
 from tasks.gemini.client import Target, check_answer, gemini_client, map_gemini_errors, usage_of
-from tasks.gemini.models import cost_usd, lacks_structured_output, suggestion, thinking_config
+from tasks.gemini.models import cost_usd, lacks_structured_output, retired_refusal, suggestion, thinking_config
 from tasks.gemini.ratelimit import shared_limiter
 from tasks.images.pixels import has_alpha, rgb_on_white
 
@@ -156,7 +156,10 @@ def _unique(words: list[str]) -> list[str]:
 
 
 def check_describe_model(model: str) -> None:
-    """StageStopped ``model`` when ``model`` is known to refuse the response schema: do not pay to hear it."""
+    """StageStopped ``model`` when the table marks ``model`` retired or knows it refuses the response schema:
+    do not pay to hear it."""
+    if refusal := retired_refusal("gemini.model", model):
+        raise StageStopped(refusal, kind="model")
     if lacks_structured_output(model):
         raise StageStopped(f"`gemini.model = {model}` has no structured output and cannot describe: "
                            f"{suggestion(model, 'describe')}", kind="model")

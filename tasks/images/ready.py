@@ -2,7 +2,8 @@
 
 Upload-ready means what every agency accepts: an upright, 8-bit RGB JPEG in
 sRGB with the sRGB profile embedded, alpha flattened onto white, location
-EXIF removed (by default) and camera EXIF kept, never upsampled. A JPEG that
+EXIF removed (by default) and camera EXIF kept, the contributor's XMP and IPTC
+kept (:mod:`tasks.images.contributor_meta`), never upsampled. A JPEG that
 needs no pixel change keeps its compressed data byte for byte (only the
 metadata segments are replaced); anything else is decoded, repaired and
 encoded once.
@@ -26,6 +27,7 @@ from typing import NamedTuple
 from PIL import Image, ImageCms, ImageOps
 
 from tasks.core.settings import PackSettings
+from tasks.images.contributor_meta import kept_segments
 from tasks.images.inspect import open_image, pillow_errors
 from tasks.images.jpeg_segments import exif_segment, icc_segment, replace_metadata
 from tasks.images.pixels import flatten_on_white, has_alpha
@@ -190,12 +192,15 @@ def ready_jpeg(path: Path, settings: PackSettings, min_pixels: int = 0) -> Ready
     """
     with open_image(path) as im, pillow_errors(path.name):
         exif = im.getexif()
+        source = path.read_bytes()
+        kept = kept_segments(source, im.info.get("xmp"), settings.strip_location)  # the contributor's XMP and IIM
         if _keeps_pixels(im, exif.get(ORIENTATION, 1)) and im.width * im.height >= min_pixels:
-            meta = [icc_segment(SRGB_ICC)]
+            meta = [icc_segment(SRGB_ICC), *kept]
             exif_bytes = clean_exif(exif, im.size, settings.strip_location)
             if exif_bytes:
                 meta.insert(0, exif_segment(exif_bytes))
-            return ReadyImage(replace_metadata(path.read_bytes(), meta), im.width, im.height, reencoded=False)
+            return ReadyImage(replace_metadata(source, meta), im.width, im.height, reencoded=False)
+        del source
         with _FULL_SIZE:
             im.load()
             ImageOps.exif_transpose(im, in_place=True)
@@ -208,6 +213,9 @@ def ready_jpeg(path: Path, settings: PackSettings, min_pixels: int = 0) -> Ready
                 rgb = rgb.resize(enlarged(rgb.size, min_pixels), Image.Resampling.LANCZOS)
             exif_bytes = clean_exif(upright_exif, rgb.size, settings.strip_location)
             jpeg = _encode(rgb, settings.jpeg_quality, exif_bytes, full=True)
+            if kept:
+                meta = [icc_segment(SRGB_ICC), *kept]
+                jpeg = replace_metadata(jpeg, [exif_segment(exif_bytes), *meta] if exif_bytes else meta)
             return ReadyImage(jpeg, rgb.width, rgb.height, reencoded=True,
                               upscaled_from=before if rgb.size != before else None)
 

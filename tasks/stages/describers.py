@@ -14,12 +14,10 @@ import re
 from collections import Counter
 from typing import Any, Protocol
 
-import pyexiv2
-
-from tasks.core.errors import BadInput
 from tasks.core.records import Asset, Metadata
 from tasks.core.settings import Settings
 from tasks.gemini.ratelimit import RateLimiter
+from tasks.images.contributor_meta import read_embedded
 from tasks.images.demo import DEMO_SOFTWARE, demo_prompt_for
 
 
@@ -74,40 +72,6 @@ def _words(text: str) -> list[str]:
     return list(seen)
 
 
-def _first(value) -> str:
-    """XMP language alternatives arrive as {'lang="x-default"': text}; lists as lists."""
-    if isinstance(value, dict):
-        return next(iter(value.values()), "")
-    if isinstance(value, list):
-        return value[0] if value else ""
-    return value or ""
-
-
-def _as_list(value) -> list[str]:
-    if isinstance(value, list):
-        return [str(v) for v in value if str(v).strip()]
-    if isinstance(value, str) and value.strip():
-        return [v.strip() for v in re.split(r"[,;]", value) if v.strip()]
-    return []
-
-
-def read_embedded(path) -> dict:
-    """Title, description and keywords embedded in the file (XMP, then IPTC, then EXIF)."""
-    try:
-        with open(path, "rb") as fh, pyexiv2.ImageData(fh.read()) as img:
-            xmp, iptc, exif = img.read_xmp(), img.read_iptc(), img.read_exif()
-    except (OSError, RuntimeError) as exc:
-        raise BadInput(path.name, f"cannot read embedded metadata ({exc})") from exc
-    return {
-        "title": _first(xmp.get("Xmp.dc.title")) or _first(iptc.get("Iptc.Application2.ObjectName")),
-        "description": _first(xmp.get("Xmp.dc.description"))
-        or _first(iptc.get("Iptc.Application2.Caption"))
-        or _first(exif.get("Exif.Image.ImageDescription")),
-        "keywords": _as_list(xmp.get("Xmp.dc.subject")) or _as_list(iptc.get("Iptc.Application2.Keywords")),
-        "software": exif.get("Exif.Image.Software", ""),
-    }
-
-
 class OfflineDescriber:
     """Metadata without a model: from the generation prompt, embedded metadata or the file name."""
 
@@ -123,8 +87,8 @@ class OfflineDescriber:
         return distinct_from(metadata, others, asset.asset_id)
 
     def describe(self, asset: Asset) -> Metadata:
-        found = read_embedded(asset.path)
-        demo = demo_prompt_for(found["description"]) if found["software"] == DEMO_SOFTWARE else None
+        found = read_embedded(asset.path)  # each block on its own: a damaged one is a note, never a failure
+        demo = demo_prompt_for(found.description) if found.software == DEMO_SOFTWARE else None
         if demo is not None:
             return Metadata(
                 title=demo.prompt,
@@ -137,9 +101,9 @@ class OfflineDescriber:
                 cost_usd=0.0,
             )
         stem_words = _words(asset.path.stem.replace("_", " ").replace("-", " "))
-        title = found["title"] or found["description"] or " ".join(stem_words).capitalize() or asset.path.stem
-        description = found["description"] or found["title"] or title
-        keywords = found["keywords"] or _words(f"{title} {description}") or stem_words
+        title = found.title or found.description or " ".join(stem_words).capitalize() or asset.path.stem
+        description = found.description or found.title or title
+        keywords = found.keywords or _words(f"{title} {description}") or stem_words
         return Metadata(title=title, description=description, keywords=keywords, describer=self.name, cost_usd=0.0)
 
 

@@ -52,7 +52,7 @@ from tasks.observe.progress import StageProgress
 from tasks.stages.similarity import hold_back_similar
 
 #: Bump when the bytes written for the same inputs change; every asset is then packed again.
-PACK_FORMAT = 1
+PACK_FORMAT = 2  # 2: the contributor's XMP and IPTC kept, EXIF ImageDescription in step
 #: Images packed at once. Each worker holds one image; two fit the 300 MB budget (docs/BENCHMARKS.md).
 DEFAULT_WORKERS = min(2, os.cpu_count() or 1)
 #: exiv2 is not documented as thread-safe: one embed at a time (it takes milliseconds).
