@@ -22,6 +22,7 @@ from flows.cli_common import WorkdirOpt, console, err, fail, resolve_workdir, wo
 from flows.cli_ledger import ledger_app
 from flows.cli_models import models, run_model_notes
 from flows.cli_review import review_app
+from flows.cli_similar import similar_app
 from tasks.core.errors import ConfigError
 
 app = typer.Typer(help="Take a microstock batch from images to agencies, without losing or double-posting anything.",
@@ -315,6 +316,7 @@ app.add_typer(cluster_app, name="cluster")
 app.add_typer(ledger_app, name="ledger")
 app.add_typer(review_app, name="review")  # its own module, flows/cli_review.py
 app.add_typer(batches_app, name="batches")  # its own module, flows/cli_batches.py
+app.add_typer(similar_app, name="similar")  # its own module, flows/cli_similar.py
 app.command()(models)  # its own module, flows/cli_models.py
 
 

@@ -218,6 +218,17 @@ class AiRules(_Spec):
     forbidden_terms: tuple[str, ...] = ()
 
 
+class SimilarityPolicy(_Spec):
+    """What is done with an asset like another of the batch or one already uploaded there (docs/AGENCIES.md,
+    "Similar content"; the score is ``tasks.images.likeness``)."""
+
+    #: ``hold_back``: of each group of versions (uploaded ones first) ``image.max_versions_per_motif`` go and
+    #: the rest is held back for this agency until released (no cap: as ``warn``); ``warn``: shown, nothing held.
+    action: Literal["hold_back", "warn"] = "warn"
+    #: The pair score (0–1) from which two assets are versions of one motif.
+    threshold: float = Field(0.4, gt=0, le=1)
+
+
 class TransportHint(_Spec):
     """How files reach the agency (a hint for configuring ``target``)."""
 
@@ -264,6 +275,7 @@ class AgencySpec(_Spec):
     categories: Categories | None = None
     image: ImageLimits = ImageLimits()
     ai: AiRules = AiRules()
+    similarity: SimilarityPolicy = SimilarityPolicy()
     transport: TransportHint
 
     @model_validator(mode="after")

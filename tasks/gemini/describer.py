@@ -86,6 +86,14 @@ def describe_prompt(language: str) -> str:
     )
 
 
+def distinct_note(others: list[Metadata]) -> str:
+    """Added to the prompt for an asset that looks like ``others``: a title and keyword order unlike theirs."""
+    listed = "\n".join(f"  - {o.title} | {', '.join(o.keywords[:10])}" for o in others[:8])
+    return ("\nOther assets of this contributor look like this one (title | first ten keywords):\n"
+            f"{listed}\nGive this one a title and a first ten keywords that differ from theirs: name what "
+            "is visible here and not there, and put it first.")
+
+
 def parse_answer(response: types.GenerateContentResponse) -> StockAnswer:
     """The :class:`StockAnswer` in a 200 answer; InvalidOutput naming what is wrong otherwise."""
     check_answer(response)
@@ -225,9 +233,13 @@ class GeminiDescriber:
     def replay_payload(self) -> dict:
         return {"prompt": self._prompt, "image_max_px": SEND_MAX_PX}
 
-    def describe(self, asset: Asset) -> Metadata:
+    def set_apart(self, asset: Asset, metadata: Metadata, others: list[Metadata]) -> Metadata:
+        """The image described again, with the others' titles and first keywords to differ from in the prompt."""
+        return self.describe(asset, avoid=others)
+
+    def describe(self, asset: Asset, avoid: list[Metadata] | None = None) -> Metadata:
         check_describe_model(self.model)
-        contents = describe_contents(asset, self._prompt)
+        contents = describe_contents(asset, self._prompt + distinct_note(avoid) if avoid else self._prompt)
         with self._lock:
             retrying_cut = asset.asset_id in self._truncated
         with map_gemini_errors(self._target, self._api_key):

@@ -31,7 +31,7 @@ from tasks.images.contributor_meta import kept_segments
 from tasks.images.inspect import open_image, pillow_errors
 from tasks.images.jpeg_segments import exif_segment, icc_segment, replace_metadata
 from tasks.images.pixels import flatten_on_white, has_alpha
-from tasks.images.similar import dhash
+from tasks.images.similar import Looks, looks
 
 
 def _fixed_date(icc: bytes) -> bytes:
@@ -235,11 +235,11 @@ def fit(size: tuple[int, int], long_side: int) -> tuple[int, int]:
 
 
 class Previews(NamedTuple):
-    """A preview and a thumbnail JPEG, and the image's perceptual hash (:func:`tasks.images.similar.dhash`)."""
+    """A preview and a thumbnail JPEG, and what the image looks like (:func:`tasks.images.similar.looks`)."""
 
     preview: bytes
     thumb: bytes
-    dhash: int
+    looks: Looks
 
 
 def preview_jpegs(path: Path, preview_px: int, thumbnail_px: int) -> Previews:
@@ -248,8 +248,8 @@ def preview_jpegs(path: Path, preview_px: int, thumbnail_px: int) -> Previews:
     A JPEG is decoded at reduced scale (``Image.draft``: the smallest 1/2,
     1/4 or 1/8 that is still at least the preview size), so the full-size
     pixels are never in memory. Every compressed byte is still read, so a
-    truncated file fails here with BadInput. The hash is taken from the
-    preview, so it costs no decode of its own.
+    truncated file fails here with BadInput. The hashes are taken from the
+    preview, so they cost no decode of their own.
     """
     with open_image(path) as im, pillow_errors(path.name):
         if im.format == "JPEG":
@@ -259,4 +259,4 @@ def preview_jpegs(path: Path, preview_px: int, thumbnail_px: int) -> Previews:
         rgb = to_srgb(im)
     preview = rgb.resize(fit(rgb.size, preview_px), Image.Resampling.LANCZOS) if max(rgb.size) > preview_px else rgb
     thumb = preview.resize(fit(preview.size, thumbnail_px), Image.Resampling.LANCZOS)
-    return Previews(_encode(preview, PREVIEW_QUALITY), _encode(thumb, PREVIEW_QUALITY), dhash(preview))
+    return Previews(_encode(preview, PREVIEW_QUALITY), _encode(thumb, PREVIEW_QUALITY), looks(preview))

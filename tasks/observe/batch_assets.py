@@ -6,7 +6,9 @@ The counts of ``batch-counts`` say how many; this table says which. Cells:
   ``pending``, ``in a batch job`` (batch mode: waiting for Gemini's answer), ``rejected: <reason>``
   (the file could not be used), and with ``[review]`` on ``rejected in review`` or ``waiting for review``;
 * one column per agency — ``uploaded``, ``already there``, ``held back (<rule>): <why>``,
-  ``failed, left pending: <why>``, ``not tried``.
+  ``failed, left pending: <why>``, ``not tried``;
+* ``similar`` (once some asset is alike another) — the similarity risk and the nearest asset
+  (``tasks.observe.similar_view``).
 
 The artifact's description (markdown above the table in the UI) has the run's
 headline, the batch ZIP, the next steps by hand (which CSV to upload in which
@@ -26,9 +28,11 @@ from tasks.core.reports import AgencyUpload, CsvReport, DescribeReport, Gathered
 from tasks.core.workdir import Workdir
 from tasks.observe.markdown import md_cell, next_steps
 from tasks.observe.run_names import when
+from tasks.observe.similar_view import add_risk_column
 from tasks.observe.summary import BatchSummary
 from tasks.stores.dead_letter import ParkedJob
 from tasks.stores.dead_letter_open import open_store
+from tasks.stores.similar_risks import read_risks
 
 log = logging.getLogger(__name__)
 
@@ -148,5 +152,6 @@ def publish_batch_assets(wd: Workdir, summary: BatchSummary, gathered: Gathered,
         log.warning("batch-assets: parked jobs not read: %s", exc.message)
         parked = []
     rows = asset_rows(gathered, described, csvs, packed, uploads, parked, summary.in_review)
+    add_risk_column(rows, read_risks(wd))  # the similarity risk (docs/AGENCIES.md, "Similar content")
     create_table_artifact(rows[:MAX_ASSET_ROWS], key=BATCH_ASSETS,
                           description=assets_description(summary.headline(), len(rows), csvs, packed, parked))

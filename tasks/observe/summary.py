@@ -14,6 +14,8 @@ from tasks.core.records import described_sidecars, ready_name
 from tasks.core.reports import AgencyUpload, CsvReport, DescribeReport, Gathered, PackReport
 from tasks.core.workdir import Workdir
 from tasks.images.provenance import provenance_of
+from tasks.observe.similar_view import summary_notes
+from tasks.stores.similar_risks import read_risks
 
 
 class BatchSummary(BaseModel):
@@ -68,6 +70,8 @@ class BatchSummary(BaseModel):
     in_review: dict[str, str] = Field(default_factory=dict)
     #: agency -> (the portal tick, the files uploaded this run that need it): AI-generated files.
     ai_ticks: dict[str, tuple[str, list[str]]] = Field(default_factory=dict)
+    #: agency -> the assets alike another of the batch or uploaded there (``tasks.observe.similar_view``).
+    similar: dict[str, str] = Field(default_factory=dict)
 
     @classmethod
     def from_stages(cls, wd: Workdir, gathered: Gathered, described: DescribeReport, csvs: CsvReport,
@@ -108,6 +112,7 @@ class BatchSummary(BaseModel):
             zip_path=str(packed.zip_path) if packed.zip_path else None,
             in_review=dict(in_review or {}),
             ai_ticks=needs_ai_tick(wd, uploads),
+            similar=summary_notes(read_risks(wd)) if packed.ready else {},
             **generation_costs(wd, gathered.new),
         )
 

@@ -112,6 +112,8 @@ def summary_table(s: BatchSummary) -> Table:
             detail += (f" · STOPPED: {s.upload_stopped[agency]}"
                        f" ({s.upload_not_tried.get(agency, 0)} not tried, left pending)")
         t.add_row(f"uploads · {agency}", str(total), detail)
+    for agency, note in s.similar.items():
+        t.add_row(f"similar · {agency}", "", note)
     if s.zip_path:
         t.add_row("batch ZIP", "", s.zip_path)
     return t

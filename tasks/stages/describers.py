@@ -11,6 +11,7 @@ EXIF); failing those, its file name. It never invents content.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any, Protocol
 
 from tasks.core.records import Asset, Metadata
@@ -45,6 +46,11 @@ class Describer(Protocol):
         """What a parked job must remember to be replayed the same way (never a key, never image bytes)."""
         ...
 
+    def set_apart(self, asset: Asset, metadata: Metadata, others: list[Metadata]) -> Metadata:
+        """Metadata for ``asset`` (now ``metadata``) whose title and first keywords differ from ``others``,
+        the assets that look like it (docs/AGENCIES.md, "Similar content"). Raises as :meth:`describe`."""
+        ...
+
 
 def select_describer(settings: Settings, key: str | None) -> Describer:
     """Gemini when there is a key, else the offline describer."""
@@ -76,6 +82,10 @@ class OfflineDescriber:
     def replay_payload(self) -> dict[str, Any]:
         return {}
 
+    def set_apart(self, asset: Asset, metadata: Metadata, others: list[Metadata]) -> Metadata:
+        """Without a model: ``metadata`` reordered and retitled by :func:`distinct_from`."""
+        return distinct_from(metadata, others, asset.asset_id)
+
     def describe(self, asset: Asset) -> Metadata:
         found = read_embedded(asset.path)  # each block on its own: a damaged one is a note, never a failure
         demo = demo_prompt_for(found.description) if found.software == DEMO_SOFTWARE else None
@@ -95,3 +105,33 @@ class OfflineDescriber:
         description = found.description or found.title or title
         keywords = found.keywords or _words(f"{title} {description}") or stem_words
         return Metadata(title=title, description=description, keywords=keywords, describer=self.name, cost_usd=0.0)
+
+
+#: A distinct title stays within Adobe's 70 characters (docs/AGENCIES.md), the shortest title limit shipped.
+DISTINCT_TITLE_CHARS = 70
+
+
+def distinct_from(md: Metadata, others: list[Metadata], salt: str = "") -> Metadata:
+    """``md`` made to differ from ``others`` without a model.
+
+    Keywords: those fewest of the others have among their first ten come
+    first; among equals the order is turned by a step taken from ``salt``
+    (the asset's content id; never 0), so assets whose keywords are all
+    shared still start differently from the group's first and, mostly, from
+    each other. Title: the first two keywords of that order that are in no
+    title of the group are added ("Sunset over a calm sea – evening,
+    horizon"), within :data:`DISTINCT_TITLE_CHARS`.
+    """
+    shared = Counter(k.lower() for o in others for k in o.keywords[:10])
+    n = len(md.keywords)
+    try:
+        turn = 1 + int(salt[:8], 16) % (n - 1) if n > 1 else 0
+    except ValueError:
+        turn = 1 if n > 1 else 0
+    keywords = sorted(md.keywords[turn:] + md.keywords[:turn], key=lambda k: shared[k.lower()])
+    in_titles = {w for o in [md, *others] for w in _words(o.title)}
+    fresh = [k for k in keywords if not set(_words(k)) & in_titles][:2]
+    while fresh and len(f"{md.title} – {', '.join(fresh)}") > DISTINCT_TITLE_CHARS:
+        fresh.pop()
+    title = f"{md.title} – {', '.join(fresh)}" if fresh else md.title
+    return md.model_copy(update={"title": title, "keywords": keywords})

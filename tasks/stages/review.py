@@ -48,6 +48,8 @@ from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.observe import events
 from tasks.observe.markdown import md_cell
+from tasks.observe.similar_view import review_cell
+from tasks.stores.similar_risks import read_risks
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +160,8 @@ def review_description(wd: Workdir, waiting: list[Sidecar], csvs: CsvReport, set
              "and uploaded. Rejected assets get no CSV row and are never uploaded. **corrections** (optional) "
              "gives an asset a new title, description and/or keywords, checked against every agency's rules "
              "(`microstock review edit NAME` does the same from the terminal before you answer).", "",
-             "| | file | title | keywords | categories | where it goes |", "|---|---|---|---|---|---|"]
+             "| | file | title | keywords | categories | where it goes | similar to |", "|---|---|---|---|---|---|---|"]
+    risks = read_risks(wd)  # the similarity check's risk and nearest asset (docs/AGENCIES.md, "Similar content")
     for i, s in enumerate(waiting[:MAX_LISTED]):
         md = s.metadata
         thumb = thumbnail_markdown(wd.packs / "thumbs" / ready_name(s.name)) if i < MAX_THUMBNAILS else ""
@@ -166,7 +169,7 @@ def review_description(wd: Workdir, waiting: list[Sidecar], csvs: CsvReport, set
                                              ", ".join(md.category_hints)]))
         goes = "; ".join(f"{a}: {agency_verdict(s.name, a, csvs)}" for a in csvs.agencies)
         lines.append(f"| {thumb} | `{m(s.name)}` | {m(md.title)} | {m(', '.join(md.keywords[:6]))} | {m(categories)} "
-                     f"| {m(goes)} |")
+                     f"| {m(goes)} | {review_cell(wd, risks, s.name, m, i < MAX_THUMBNAILS)} |")
     if len(waiting) > MAX_LISTED:
         lines.append(f"\n… and {len(waiting) - MAX_LISTED} more (every one is approved unless listed in reject).")
     review = settings.review
