@@ -348,6 +348,54 @@ def test_example_automation_notifies_when_a_batch_waits_for_review(served, tmp_p
         hook.shutdown()
 
 
+#: A stock-batch run that ends as one that left uploads pending does (the state the flow returns then).
+INCOMPLETE_PROBE = """
+from prefect import flow
+from prefect.states import Completed
+from tasks.observe.summary import BatchSummary
+
+@flow(name="stock-batch")
+def probe():
+    s = BatchSummary(workdir="/w", described_now=3, uploaded_now={"vecteezy": 3}, upload_not_tried={"adobe": 3},
+                     upload_stopped={"adobe": "connection refused"})
+    return Completed(name=s.state_name(), message=s.headline())
+
+probe()
+"""
+
+
+def test_example_automation_notifies_when_a_batch_is_incomplete(served, tmp_path):
+    url = served["url"]
+    env = dict(served["env"], PREFECT_API_URL=url)
+    _Hook.received.clear()
+    hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    try:
+        block_type = api(url, "GET", "/block_types/slug/custom-webhook")
+        schema = api(url, "POST", "/block_schemas/filter",
+                     {"block_schemas": {"block_type_id": {"any_": [block_type["id"]]}}})[0]
+        block = api(url, "POST", "/block_documents/", {
+            "name": "incomplete-hook", "block_type_id": block_type["id"], "block_schema_id": schema["id"],
+            "data": {"name": "incomplete-hook", "url": f"http://127.0.0.1:{hook.server_port}/hook",
+                     "method": "POST", "json_data": {"subject": "{{subject}}", "body": "{{body}}"}}})
+        automation = yaml.safe_load((PROJECT_DIR / "docs" / "automations" / "notify-batch-incomplete.yaml").read_text())
+        automation["actions"][0]["block_document_id"] = block["id"]
+        path = tmp_path / "automation.yaml"
+        path.write_text(yaml.safe_dump(automation))
+        created = subprocess.run(PREFECT + ["automation", "create", "--from-file", str(path)], env=env,
+                                 capture_output=True, text=True, timeout=120)
+        assert created.returncode == 0, created.stdout + created.stderr
+        ran = subprocess.run([sys.executable, "-c", INCOMPLETE_PROBE], env=env, capture_output=True, text=True,
+                             timeout=120)
+        assert ran.returncode == 0, ran.stderr[-2000:]
+        (message,) = wait_until("the webhook notification", lambda: list(_Hook.received), timeout_s=120)
+        assert message["subject"].startswith("microstock: ") and message["subject"].endswith(" left work undone")
+        assert "ended Incomplete: 3 described · 0 parked · 3 uploaded · 3 upload(s) left pending: adobe stopped " \
+               "(connection refused)" in message["body"]
+    finally:
+        hook.shutdown()
+
+
 def test_ctrl_c_pauses_the_schedules_then_stops_the_local_server(served):
     proc = served["proc"]
     proc.send_signal(signal.SIGINT)  # takes SIGTERM's path (systemctl stop): the same graceful shutdown
@@ -490,7 +538,7 @@ def test_a_parked_job_reads_as_parked_and_the_batch_has_one_row_per_asset(server
     rows = {r["asset"]: r for r in table(arts["batch-assets"])}
     assert rows["green_hill.jpg"] == {"asset": "green_hill.jpg", "describe": "described", "adobe": "uploaded"}
     assert re.fullmatch(r"parked: blocked:SAFETY since \d{4}-\d\d-\d\d \d\d:\d\d UTC", rows["red_fox.jpg"]["describe"])
-    assert rows["red_fox.jpg"]["adobe"] == "not tried"
+    assert rows["red_fox.jpg"]["adobe"] == "not tried: not described (parked)"
     description = arts["batch-assets"]["description"]
     assert "`replay-dead-letters` deployment" in description and "`microstock replay --apply`" in description
     assert "will fail again if replayed unchanged" in description and str(wd.csv / "adobe.csv") in description
