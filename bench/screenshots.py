@@ -8,10 +8,11 @@ Starts ``prefect server start`` on a free port in a temporary PREFECT_HOME
 batch in a temporary workdir — review on, Dreamstime's target a port where
 nothing listens (so that agency stops), Vecteezy to its local outbox — and,
 with headless Chromium (Debian's ``chromium``) driven over its DevTools
-protocol, takes PNGs of: the run paused for review (its state message), the
-review form (the Resume modal: the waiting files as a picker), the run once
-answered (``Incomplete`` and its message), its ``batch-assets`` table, the
-dashboard, and a describe task run's page (its retry settings). The answer
+protocol, takes PNGs of: the runs list with the run paused for review (its
+state message), the review form (the Resume modal) and its picker of the
+waiting files, the run once answered (``Incomplete``), the runs list again
+(its message), its ``batch-assets`` table, the dashboard, and a describe task
+run's page (its retry settings). The answer
 is given through Prefect's API as ``microstock review reject`` gives it.
 Every process it starts is stopped before it returns. Rerun it whenever the
 UI side changes, then look at the PNGs.
@@ -93,12 +94,39 @@ class Browser:
         time.sleep(1.5)  # let the rest of the page render
 
     def click(self, text: str) -> None:
-        """Click the first button whose text is ``text``."""
-        clicked = self.evaluate(
-            "(() => { const b = [...document.querySelectorAll('button')].find(e => e.innerText.trim() === "
-            f"{json.dumps(text)}); if (b) {{ b.click(); return true }} return false }})()")
-        if not clicked:
-            raise RuntimeError(f"no button {text!r} on the page")
+        """Click the innermost element whose text is ``text`` (a button, a tab, a select's face) as a mouse does."""
+        box = self.evaluate(
+            f"(() => {{ const e = {self._innermost(text)}; if (!e) return null; const r = e.getBoundingClientRect(); "
+            "return [r.x + r.width / 2, r.y + r.height / 2] })()")
+        if not box:
+            raise RuntimeError(f"nothing reading {text!r} on the page")
+        for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
+            self.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
+
+    def click_first(self, css: str) -> None:
+        """Click the first visible element matching ``css`` as a mouse does."""
+        box = self.evaluate(
+            f"(() => {{ const e = [...document.querySelectorAll({json.dumps(css)})].find(e => e.offsetParent !== null);"
+            " if (!e) return null; const r = e.getBoundingClientRect(); "
+            "return [r.x + r.width / 2, r.y + r.height / 2] })()")
+        if not box:
+            raise RuntimeError(f"nothing matches {css!r} on the page")
+        for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
+            self.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
+
+    @staticmethod
+    def _innermost(text: str) -> str:
+        """JS: the visible element that reads exactly ``text``, else the one with the least text around it."""
+        t = json.dumps(text)
+        return ("(() => { const seen = [...document.querySelectorAll('body *')].filter(e => e.offsetParent !== null "
+                f"&& e.innerText && e.innerText.includes({t})); const exact = seen.filter(e => e.innerText.trim() === "
+                f"{t}); return (exact.length ? exact : seen).sort((a, b) => a.innerText.length - b.innerText.length)"
+                "[exact.length ? exact.length - 1 : 0] })()")
+
+    def scroll_to(self, text: str) -> None:
+        """Scroll the element reading ``text`` to the top of the window."""
+        self.evaluate(f"(() => {{ const e = {self._innermost(text)}; if (e) e.scrollIntoView(true) }})()")
+        time.sleep(1)
 
     def shot(self, path: Path) -> None:
         data = self.call("Page.captureScreenshot", format="png")["data"]
@@ -161,13 +189,21 @@ def main(argv: list[str] | None = None) -> None:
                                     "--agency", "dreamstime"], env=env, stdout=log, stderr=subprocess.STDOUT)
             paused = wait_for_run(server.api_url, "PAUSED")
             names = sorted(p.name for p in (wd / "assets").glob("*.jpg"))
-            browser = Browser(tmp / "chromium")
             page = f"{server.url}/runs/flow-run/{paused['id']}"
+            browser = Browser(tmp / "chromium")
             browser.open(page, "waiting for review")
+            browser.click("Details")
+            browser.wait_for("answer in the Prefect UI")
+            browser.scroll_to("Flow Run ID")
             browser.shot(args.out / "run-paused-for-review.png")
+            browser.open(page, "Resume")
             browser.click("Resume")
             browser.wait_for("Reject")
             browser.shot(args.out / "review-form.png")
+            browser.click_first('[role="dialog"] [role="combobox"], [role="dialog"] [aria-haspopup], '
+                                '[role="dialog"] select')
+            browser.wait_for(names[-1])
+            browser.shot(args.out / "review-picker.png")
 
             from prefect.flow_runs import resume_flow_run  # the answer `microstock review reject NAME` gives
             from prefect.settings import PREFECT_API_URL, temporary_settings
@@ -176,12 +212,21 @@ def main(argv: list[str] | None = None) -> None:
                 resume_flow_run(paused["id"], run_input={"reject": names[:1]})
             run.wait(240)
             browser.open(page, "Incomplete")
+            browser.click("Details")
+            browser.wait_for("State Message")
+            browser.scroll_to("Flow Run ID")
+            browser.click("See More")
+            time.sleep(1)
             browser.shot(args.out / "run-incomplete.png")
             artifacts = api(server.api_url, "POST", "/artifacts/filter",
                             {"artifacts": {"flow_run_id": {"any_": [paused["id"]]}, "key": {"any_": ["batch-assets"]}}})
+            browser.call("Emulation.setDeviceMetricsOverride", width=2000, height=WINDOW[1], deviceScaleFactor=1,
+                         mobile=False)  # the table is wide: every agency's column in view
             browser.open(f"{server.url}/artifacts/artifact/{artifacts[0]['id']}", "Fix first")
             browser.shot(args.out / "batch-assets.png")
-            browser.open(f"{server.url}/dashboard", "Incomplete")
+            browser.call("Emulation.clearDeviceMetricsOverride")
+            browser.open(f"{server.url}/dashboard", "Flow Runs")
+            time.sleep(3)
             browser.shot(args.out / "dashboard.png")
             task_runs = api(server.api_url, "POST", "/task_runs/filter",
                             {"flow_runs": {"id": {"any_": [paused["id"]]}},

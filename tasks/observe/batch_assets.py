@@ -28,7 +28,7 @@ from tasks.core.reports import AgencyUpload, CsvReport, DescribeReport, Gathered
 from tasks.core.workdir import Workdir
 from tasks.observe.markdown import md_cell, next_steps
 from tasks.observe.run_names import when
-from tasks.observe.summary import BatchSummary
+from tasks.observe.summary import BatchSummary, brief
 from tasks.stores.dead_letter import ParkedJob
 from tasks.stores.dead_letter_open import open_store
 
@@ -99,10 +99,9 @@ def agency_cell(name: str, agency: str, upload: AgencyUpload | None, held: dict[
         return "already there"
     if file in upload.failed:
         return f"failed, left pending: {upload.failed[file]}"
-    if file in upload.not_tried and upload.stopped:
-        return f"left pending: {agency} stopped ({upload.stopped.splitlines()[0]})"
     if upload.stopped:
-        return f"not tried: {agency} stopped ({upload.stopped.splitlines()[0]})"
+        why = brief(upload.stopped).removeprefix(f"{agency}: ")
+        return f"{'left pending' if file in upload.not_tried else 'not tried'}: {agency} stopped ({why})"
     return f"not tried: not in {agency}'s uploads this run"
 
 

@@ -26,8 +26,8 @@ def next_steps(report: CsvReport, stopped: Mapping[str, str] | None = None) -> l
     why) is fixed before anything else, and its portal CSV waits for its images; then the CSVs to upload in
     a portal (Adobe and Vecteezy) for the agencies whose images went."""
     stopped = stopped or {}
-    steps = [f"Fix first — {agency} stopped: {why.splitlines()[0]}. Then run again: its files are pending "
-             "and go with the next run." for agency, why in stopped.items()]
+    steps = [f"Fix first — {agency} stopped: {why.splitlines()[0].removeprefix(agency + ': ')}. Then run again: "
+             "its files are pending and go with the next run." for agency, why in stopped.items()]
     for result in report.agencies.values():
         if result.agency in stopped:
             if result.written and result.rows and result.csv_upload == "portal":

@@ -175,7 +175,7 @@ class BatchSummary(BaseModel):
         ``stopped: …`` (the describe stage). Parked jobs are not here: they wait for a replay by design.
         Without ``reasons``, no stop's message (for events, which carry no messages)."""
         parts = []
-        stops = ", ".join(f"{agency} stopped" + (f" ({why.splitlines()[0][:120]})" if reasons else "")
+        stops = ", ".join(f"{agency} stopped" + (f" ({brief(why).removeprefix(agency + ': ')})" if reasons else "")
                           for agency, why in self.upload_stopped.items())
         if self.uploads_left_pending():
             parts.append(f"{self.uploads_left_pending()} upload(s) left pending" + (f": {stops}" if stops else ""))
@@ -215,6 +215,15 @@ class BatchSummary(BaseModel):
 #: could). Prefect emits ``prefect.flow-run.Incomplete`` for it, which an automation matches
 #: (docs/automations/notify-batch-incomplete.yaml).
 INCOMPLETE = "Incomplete"
+
+
+def brief(why: str, limit: int = 120) -> str:
+    """A stop's reason for a one-line message: its first line up to the advice (`` — check …``), at most
+    ``limit`` characters, cut at a word with ``…``."""
+    text = why.splitlines()[0].split(" — ", 1)[0] if why else ""
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0] + "…"
 
 
 #: Names listed in a summary row; a batch of thousands shows the first ones and a count.
