@@ -34,11 +34,11 @@ from collections import Counter
 
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-from tasks.core.errors import StoreUnavailable
+from tasks.core.errors import StoreUnavailable, fails_again_unchanged
 from tasks.core.records import FileOutcome
 from tasks.core.reports import AgencyUpload, CsvReport
 from tasks.core.workdir import Workdir
-from tasks.observe.batch_assets import REPLAY_HOW, fails_again_unchanged, unchanged_warning
+from tasks.observe.batch_assets import REPLAY_HOW, unchanged_warning
 from tasks.observe.markdown import summary_markdown, validation_markdown
 from tasks.observe.run_names import when
 from tasks.observe.summary import BatchSummary

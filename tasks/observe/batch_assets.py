@@ -22,7 +22,7 @@ from collections.abc import Mapping
 
 from prefect.artifacts import create_table_artifact
 
-from tasks.core.errors import StoreUnavailable
+from tasks.core.errors import StoreUnavailable, fails_again_unchanged
 from tasks.core.records import ready_name
 from tasks.core.reports import AgencyUpload, CsvReport, DescribeReport, Gathered, PackReport
 from tasks.core.workdir import Workdir
@@ -42,15 +42,6 @@ MAX_ASSET_ROWS = 1000
 #: How to replay parked jobs, from the UI and from the terminal (every artifact that mentions replay says both).
 REPLAY_HOW = ("replay with the `replay-dead-letters` deployment (**Deployments → replay-dead-letters → Run → "
               "Custom run**, switch `dry_run` off) or `microstock replay --apply`")
-
-#: Parked classes a replay cannot fix unless something changes first (the image, the prompt, the model).
-UNCHANGED_FAILS = ("permanent:", "blocked:")
-
-
-def fails_again_unchanged(error_class: str) -> bool:
-    """Will a replay of a job parked under ``error_class`` fail again if nothing is changed first?"""
-    return error_class.startswith(UNCHANGED_FAILS)
-
 
 def describe_cell(name: str, described: DescribeReport, parked: dict[str, ParkedJob],
                   in_review: Mapping[str, str]) -> str:

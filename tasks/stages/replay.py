@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 
+from tasks.core.errors import fails_again_unchanged
 from tasks.core.files import sha256_file
 from tasks.core.records import Asset, list_assets, read_sidecar
 from tasks.core.reports import ReplayReport
@@ -21,7 +22,6 @@ from tasks.core.secrets import redact
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.observe import events
-from tasks.observe.batch_assets import fails_again_unchanged
 from tasks.stages.describe import DescribeWith, Outcome, describe_jobs
 from tasks.stages.describing import DescribeRun
 from tasks.stores.dead_letter import DeadLetterStore, ParkedJob

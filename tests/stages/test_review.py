@@ -81,9 +81,10 @@ def test_the_form_lists_each_waiting_asset_and_where_it_goes(workdir):
     Image.new("RGB", (400, 300), "teal").save(workdir.packs / "thumbs" / "alps.jpg")
     text = review_description(workdir, waiting, report, Settings())
     assert "3 asset(s) waiting for review" in text
-    assert "| `alps.jpg` | Quiet alps at dawn | alps, dawn, quiet, landscape, nature, travel | " \
-           "Adobe 11, landscape | adobe: sent; dreamstime: sent |" in text
-    assert "| `bay.jpg` |" in text and "| adobe: sent; dreamstime: held back: under 3 MP |" in text
+    assert "| `alps.jpg` **Quiet alps at dawn**<br>keywords: alps, dawn, quiet, landscape, nature, travel" \
+           "<br>categories: Adobe 11, landscape<br>goes: adobe: sent; dreamstime: sent |" in text
+    assert "| `bay.jpg` **" in text and "<br>goes: adobe: sent; dreamstime: held back: under 3 MP |" in text
+    assert max(line.count(" | ") for line in text.splitlines()) == 1, "two columns: the modal is narrow"
     assert "Without an answer within 24 h: nothing of this is sent" in text
     alps_row = next(line for line in text.splitlines() if "`alps.jpg`" in line)
     uri = alps_row.split("(data:image/jpeg;base64,")[1].split(")")[0]
