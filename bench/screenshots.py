@@ -8,11 +8,11 @@ Starts ``prefect server start`` on a free port in a temporary PREFECT_HOME
 batch in a temporary workdir — review on, Dreamstime's target a port where
 nothing listens (so that agency stops), Vecteezy to its local outbox — and,
 with headless Chromium (Debian's ``chromium``) driven over its DevTools
-protocol, takes PNGs of: the runs list with the run paused for review (its
-state message), the review form (the Resume modal) and its picker of the
-waiting files, the run once answered (``Incomplete``), the runs list again
-(its message), its ``batch-assets`` table, the dashboard, and a describe task
-run's page (its retry settings). The answer
+protocol, takes PNGs of: the run paused for review (Details: its state
+message), the review form (the Resume modal), its picker of the waiting
+files and a correction's text boxes, the run once answered (``Incomplete``
+and its message), its ``batch-assets`` table, the dashboard, and a describe
+task run's page (its retry settings). The answer
 is given through Prefect's API as ``microstock review reject`` gives it.
 Every process it starts is stopped before it returns. Rerun it whenever the
 UI side changes, then look at the PNGs.
@@ -204,6 +204,13 @@ def main(argv: list[str] | None = None) -> None:
                                 '[role="dialog"] select')
             browser.wait_for(names[-1])
             browser.shot(args.out / "review-picker.png")
+            browser.open(page, "Resume")
+            browser.click("Resume")
+            browser.wait_for("Reject")
+            browser.click("Add item")
+            browser.wait_for("Keywords")
+            browser.scroll_to("Corrections (Optional)")
+            browser.shot(args.out / "review-correction.png")
 
             from prefect.flow_runs import resume_flow_run  # the answer `microstock review reject NAME` gives
             from prefect.settings import PREFECT_API_URL, temporary_settings
@@ -212,12 +219,13 @@ def main(argv: list[str] | None = None) -> None:
                 resume_flow_run(paused["id"], run_input={"reject": names[:1]})
             run.wait(240)
             browser.open(page, "Incomplete")
+            browser.shot(args.out / "run-incomplete.png")  # the badge
             browser.click("Details")
             browser.wait_for("State Message")
             browser.scroll_to("Flow Run ID")
             browser.click("See More")
             time.sleep(1)
-            browser.shot(args.out / "run-incomplete.png")
+            browser.shot(args.out / "run-incomplete-message.png")
             artifacts = api(server.api_url, "POST", "/artifacts/filter",
                             {"artifacts": {"flow_run_id": {"any_": [paused["id"]]}, "key": {"any_": ["batch-assets"]}}})
             browser.call("Emulation.setDeviceMetricsOverride", width=2000, height=WINDOW[1], deviceScaleFactor=1,

@@ -181,24 +181,24 @@ def thumbnail_markdown(path) -> str:
 
 
 def review_description(wd: Workdir, waiting: list[Sidecar], csvs: CsvReport, settings: Settings) -> str:
-    """The markdown above the form: one row per waiting asset (a thumbnail; file, title, first keywords,
-    categories and where it goes, a line each), and what submitting does."""
+    """The markdown above the form: one list item per waiting asset (a thumbnail; file and title, first
+    keywords, categories and where it goes, a line each), and what submitting does."""
     m = md_cell
     lines = [f"## {len(waiting)} asset(s) waiting for review", "",
              "Pick the files to leave out in **reject**, then submit: every other asset below is approved "
              "and uploaded. Rejected assets get no CSV row and are never uploaded. **corrections** (optional) "
              "gives an asset a new title, description and/or keywords, checked against every agency's rules "
              "(`microstock review edit NAME` does the same from the terminal before you answer).", "",
-             "| | asset |", "|---|---|"]
+             ""]
     for i, s in enumerate(waiting[:MAX_LISTED]):
         md = s.metadata
         thumb = thumbnail_markdown(wd.packs / "thumbs" / ready_name(s.name)) if i < MAX_THUMBNAILS else ""
         categories = ", ".join(filter(None, [f"Adobe {md.adobe_category}" if md.adobe_category else "",
                                              ", ".join(md.category_hints)]))
         goes = "; ".join(f"{a}: {agency_verdict(s.name, a, csvs)}" for a in csvs.agencies)
-        # two columns, the details on lines of their own: the UI's form is a narrow modal that cut a wide table
-        lines.append(f"| {thumb} | `{m(s.name)}` **{m(md.title)}**<br>keywords: {m(', '.join(md.keywords[:6]))}"
-                     f"<br>categories: {m(categories)}<br>goes: {m(goes)} |")
+        # a list item, the details a line each: the UI's form is a narrow modal, and a table's cells do not wrap
+        lines.append(f"- {thumb + ' ' if thumb else ''}`{m(s.name)}` — **{m(md.title)}**<br>keywords: "
+                     f"{m(', '.join(md.keywords[:6]))}<br>categories: {m(categories)}<br>goes: {m(goes)}")
     if len(waiting) > MAX_LISTED:
         lines.append(f"\n… and {len(waiting) - MAX_LISTED} more (every one is approved unless listed in reject).")
     review = settings.review
