@@ -675,6 +675,9 @@ def test_the_terminal_answers_a_run_paused_for_review(server, tmp_path):
     try:
         paused = paused_run(srv.api_url, wd)
         names = sorted(p.name for p in wd.assets.glob("*.jpg"))
+        said = wait_until("the terminal to say what the run waits for",
+                          lambda: "waiting for review — answer in the Prefect UI" in proc.args_log.read_text())
+        assert said, "the terminal says where to answer while the run waits"
         review = terminal(env, wd, "reject", names[0])
         assert review.returncode == 0, review.stdout + review.stderr
         assert f"answered the paused run {paused['id']}" in review.stdout.replace("\n", " ")
