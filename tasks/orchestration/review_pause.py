@@ -70,19 +70,18 @@ def answer_form(waiting: list[str]) -> type[RunInput]:
 
 
 class FormCorrection(BaseModel):
-    """One correction as the form sent it, any name taken (the stage refuses names not waiting)."""
+    """One correction as the form sent it (its types checked by the server against the form), any name taken:
+    the stage refuses names not waiting."""
 
     file: str
-    title: str | None = ""
-    description: str | None = ""
-    keywords: str | list[str] | None = ""
+    title: str = ""
+    description: str = ""
+    keywords: str = ""
 
     def correction(self) -> Correction:
-        """The stage's :class:`~tasks.stages.review.Correction`: an empty field is no change; keywords that are
-        text are split at commas (text with no keyword in it clears them, which an agency's rule then holds back)."""
-        words = self.keywords
-        if isinstance(words, str):
-            words = [w.strip() for w in words.split(",") if w.strip()] if words.strip() else None
+        """The stage's :class:`~tasks.stages.review.Correction`: an empty field is no change; the keywords are
+        split at commas (text with no keyword in it clears them, which an agency's rule then holds back)."""
+        words = [w.strip() for w in self.keywords.split(",") if w.strip()] if self.keywords.strip() else None
         return Correction(file=self.file, title=self.title or None, description=self.description or None,
                           keywords=words)
 
