@@ -209,6 +209,9 @@ def replay(
                                               help="Only error classes starting with this "
                                                    "(exhausted, permanent:400, blocked …)."),
     apply: bool = typer.Option(False, "--apply", help="Replay them; without it, only list what would be replayed."),
+    include_doomed: bool = typer.Option(False, "--include-doomed",
+                                        help="Also replay jobs that fail again unless changed first "
+                                             "(permanent:*, blocked:*); by default they stay parked."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's task logs on the terminal."),
 ) -> None:
     """Run the replay-dead-letters flow: list parked jobs (dry run), or --apply to replay them and publish the
@@ -222,7 +225,7 @@ def replay(
 
     with stage_bars(console):
         state = replay_dead_letters(limit=limit, dry_run=not apply, error_class=error_class, workdir=str(wd_path),
-                                    return_state=True)
+                                    include_doomed=include_doomed, return_state=True)
     if not state.is_completed():
         exc = state.result(raise_on_failure=False)
         fail(exc.message if isinstance(exc, MicrostockError) else f"the replay failed: {state.message}", code=1)
@@ -231,6 +234,8 @@ def replay(
         typer.echo(line)
     for name, why in sorted(result["failing"].items()):
         typer.echo(f"still failing: {name}: {why}")
+    for name, error_class in sorted(result["skipped"].items()):
+        typer.echo(f"skipped: {name} ({error_class}) fails again unless changed first; --include-doomed replays it")
     if result["stopped"]:
         typer.echo(f"stopped: {result['stopped']}")
     typer.echo(state.message)
