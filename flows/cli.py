@@ -90,7 +90,7 @@ def run(
     prefect_env(wd_path, verbose)
     from flows.stock_batch import stock_batch
     from tasks.core.reports import CsvReport
-    from tasks.observe.summary import BatchSummary
+    from tasks.observe.summary import INCOMPLETE, BatchSummary
     from tasks.observe.terminal import skip_notes, stage_bars, summary_table, validation_table
 
     with stage_bars(console):
@@ -99,10 +99,10 @@ def run(
             agencies=list(agency) if agency else None, config=str(config.resolve()) if config else None,
             return_state=True,
         )
-    if not state.is_completed():
+    if not state.is_completed() and state.name != INCOMPLETE:  # Incomplete: uploads left undone, summary kept
         exc = state.result(raise_on_failure=False)
         fail(exc.message if isinstance(exc, ConfigError) else f"the run failed: {state.message}", code=1)
-    summary = BatchSummary.model_validate(state.result())
+    summary = BatchSummary.model_validate(state.result(raise_on_failure=False))
     validation = Workdir(wd_path).reports / "validation.json"
     if validation.is_file():  # this run's CSV validation report: rows, fixes, skipped assets with the rule
         console.print(validation_table(CsvReport.model_validate_json(validation.read_text(encoding="utf-8"))))

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, NamedTuple
 
 from prefect import flow, get_run_logger
-from prefect.states import Completed
+from prefect.states import Completed, Failed
 from pydantic import Field
 
 from tasks.agencies.catalog import catalog
@@ -24,7 +24,7 @@ from tasks.observe import events
 from tasks.observe.artifacts import publish_batch, publish_dead_letters, publish_validation
 from tasks.observe.batch_assets import publish_batch_assets
 from tasks.observe.run_names import dated_run_name
-from tasks.observe.summary import BatchSummary
+from tasks.observe.summary import INCOMPLETE, BatchSummary
 from tasks.orchestration.describe_runs import describe_assets
 from tasks.orchestration.review_pause import review_stage
 from tasks.orchestration.stage_tasks import assets_stage, csv_stage, pack_stage, upload_agencies, zip_stage
@@ -66,7 +66,8 @@ def stock_batch(
     config: str | None = None,
 ):
     """Take a batch from images to every enabled agency; ends Completed even when jobs are parked, and
-    Completed named ``Incomplete`` when it left uploads pending (an agency stopped, a file failed, review waits).
+    ``Incomplete`` (a Failed-type state: red in the UI, counted on the dashboard) when it left uploads pending
+    (an agency stopped, a file failed, review waits); its result is the summary either way.
 
     Args:
         workdir: Folder holding assets, CSVs, packs, ledger and dead-letter store.
@@ -95,4 +96,5 @@ def stock_batch(
     publish_batch_assets(wd, summary, gathered, described, csvs, packed, uploads)
     publish_dead_letters(wd)
     events.batch_finished(summary)
-    return Completed(name=summary.state_name(), message=summary.headline(), data=summary.model_dump())
+    final = Failed if summary.state_name() == INCOMPLETE else Completed
+    return final(name=summary.state_name(), message=summary.headline(), data=summary.model_dump())

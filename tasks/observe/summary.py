@@ -216,9 +216,9 @@ class BatchSummary(BaseModel):
         return " · ".join(parts + self.undone(reasons))
 
 
-#: The name of a stock-batch run's final state when it left work undone (a Completed state: the run did all it
-#: could). Prefect emits ``prefect.flow-run.Incomplete`` for it, which an automation matches
-#: (docs/automations/notify-batch-incomplete.yaml).
+#: The name of a stock-batch run's final state when it left work undone: a Failed-type state, so the UI shows it
+#: red and the dashboard counts it, never as done; its result is still the summary. Prefect emits
+#: ``prefect.flow-run.Incomplete`` for it, which an automation matches (docs/automations/notify-batch-incomplete.yaml).
 INCOMPLETE = "Incomplete"
 
 

@@ -65,7 +65,7 @@ def test_a_stopped_agency_and_a_review_read_true_through_the_api(prefect_harness
 
     with get_client(sync_client=True) as client:
         run = client.read_flow_run(paused.id)
-    assert (run.state.type.value, run.state.name) == ("COMPLETED", "Incomplete")
+    assert (run.state.type.value, run.state.name) == ("FAILED", "Incomplete")  # red in the UI, never "done"
     assert run.state.message.startswith("1 described") or run.state.message.startswith("2 described")
     assert "· 1 rejected in review ·" in run.state.message
     assert "1 upload(s) left pending: dreamstime stopped (" in run.state.message, run.state.message

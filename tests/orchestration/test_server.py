@@ -351,16 +351,16 @@ def test_example_automation_notifies_when_a_batch_waits_for_review(served, tmp_p
 #: A stock-batch run that ends as one that left uploads pending does (the state the flow returns then).
 INCOMPLETE_PROBE = """
 from prefect import flow
-from prefect.states import Completed
+from prefect.states import Failed
 from tasks.observe.summary import BatchSummary
 
 @flow(name="stock-batch")
 def probe():
     s = BatchSummary(workdir="/w", described_now=3, uploaded_now={"vecteezy": 3}, upload_not_tried={"adobe": 3},
                      upload_stopped={"adobe": "connection refused"})
-    return Completed(name=s.state_name(), message=s.headline())
+    return Failed(name=s.state_name(), message=s.headline())
 
-probe()
+probe(return_state=True)
 """
 
 
@@ -654,7 +654,8 @@ def test_review_without_an_answer_holds_then_the_next_run_asks_again(server, tmp
     finish(start_run(env, wd, "--count", "2"))
     (held,) = stock_batch_runs(srv.api_url, wd)
     assert "PAUSED" in state_types(srv.api_url, held["id"])
-    assert held["state"]["type"] == "COMPLETED" and "2 waiting for review" in held["state"]["message"], held["state"]
+    assert (held["state"]["type"], held["state"]["name"]) == ("FAILED", "Incomplete"), held["state"]
+    assert "2 waiting for review" in held["state"]["message"], held["state"]
     assert adobe_csv_files(wd) == [] and outbox_files(wd) == []
     assert all("review" not in json.loads(p.read_text(encoding="utf-8")) for p in wd.assets.glob("*.json"))
 
