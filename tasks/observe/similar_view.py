@@ -53,13 +53,15 @@ def add_risk_column(rows: list[dict[str, str]], risks: Mapping[str, Mapping[str,
 
 
 def summary_notes(risks: Mapping[str, Mapping[str, Risk]]) -> dict[str, str]:
-    """agency -> ``2 alike (score ≥ 0.40): b.jpg ~ a.jpg 0.72, …; 1 held back, 1 released`` (agencies with any)."""
+    """agency -> ``2 alike (score ≥ 0.40): b.jpg ~ a.jpg 0.72, …; 1 held back, 1 released`` (agencies with any);
+    two assets that are each other's nearest are shown as one pair."""
     out = {}
     for agency, per in risks.items():
         risky = sorted(((n, r) for n, r in per.items() if r.risky), key=lambda p: (-p[1].score, p[0]))
         if not risky:
             continue
-        shown = ", ".join(f"{n} ~ {r.nearest} {r.score:.2f}" for n, r in risky[:3]) + (", …" if len(risky) > 3 else "")
+        pairs = [(n, r) for n, r in risky if not (r.nearest in per and per[r.nearest].nearest == n and r.nearest < n)]
+        shown = ", ".join(f"{n} ~ {r.nearest} {r.score:.2f}" for n, r in pairs[:3]) + (", …" if len(pairs) > 3 else "")
         counts = [f"{sum(1 for _, r in risky if r.outcome == o)} {o}" for o in ("held back", "released")
                   if any(r.outcome == o for _, r in risky)]
         out[agency] = (f"{len(risky)} alike (score ≥ {risky[0][1].threshold:.2f}): {shown}"

@@ -118,8 +118,11 @@ def summary_table(s: BatchSummary) -> Table:
             detail += (f" · STOPPED: {s.upload_stopped[agency]}"
                        f" ({s.upload_not_tried.get(agency, 0)} not tried, left pending)")
         t.add_row(f"uploads · {agency}", str(total), detail)
+    by_note: dict[str, list[str]] = {}  # agencies that see the same look-alikes share one row
     for agency, note in s.similar.items():
-        t.add_row(f"similar · {agency}", "", note)
+        by_note.setdefault(note, []).append(agency)
+    for note, agencies in by_note.items():
+        t.add_row(f"similar · {', '.join(agencies)}", "", note)
     if s.zip_path:
         t.add_row("batch ZIP", "", s.zip_path)
     return t
