@@ -129,6 +129,19 @@ def running(home: Path) -> ServerRecord | None:
     return None
 
 
+def _answers(record: ServerRecord, home: Path, patience_s: float = 30.0) -> bool:
+    """True when the record's keeper is alive and its server answers within ``patience_s`` (a server busy
+    with a big run may be slow to answer: it is not taken for dead at the first slow health check)."""
+    deadline = time.monotonic() + patience_s
+    while _is_keeper(record.pid, home):
+        if healthy(record.api_url):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return False
+
+
 @contextmanager
 def _locked(home: Path) -> Iterator[None]:
     """The workdir's server lock: one command at a time starts or stops its server."""
@@ -166,8 +179,8 @@ def ensure(home: Path, port: int | None = None, *, startup_timeout_s: float = 18
     server is used whatever its port. ConfigError with the log's last lines when the server does not start.
     """
     with _locked(home):
-        record = running(home)
-        if record:
+        record = read_record(home)
+        if record and _answers(record, home):
             touch(home)
             return record, False
         _stop_keeper(home)
