@@ -56,14 +56,15 @@ SERVER_BATCHING = {"PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "500"
                    "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_FLUSH_INTERVAL": "1"}
 
 
-def set_prefect_env(workdir: Path, verbose: bool = False, *, server: bool = True) -> None:
+def set_prefect_env(workdir: Path, verbose: bool = False, *, server: bool = True, start_server: bool = True) -> None:
     """Set Prefect's environment before Prefect is imported; ConfigError when the workdir is unusable or its
     server does not start.
 
     Without ``PREFECT_API_URL`` (and unless ``MICROSTOCK_PREFECT_SERVER=ephemeral``) the command uses the
     workdir's own server (:mod:`tasks.orchestration.workdir_server`), started now if none runs, marked as used
-    while the command runs, and ``PREFECT_API_URL`` names it. ``server=False``: the caller handles the server
-    itself (``microstock serve``).
+    while the command runs, and ``PREFECT_API_URL`` names it. ``start_server=False``: only a server already
+    running is used (a command that needs the API only for what a running server can hold, such as a run
+    paused for review). ``server=False``: the caller handles the server itself (``microstock serve``).
     """
     if not os.environ.get("PREFECT_HOME") and not os.environ.get("PREFECT_API_URL"):
         home = workdir / ".prefect"
@@ -84,6 +85,8 @@ def set_prefect_env(workdir: Path, verbose: bool = False, *, server: bool = True
 
         if workdir_server.wanted():
             home = Path(os.environ["PREFECT_HOME"])
-            record, _ = workdir_server.ensure(home)
-            workdir_server.keep_alive(home)
-            os.environ["PREFECT_API_URL"] = record.api_url
+            record = workdir_server.ensure(home)[0] if start_server else workdir_server.running(home)
+            if record is not None:
+                workdir_server.touch(home)
+                workdir_server.keep_alive(home)
+                os.environ["PREFECT_API_URL"] = record.api_url
