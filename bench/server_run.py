@@ -86,14 +86,16 @@ def _env(root: Path, home: Path | None) -> dict[str, str]:
 
 
 def warm_round(root: Path, home: Path, i: int) -> dict:
+    """One pair on the running server; odd rounds run the bare flow first (neither always follows the other)."""
     from tasks.orchestration.workdir_server import read_record
 
     env = _env(root, home)
-    ms = timed([_microstock(), "run", "--count", "12", "--workdir", str(root / f"warm-{i}")], env,
-               root / f"warm-ms-{i}.log")
-    bare = timed([sys.executable, "-c", BARE_FLOW], dict(env, PREFECT_API_URL=read_record(home).api_url),
-                 root / f"warm-bare-{i}.log")
-    return {"microstock": ms, "bare": bare}
+    pair = {"microstock": lambda: timed([_microstock(), "run", "--count", "12", "--workdir", str(root / f"warm-{i}")],
+                                        env, root / f"warm-ms-{i}.log"),
+            "bare": lambda: timed([sys.executable, "-c", BARE_FLOW],
+                                  dict(env, PREFECT_API_URL=read_record(home).api_url), root / f"warm-bare-{i}.log")}
+    order = ["microstock", "bare"] if i % 2 == 0 else ["bare", "microstock"]
+    return {who: pair[who]() for who in order}
 
 
 def cold_round(root: Path, i: int) -> dict:
@@ -115,23 +117,20 @@ def _median(rounds: list[dict], who: str, key: str) -> float:
 
 
 def measure(rounds: int = 3) -> dict:
-    from tasks.orchestration.workdir_server import ensure, stop
+    from tasks.orchestration.workdir_server import stop
 
     result: dict = {"machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                     "task_runs": TASK_RUNS, "warm": [], "cold": []}
     with tempfile.TemporaryDirectory(prefix="bench-server-") as tmp:
         root = Path(tmp)
         home = root / "home"
-        saved = dict(os.environ)
-        os.environ.update(_env(root, home))
-        try:
-            ensure(home)
+        try:  # started by a command, as a contributor's first one does (its CPU is no child's of this process)
+            subprocess.run([_microstock(), "server", "start"], env=_env(root, home), check=True,
+                           stdout=subprocess.DEVNULL, timeout=300)
             for i in range(rounds):
                 result["warm"].append(warm_round(root, home, i))
         finally:
             stop(home)
-            os.environ.clear()
-            os.environ.update(saved)
         for i in range(rounds):
             result["cold"].append(cold_round(root, i))
     for kind in ("warm", "cold"):
