@@ -204,6 +204,8 @@ def ensure(home: Path, port: int | None = None, *, startup_timeout_s: float = 18
                                       f"{_log_tail(home)} (log: {log_path(home)})")
                 time.sleep(0.25)
         except BaseException:  # also Ctrl-C / SIGTERM while it starts: no half-started server is left behind
+            proc.kill()  # its server child follows (PR_SET_PDEATHSIG), even before the keeper's name is in /proc
+            proc.wait()
             _stop_keeper(home)
             raise
         return record, True
