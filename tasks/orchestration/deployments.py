@@ -178,11 +178,10 @@ def serve_all(workdir: Path, *, port: int, timezone: str | None, say=print) -> N
             _serve(workdir, timezone, os.environ["PREFECT_API_URL"].removesuffix("/api"), say, runners)
             return
         home = Path(os.environ["PREFECT_HOME"])
-        say(f"starting the workdir's Prefect server on port {port} (database in {home}, log {log_path(home)})")
+        say(f"the workdir's Prefect server (database in {home}, log {log_path(home)}) …")
         record, started = ensure(home, port)
         try:
-            if not started:
-                say(f"the workdir's Prefect server already runs on {record.url}: serving on it")
+            say(f"… started on {record.url}" if started else f"… already runs on {record.url}: serving on it")
             keep_alive(home)
             os.environ["PREFECT_API_URL"] = record.api_url
             _serve(workdir, timezone, record.url, say, runners)
