@@ -8,7 +8,7 @@ CLUSTER_HOME ?= .cluster
 
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 
-.PHONY: demo test bench clean postgres redis cluster cluster-down test-cluster
+.PHONY: demo test bench clean postgres exiftool redis cluster cluster-down test-cluster
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,9 +34,19 @@ demo: $(VENV)/.installed
 # Three pytest-xdist workers on the two cores: the suite is mostly CPU now, but the throttled-FTP tests sleep about
 # two minutes, and a third worker keeps both cores busy meanwhile (docs/BENCHMARKS.md: 4:22 against 5:03 with -n 2
 # and 4:55 with -n 4, same tree, quiet machine). ruff first: a finding fails `make test`.
-test: $(VENV)/.installed-test
+test: $(VENV)/.installed-test exiftool
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n 3 -m "not cluster"
+
+# exiftool (Debian's package): the independent reader the metadata tests read the upload-ready JPEGs back with.
+# As root (CI) this installs the package if missing.
+exiftool:
+	@if command -v exiftool >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q libimage-exiftool-perl; \
+	else \
+		echo "exiftool is not installed: sudo apt-get install libimage-exiftool-perl" >&2; exit 1; \
+	fi
 
 # PostgreSQL's server programs (Debian's package): the tests and `make cluster` run initdb/pg_ctl
 # themselves, as the postgres user when root. As root (CI) this installs the package if missing.

@@ -7,7 +7,8 @@ The perceptual hash is taken from the preview the pack stage decodes anyway
 (``tasks.images.ready.preview_jpegs``), so its cost is the hash of an
 in-memory 1000 px image, not a decode. This measures, per image and median
 over rounds: the whole ``preview_jpegs`` call (draft decode, sRGB, preview,
-thumbnail, encode, hash) and ``dhash`` alone on the same 1000 px preview; and,
+thumbnail, encode, hashes), ``dhash`` alone and ``looks`` (dHash, pHash, colour
+layout) on the same 1000 px preview; and,
 for comparison, what a hash with its own full-size decode would cost. The
 24 MP test photos are ``bench.pack_bench``'s (made once, cached in ``bench/out/pack``).
 """
@@ -25,7 +26,7 @@ from PIL import Image
 
 from bench.pack_bench import OUT, SIZE, make_photo
 from tasks.images.ready import preview_jpegs
-from tasks.images.similar import dhash
+from tasks.images.similar import dhash, looks
 
 
 def full_decode_hash(path: Path) -> None:
@@ -62,13 +63,15 @@ def main(argv: list[str] | None = None) -> None:
 
         rows.append((median_ms(partial(preview_jpegs, path, 1000, 400), args.rounds),
                      median_ms(partial(dhash, preview), args.rounds),
+                     median_ms(partial(looks, preview), args.rounds),
                      median_ms(partial(full_decode_hash, path), max(1, args.rounds // 2))))
-    pj, dh, full = (statistics.mean(col) for col in zip(*rows, strict=True))
+    pj, dh, lk, full = (statistics.mean(col) for col in zip(*rows, strict=True))
     print(f"{args.images} JPEGs of {SIZE[0]}×{SIZE[1]} ({SIZE[0] * SIZE[1] / 1e6:.0f} MP), "
           f"median of {args.rounds} rounds, mean over images:")
     print("| step | ms per image |\n|---|---:|")
     print(f"| preview_jpegs (draft decode, preview, thumbnail, encodes, hash) | {pj:.1f} |")
-    print(f"| dhash of the 1000 px preview (the guard's whole cost) | {dh:.2f} |")
+    print(f"| dhash of the 1000 px preview (the old guard's whole cost) | {dh:.2f} |")
+    print(f"| looks of it: dHash + pHash + colour layout (the similarity check's image part) | {lk:.2f} |")
     print(f"| for comparison: dhash with a full-size decode of its own | {full:.0f} |")
 
 

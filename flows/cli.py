@@ -20,8 +20,10 @@ from flows.cli_batches import batches_app
 from flows.cli_cluster import accounts_app, all_accounts_summary, cluster_app, shared_dead_letter_url
 from flows.cli_common import WorkdirOpt, console, err, fail, resolve_workdir, workdir_agencies
 from flows.cli_ledger import ledger_app
+from flows.cli_models import models, run_model_notes
 from flows.cli_review import review_app
 from flows.cli_server import server_app
+from flows.cli_similar import similar_app
 from tasks.core.errors import ConfigError
 
 app = typer.Typer(help="Take a microstock batch from images to agencies, without losing or double-posting anything.",
@@ -48,7 +50,8 @@ def prefect_env(workdir: Path, verbose: bool = False, server: bool = True) -> No
 def run(
     workdir: Optional[Path] = WorkdirOpt,
     config: Optional[Path] = typer.Option(None, "--config", help="Config file (default: <workdir>/microstock.toml)."),
-    count: int = typer.Option(12, "--count", min=0, help="Generated images in the batch (without --source)."),
+    count: int = typer.Option(0, "--count", min=0, help="Generate images 0…N-1 (without --source). Without it "
+                                                        "nothing is generated: the run finishes the workdir's assets."),
     source: Optional[Path] = typer.Option(None, "--source", help="Ingest the JPEG/PNG images of this folder."),
     agency: Optional[list[str]] = typer.Option(None, "--agency", help="Limit to these agencies (repeatable)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's task logs on the terminal."),
@@ -74,10 +77,17 @@ def run(
             from tasks.gemini.models import check_generation  # no Prefect: its settings are not set yet
 
             check_generation(settings, chosen, Workdir(wd_path))
+        model_notes = run_model_notes(wd_path, settings, gemini_api_key(), bool(count and source is None)) \
+            if gemini_api_key() else []  # a retired or unlisted model: exit 2 before any paid call
     except ConfigError as exc:
         fail(exc.message)
+    for note in model_notes:  # warnings: on stderr
+        err.print(note, highlight=False, soft_wrap=True)
     for note in agencies.notes:
         console.print(note, highlight=False)
+    if not count and source is None:  # a bare re-run adds nothing nobody asked for
+        console.print(f"no --count or --source: nothing is generated; finishing what {wd_path / 'assets'} holds",
+                      highlight=False)
 
     prefect_env(wd_path, verbose)
     from flows.stock_batch import stock_batch
@@ -211,6 +221,9 @@ def replay(
                                               help="Only error classes starting with this "
                                                    "(exhausted, permanent:400, blocked …)."),
     apply: bool = typer.Option(False, "--apply", help="Replay them; without it, only list what would be replayed."),
+    include_doomed: bool = typer.Option(False, "--include-doomed",
+                                        help="Also replay jobs that fail again unless changed first "
+                                             "(permanent:*, blocked:*); by default they stay parked."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's task logs on the terminal."),
 ) -> None:
     """Run the replay-dead-letters flow: list parked jobs (dry run), or --apply to replay them and publish the
@@ -224,7 +237,7 @@ def replay(
 
     with stage_bars(console):
         state = replay_dead_letters(limit=limit, dry_run=not apply, error_class=error_class, workdir=str(wd_path),
-                                    return_state=True)
+                                    include_doomed=include_doomed, return_state=True)
     if not state.is_completed():
         exc = state.result(raise_on_failure=False)
         fail(exc.message if isinstance(exc, MicrostockError) else f"the replay failed: {state.message}", code=1)
@@ -233,6 +246,8 @@ def replay(
         typer.echo(line)
     for name, why in sorted(result["failing"].items()):
         typer.echo(f"still failing: {name}: {why}")
+    for name, error_class in sorted(result["skipped"].items()):
+        typer.echo(f"skipped: {name} ({error_class}) fails again unless changed first; --include-doomed replays it")
     if result["stopped"]:
         typer.echo(f"stopped: {result['stopped']}")
     typer.echo(state.message)
@@ -319,6 +334,8 @@ app.add_typer(ledger_app, name="ledger")
 app.add_typer(server_app, name="server")  # its own module, flows/cli_server.py
 app.add_typer(review_app, name="review")  # its own module, flows/cli_review.py
 app.add_typer(batches_app, name="batches")  # its own module, flows/cli_batches.py
+app.add_typer(similar_app, name="similar")  # its own module, flows/cli_similar.py
+app.command()(models)  # its own module, flows/cli_models.py
 
 
 def main() -> None:

@@ -80,7 +80,9 @@ def review_approve(names: Optional[list[str]] = typer.Argument(None,
     wd = _workdir(workdir)
     paused = paused_review_run(wd)
     if paused and not names:
-        answer_paused_run(paused, [])
+        refused = answer_paused_run(paused, [])
+        if refused:
+            fail(f"the paused run {paused} refused the answer: {refused}", code=1)
         console.print(f"answered the paused run {paused}: every asset it asked about is approved", highlight=False)
         return
     chosen = list(names or review_overview(wd)[0])
@@ -102,13 +104,17 @@ def review_reject(names: list[str] = typer.Argument(..., help="Asset file names 
 
     wd = _workdir(workdir)
     _described_or_exit(wd, names)
-    decide(wd, names, "rejected")
-    console.print(f"rejected {len(names)} asset(s)", highlight=False)
     paused = paused_review_run(wd)
-    if paused:
-        answer_paused_run(paused, list(names))
+    if paused:  # the run decides and records: a name it is not waiting for refuses the whole answer
+        refused = answer_paused_run(paused, list(names))
+        if refused:
+            fail(f"the paused run {paused} refused the answer, nothing changed: {refused}. "
+                 "`microstock review list` shows what waits", code=1)
         console.print(f"answered the paused run {paused}: these are left out, every other asset it asked about is "
                       "approved", highlight=False)
+        return
+    decide(wd, names, "rejected")
+    console.print(f"rejected {len(names)} asset(s)", highlight=False)
 
 
 @review_app.command("reopen")

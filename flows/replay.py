@@ -8,7 +8,10 @@ task and retry policy as ``stock-batch``
 (:data:`tasks.orchestration.describe_runs.IN_PREFECT`); marks the successes ``recovered``
 and takes those assets on through CSVs, pack and upload, exactly as
 ``stock-batch`` does after describing. Failures stay parked with their
-attempts, ``last_seen`` and message updated.
+attempts, ``last_seen`` and message updated. Jobs whose class fails again
+unless something is changed first (``permanent:*``, ``blocked:*``) are left
+parked and named, unless ``include_doomed``. The ``replay-assets`` table has
+a row per job: recovered and where it went, still failing and why, skipped.
 """
 
 from __future__ import annotations
@@ -24,10 +27,10 @@ from tasks.agencies.catalog import enabled_agencies
 from tasks.core.settings import load_settings
 from tasks.core.workdir import Workdir
 from tasks.observe.artifacts import publish_dead_letters
-from tasks.observe.batch_assets import unchanged_warning
+from tasks.observe.replay_table import publish_replay
 from tasks.observe.run_names import replay_run_name
 from tasks.orchestration.describe_runs import IN_PREFECT
-from tasks.stages.replay import list_replayable, replay_jobs
+from tasks.stages.replay import claim_replayable, list_replayable, replay_jobs
 from tasks.stores.dead_letter_open import open_store
 
 
@@ -38,6 +41,7 @@ def replay_dead_letters(
     error_class: str | None = None,
     workdir: str | None = None,
     config: str | None = None,
+    include_doomed: bool = False,
 ):
     """Replay up to ``limit`` parked jobs (dry run unless ``dry_run=False``); returns the counts.
 
@@ -51,25 +55,33 @@ def replay_dead_letters(
         error_class: Only jobs whose error class starts with this (e.g. exhausted: or permanent:429).
         workdir: The workdir (empty: $MICROSTOCK_WORKDIR, else ./microstock-data).
         config: Config file (empty: microstock.toml in the workdir).
+        include_doomed: Also replay jobs whose class fails again unless something is changed first
+            (permanent:*, blocked:*); by default they stay parked, named in the replay-assets table.
     """
     logger = get_run_logger()
     wd = Workdir.open(workdir)
     settings = load_settings(wd.config_path(config))
     store = open_store(wd)
 
+    published = None
     if dry_run:
-        report = list_replayable(store, limit, error_class)
+        report = list_replayable(store, limit, error_class, include_doomed)
         for line in report.would_replay:
             logger.info(line)
-        for line in unchanged_warning(store.list(status="parked", error_class=error_class, limit=limit)):
-            logger.warning(line)
     else:
         claimant = f"replay-{runtime.flow_run.id}"
-        jobs = store.claim(claimant, limit=limit, error_class=error_class)
+        jobs, skipped = claim_replayable(store, claimant, limit, error_class, include_doomed)
         report = replay_jobs(wd, settings, store, claimant, jobs, IN_PREFECT)
+        report.skipped = skipped
         if report.recovered_assets:
-            publish_described(wd, settings, enabled_agencies(settings, wd=wd))
+            published = publish_described(wd, settings, enabled_agencies(settings, wd=wd))
+    if report.skipped:
+        logger.warning("left parked, not replayed: %d job(s) whose class fails again unless something is changed "
+                       "first (%s); change the image or the settings, then replay with include_doomed "
+                       "(`microstock replay --apply --include-doomed`)", len(report.skipped),
+                       ", ".join(sorted(set(report.skipped.values()))))
 
     logger.info(report.headline())
+    publish_replay(report, published.csvs if published else None, published.uploads if published else None)
     publish_dead_letters(wd)
     return Completed(message=report.headline(), data=asdict(report))

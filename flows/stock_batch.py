@@ -21,7 +21,7 @@ from tasks.core.reports import AgencyUpload, CsvReport, PackReport
 from tasks.core.settings import Settings, load_settings
 from tasks.core.workdir import Workdir, default_workdir
 from tasks.observe import events
-from tasks.observe.artifacts import publish_batch, publish_dead_letters
+from tasks.observe.artifacts import publish_batch, publish_dead_letters, publish_validation
 from tasks.observe.batch_assets import publish_batch_assets
 from tasks.observe.run_names import dated_run_name
 from tasks.observe.summary import BatchSummary
@@ -51,6 +51,7 @@ def publish_described(wd: Workdir, settings: Settings, chosen: list[str]) -> Pub
         packed = pack_stage(wd, settings, chosen)  # the corrected titles and keywords embedded
     if reviewed.asked:
         csvs = csv_stage(wd, chosen, settings, packed, waiting=reviewed.held)  # the answer taken in
+    publish_validation(csvs)  # once per run: the final CSVs
     packed = zip_stage(wd, reviewed.without_left_out(packed))
     uploads = upload_agencies(wd, settings, uploadable(wd, chosen))  # only what has a row and is not held back
     return Published(csvs, packed, uploads, reviewed)
@@ -59,17 +60,19 @@ def publish_described(wd: Workdir, settings: Settings, chosen: list[str]) -> Pub
 @flow(name="stock-batch", flow_run_name=dated_run_name)
 def stock_batch(
     workdir: str | None = None,
-    count: Annotated[int, Field(ge=0)] = 12,
+    count: Annotated[int, Field(ge=0)] = 0,
     source: str | None = None,
     agencies: list[str] | None = None,
     config: str | None = None,
 ):
-    """Take a batch from images to every enabled agency; ends Completed even when jobs are parked.
+    """Take a batch from images to every enabled agency; ends Completed even when jobs are parked, and
+    Completed named ``Incomplete`` when it left uploads pending (an agency stopped, a file failed, review waits).
 
     Args:
         workdir: Folder holding assets, CSVs, packs, ledger and dead-letter store.
             Empty: $MICROSTOCK_WORKDIR, else ./microstock-data.
-        count: Images to generate when no source folder is given (0: only what is already in assets/).
+        count: Images to generate when no source folder is given. 0 (the default): nothing is generated,
+            the run finishes what is already in assets/ — a bare re-run never adds images.
         source: Folder of your own JPEG/PNG images to ingest instead of generating.
         agencies: Only these agencies (empty: every enabled agency). A name is a spec file: shipped
             (adobe, vecteezy, dreamstime, shutterstock, …) or <workdir>/agencies/<name>.toml.
@@ -92,4 +95,4 @@ def stock_batch(
     publish_batch_assets(wd, summary, gathered, described, csvs, packed, uploads)
     publish_dead_letters(wd)
     events.batch_finished(summary)
-    return Completed(message=summary.headline(), data=summary.model_dump())
+    return Completed(name=summary.state_name(), message=summary.headline(), data=summary.model_dump())

@@ -13,15 +13,16 @@ Rule names read ``<field>.<rule>`` (``title.max_chars``, ``keywords.min``,
 
 from __future__ import annotations
 
-import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 
 from pydantic import BaseModel, ConfigDict
 
 from tasks.agencies import categories as category_rules
+from tasks.agencies.config_cells import check_csv_defaults, config_value
 from tasks.agencies.dialect import bom_bytes, csv_bytes, unencodable
 from tasks.agencies.disclosure import with_category, with_note, without_terms
-from tasks.agencies.spec import AgencySpec, Column, CsvFormat, KeywordRule, TextRule
+from tasks.agencies.spec import AgencySpec, KeywordRule, TextRule
 from tasks.agencies.text import (
     capitalize_first,
     clean_cell,
@@ -190,47 +191,10 @@ def _releases(row: _Row, raw: list[str]) -> str:
     return RELEASE_SEPARATOR.join(names)
 
 
-_NUMBER = re.compile(r"\d+(\.\d+)?")
-_ID_LIST = re.compile(r"\d+(,\d+)*")
-
-
-def config_value(column: Column, raw: str, fmt: CsvFormat) -> tuple[str, str | None]:
-    """A configured cell value normalised by the column's kind, and an error message when invalid."""
-    value = raw.strip()
-    if column.kind == "flag":
-        return value, None if value in (fmt.flag_no, fmt.flag_yes) else (
-            f"{column.name} must be {fmt.flag_no} or {fmt.flag_yes}, not {raw!r}")
-    if column.kind == "number":
-        return value, (None if value == "" or _NUMBER.fullmatch(value)
-                       else f"{column.name} must be a number or empty, not {raw!r}")
-    if column.kind == "id_list":
-        value = re.sub(r"\s*,\s*", ",", value)
-        return value, None if value == "" or _ID_LIST.fullmatch(value) else (
-            f"{column.name} must be comma-separated numeric ids or empty, not {raw!r}")
-    if column.kind == "choice":
-        return value, (None if value in column.choices
-                       else f"{column.name} must be one of {list(column.choices)}, not {raw!r}")
-    return clean_cell(value), None
-
-
-def check_csv_defaults(spec: AgencySpec, csv_defaults: Mapping[str, str]) -> list[Problem]:
-    """Agency-wide problems in ``AgencySettings.csv_defaults``: unknown columns and invalid values."""
-    known = spec.configurable_columns()
-    problems = []
-    for key in sorted(csv_defaults):
-        if key not in known:
-            problems.append(Problem(agency=spec.name, asset="", rule="config.unknown_column",
-                                    message=f"csv_defaults.{key}: {spec.display_name} has no configurable column "
-                                            f"{key!r} (choose from {', '.join(known) or 'none'})"))
-            continue
-        _, error = config_value(known[key], str(csv_defaults[key]), spec.csv)
-        if error:
-            problems.append(Problem(agency=spec.name, asset="", rule=f"config.{key}", message=f"csv_defaults.{error}"))
-    return problems
-
-
+#: Why a category cell is empty, and what to do about it.
+_NO_CATEGORY = " (the describer gave no category this agency maps; Gemini's descriptions carry category hints)"
 def _filename(row: _Row, filename: str) -> None:
-    if clean_cell(filename) != filename:
+    if clean_cell(filename) != unicodedata.normalize("NFC", filename):  # decomposed accents (macOS) are fine
         row.problem("filename.unsafe", f"file name {filename!r} has line breaks, control characters, extra spaces "
                                        "or a leading = + - @; rename the file")
     limit = row.spec.filename.max_chars
@@ -321,6 +285,12 @@ def build_row(
             raw = spec.csv.flag_yes if flagged else defaults.get(column.name, column.default)
             cells.append(config_value(column, raw, spec.csv)[0])
 
+    for column, cell in zip(columns, cells, strict=True):
+        if column.required and not cell:
+            why = _NO_CATEGORY if column.source in ("category", "categories") else ""
+            row.problem("column.required", f"{column.name} is empty: {spec.display_name} refuses a row without it{why}")
+    if row.problems:
+        return _result(row, filename, None)
     if ch := unencodable(spec.csv, cells):
         row.problem("csv.encoding", f"{spec.display_name}'s CSV is {spec.csv.encoding}; the row has {ch!r}")
         return _result(row, filename, None)
@@ -347,6 +317,10 @@ def split_keywords(spec: AgencySpec, cell: str) -> list[str]:
 # --- what the upload-ready JPEG carries ---------------------------------------------------
 
 
+#: Only cleaned: the description's rule in the embedded fields.
+_PLAIN = TextRule()
+
+
 class EmbeddedFields(BaseModel):
     """Title, description and keywords for the XMP/IPTC of the upload-ready JPEG."""
 
@@ -364,8 +338,10 @@ def embedded_fields(metadata: Metadata, specs: Iterable[AgencySpec]) -> Embedded
     and description are cleaned and shortened at a word boundary to the
     smallest limit (kept whole when no boundary fits: the CSV row is what the
     agency validates), keywords are cleaned, de-duplicated and capped at the
-    smallest maximum, in their order; an AI-generated asset's title and
-    keywords lose every agency's ``ai.forbidden_terms``.
+    smallest maximum, in their order; the title is rewritten by every agency's
+    title rules at once (:meth:`TextRule.rewriting_of_all`), so it is never
+    looser than the strictest CSV; an AI-generated asset's title and keywords
+    lose every agency's ``ai.forbidden_terms``.
     """
     specs = list(specs)
 
@@ -373,14 +349,15 @@ def embedded_fields(metadata: Metadata, specs: Iterable[AgencySpec]) -> Embedded
         found = [v for v in values if v is not None]
         return min(found) if found else None
 
-    def text(raw: str, fallback: str, max_chars: int | None) -> str:
-        value = clean_cell(raw) or clean_cell(fallback)
+    def text(raw: str, fallback: str, max_chars: int | None, rule: TextRule = _PLAIN) -> str:
+        value = _prepare(rule, raw) or _prepare(rule, fallback)
         return (shorten(value, max_chars) or value) if max_chars else value
 
+    strictest = TextRule.rewriting_of_all(s.title for s in specs)  # Adobe: no commas or special characters
     # an AI-generated asset's embedded title and keywords also lose the wording any of the agencies forbids
     terms = tuple(t for s in specs for t in s.ai.forbidden_terms) if metadata.ai_generated else ()
     title = text(without_terms(metadata.title, terms)[0], without_terms(metadata.description, terms)[0],
-                 limit(s.title.max_chars for s in specs))
+                 limit(s.title.max_chars for s in specs), strictest)
     description = text(metadata.description, metadata.title, limit(s.description.max_chars for s in specs))
     keywords: list[str] = []
     seen: set[str] = set()

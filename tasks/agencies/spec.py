@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Iterable
 from functools import lru_cache
 from importlib import resources
 from typing import Literal
@@ -61,6 +62,9 @@ class Column(_Spec):
     optional: bool = False
     #: Empty for an asset that is not AI-generated (Freepik's Prompt and Model).
     ai_only: bool = False
+    #: The agency refuses a row whose cell here is empty (Shutterstock: columns A–D): such an
+    #: asset is held back for the agency with the reason instead of being written.
+    required: bool = False
 
 
 class FilenameRule(_Spec):
@@ -85,6 +89,15 @@ class TextRule(_Spec):
     latin_only: bool = False
     #: Reject (not rewrite) text with any character outside ASCII (Shutterstock: no ``é``, ``ø``).
     ascii_only: bool = False
+
+    @classmethod
+    def rewriting_of_all(cls, rules: Iterable["TextRule"]) -> "TextRule":
+        """One rule that rewrites text as all of ``rules`` would: each one's removed characters, only the
+        punctuation every one allows (limits and rejections are not merged)."""
+        rules = list(rules)
+        allowed = [set(r.allowed_punctuation) for r in rules if r.allowed_punctuation is not None]
+        return cls(remove_chars="".join(dict.fromkeys("".join(r.remove_chars for r in rules))),
+                   allowed_punctuation="".join(sorted(set.intersection(*allowed))) if allowed else None)
 
 
 class KeywordRule(_Spec):
@@ -205,6 +218,17 @@ class AiRules(_Spec):
     forbidden_terms: tuple[str, ...] = ()
 
 
+class SimilarityPolicy(_Spec):
+    """What is done with an asset like another of the batch or one already uploaded there (docs/AGENCIES.md,
+    "Similar content"; the score is ``tasks.images.likeness``)."""
+
+    #: ``hold_back``: of each group of versions (uploaded ones first) ``image.max_versions_per_motif`` go and
+    #: the rest is held back for this agency until released (no cap: as ``warn``); ``warn``: shown, nothing held.
+    action: Literal["hold_back", "warn"] = "warn"
+    #: The pair score (0–1) from which two assets are versions of one motif.
+    threshold: float = Field(0.4, gt=0, le=1)
+
+
 class TransportHint(_Spec):
     """How files reach the agency (a hint for configuring ``target``)."""
 
@@ -251,6 +275,7 @@ class AgencySpec(_Spec):
     categories: Categories | None = None
     image: ImageLimits = ImageLimits()
     ai: AiRules = AiRules()
+    similarity: SimilarityPolicy = SimilarityPolicy()
     transport: TransportHint
 
     @model_validator(mode="after")

@@ -252,3 +252,13 @@ def error_class_of_parked(exc: BaseException) -> str:
     if isinstance(exc, MicrostockError):
         return exc.error_class
     return f"unknown:{type(exc).__name__}"
+
+
+#: Parked classes a replay cannot fix unless something changes first (the image, the prompt, the model).
+UNCHANGED_FAILS = ("permanent:", "blocked:")
+
+
+def fails_again_unchanged(error_class: str) -> bool:
+    """Will a replay of a job parked under ``error_class`` fail again if nothing is changed first? (A replay
+    skips those unless asked; the tables mark them.)"""
+    return error_class.startswith(UNCHANGED_FAILS)

@@ -23,10 +23,12 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
 
     Writes go to a temp file in the same folder; on success it is fsynced and
     renamed over ``path``; on any error it is removed and ``path`` is untouched.
-    A reader sees the old file or the new one, never a partial one.
+    A reader sees the old file or the new one, never a partial one. The temp
+    name fits the folder's name limit whatever the length of ``path``'s name
+    (a long name's temp file is named by its hash instead).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(path), suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
             yield fh
@@ -36,6 +38,27 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+#: What mkstemp adds to a prefix: 8 random characters, then ``.tmp``.
+_TEMP_EXTRA = 8 + len(".tmp")
+
+
+def name_max(folder: Path) -> int:
+    """The longest file name, in bytes, ``folder``'s file system takes (255 when it cannot say)."""
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
+
+
+def temp_prefix(path: Path, room: int = _TEMP_EXTRA) -> str:
+    """The start of a temp file's name beside ``path``: ``.<name>.``, or ``.<16 hex of the name's hash>.``
+    when that plus ``room`` more bytes would not fit the folder's name limit (the target keeps its name)."""
+    prefix = f".{path.name}."
+    if len(os.fsencode(prefix)) + room <= name_max(path.parent):
+        return prefix
+    return f".{hashlib.sha256(os.fsencode(path.name)).hexdigest()[:16]}."
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

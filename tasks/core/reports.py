@@ -75,11 +75,17 @@ class ReplayReport:
     stopped: str | None = None
     #: A dry run's list: one :func:`dry_run_line` per job it would replay.
     would_replay: list[str] = field(default_factory=list)
+    #: asset name (or job id) → the error class it was parked under, for every job taken (or listed by a dry run).
+    error_classes: dict[str, str] = field(default_factory=dict)
+    #: Left parked, not replayed: asset name (or job id) → its class, one that fails again unless something is
+    #: changed first (``permanent:*``, ``blocked:*``); replayed only when asked (``include_doomed``).
+    skipped: dict[str, str] = field(default_factory=dict)
 
     def headline(self) -> str:
+        skipped = f" · {len(self.skipped)} skipped (fail again unless changed first)" if self.skipped else ""
         if self.dry_run:
-            return f"dry run: {self.scanned} parked job(s) would be replayed"
-        return f"{self.scanned} replayed · {self.recovered} recovered · {self.still_failing} still failing"
+            return f"dry run: {self.scanned} parked job(s) would be replayed{skipped}"
+        return f"{self.scanned} replayed · {self.recovered} recovered · {self.still_failing} still failing{skipped}"
 
 
 class Problem(BaseModel):

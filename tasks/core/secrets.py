@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from urllib.parse import quote, quote_plus
 
 logger = logging.getLogger("microstock.secrets")
 
@@ -68,8 +69,17 @@ def redact(text: str, *secrets: str | None, mark: str = "***") -> str:
 
     The one redaction of the project: messages that may reach a log, an
     exception shown to a user, an artifact or the dead-letter store pass here.
+    A secret is found in any letter case (a server that echoes it upper- or
+    lower-cased) and percent-encoded (``%40`` for ``@``, ``+`` for a space,
+    as in a URL or a form), encoded in either hex case.
     """
     for secret in (*secrets, gemini_api_key()):
         if secret:
-            text = text.replace(secret, mark)
+            text = _secret_pattern(secret).sub(mark, text)
     return KEY_SHAPED.sub(mark, text)
+
+
+def _secret_pattern(secret: str) -> re.Pattern[str]:
+    """A case-insensitive pattern for ``secret`` as written and in its percent-encoded forms, longest first."""
+    forms = sorted({secret, quote(secret, safe=""), quote_plus(secret, safe="")}, key=len, reverse=True)
+    return re.compile("|".join(re.escape(f) for f in forms), re.IGNORECASE)

@@ -117,7 +117,7 @@ class PackSettings(_Strict):
     jpeg_quality: int = Field(92, ge=50, le=100)
     strip_location: bool = True
     #: Two images whose perceptual hashes differ in at most this many of 64 bits are versions of one
-    #: motif (docs/AGENCIES.md, "Near-duplicates"); 0 groups only identical hashes.
+    #: motif whatever else differs (docs/AGENCIES.md, "Similar content"); 0: only identical hashes.
     similar_max_distance: int = Field(8, ge=0, le=64)
     #: Your own (ingested) files carry no AI label unless this says they are AI-generated too
     #: (then they get the IPTC Digital Source Type trainedAlgorithmicMedia, as Gemini's images do).

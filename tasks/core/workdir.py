@@ -63,6 +63,11 @@ class Workdir:
         return self.root / "reports"
 
     @property
+    def gemini_models(self) -> Path:
+        """What Gemini listed as its models on one UTC day (JSON; tasks/gemini/served.py), asked once a day."""
+        return self.root / "gemini-models.json"
+
+    @property
     def agencies(self) -> Path:
         """The contributor's own agency specs, ``<name>.toml`` each (optional; see docs/AGENCIES.md)."""
         return self.root / "agencies"

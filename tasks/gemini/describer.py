@@ -33,7 +33,7 @@ from tasks.core.errors import BadInput, InvalidOutput, OutputTruncated, Permanen
 from tasks.core.records import Asset, Metadata, Usage
 from tasks.core.settings import GeminiSettings
 from tasks.gemini.client import Target, check_answer, gemini_client, map_gemini_errors, usage_of
-from tasks.gemini.models import cost_usd, lacks_structured_output, suggestion, thinking_config
+from tasks.gemini.models import cost_usd, lacks_structured_output, retired_refusal, suggestion, thinking_config
 from tasks.gemini.ratelimit import shared_limiter
 from tasks.images.pixels import has_alpha, rgb_on_white
 
@@ -84,6 +84,14 @@ def describe_prompt(language: str) -> str:
         "- dreamstime_hints: 1 to 3 words naming fitting Dreamstime categories "
         "(e.g. sunsets, seascapes, abstract backgrounds)."
     )
+
+
+def distinct_note(others: list[Metadata]) -> str:
+    """Added to the prompt for an asset that looks like ``others``: a title and keyword order unlike theirs."""
+    listed = "\n".join(f"  - {o.title} | {', '.join(o.keywords[:10])}" for o in others[:8])
+    return ("\nOther assets of this contributor look like this one (title | first ten keywords):\n"
+            f"{listed}\nGive this one a title and a first ten keywords that differ from theirs: name what "
+            "is visible here and not there, and put it first.")
 
 
 def parse_answer(response: types.GenerateContentResponse) -> StockAnswer:
@@ -148,7 +156,10 @@ def _unique(words: list[str]) -> list[str]:
 
 
 def check_describe_model(model: str) -> None:
-    """StageStopped ``model`` when ``model`` is known to refuse the response schema: do not pay to hear it."""
+    """StageStopped ``model`` when the table marks ``model`` retired or knows it refuses the response schema:
+    do not pay to hear it."""
+    if refusal := retired_refusal("gemini.model", model):
+        raise StageStopped(refusal, kind="model")
     if lacks_structured_output(model):
         raise StageStopped(f"`gemini.model = {model}` has no structured output and cannot describe: "
                            f"{suggestion(model, 'describe')}", kind="model")
@@ -222,9 +233,13 @@ class GeminiDescriber:
     def replay_payload(self) -> dict:
         return {"prompt": self._prompt, "image_max_px": SEND_MAX_PX}
 
-    def describe(self, asset: Asset) -> Metadata:
+    def set_apart(self, asset: Asset, metadata: Metadata, others: list[Metadata]) -> Metadata:
+        """The image described again, with the others' titles and first keywords to differ from in the prompt."""
+        return self.describe(asset, avoid=others)
+
+    def describe(self, asset: Asset, avoid: list[Metadata] | None = None) -> Metadata:
         check_describe_model(self.model)
-        contents = describe_contents(asset, self._prompt)
+        contents = describe_contents(asset, self._prompt + distinct_note(avoid) if avoid else self._prompt)
         with self._lock:
             retrying_cut = asset.asset_id in self._truncated
         with map_gemini_errors(self._target, self._api_key):

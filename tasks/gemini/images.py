@@ -15,7 +15,8 @@ image reasons: ``IMAGE_SAFETY`` / ``IMAGE_PROHIBITED_CONTENT`` are
 again); an answer of text only (the model declining in words) is
 ``refused:TEXT_ONLY`` with the model's words. A whole-run failure (retired
 model, refused location, refused request shape) is a StageStopped and stops
-generation at once. Calls go through the image model's shared limiter: a 429
+generation at once; a model ``models.toml`` marks retired stops it before the
+first call. Calls go through the image model's shared limiter: a 429
 waits and calls again (not an attempt), within ``gemini.rate_limit_wait_s``.
 
 Each image made logs one line with its tokens (prompt, output, thinking) and
@@ -32,12 +33,12 @@ from io import BytesIO
 from google.genai import types
 from PIL import Image
 
-from tasks.core.errors import InvalidOutput, PermanentError
+from tasks.core.errors import InvalidOutput, PermanentError, StageStopped
 from tasks.core.records import Made
 from tasks.core.settings import GeminiSettings, GenerateSettings
 from tasks.gemini.client import Target, check_answer, gemini_client, map_gemini_errors, usage_of
 from tasks.gemini.daybudget import DailyBudget
-from tasks.gemini.models import cost_usd
+from tasks.gemini.models import cost_usd, retired_refusal
 from tasks.gemini.ratelimit import WaitAllowance, shared_limiter
 from tasks.images.demo import DemoPrompt
 from tasks.images.pixels import rgb_on_white
@@ -107,6 +108,8 @@ class GeminiImageMaker:
             )
 
     def __call__(self, prompt: DemoPrompt, index: int) -> Made:
+        if refusal := retired_refusal("gemini.image_model", self.model):  # the table's word: no paid call
+            raise StageStopped(refusal, kind="model")
         if self.budget is not None:
             self.budget.take()  # the day's requests to the image model (quota:daily stops generation)
         response = self.limiter.call(lambda: self._generate(prompt), self._waits)

@@ -90,6 +90,15 @@ def suggestion(model: str, use: str) -> str:
     return f"{instead}pick one of {', '.join(current_models(use))} (docs/GEMINI.md)"
 
 
+def retired_refusal(setting: str, model: str) -> str | None:
+    """The line refusing ``model`` (configured as ``setting``) when the table marks it ``retired``, naming its
+    replacement; None otherwise. Callers refuse before any call is made."""
+    info = known_models().get(model)
+    if info is None or info.status != "retired":
+        return None
+    return f"`{setting} = {model}` is retired (tasks/gemini/models.toml): {suggestion(model, info.use)}"
+
+
 def lacks_structured_output(model: str) -> bool:
     """True when the table knows ``model`` cannot answer with a response schema (so it cannot describe)."""
     info = known_models().get(model)

@@ -25,6 +25,13 @@ longer than the IIM standard's byte limits are shortened at a word boundary
 values. Earlier values of these fields (other languages, old keywords) are
 replaced. The result is deterministic: exiv2 adds no timestamp, so the same
 input bytes and metadata give the same output bytes.
+
+Every other XMP and IPTC field already in ``jpeg`` (the contributor's creator,
+rights, credit, location … that :func:`tasks.images.ready.ready_jpeg` carried
+over) is left as it is, and so is a digital source type when none is given.
+EXIF is kept in step with what is written (the Metadata Working Group's
+guidelines): ``ImageDescription`` becomes the description, and the Windows
+``XPTitle``, ``XPSubject`` and ``XPKeywords`` are removed (they would contradict it).
 """
 
 from __future__ import annotations
@@ -85,14 +92,18 @@ def embed_metadata(jpeg: bytes, title: str, description: str, keywords: Sequence
         "Xmp.dc.title": {'lang="x-default"': title} if title else None,
         "Xmp.dc.description": {'lang="x-default"': description} if description else None,
         "Xmp.dc.subject": list(keywords) or None,
-        "Xmp.iptcExt.DigitalSourceType": digital_source_type,
     }
+    if digital_source_type:
+        xmp["Xmp.iptcExt.DigitalSourceType"] = digital_source_type
+    exif = {"Exif.Image.ImageDescription": description or None,
+            "Exif.Image.XPTitle": None, "Exif.Image.XPSubject": None, "Exif.Image.XPKeywords": None}
     try:
         with pyexiv2.ImageData(jpeg) as img:
             if img.get_mime_type() != "image/jpeg":
                 raise BadInput(name, f"cannot embed metadata: not a JPEG ({img.get_mime_type()})")
             img.modify_iptc(iptc)
             img.modify_xmp(xmp)
+            img.modify_exif(exif)
             # pyexiv2 writes every XMP array as rdf:Seq; dc:subject is an rdf:Bag in the
             # Dublin Core schema. exiv2 escapes item text, so the container tags are unambiguous.
             packet = img.read_raw_xmp()

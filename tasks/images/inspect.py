@@ -117,9 +117,9 @@ def pillow_errors(name: str) -> Iterator[None]:
         raise BadInput(name, f"truncated or corrupt image data ({exc})") from exc
 
 
-#: ``warnings.catch_warnings`` swaps process-wide state: one opener at a time.
+#: ``warnings.catch_warnings`` swaps process-wide state: whoever swaps it holds this (one at a time).
 #: Only the header is read under the lock, which takes microseconds.
-_OPEN_LOCK = threading.Lock()
+WARNINGS_LOCK = threading.Lock()
 
 
 def open_image(path: Path, *, max_pixels: int | None = None) -> Image.Image:
@@ -139,7 +139,7 @@ def open_image(path: Path, *, max_pixels: int | None = None) -> Image.Image:
         raise BadInput(name, f"cannot read file ({exc.strerror})") from exc
     if size == 0:
         raise BadInput(name, "empty file (0 bytes)")
-    with pillow_errors(name), _OPEN_LOCK, warnings.catch_warnings():
+    with pillow_errors(name), WARNINGS_LOCK, warnings.catch_warnings():
         # Pillow warns (not raises) between its limit and twice its limit;
         # we decide with our own limit below, so the warning is not shown.
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)

@@ -36,6 +36,36 @@ def icc_segment(icc: bytes) -> bytes:
     return app_segment(0xE2, b"ICC_PROFILE\x00\x01\x01" + icc)
 
 
+def metadata_segments(data: bytes) -> list[tuple[int, bytes]]:
+    """(marker, payload) of every APPn and comment segment before the first scan.
+
+    Never raises: a damaged stream gives the segments before the damage
+    (a picture's metadata is read for what it has, not judged here).
+    """
+    found: list[tuple[int, bytes]] = []
+    if data[:2] != b"\xff\xd8":
+        return found
+    pos, n = 2, len(data)
+    while pos + 4 <= n and data[pos] == 0xFF:
+        while pos < n and data[pos] == 0xFF:
+            pos += 1
+        if pos >= n:
+            break
+        marker = data[pos]
+        pos += 1
+        if marker in _STANDALONE:
+            continue
+        if marker in (_SOS, _EOI) or pos + 2 > n:
+            break
+        length = int.from_bytes(data[pos:pos + 2], "big")
+        if length < 2 or pos + length > n:
+            break
+        if 0xE0 <= marker <= 0xEF or marker == _COM:
+            found.append((marker, data[pos + 2:pos + length]))
+        pos += length
+    return found
+
+
 def replace_metadata(data: bytes, segments: list[bytes]) -> bytes:
     """``data`` with its metadata replaced by ``segments``; the image data is copied byte for byte.
 

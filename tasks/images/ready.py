@@ -2,7 +2,8 @@
 
 Upload-ready means what every agency accepts: an upright, 8-bit RGB JPEG in
 sRGB with the sRGB profile embedded, alpha flattened onto white, location
-EXIF removed (by default) and camera EXIF kept, never upsampled. A JPEG that
+EXIF removed (by default) and camera EXIF kept, the contributor's XMP and IPTC
+kept (:mod:`tasks.images.contributor_meta`), never upsampled. A JPEG that
 needs no pixel change keeps its compressed data byte for byte (only the
 metadata segments are replaced); anything else is decoded, repaired and
 encoded once.
@@ -26,10 +27,11 @@ from typing import NamedTuple
 from PIL import Image, ImageCms, ImageOps
 
 from tasks.core.settings import PackSettings
+from tasks.images.contributor_meta import kept_segments
 from tasks.images.inspect import open_image, pillow_errors
 from tasks.images.jpeg_segments import exif_segment, icc_segment, replace_metadata
 from tasks.images.pixels import flatten_on_white, has_alpha
-from tasks.images.similar import dhash
+from tasks.images.similar import Looks, looks
 
 
 def _fixed_date(icc: bytes) -> bytes:
@@ -190,12 +192,15 @@ def ready_jpeg(path: Path, settings: PackSettings, min_pixels: int = 0) -> Ready
     """
     with open_image(path) as im, pillow_errors(path.name):
         exif = im.getexif()
+        source = path.read_bytes()
+        kept = kept_segments(source, im.info.get("xmp"), settings.strip_location)  # the contributor's XMP and IIM
         if _keeps_pixels(im, exif.get(ORIENTATION, 1)) and im.width * im.height >= min_pixels:
-            meta = [icc_segment(SRGB_ICC)]
+            meta = [icc_segment(SRGB_ICC), *kept]
             exif_bytes = clean_exif(exif, im.size, settings.strip_location)
             if exif_bytes:
                 meta.insert(0, exif_segment(exif_bytes))
-            return ReadyImage(replace_metadata(path.read_bytes(), meta), im.width, im.height, reencoded=False)
+            return ReadyImage(replace_metadata(source, meta), im.width, im.height, reencoded=False)
+        del source
         with _FULL_SIZE:
             im.load()
             ImageOps.exif_transpose(im, in_place=True)
@@ -208,6 +213,9 @@ def ready_jpeg(path: Path, settings: PackSettings, min_pixels: int = 0) -> Ready
                 rgb = rgb.resize(enlarged(rgb.size, min_pixels), Image.Resampling.LANCZOS)
             exif_bytes = clean_exif(upright_exif, rgb.size, settings.strip_location)
             jpeg = _encode(rgb, settings.jpeg_quality, exif_bytes, full=True)
+            if kept:
+                meta = [icc_segment(SRGB_ICC), *kept]
+                jpeg = replace_metadata(jpeg, [exif_segment(exif_bytes), *meta] if exif_bytes else meta)
             return ReadyImage(jpeg, rgb.width, rgb.height, reencoded=True,
                               upscaled_from=before if rgb.size != before else None)
 
@@ -227,11 +235,11 @@ def fit(size: tuple[int, int], long_side: int) -> tuple[int, int]:
 
 
 class Previews(NamedTuple):
-    """A preview and a thumbnail JPEG, and the image's perceptual hash (:func:`tasks.images.similar.dhash`)."""
+    """A preview and a thumbnail JPEG, and what the image looks like (:func:`tasks.images.similar.looks`)."""
 
     preview: bytes
     thumb: bytes
-    dhash: int
+    looks: Looks
 
 
 def preview_jpegs(path: Path, preview_px: int, thumbnail_px: int) -> Previews:
@@ -240,8 +248,8 @@ def preview_jpegs(path: Path, preview_px: int, thumbnail_px: int) -> Previews:
     A JPEG is decoded at reduced scale (``Image.draft``: the smallest 1/2,
     1/4 or 1/8 that is still at least the preview size), so the full-size
     pixels are never in memory. Every compressed byte is still read, so a
-    truncated file fails here with BadInput. The hash is taken from the
-    preview, so it costs no decode of its own.
+    truncated file fails here with BadInput. The hashes are taken from the
+    preview, so they cost no decode of their own.
     """
     with open_image(path) as im, pillow_errors(path.name):
         if im.format == "JPEG":
@@ -251,4 +259,4 @@ def preview_jpegs(path: Path, preview_px: int, thumbnail_px: int) -> Previews:
         rgb = to_srgb(im)
     preview = rgb.resize(fit(rgb.size, preview_px), Image.Resampling.LANCZOS) if max(rgb.size) > preview_px else rgb
     thumb = preview.resize(fit(preview.size, thumbnail_px), Image.Resampling.LANCZOS)
-    return Previews(_encode(preview, PREVIEW_QUALITY), _encode(thumb, PREVIEW_QUALITY), dhash(preview))
+    return Previews(_encode(preview, PREVIEW_QUALITY), _encode(thumb, PREVIEW_QUALITY), looks(preview))

@@ -10,7 +10,8 @@ key                               type      what
 ``batch-summary``                 markdown  the run's headline, counts and paths to the CSVs, ZIP, targets
 ``batch-counts``                  table     assets, described, parked, pending, rejected, tokens, cost, per agency
 ``batch-assets``                  table     one row per asset: describe result, then per agency what became of it
-``dead-letter-jobs``              table     every parked job: asset, error class, attempts, parked since, last seen
+``dead-letter-jobs-<workdir>``    table     every parked job of one workdir (:func:`dead_letter_key`): asset,
+                                            error class, attempts, parked since, last seen
 ``csv-validation``                markdown  rows per agency CSV, automatic fixes, assets skipped and the rule
 ``dead-letter-summary``           markdown  the daily summary: parked jobs per error class, how to replay
 ``progress-<stage>``              progress  made by :mod:`tasks.observe.progress` while a stage runs
@@ -26,17 +27,18 @@ and never a password or key.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from collections import Counter
 
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-from tasks.core.errors import StoreUnavailable
+from tasks.core.errors import StoreUnavailable, fails_again_unchanged
 from tasks.core.records import FileOutcome
 from tasks.core.reports import AgencyUpload, CsvReport
 from tasks.core.workdir import Workdir
-from tasks.observe.batch_assets import REPLAY_HOW, fails_again_unchanged, unchanged_warning
+from tasks.observe.batch_assets import REPLAY_HOW, unchanged_warning
 from tasks.observe.markdown import summary_markdown, validation_markdown
 from tasks.observe.run_names import when
 from tasks.observe.summary import BatchSummary
@@ -105,8 +107,8 @@ def dead_letter_rows(jobs: list[ParkedJob]) -> list[dict[str, str | int]]:
 
 def publish_batch(summary: BatchSummary) -> None:
     """The ``batch-summary`` markdown and the ``batch-counts`` table of one stock-batch run."""
-    create_markdown_artifact(summary_markdown(summary), key=BATCH_SUMMARY,
-                             description=f"stock-batch: {summary.headline()}")
+    create_markdown_artifact(summary_markdown(summary), key=BATCH_SUMMARY,  # its first line is the headline
+                             description="stock-batch: the run's counts, files and targets")
     create_table_artifact(batch_rows(summary), key=BATCH_COUNTS, description=f"stock-batch: {summary.headline()}")
 
 
@@ -143,8 +145,25 @@ def publish_upload(agency: str, result: AgencyUpload, tried: list[tuple[str, Fil
                           description=f"upload to {result.target or agency}: {upload_message(result)}")
 
 
+def dead_letter_key(wd: Workdir) -> str:
+    """``dead-letter-jobs-<folder>-<hash>``: one key per workdir (two workdirs on one server never mix their
+    tables). Artifact keys take only lower-case letters, digits and dashes; the hash tells two folders of one
+    name apart."""
+    folder = re.sub(r"[^a-z0-9]+", "-", wd.root.name.lower()).strip("-")[:40] or "workdir"
+    digest = hashlib.sha256(str(wd.root.resolve()).encode()).hexdigest()[:8]
+    return f"{DEAD_LETTER_JOBS}-{folder}-{digest}"
+
+
+def dead_letters_description(jobs: list[ParkedJob], wd: Workdir) -> str:
+    """The markdown above the ``dead-letter-jobs`` table: how many, how to replay, which will fail again."""
+    if not jobs:
+        return f"Nothing parked in `{wd.root}`."
+    return "\n\n".join([f"{len(jobs)} parked describe job(s) in `{wd.root}`; {REPLAY_HOW}.",
+                         *unchanged_warning(jobs)])
+
+
 def publish_dead_letters(wd: Workdir) -> int | None:
-    """The ``dead-letter-jobs`` table of every parked job (an empty table says "nothing parked").
+    """The ``dead-letter-jobs-<workdir>`` table of every parked job (an empty table says "nothing parked").
 
     Returns the number of rows; None, with a warning in the log, when the store cannot be read
     (the run goes on: the table is a view, the store is the truth).
@@ -154,16 +173,17 @@ def publish_dead_letters(wd: Workdir) -> int | None:
     except StoreUnavailable as exc:
         log.warning("dead-letter table not published: %s", exc.message)
         return None
-    description = "\n\n".join([f"{len(jobs)} parked describe job(s); {REPLAY_HOW}.", *unchanged_warning(jobs)])
-    create_table_artifact(dead_letter_rows(jobs), key=DEAD_LETTER_JOBS, description=description)
+    create_table_artifact(dead_letter_rows(jobs), key=dead_letter_key(wd),
+                          description=dead_letters_description(jobs, wd))
     return len(jobs)
 
 
 def publish_dead_letter_summary(summary: Summary, wd: Workdir) -> None:
     """The ``dead-letter-summary`` markdown of the daily flow."""
-    text = summary.markdown(wd.dead_letter_db)
+    text = summary.markdown(wd.dead_letter_db)  # it says how to replay from the terminal
     if summary.oldest_first_seen is not None:
-        text += f"\n\nOldest parked since {when(summary.oldest_first_seen)}; you can also {REPLAY_HOW}."
+        text += (f"\n\nOldest parked since {when(summary.oldest_first_seen)}. From the UI: **Deployments → "
+                 "replay-dead-letters → Run → Custom run**, switch `dry_run` off.")
     create_markdown_artifact(text, key=DEAD_LETTER_SUMMARY,
                              description="Parked describe jobs by error class")
 

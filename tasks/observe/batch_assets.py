@@ -6,7 +6,11 @@ The counts of ``batch-counts`` say how many; this table says which. Cells:
   ``pending``, ``in a batch job`` (batch mode: waiting for Gemini's answer), ``rejected: <reason>``
   (the file could not be used), and with ``[review]`` on ``rejected in review`` or ``waiting for review``;
 * one column per agency — ``uploaded``, ``already there``, ``held back (<rule>): <why>``,
-  ``failed, left pending: <why>``, ``not tried``.
+  ``failed, left pending: <why>``, ``left pending: <agency> stopped (<why>)``, and ``not tried: <why>``
+  (``not described (parked)``, ``waiting for review``, ``rejected in review``, ``nothing sent to <agency>``…):
+  no cell says "not tried" without saying why;
+* ``similar`` (once some asset is alike another) — the similarity risk and the nearest asset
+  (``tasks.observe.similar_view``).
 
 The artifact's description (markdown above the table in the UI) has the run's
 headline, the batch ZIP, the next steps by hand (which CSV to upload in which
@@ -20,15 +24,17 @@ from collections.abc import Mapping
 
 from prefect.artifacts import create_table_artifact
 
-from tasks.core.errors import StoreUnavailable
+from tasks.core.errors import StoreUnavailable, fails_again_unchanged
 from tasks.core.records import ready_name
 from tasks.core.reports import AgencyUpload, CsvReport, DescribeReport, Gathered, PackReport
 from tasks.core.workdir import Workdir
 from tasks.observe.markdown import md_cell, next_steps
 from tasks.observe.run_names import when
-from tasks.observe.summary import BatchSummary
+from tasks.observe.similar_view import add_risk_column
+from tasks.observe.summary import BatchSummary, brief
 from tasks.stores.dead_letter import ParkedJob
 from tasks.stores.dead_letter_open import open_store
+from tasks.stores.similar_risks import read_risks
 
 log = logging.getLogger(__name__)
 
@@ -40,15 +46,6 @@ MAX_ASSET_ROWS = 1000
 #: How to replay parked jobs, from the UI and from the terminal (every artifact that mentions replay says both).
 REPLAY_HOW = ("replay with the `replay-dead-letters` deployment (**Deployments → replay-dead-letters → Run → "
               "Custom run**, switch `dry_run` off) or `microstock replay --apply`")
-
-#: Parked classes a replay cannot fix unless something changes first (the image, the prompt, the model).
-UNCHANGED_FAILS = ("permanent:", "blocked:")
-
-
-def fails_again_unchanged(error_class: str) -> bool:
-    """Will a replay of a job parked under ``error_class`` fail again if nothing is changed first?"""
-    return error_class.startswith(UNCHANGED_FAILS)
-
 
 def describe_cell(name: str, described: DescribeReport, parked: dict[str, ParkedJob],
                   in_review: Mapping[str, str]) -> str:
@@ -69,22 +66,38 @@ def describe_cell(name: str, described: DescribeReport, parked: dict[str, Parked
     return "pending"
 
 
+def not_tried_cell(describe: str) -> str:
+    """The agency cell of an asset that never reached the uploads, from its describe cell: ``not tried: parked``."""
+    if describe.startswith(("rejected in review", "waiting for review")):
+        return f"not tried: {describe.split(' (', 1)[0]}"
+    if describe.startswith("rejected"):
+        return "not tried: rejected"
+    if describe.startswith("parked"):
+        return "not tried: not described (parked)"
+    if describe == "in a batch job":
+        return "not tried: not described yet (in a batch job)"
+    return "not tried: not described yet (pending)"
+
+
 def agency_cell(name: str, agency: str, upload: AgencyUpload | None, held: dict[tuple[str, str], str]) -> str:
-    """What became of one asset at one agency this run."""
+    """What became of one asset at one agency this run (a file not tried says why)."""
     if (agency, name) in held:
         return held[(agency, name)]
     if (agency, "") in held:  # an agency-wide problem: no CSV was written, nothing is sent
         return held[(agency, "")]
     file = ready_name(name)
     if upload is None:
-        return "not tried"
+        return f"not tried: nothing was sent to {agency} this run"
     if file in upload.uploaded:
         return "uploaded"
     if file in upload.reconciled or file in upload.already:
         return "already there"
     if file in upload.failed:
         return f"failed, left pending: {upload.failed[file]}"
-    return "not tried"
+    if upload.stopped:
+        why = brief(upload.stopped).removeprefix(f"{agency}: ")
+        return f"{'left pending' if file in upload.not_tried else 'not tried'}: {agency} stopped ({why})"
+    return f"not tried: not in {agency}'s uploads this run"
 
 
 def asset_rows(gathered: Gathered, described: DescribeReport, csvs: CsvReport, packed: PackReport,
@@ -103,24 +116,28 @@ def asset_rows(gathered: Gathered, described: DescribeReport, csvs: CsvReport, p
             row["describe"] = f"rejected: {packed.rejected[name]}"
         else:
             row["describe"] = describe_cell(name, described, by_name, in_review or {})
-        is_described = row["describe"].startswith(("described", "rejected in review", "waiting for review"))
+        is_described = row["describe"].startswith("described")
         for agency in agencies:
-            row[agency] = agency_cell(name, agency, uploads.get(agency), held) if is_described else "not tried"
+            if is_described or (agency, name) in held:
+                row[agency] = agency_cell(name, agency, uploads.get(agency), held)
+            else:
+                row[agency] = not_tried_cell(row["describe"])
         rows.append(row)
     for name, reason in sorted(gathered.rejected.items()):
-        rows.append({"asset": name, "describe": f"rejected: {reason}", **{a: "not tried" for a in agencies}})
+        rows.append({"asset": name, "describe": f"rejected: {reason}", **{a: "not tried: rejected" for a in agencies}})
     return rows
 
 
 def assets_description(headline: str, rows: int, csvs: CsvReport, packed: PackReport,
-                       parked: list[ParkedJob]) -> str:
-    """The markdown above the table: headline, ZIP, next steps by hand, how to replay."""
+                       parked: list[ParkedJob], stopped: Mapping[str, str] | None = None) -> str:
+    """The markdown above the table: headline, ZIP, next steps by hand (a stopped agency first: ``stopped``,
+    agency -> why), how to replay."""
     lines = [f"**stock-batch: {md_cell(headline)}**"]
     if rows > MAX_ASSET_ROWS:
         lines.append(f"The first {MAX_ASSET_ROWS} of {rows} assets, by name.")
     if packed.zip_path:
         lines.append(f"Batch ZIP: `{md_cell(packed.zip_path)}`")
-    steps = next_steps(csvs)
+    steps = next_steps(csvs, stopped)
     if steps:
         lines += ["Next steps:"] + [f"- {md_cell(step)}" for step in steps]
     if parked:
@@ -148,5 +165,7 @@ def publish_batch_assets(wd: Workdir, summary: BatchSummary, gathered: Gathered,
         log.warning("batch-assets: parked jobs not read: %s", exc.message)
         parked = []
     rows = asset_rows(gathered, described, csvs, packed, uploads, parked, summary.in_review)
+    add_risk_column(rows, read_risks(wd))  # the similarity risk (docs/AGENCIES.md, "Similar content")
     create_table_artifact(rows[:MAX_ASSET_ROWS], key=BATCH_ASSETS,
-                          description=assets_description(summary.headline(), len(rows), csvs, packed, parked))
+                          description=assets_description(summary.headline(), len(rows), csvs, packed, parked,
+                                                         summary.upload_stopped))

@@ -119,7 +119,11 @@ def batch_finished(summary: BatchSummary) -> None:
     batch_id = current_batch_id() or "local"
     agencies = sorted(summary.targets)
     payload = {
-        "headline": summary.headline(),
+        "headline": summary.headline(reasons=False),
+        #: ``Completed``, or ``Incomplete`` when uploads were left pending (the flow run's final state name).
+        "state": summary.state_name(),
+        "left_pending": summary.uploads_left_pending(),
+        "stopped_agencies": sorted(summary.upload_stopped),
         "assets": summary.assets,
         "described": summary.described_now,
         "described_total": summary.described,

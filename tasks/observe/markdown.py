@@ -3,20 +3,37 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 
 from tasks.core.reports import CsvReport
 from tasks.observe.summary import BatchSummary, listed
 
 
 def md_cell(text: object) -> str:
-    """Text safe inside a markdown table cell (file names and reasons are the contributor's, not ours)."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("`", "'").replace("\n", " ")
+    """Text safe inside a markdown table cell (file names and reasons are the contributor's, not ours); a URL
+    in it (``sftp://host``) is not made a link (the UI would link only its ``ftp://`` tail)."""
+    return (str(text).replace("\\", "\\\\").replace("|", "\\|").replace("`", "'").replace("\n", " ")
+            .replace("://", ":\\/\\/"))
 
 
-def next_steps(report: CsvReport) -> list[str]:
-    """What the contributor does with the CSVs by hand (Adobe and Vecteezy: upload them in the portal)."""
-    steps = []
+def md_code(text: object) -> str:
+    """Text as inline code: a URL (``sftp://…``) is shown as written, never turned into a link."""
+    return "`" + str(text).replace("`", "'").replace("\n", " ").replace("|", "\\|") + "`"
+
+
+def next_steps(report: CsvReport, stopped: Mapping[str, str] | None = None) -> list[str]:
+    """What the contributor does by hand, first things first: an agency that stopped (``stopped``: agency ->
+    why) is fixed before anything else, and its portal CSV waits for its images; then the CSVs to upload in
+    a portal (Adobe and Vecteezy) for the agencies whose images went."""
+    stopped = stopped or {}
+    steps = [f"Fix first — {agency} stopped: {why.splitlines()[0].removeprefix(agency + ': ')}. Then run again: "
+             "its files are pending and go with the next run." for agency, why in stopped.items()]
     for result in report.agencies.values():
+        if result.agency in stopped:
+            if result.written and result.rows and result.csv_upload == "portal":
+                steps.append(f"{result.display_name}: upload {', '.join(result.files)} in the contributor portal "
+                             "only after the run that sends its images")
+            continue
         if result.written and result.rows and result.csv_upload == "portal":
             files = ", ".join(result.files)
             steps.append(f"{result.display_name}: upload {files} in the contributor portal "
@@ -50,9 +67,9 @@ def summary_markdown(s: BatchSummary) -> str:
         files = ", ".join(f"`{m(f)}`" for f in s.csv_files.get(agency, []))
         lines.append(f"| CSV rows · {agency} | {rows} | {files} |")
     for agency, total in s.uploaded_total.items():
-        stopped = f" · stopped: {s.upload_stopped[agency]}" if agency in s.upload_stopped else ""
+        stopped = f" · **stopped**: {m(s.upload_stopped[agency])}" if agency in s.upload_stopped else ""
         lines.append(f"| uploads · {agency} | {total} | {s.uploaded_now.get(agency, 0)} this run → "
-                     f"{m(s.targets.get(agency, '') + stopped)} |")
+                     f"{md_code(s.targets.get(agency, ''))}{stopped} |")
     if s.ai_ticks:
         lines += ["", "### AI-generated files: tick in the portal", ""] + [f"- {m(note)}" for note in s.ai_tick_notes()]
     return "\n".join(lines) + "\n"

@@ -27,6 +27,27 @@ def remove_listener(listener: Listener) -> None:
         _listeners.remove(listener)
 
 
+#: notice(text) — a line for whoever watches (the terminal prints it above the bars), e.g. what a paused run waits for.
+Notice = Callable[[str], None]
+_notices: list[Notice] = []
+
+
+def add_notice(notice: Notice) -> None:
+    """Receive every :func:`notify` line (the terminal)."""
+    _notices.append(notice)
+
+
+def remove_notice(notice: Notice) -> None:
+    if notice in _notices:
+        _notices.remove(notice)
+
+
+def notify(text: str) -> None:
+    """Tell whoever watches ``text`` now (nothing happens without a listener: a deployment run has its logs)."""
+    for notice in list(_notices):
+        notice(text)
+
+
 def _in_a_run() -> bool:
     from prefect.context import FlowRunContext, TaskRunContext
 

@@ -14,6 +14,8 @@ from tasks.core.records import described_sidecars, ready_name
 from tasks.core.reports import AgencyUpload, CsvReport, DescribeReport, Gathered, PackReport
 from tasks.core.workdir import Workdir
 from tasks.images.provenance import provenance_of
+from tasks.observe.similar_view import summary_notes
+from tasks.stores.similar_risks import read_risks
 
 
 class BatchSummary(BaseModel):
@@ -68,6 +70,8 @@ class BatchSummary(BaseModel):
     in_review: dict[str, str] = Field(default_factory=dict)
     #: agency -> (the portal tick, the files uploaded this run that need it): AI-generated files.
     ai_ticks: dict[str, tuple[str, list[str]]] = Field(default_factory=dict)
+    #: agency -> the assets alike another of the batch or uploaded there (``tasks.observe.similar_view``).
+    similar: dict[str, str] = Field(default_factory=dict)
 
     @classmethod
     def from_stages(cls, wd: Workdir, gathered: Gathered, described: DescribeReport, csvs: CsvReport,
@@ -108,6 +112,7 @@ class BatchSummary(BaseModel):
             zip_path=str(packed.zip_path) if packed.zip_path else None,
             in_review=dict(in_review or {}),
             ai_ticks=needs_ai_tick(wd, uploads),
+            similar=summary_notes(read_risks(wd)) if packed.ready else {},
             **generation_costs(wd, gathered.new),
         )
 
@@ -161,8 +166,41 @@ class BatchSummary(BaseModel):
             parts.append(f"cost unknown for {self.generation_cost_unknown} (no confirmed price)")
         return " · ".join(parts)
 
-    def headline(self) -> str:
-        """The final state message: ``12 described · 1 parked · 36 uploaded``."""
+    def review_count_now(self, prefix: str) -> int:
+        """Like :meth:`review_count`, this run's decisions only (an earlier run's cell carries its time)."""
+        return sum(1 for cell in self.in_review.values() if cell == prefix)
+
+    def uploads_left_pending(self) -> int:
+        """Files this run left for a later one: not tried because their agency stopped, or failed and kept."""
+        return sum(self.upload_not_tried.values()) + sum(len(f) for f in self.upload_failed.values())
+
+    def undone(self, reasons: bool = True) -> list[str]:
+        """What this run left undone that needs the contributor, worst first (empty: nothing):
+        ``6 uploads left pending: adobe stopped (connection refused)``, ``2 waiting for review``,
+        ``stopped: …`` (the describe stage). Parked jobs are not here: they wait for a replay by design.
+        Without ``reasons``, no stop's message (for events, which carry no messages)."""
+        parts = []
+        stops = ", ".join(f"{agency} stopped" + (f" ({brief(why).removeprefix(agency + ': ')})" if reasons else "")
+                          for agency, why in self.upload_stopped.items())
+        if self.uploads_left_pending():
+            parts.append(f"{self.uploads_left_pending()} upload(s) left pending" + (f": {stops}" if stops else ""))
+        elif stops:
+            parts.append(stops)
+        if self.review_count("waiting for review"):
+            parts.append(f"{self.review_count('waiting for review')} waiting for review")
+        if self.stopped:
+            parts.append(f"stopped: {self.stopped.splitlines()[0][:200]}" if reasons else "describe stopped")
+        return parts
+
+    def state_name(self) -> str:
+        """The final state's name: :data:`INCOMPLETE` when something is left undone (:meth:`undone`), else
+        ``Completed`` — parked jobs alone keep a run Completed."""
+        return INCOMPLETE if self.undone() else "Completed"
+
+    def headline(self, reasons: bool = True) -> str:
+        """The final state message: ``12 described · 1 parked · 36 uploaded``, then what is left undone
+        (``· 6 upload(s) left pending: adobe stopped (connection refused)``; without ``reasons``, no stop's
+        message); every count is this run's."""
         parts = [f"{self.described_now} described", f"{self.parked} parked"]
         if self.pending:
             parts.append(f"{self.pending} pending")
@@ -172,11 +210,25 @@ class BatchSummary(BaseModel):
             parts.append(f"{len(self.not_generated)} not generated")
         if self.rejected:
             parts.append(f"{len(self.rejected)} rejected")
-        for what in ("rejected in review", "waiting for review"):
-            if self.review_count(what):
-                parts.append(f"{self.review_count(what)} {what}")
+        if self.review_count_now("rejected in review"):
+            parts.append(f"{self.review_count_now('rejected in review')} rejected in review")
         parts.append(f"{sum(self.uploaded_now.values())} uploaded")
-        return " · ".join(parts)
+        return " · ".join(parts + self.undone(reasons))
+
+
+#: The name of a stock-batch run's final state when it left work undone (a Completed state: the run did all it
+#: could). Prefect emits ``prefect.flow-run.Incomplete`` for it, which an automation matches
+#: (docs/automations/notify-batch-incomplete.yaml).
+INCOMPLETE = "Incomplete"
+
+
+def brief(why: str, limit: int = 120) -> str:
+    """A stop's reason for a one-line message: its first line up to the advice (`` — check …``), at most
+    ``limit`` characters, cut at a word with ``…``."""
+    text = why.splitlines()[0].split(" — ", 1)[0] if why else ""
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0] + "…"
 
 
 #: Names listed in a summary row; a batch of thousands shows the first ones and a count.

@@ -17,7 +17,8 @@ from tasks.observe.summary import BatchSummary, listed
 
 @contextmanager
 def stage_bars(out: Console) -> Iterator[None]:
-    """Rich progress bars on the terminal, one per stage, fed by :mod:`tasks.observe.progress`."""
+    """Rich progress bars on the terminal, one per stage, fed by :mod:`tasks.observe.progress`, and its notices
+    (what a paused run waits for) printed above them."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     bars: dict[str, int] = {}
@@ -28,11 +29,16 @@ def stage_bars(out: Console) -> Iterator[None]:
                 bars[stage] = bar.add_task(stage, total=total)
             bar.update(bars[stage], completed=done, total=total)
 
+        def notice(text: str) -> None:
+            bar.console.print(text, highlight=False, soft_wrap=True)
+
         stage_progress.add_listener(listener)
+        stage_progress.add_notice(notice)
         try:
             yield
         finally:
             stage_progress.remove_listener(listener)
+            stage_progress.remove_notice(notice)
 
 
 def validation_table(report: CsvReport) -> Group:
@@ -112,6 +118,8 @@ def summary_table(s: BatchSummary) -> Table:
             detail += (f" · STOPPED: {s.upload_stopped[agency]}"
                        f" ({s.upload_not_tried.get(agency, 0)} not tried, left pending)")
         t.add_row(f"uploads · {agency}", str(total), detail)
+    for agency, note in s.similar.items():
+        t.add_row(f"similar · {agency}", "", note)
     if s.zip_path:
         t.add_row("batch ZIP", "", s.zip_path)
     return t

@@ -2,9 +2,10 @@
 
 Each stage's work is a plain function in ``tasks/stages`` (no Prefect there);
 each task here declares the run's name and cache policy and calls it, adding
-only what the UI shows: the ``csv-validation`` artifact, and per agency the
-``upload-<agency>`` table, the ``microstock.upload.completed`` event and a
-state message with the counts. Their log lines reach the run's logs through
+only what the UI shows: per agency the ``upload-<agency>`` table, the
+``microstock.upload.completed`` event and a state with the counts (named
+:data:`STOPPED` when the agency stopped early). The ``csv-validation`` artifact
+is published once per run, by the flow, for its final CSVs. Their log lines reach the run's logs through
 Prefect's ``PREFECT_LOGGING_EXTRA_LOGGERS`` (the ``tasks`` logger tree).
 """
 
@@ -22,13 +23,17 @@ from tasks.core.reports import AgencyUpload, CsvReport, Gathered, PackReport
 from tasks.core.settings import AgencySettings, Settings
 from tasks.core.workdir import Workdir
 from tasks.observe import events
-from tasks.observe.artifacts import publish_upload, publish_validation, upload_message
+from tasks.observe.artifacts import publish_upload, upload_message
 from tasks.stages.assets import gather_assets
 from tasks.stages.csv import csvs_for_packed
 from tasks.stages.pack import finish_batch, pack_described
 from tasks.stages.upload import upload_agency
 
 log = logging.getLogger(__name__)
+
+#: The name of an ``upload-<agency>`` task run's Completed state when the agency stopped early (refused login,
+#: unreachable server): its files are left pending, and the runs list shows it.
+STOPPED = "Stopped"
 
 
 @task(name="assets", task_run_name="assets", cache_policy=NO_CACHE)
@@ -46,10 +51,9 @@ def pack_stage(wd: Workdir, settings: Settings, agencies: list[str]) -> PackRepo
 @task(name="csv", task_run_name="csv", cache_policy=NO_CACHE)
 def csv_stage(wd: Workdir, agencies: list[str], settings: Settings, packed: PackReport,
               waiting: Collection[str] = ()) -> CsvReport:
-    """The CSV stage (:func:`tasks.stages.csv.csvs_for_packed`) and its ``csv-validation`` artifact."""
-    report = csvs_for_packed(wd, agencies, settings, packed, waiting)
-    publish_validation(report)
-    return report
+    """The CSV stage (:func:`tasks.stages.csv.csvs_for_packed`); the flow publishes the final one's
+    ``csv-validation`` artifact (a reviewed run writes the CSVs twice)."""
+    return csvs_for_packed(wd, agencies, settings, packed, waiting)
 
 
 @task(name="zip", task_run_name="zip", cache_policy=NO_CACHE)
@@ -61,8 +65,9 @@ def zip_stage(wd: Workdir, packed: PackReport) -> PackReport:
 
 @task(name="upload", task_run_name="upload-{agency}", cache_policy=NO_CACHE)
 def upload_stage(wd: Workdir, agency: str, items: list[UploadItem], settings: AgencySettings) -> State:
-    """One agency's upload (:func:`tasks.stages.upload.upload_agency`): Completed, its message the counts
-    (``3 uploaded · 1 left pending``), its result the :class:`AgencyUpload`; the files in ``upload-<agency>``."""
+    """One agency's upload (:func:`tasks.stages.upload.upload_agency`): Completed — named :data:`STOPPED` when
+    the agency stopped early —, its message the counts (``3 uploaded · 1 left pending``), its result the
+    :class:`AgencyUpload`; the files in ``upload-<agency>``."""
     tried: list[tuple[str, FileOutcome]] = []
     result = upload_agency(wd, agency, items, settings,
                            on_file=lambda item, outcome: tried.append((item.name, outcome)))
@@ -72,7 +77,7 @@ def upload_stage(wd: Workdir, agency: str, items: list[UploadItem], settings: Ag
         log.warning("upload-%s: the table of its files was not published (%s)", agency, type(exc).__name__)
     events.upload_completed(agency, result.uploaded, already=len(result.already) + len(result.reconciled),
                             failed=len(result.failed))
-    return Completed(message=upload_message(result), data=result)
+    return Completed(name=STOPPED if result.stopped else "Completed", message=upload_message(result), data=result)
 
 
 def upload_agencies(wd: Workdir, settings: Settings, items: dict[str, list[UploadItem]]) -> dict[str, AgencyUpload]:

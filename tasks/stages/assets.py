@@ -7,16 +7,20 @@ contributor's files unchanged and rejects unusable ones with a reason.
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import shutil
+import stat
 import time
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from tasks.core.errors import BadInput, MicrostockError, StageStopped, TransientError
-from tasks.core.files import atomic_file, atomic_write_bytes, sha256_file
-from tasks.core.records import ACCEPTED_EXTENSIONS, Asset, Made, iter_asset_files, list_assets
+from tasks.core.files import atomic_file, atomic_write_bytes, name_max, sha256_file
+from tasks.core.records import ACCEPTED_EXTENSIONS, Asset, Made, iter_asset_files, read_sidecar
 from tasks.core.reports import Gathered
 from tasks.core.retry import delay_before_retry
 from tasks.core.secrets import gemini_key
@@ -98,45 +102,176 @@ def generate(assets_dir: Path, count: int, prompts: list[DemoPrompt], seed: int,
 
 @dataclass
 class IngestReport:
-    """What ingesting a folder did: new assets, files already there, files rejected (name → reason)."""
+    """What ingesting a folder did: new assets, files already there, files rejected (name → reason),
+    files that are the same picture as an asset under another name, and files given another name."""
 
     added: list[Asset] = field(default_factory=list)
     already: list[str] = field(default_factory=list)
     rejected: dict[str, str] = field(default_factory=dict)
+    #: source name -> why it is not a new asset: the same picture as one already there.
+    duplicates: dict[str, str] = field(default_factory=dict)
+    #: source name -> the asset's name, when the file's own name could not be the asset's (see asset_name).
+    renamed: dict[str, str] = field(default_factory=dict)
+
+
+def shown(name: str) -> str:
+    """A file name as it can be printed: bytes that are not UTF-8 as ``\\xNN``."""
+    return os.fsencode(name).decode("utf-8", errors="backslashreplace")
+
+
+def stem_key(name: str) -> str:
+    """What two asset names must not share: the stem, in NFC and case-folded (one sidecar ``<stem>.json``
+    and one upload-ready ``<stem>.jpg`` per stem, on case-sensitive and case-insensitive disks alike)."""
+    return unicodedata.normalize("NFC", Path(name).stem).casefold()
+
+
+def _readable_name(name: str) -> str:
+    """The name as text, NFC: bytes that are not UTF-8 read as CP1252 (old Windows tools), else Latin-1."""
+    raw = os.fsencode(name)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        try:
+            text = raw.decode("cp1252")
+        except UnicodeDecodeError:
+            text = raw.decode("latin-1")
+    return unicodedata.normalize("NFC", text)
+
+
+def asset_name(name: str, digest: str, taken: dict[str, str], limit: int) -> str:
+    """The name a source file gets in ``assets/``: its own, unless that cannot be.
+
+    The rule (INTERFACE.md): the name in NFC, bytes that are not UTF-8 read as
+    CP1252 or Latin-1; then ``<stem>_<first 8 hex of the SHA-256><ext>`` when the
+    stem is taken (``taken``: stem_key → name, another case or extension
+    included) or too long for the sidecar ``<stem>.json`` to fit the disk's
+    ``limit`` (the stem is cut to fit).
+    """
+    text = _readable_name(name)
+    stem, ext = os.path.splitext(text)
+    room = limit - len(".json")
+    if stem_key(text) not in taken and len(stem.encode("utf-8")) <= room:
+        return text
+    keep = stem.encode("utf-8")[:room - 9].decode("utf-8", errors="ignore")
+    return f"{keep}_{digest[:8]}{ext}"
+
+
+def _not_a_file(entry: os.DirEntry) -> str | None:
+    """Why ``entry`` of the source folder is not a file to read (a link counts as what it points to)."""
+    try:
+        info = os.stat(entry.path)
+    except OSError as exc:
+        if entry.is_symlink():
+            if exc.errno == errno.ELOOP:
+                return "a symbolic link that loops (it never reaches a file)"
+            return f"a symbolic link to nothing ({shown(os.readlink(entry.path))} does not exist)"
+        return f"cannot be read ({exc.strerror or exc})"
+    link = "a symbolic link to " if entry.is_symlink() else ""
+    if stat.S_ISREG(info.st_mode):
+        return None
+    if stat.S_ISDIR(info.st_mode):
+        return f"{link}a folder, not an image file (folders inside --source are not searched)"
+    kind = "a FIFO" if stat.S_ISFIFO(info.st_mode) else "a socket or device"
+    return f"{link}{kind}, not a regular file (not read)"
 
 
 def ingest(source: Path, assets_dir: Path) -> IngestReport:
     """Copy the usable JPEG/PNG files of ``source`` into ``assets_dir``, unchanged.
 
     A file whose content is already an asset (under any name) is not copied
-    again. A different image with a name already taken gets the name with its
-    hash appended. Unusable files are rejected with a reason; they never stop
-    the others.
+    again; one that was ingested under another name is named as a duplicate.
+    A name is kept unless :func:`asset_name` must change it (said in
+    ``renamed``). Unusable files, links to nothing, folders and special files
+    with an image's extension are rejected with a reason; any unexpected error
+    with one file rejects that file. None of them stops the others.
     """
     report = IngestReport()
-    known = {sha256_file(p): p.name for p in iter_asset_files(assets_dir)}
-    for path in sorted(source.iterdir()):
-        if not path.is_file() or path.name.startswith(".") or path.suffix.lower() not in IMAGE_EXTENSIONS:
+    existing = iter_asset_files(assets_dir)
+    known = {sha256_file(p): p.name for p in existing}
+    taken = {stem_key(p.name): p.name for p in existing}
+    limit = name_max(assets_dir)
+    with os.scandir(source) as listing:
+        entries = sorted(listing, key=lambda e: os.fsencode(e.name))
+    for entry in entries:
+        name = entry.name
+        if name.startswith("."):
             continue
         try:
-            if path.suffix.lower() not in ACCEPTED_EXTENSIONS:
-                raise BadInput(path.name, f"unsupported file type {path.suffix} (only JPEG and PNG are accepted)")
-            inspect_image(path)
-        except BadInput as exc:
-            report.rejected[path.name] = exc.reason
-            continue
-        digest = sha256_file(path)
-        if digest in known:
-            report.already.append(path.name)
-            continue
-        target = assets_dir / path.name
-        if target.exists():
-            target = assets_dir / f"{path.stem}_{digest[:8]}{path.suffix}"
-        with open(path, "rb") as src, atomic_file(target) as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
-        known[digest] = target.name
-        report.added.append(Asset(name=target.name, asset_id=digest, path=target))
+            image_like = os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS
+            why = _not_a_file(entry)
+            if why is not None and (image_like or not entry.is_dir(follow_symlinks=False)):
+                report.rejected[shown(name)] = why  # a plain sub-folder is not named: it is no file of the batch
+            if why is not None or not image_like:
+                continue
+            _ingest_one(Path(entry.path), assets_dir, known, taken, limit, report)
+        except Exception as exc:  # one file never stops the others
+            log.exception("ingesting %s failed", shown(name))
+            report.rejected[shown(name)] = f"unexpected error ({type(exc).__name__}: {exc}); not ingested"
     return report
+
+
+def _ingest_one(path: Path, assets_dir: Path, known: dict[str, str], taken: dict[str, str], limit: int,
+                report: IngestReport) -> None:
+    name = shown(path.name)
+    try:
+        if path.suffix.lower() not in ACCEPTED_EXTENSIONS:
+            raise BadInput(name, f"unsupported file type {path.suffix} (only JPEG and PNG are accepted)")
+        inspect_image(path)
+    except BadInput as exc:
+        report.rejected[name] = exc.reason
+        return
+    digest = sha256_file(path)
+    if digest in known:
+        report.already.append(name)
+        earlier = known[digest]
+        if earlier != _readable_name(path.name) and digest[:8] not in earlier:
+            report.duplicates[name] = f"the same picture as {earlier}, already an asset; ingested once"
+        return
+    target_name = asset_name(path.name, digest, taken, limit)
+    target = assets_dir / target_name
+    if target.exists():
+        target = assets_dir / asset_name(path.name, digest, {stem_key(target_name): target_name}, limit)
+    with open(path, "rb") as src, atomic_file(target) as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+    if target.name != path.name:
+        report.renamed[name] = target.name
+    known[digest] = target.name
+    taken[stem_key(target.name)] = target.name
+    report.added.append(Asset(name=target.name, asset_id=digest, path=target))
+
+
+def settle_asset_names(assets_dir: Path) -> dict[str, str]:
+    """Rename assets whose names cannot be asset names, from before names were kept apart: old name -> new.
+
+    A name that is not UTF-8 gets its readable form (as ingest gives it).
+    Assets sharing a stem (``twin.jpg`` and ``twin.png``, ``Sea.jpg`` and
+    ``sea.jpg``): the one its sidecar names keeps its name (else the first by
+    name); each other one gets ``<stem>_<hash 8><ext>`` and is its own asset from then on.
+    """
+    renamed: dict[str, str] = {}
+    limit = name_max(assets_dir)
+    for path in iter_asset_files(assets_dir):
+        if shown(path.name) != path.name:  # not UTF-8
+            taken = {stem_key(p.name): p.name for p in iter_asset_files(assets_dir)}
+            new = assets_dir / asset_name(path.name, sha256_file(path), taken, limit)
+            os.rename(path, new)
+            renamed[shown(path.name)] = new.name
+    groups: dict[str, list[Path]] = {}
+    for path in iter_asset_files(assets_dir):
+        groups.setdefault(stem_key(path.name), []).append(path)
+    for paths in groups.values():
+        if len(paths) < 2:
+            continue
+        described = {s.name for s in map(read_sidecar, {p.with_suffix(".json") for p in paths}) if s is not None}
+        keeper = next((p for p in paths if p.name in described), paths[0])
+        taken = {stem_key(p.name): p.name for p in iter_asset_files(assets_dir)}
+        for path in paths:
+            if path != keeper:
+                new = assets_dir / asset_name(path.name, sha256_file(path), taken, limit)
+                os.rename(path, new)
+                taken[stem_key(new.name)] = new.name
+                renamed[shown(path.name)] = new.name
+    return renamed
 
 
 # --- the assets stage -------------------------------------------------------------
@@ -164,16 +299,29 @@ def gather(assets_dir: Path, count: int, source: Path | None, prompts: list[Demo
     agencies) is rejected here, before anything is spent on it: it stays in
     ``assets/`` and is never described while those are the agencies chosen.
     """
+    for old, new in settle_asset_names(assets_dir).items():
+        log.warning("renamed assets/%s to %s: not UTF-8, or a stem another asset has (one sidecar, one upload "
+                    "name each)", old, new)
     before = {p.name for p in iter_asset_files(assets_dir)}
     rejected: dict[str, str] = {}
     generated = Generated()
     if source is not None:
-        rejected = ingest(source, assets_dir).rejected
+        ingested = ingest(source, assets_dir)
+        rejected = {**ingested.rejected, **ingested.duplicates}
+        for old, new in ingested.renamed.items():
+            log.warning("ingested %s as assets/%s (asset names: NFC, UTF-8, one per stem, within the disk's limit)",
+                        old, new)
     elif count > 0:
         generated = generate(assets_dir, count, prompts, seed, make)
-    assets = list_assets(assets_dir)
-    rejected.update(too_small_for_all(assets, rules))
-    return Gathered(assets=[a for a in assets if a.name not in rejected],
+    assets, unreadable = [], {}
+    for path in iter_asset_files(assets_dir):
+        try:
+            assets.append(Asset(name=path.name, asset_id=sha256_file(path), path=path))
+        except OSError as exc:  # one unreadable asset never stops the others
+            unreadable[path.name] = f"cannot be read ({exc.strerror or exc}); not described"
+    small = too_small_for_all(assets, rules)
+    rejected.update({**unreadable, **small})  # the names above are the source folder's: only these are assets
+    return Gathered(assets=[a for a in assets if a.name not in small],
                     new=[a.name for a in assets if a.name not in before], rejected=rejected,
                     not_generated=generated.failed, stopped=generated.stopped)
 
@@ -188,6 +336,10 @@ def too_small_for_all(assets: list[Asset], rules: list[ImageRules]) -> dict[str,
                 width, height = im.size
         except BadInput as exc:
             small[asset.name] = exc.reason
+            continue
+        except Exception as exc:  # one file never stops the others
+            log.exception("reading %s failed", asset.name)
+            small[asset.name] = f"unexpected error reading it ({type(exc).__name__}: {exc}); not described"
             continue
         if width * height < floor:
             small[asset.name] = (f"too small for {', '.join(r.agency for r in rules)}: {width}×{height} = "
@@ -207,6 +359,9 @@ def gather_assets(wd: Workdir, settings: Settings, count: int, source: str | Non
     gathered = gather(wd.assets, count, Path(source) if source else None, prompts_from(settings.generate.prompts),
                       settings.generate.seed, make,
                       [] if any(settings.pack.upscales(a) for a in agencies) else rules)
+    if count == 0 and not source:
+        log.info("nothing generated (no --count): finishing the %d assets already in %s",
+                 len(list(iter_asset_files(wd.assets))), wd.assets)
     for name, reason in sorted(gathered.rejected.items()):
         log.warning("rejected %s: %s", name, reason)
     log.info("%d assets (%d new)", len(gathered.assets), len(gathered.new))

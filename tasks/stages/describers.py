@@ -11,14 +11,13 @@ EXIF); failing those, its file name. It never invents content.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any, Protocol
 
-import pyexiv2
-
-from tasks.core.errors import BadInput
 from tasks.core.records import Asset, Metadata
 from tasks.core.settings import Settings
 from tasks.gemini.ratelimit import RateLimiter
+from tasks.images.contributor_meta import read_embedded
 from tasks.images.demo import DEMO_SOFTWARE, demo_prompt_for
 
 
@@ -47,6 +46,11 @@ class Describer(Protocol):
         """What a parked job must remember to be replayed the same way (never a key, never image bytes)."""
         ...
 
+    def set_apart(self, asset: Asset, metadata: Metadata, others: list[Metadata]) -> Metadata:
+        """Metadata for ``asset`` (now ``metadata``) whose title and first keywords differ from ``others``,
+        the assets that look like it (docs/AGENCIES.md, "Similar content"). Raises as :meth:`describe`."""
+        ...
+
 
 def select_describer(settings: Settings, key: str | None) -> Describer:
     """Gemini when there is a key, else the offline describer."""
@@ -68,40 +72,6 @@ def _words(text: str) -> list[str]:
     return list(seen)
 
 
-def _first(value) -> str:
-    """XMP language alternatives arrive as {'lang="x-default"': text}; lists as lists."""
-    if isinstance(value, dict):
-        return next(iter(value.values()), "")
-    if isinstance(value, list):
-        return value[0] if value else ""
-    return value or ""
-
-
-def _as_list(value) -> list[str]:
-    if isinstance(value, list):
-        return [str(v) for v in value if str(v).strip()]
-    if isinstance(value, str) and value.strip():
-        return [v.strip() for v in re.split(r"[,;]", value) if v.strip()]
-    return []
-
-
-def read_embedded(path) -> dict:
-    """Title, description and keywords embedded in the file (XMP, then IPTC, then EXIF)."""
-    try:
-        with open(path, "rb") as fh, pyexiv2.ImageData(fh.read()) as img:
-            xmp, iptc, exif = img.read_xmp(), img.read_iptc(), img.read_exif()
-    except (OSError, RuntimeError) as exc:
-        raise BadInput(path.name, f"cannot read embedded metadata ({exc})") from exc
-    return {
-        "title": _first(xmp.get("Xmp.dc.title")) or _first(iptc.get("Iptc.Application2.ObjectName")),
-        "description": _first(xmp.get("Xmp.dc.description"))
-        or _first(iptc.get("Iptc.Application2.Caption"))
-        or _first(exif.get("Exif.Image.ImageDescription")),
-        "keywords": _as_list(xmp.get("Xmp.dc.subject")) or _as_list(iptc.get("Iptc.Application2.Keywords")),
-        "software": exif.get("Exif.Image.Software", ""),
-    }
-
-
 class OfflineDescriber:
     """Metadata without a model: from the generation prompt, embedded metadata or the file name."""
 
@@ -112,9 +82,13 @@ class OfflineDescriber:
     def replay_payload(self) -> dict[str, Any]:
         return {}
 
+    def set_apart(self, asset: Asset, metadata: Metadata, others: list[Metadata]) -> Metadata:
+        """Without a model: ``metadata`` reordered and retitled by :func:`distinct_from`."""
+        return distinct_from(metadata, others, asset.asset_id)
+
     def describe(self, asset: Asset) -> Metadata:
-        found = read_embedded(asset.path)
-        demo = demo_prompt_for(found["description"]) if found["software"] == DEMO_SOFTWARE else None
+        found = read_embedded(asset.path)  # each block on its own: a damaged one is a note, never a failure
+        demo = demo_prompt_for(found.description) if found.software == DEMO_SOFTWARE else None
         if demo is not None:
             return Metadata(
                 title=demo.prompt,
@@ -127,7 +101,37 @@ class OfflineDescriber:
                 cost_usd=0.0,
             )
         stem_words = _words(asset.path.stem.replace("_", " ").replace("-", " "))
-        title = found["title"] or found["description"] or " ".join(stem_words).capitalize() or asset.path.stem
-        description = found["description"] or found["title"] or title
-        keywords = found["keywords"] or _words(f"{title} {description}") or stem_words
+        title = found.title or found.description or " ".join(stem_words).capitalize() or asset.path.stem
+        description = found.description or found.title or title
+        keywords = found.keywords or _words(f"{title} {description}") or stem_words
         return Metadata(title=title, description=description, keywords=keywords, describer=self.name, cost_usd=0.0)
+
+
+#: A distinct title stays within Adobe's 70 characters (docs/AGENCIES.md), the shortest title limit shipped.
+DISTINCT_TITLE_CHARS = 70
+
+
+def distinct_from(md: Metadata, others: list[Metadata], salt: str = "") -> Metadata:
+    """``md`` made to differ from ``others`` without a model.
+
+    Keywords: those fewest of the others have among their first ten come
+    first; among equals the order is turned by a step taken from ``salt``
+    (the asset's content id; never 0), so assets whose keywords are all
+    shared still start differently from the group's first and, mostly, from
+    each other. Title: the first two keywords of that order that are in no
+    title of the group are added ("Sunset over a calm sea – evening,
+    horizon"), within :data:`DISTINCT_TITLE_CHARS`.
+    """
+    shared = Counter(k.lower() for o in others for k in o.keywords[:10])
+    n = len(md.keywords)
+    try:
+        turn = 1 + int(salt[:8], 16) % (n - 1) if n > 1 else 0
+    except ValueError:
+        turn = 1 if n > 1 else 0
+    keywords = sorted(md.keywords[turn:] + md.keywords[:turn], key=lambda k: shared[k.lower()])
+    in_titles = {w for o in [md, *others] for w in _words(o.title)}
+    fresh = [k for k in keywords if not set(_words(k)) & in_titles][:2]
+    while fresh and len(f"{md.title} – {', '.join(fresh)}") > DISTINCT_TITLE_CHARS:
+        fresh.pop()
+    title = f"{md.title} – {', '.join(fresh)}" if fresh else md.title
+    return md.model_copy(update={"title": title, "keywords": keywords})

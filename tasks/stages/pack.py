@@ -47,12 +47,12 @@ from tasks.images.embed import embed_metadata
 from tasks.images.inspect import ImageRules, image_rules, pillow_errors, too_small
 from tasks.images.provenance import digital_source_type, provenance_of
 from tasks.images.ready import preview_jpegs, ready_jpeg
-from tasks.images.similar import dhash, motifs
+from tasks.images.similar import looks
 from tasks.observe.progress import StageProgress
-from tasks.stores.ledger import Ledger
+from tasks.stages.similarity import hold_back_similar
 
 #: Bump when the bytes written for the same inputs change; every asset is then packed again.
-PACK_FORMAT = 1
+PACK_FORMAT = 2  # 2: the contributor's XMP and IPTC kept, EXIF ImageDescription in step
 #: Images packed at once. Each worker holds one image; two fit the 300 MB budget (docs/BENCHMARKS.md).
 DEFAULT_WORKERS = min(2, os.cpu_count() or 1)
 #: exiv2 is not documented as thread-safe: one embed at a time (it takes milliseconds).
@@ -149,13 +149,13 @@ def pack_asset(src: Path, files: PackedFiles, fields: EmbeddedFields, settings: 
     sha, source = _source_sha(src, previous)
     key = _pack_key(sha, fields, settings, source_type, upscale_to)
     if _current(previous, key, files):
-        if "dhash" not in previous:  # packed before hashes were kept: the thumbnail is enough to hash
+        if "phash" not in previous:  # packed before these hashes were kept: the thumbnail is enough to hash
             with pillow_errors(src.name), Image.open(files.thumb) as thumb:
-                previous = {**previous, "dhash": f"{dhash(thumb):016x}"}
+                previous = {**looks(thumb).as_manifest(), **previous}
         return {**previous, "source": source}, False
     # Previews first: the reduced-scale decode still reads every byte, so a
     # file truncated since ingest fails here, before the full-size work.
-    preview, thumb, image_hash = preview_jpegs(src, settings.preview_px, settings.thumbnail_px)
+    preview, thumb, image_looks = preview_jpegs(src, settings.preview_px, settings.thumbnail_px)
     ready = ready_jpeg(src, settings, upscale_to)
     if ready.width * ready.height < min_pixels:
         raise too_small(src.name, ready.width, ready.height, min_pixels)
@@ -165,7 +165,7 @@ def pack_asset(src: Path, files: PackedFiles, fields: EmbeddedFields, settings: 
     for path, content in zip(files.all(), (data, preview, thumb), strict=True):
         atomic_write_bytes(path, content)
     entry = {"key": key, "source": source, "width": ready.width, "height": ready.height,
-             "bytes": [len(data), len(preview), len(thumb)], "dhash": f"{image_hash:016x}"}
+             "bytes": [len(data), len(preview), len(thumb)], **image_looks.as_manifest()}
     if ready.upscaled_from:
         entry["upscaled_from"] = list(ready.upscaled_from)
     return entry, True
@@ -189,32 +189,6 @@ def held_back_for(entry: dict, rules: list[ImageRules], upscaled_for: set[str]) 
         if broken:
             out[r.agency] = broken
     return out
-
-
-def hold_back_extra_versions(wd: Workdir, report: PackReport, entries: dict, rules: list[ImageRules],
-                             max_distance: int) -> None:
-    """Hold back, per agency with a cap, the versions of a motif beyond what it takes.
-
-    Versions already uploaded there (the ledger) count first; then the
-    motif's other assets in name order are kept up to the cap, and the rest
-    are held back for that agency only, naming the motif by its first asset.
-    """
-    capped = [r for r in rules if r.max_versions]
-    hashes = {name: int(entries[name]["dhash"], 16) for name in report.ready}
-    groups = motifs(hashes, max_distance) if capped else []
-    if not groups:
-        return
-    ledger = Ledger(wd.ledger).read()
-    for rule in capped:
-        done, held = ledger.done_for(rule.agency), report.held_back.setdefault(rule.agency, {})
-        for group in groups:
-            uploaded = [n for n in group if entries[n]["source"]["sha256"] in done]
-            waiting = [n for n in group if n not in uploaded and n not in held]
-            for name in waiting[max(0, rule.max_versions - len(uploaded)):]:
-                held[name] = (f"one of {len(group)} versions of one motif (with {group[0]}); "
-                              f"{rule.agency} takes at most {rule.max_versions} per motif")
-        if not held:
-            del report.held_back[rule.agency]
 
 
 # --- the batch ---------------------------------------------------------------------------
@@ -309,7 +283,7 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
             if progress.done % _SAVE_EVERY == 0:
                 _save_manifest(wd, manifest)
     _save_manifest(wd, manifest)
-    hold_back_extra_versions(wd, report, entries, checked, settings.similar_max_distance)
+    hold_back_similar(wd, report, entries, {s.name: s for s in sidecars}, checked, settings.similar_max_distance)
     # Workers finish in any order; the report does not show it.
     report.ready = dict(sorted(report.ready.items()))
     report.rejected = dict(sorted(report.rejected.items()))

@@ -4,13 +4,17 @@ The ``replay-dead-letters`` flow claims parked jobs atomically (two replays
 never take the same one), runs them through :func:`tasks.stages.describe.describe_jobs`
 (with the runner it is given: Prefect's task runs in the flow) and settles
 each: described → ``recovered``; still failing → parked again (the one park
-path) and released; image gone → released with that message. No Prefect here.
+path) and released; image gone → released with that message. By default a
+replay leaves alone the jobs whose class fails again unless something is
+changed first (``permanent:*``, ``blocked:*``: the image, the prompt, the
+model) and says so; ``include_doomed`` takes them too. No Prefect here.
 """
 
 from __future__ import annotations
 
 import logging
 
+from tasks.core.errors import fails_again_unchanged
 from tasks.core.files import sha256_file
 from tasks.core.records import Asset, list_assets, read_sidecar
 from tasks.core.reports import ReplayReport
@@ -25,10 +29,40 @@ from tasks.stores.dead_letter import DeadLetterStore, ParkedJob
 log = logging.getLogger(__name__)
 
 
-def list_replayable(store: DeadLetterStore, limit: int, error_class: str | None = None) -> ReplayReport:
-    """A dry run: the parked jobs a replay would take (oldest first), changing nothing."""
-    jobs = store.list(status="parked", error_class=error_class, limit=limit)
-    return ReplayReport(scanned=len(jobs), dry_run=True, would_replay=[dry_run_line(job) for job in jobs])
+def label(job: ParkedJob) -> str:
+    """A job as the tables name it: its asset, else its id."""
+    return job.asset_name or str(job.payload.get("asset", "")) or job.job_id
+
+
+def list_replayable(store: DeadLetterStore, limit: int, error_class: str | None = None,
+                    include_doomed: bool = False) -> ReplayReport:
+    """A dry run: the parked jobs a replay would take (oldest first), and those it would skip (classes that fail
+    again unless changed first, unless ``include_doomed``), changing nothing."""
+    parked = store.list(status="parked", error_class=error_class)
+    skipped = [] if include_doomed else [j for j in parked if fails_again_unchanged(j.error_class)]
+    jobs = [j for j in parked if j not in skipped][:limit]
+    return ReplayReport(scanned=len(jobs), dry_run=True, would_replay=[dry_run_line(job) for job in jobs],
+                        error_classes={label(j): j.error_class for j in jobs},
+                        skipped={label(j): j.error_class for j in skipped})
+
+
+def claim_replayable(store: DeadLetterStore, claimant: str, limit: int, error_class: str | None = None,
+                     include_doomed: bool = False) -> tuple[list[ParkedJob], dict[str, str]]:
+    """Claim up to ``limit`` parked jobs for ``claimant`` (the store's atomic claim), and the jobs left alone:
+    (claimed, skipped asset -> class). Without ``include_doomed`` only classes that may recover are claimed, a
+    class at a time in the order of their oldest job (oldest first within each)."""
+    if include_doomed:
+        return store.claim(claimant, limit=limit, error_class=error_class), {}
+    parked = store.list(status="parked", error_class=error_class)
+    skipped = {label(j): j.error_class for j in parked if fails_again_unchanged(j.error_class)}
+    classes = list(dict.fromkeys(j.error_class for j in parked if not fails_again_unchanged(j.error_class)))
+    claimed: list[ParkedJob] = []
+    for cls in classes:
+        if len(claimed) >= limit:
+            break
+        # a class that may recover is no prefix of one that fails again (those start with their kind)
+        claimed += store.claim(claimant, limit=limit - len(claimed), error_class=cls)
+    return claimed, skipped
 
 
 def dry_run_line(job: ParkedJob) -> str:
@@ -64,7 +98,8 @@ def replay_jobs(wd: Workdir, settings: Settings, store: DeadLetterStore, claiman
     happens to the others (a released job with a claim that could not be
     dropped is free again after ``CLAIM_TIMEOUT_S``).
     """
-    report = ReplayReport(scanned=len(jobs), dry_run=False)
+    report = ReplayReport(scanned=len(jobs), dry_run=False,
+                          error_classes={label(j): j.error_class for j in jobs})
     finder = _AssetFinder(wd)
     runnable: list[tuple[ParkedJob, Asset]] = []
 

@@ -7,14 +7,21 @@ shows the run as Paused with a form, and above it a table of the assets
 waiting (file, title, first keywords, categories, and per agency whether it
 will be sent or is held back and why), each with a small inline thumbnail
 (a ``data:`` URI, which the UI renders). The form's field ``reject``
-lists the file names to leave out; submitting it approves every other
-waiting asset. ``corrections`` may give an asset a new title, description
-and/or keywords: written to its sidecar before the run packs and writes the
-CSVs again, so the same agency rules check them (a rule broken holds the
-asset back there). ``microstock review edit`` writes a correction the same
-way (:func:`edit_asset`); made while a run is paused, it is taken up when the
-run is answered, as the form's are: the run packs and writes the CSVs again
-for every asset whose sidecar changed while it waited.
+picks the file names to leave out (the waiting names are its choices);
+submitting it approves every other waiting asset. ``corrections`` may give
+an asset (picked the same way) a new title, description and/or keywords:
+written to its sidecar before the run packs and writes the CSVs again, so
+the same agency rules check them (a rule broken holds the asset back there).
+``microstock review edit`` writes a correction the same way
+(:func:`edit_asset`); made while a run is paused, it is taken up when the run
+is answered, as the form's are: the run packs and writes the CSVs again for
+every asset whose sidecar changed while it waited.
+
+An answer naming anything that is not waiting (a name typed slightly wrong,
+through the API or the terminal) is refused as a whole: nothing is approved,
+and the run asks again with the refusal above the form. The paused run's
+state message, the log and the terminal say what it waits for
+(:func:`waiting_message`).
 
 Decisions are written into each asset's sidecar (:class:`~tasks.core.records.ReviewDecision`,
 when and from where), so a decided asset is never asked about again and a
@@ -47,7 +54,10 @@ from tasks.core.reports import CsvReport, PackReport
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.observe import events
+from tasks.observe import progress as stage_progress
 from tasks.observe.markdown import md_cell
+from tasks.observe.similar_view import review_cell
+from tasks.stores.similar_risks import read_risks
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +87,30 @@ class Answer(Protocol):
     corrections: list[Correction]
 
 
-#: ``ask(description, timeout_s)``: pause until the contributor answers; None when no answer came in time.
-Ask = Callable[[str, int], Answer | None]
+@dataclass(frozen=True)
+class Question:
+    """What the run asks the contributor: the form's description, the waiting names (the only answers taken),
+    the paused run's state message, and how long to wait."""
+
+    description: str
+    waiting: list[str]
+    message: str
+    timeout_s: int
+
+
+#: ``ask(question)``: pause until the contributor answers; None when no answer came in time.
+Ask = Callable[[Question], Answer | None]
+
+
+def waiting_message(n: int) -> str:
+    """What a run paused for review waits for, said in its state message, its log and on the terminal."""
+    return f"{n} asset(s) waiting for review — answer in the Prefect UI (the run → Resume) or with `microstock review`"
+
+
+def refused(answer: Answer, waiting: list[str]) -> list[str]:
+    """The names in ``answer`` (rejects and corrections) that are not waiting: any makes the answer refused."""
+    named = set(answer.reject) | {c.file for c in answer.corrections}
+    return sorted(named - set(waiting))
 
 
 @dataclass
@@ -91,7 +123,7 @@ class ReviewReport:
     rejected: list[str] = field(default_factory=list)
     #: Still waiting after a time-out with ``on_timeout = "hold"``: not sent this run, asked again next run.
     held: list[str] = field(default_factory=list)
-    #: Names in the answer that were not waiting (ignored).
+    #: Names in refused answers that were not waiting (each such answer was refused and asked again).
     unknown: list[str] = field(default_factory=list)
     #: Assets whose sidecar's metadata changed while the run waited — corrected in the form or with
     #: ``microstock review edit`` — so their files are packed again.
@@ -151,22 +183,27 @@ def thumbnail_markdown(path) -> str:
 
 
 def review_description(wd: Workdir, waiting: list[Sidecar], csvs: CsvReport, settings: Settings) -> str:
-    """The markdown above the form: one row per waiting asset (with a thumbnail), and what submitting does."""
+    """The markdown above the form: one list item per waiting asset (a thumbnail; file and title, first
+    keywords, categories and where it goes, a line each), and what submitting does."""
     m = md_cell
     lines = [f"## {len(waiting)} asset(s) waiting for review", "",
-             "Put the file names to leave out in **reject**, then submit: every other asset below is approved "
+             "Pick the files to leave out in **reject**, then submit: every other asset below is approved "
              "and uploaded. Rejected assets get no CSV row and are never uploaded. **corrections** (optional) "
              "gives an asset a new title, description and/or keywords, checked against every agency's rules "
              "(`microstock review edit NAME` does the same from the terminal before you answer).", "",
-             "| | file | title | keywords | categories | where it goes |", "|---|---|---|---|---|---|"]
+             ""]
+    risks = read_risks(wd)  # the similarity check's risk and nearest asset (docs/AGENCIES.md, "Similar content")
     for i, s in enumerate(waiting[:MAX_LISTED]):
         md = s.metadata
         thumb = thumbnail_markdown(wd.packs / "thumbs" / ready_name(s.name)) if i < MAX_THUMBNAILS else ""
         categories = ", ".join(filter(None, [f"Adobe {md.adobe_category}" if md.adobe_category else "",
                                              ", ".join(md.category_hints)]))
         goes = "; ".join(f"{a}: {agency_verdict(s.name, a, csvs)}" for a in csvs.agencies)
-        lines.append(f"| {thumb} | `{m(s.name)}` | {m(md.title)} | {m(', '.join(md.keywords[:6]))} | {m(categories)} "
-                     f"| {m(goes)} |")
+        similar = review_cell(wd, risks, s.name, m, i < MAX_THUMBNAILS)
+        # a list item, the details a line each: the UI's form is a narrow modal, and a table's cells do not wrap
+        lines.append(f"- {thumb + ' ' if thumb else ''}`{m(s.name)}` — **{m(md.title)}**<br>keywords: "
+                     f"{m(', '.join(md.keywords[:6]))}<br>categories: {m(categories)}<br>goes: {m(goes)}"
+                     + (f"<br>similar to: {similar}" if similar else ""))
     if len(waiting) > MAX_LISTED:
         lines.append(f"\n… and {len(waiting) - MAX_LISTED} more (every one is approved unless listed in reject).")
     review = settings.review
@@ -191,18 +228,27 @@ def review_decisions(wd: Workdir, settings: Settings, packed: PackReport, csvs: 
         return report
     report.asked = [s.name for s in waiting]
     events.review_waiting(len(waiting))
-    log.info("review: %d asset(s) waiting; the run pauses for the answer (Prefect UI: the run → Resume)",
-             len(waiting))
-    answer = ask(review_description(wd, waiting, csvs, settings), max(1, round(settings.review.timeout_hours * 3600)))
+    message = waiting_message(len(waiting))
+    log.info("review: %s", message)
+    stage_progress.notify(message)
+    description = review_description(wd, waiting, csvs, settings)
+    question = Question(description, report.asked, message, max(1, round(settings.review.timeout_hours * 3600)))
+    answer = ask(question)
+    while answer is not None and (unknown := refused(answer, report.asked)):
+        report.unknown = sorted(set(report.unknown) | set(unknown))
+        why = (f"Not waiting for review: {', '.join(unknown)}. The answer was refused and nothing was approved "
+               "or rejected; answer again with the names listed below.")
+        log.warning("review: answer refused — %s", why)
+        stage_progress.notify(f"review: answer refused — {why}")
+        question = replace(question, description=f"**⚠ {md_cell(why)}**\n\n{description}",
+                           message=f"answer refused (not waiting: {', '.join(unknown)[:200]}) — {message}")
+        answer = ask(question)
     if answer is None:
         report.timed_out = True
         rejected, by = set(), "review timeout"
     else:
         rejected, by = set(answer.reject), "review"
         corrections = {c.file: c for c in answer.corrections if c.file not in rejected}
-        report.unknown = sorted((rejected | set(corrections)) - set(report.asked))
-        if report.unknown:
-            log.warning("review: not waiting, ignored: %s", ", ".join(report.unknown))
         for name in report.asked:
             if name in corrections:
                 apply_correction(wd, name, corrections[name])

@@ -53,7 +53,7 @@ from tasks.core.errors import (
 from tasks.core.records import FileOutcome, UploadItem
 from tasks.core.reports import AgencyUpload
 from tasks.core.retry import delay_before_retry
-from tasks.core.secrets import password_block_name, password_env_var
+from tasks.core.secrets import password_block_name, password_env_var, redact
 from tasks.core.settings import AgencySettings
 from tasks.core.workdir import Workdir
 from tasks.observe.progress import StageProgress
@@ -100,19 +100,24 @@ def upload_agency(
     try:
         result.target = target_display(agency, settings, wd)  # also when nothing is pending
         with ledger.agency_lock(agency):
-            done = ledger.read().done_for(agency)
+            state = ledger.read()
+            done = state.done_for(agency)
             pending: list[UploadItem] = []
             seen: set[str] = set()
+            doubts: dict[str, str] = {}
             for item in items:  # identity is content: the same image under two names goes once
                 if item.sha256 in done or item.sha256 in seen:
                     result.already.append(item.name)
                 else:
                     seen.add(item.sha256)
                     pending.append(item)
+                    if doubt := state.doubt_about(agency, item.sha256, item.name):
+                        doubts[item.name] = f"the ledger's damaged line {doubt.line} may record it as uploaded"
             if result.already:
                 log.info("%s: %d already in the ledger", agency, len(result.already))
             if pending:
-                _AgencyRun(wd, agency, settings, ledger, opener, sleep, settle_s, result, on_file).run(pending)
+                _AgencyRun(wd, agency, settings, ledger, opener, sleep, settle_s, result, on_file,
+                           doubts).run(pending)
     except MicrostockError as exc:  # the target URL, the lock or the ledger itself
         result.stopped = exc.message
         result.not_tried = [i.name for i in items if i.name not in result.already]
@@ -125,10 +130,12 @@ class _AgencyRun:
 
     def __init__(self, wd: Workdir, agency: str, settings: AgencySettings, ledger: Ledger, opener: Opener,
                  sleep: Callable[[float], None], settle_s: float, result: AgencyUpload,
-                 on_file: FileListener | None) -> None:
+                 on_file: FileListener | None, doubts: dict[str, str] | None = None) -> None:
         self.wd, self.agency, self.settings, self.ledger = wd, agency, settings, ledger
         self.opener, self.sleep, self.settle_s, self.log, self.result = opener, sleep, settle_s, log, result
         self.on_file = on_file
+        #: name -> why it may be on the server already ("maybe done": a damaged ledger line names it).
+        self.doubts = doubts or {}
         self.in_flight = SendsInFlight(wd.root / ".uploads-in-flight" / agency)
         self.lock = threading.Lock()
         self.stop = threading.Event()
@@ -197,6 +204,11 @@ class _AgencyRun:
         except StoreUnavailable as exc:
             reason = (f"{exc.message}; {item.name} may be on the server unrecorded: "
                       "the next run finds it there and records it")
+        except Exception as exc:  # never contagious: an unforeseen failure leaves this file pending, the rest go on
+            transport.close()  # its connection may be mid-transfer: the next file starts on a fresh one
+            self.log.exception("%s: %s failed unexpectedly", self.agency, item.name)
+            return self._fail(item, f"unexpected error ({type(exc).__name__}: {redact(str(exc))}); left pending — "
+                                    "the next run checks the server before sending it")
         self._stop(reason)
         return FileOutcome("failed", f"not sent: {self.agency} stopped — {reason}")
 
@@ -208,6 +220,7 @@ class _AgencyRun:
         except OSError as exc:
             return self._fail(item, f"upload-ready file unreadable ({exc.strerror or exc})")
         overdue: ReplyOverdue | None = None  # a send of this file whose reply did not come: maybe in transit
+        doubt = self.doubts.get(item.name)  # maybe done: checked on the server, never simply sent
         sent_here = False  # until this run sends it, a partial remote copy is an earlier run's
         for attempt in range(1, attempts + 1):
             connecting = not transport.connected
@@ -216,6 +229,11 @@ class _AgencyRun:
                     self._connect(transport)
                 connecting = False
                 remote = transport.remote_size(item.name)
+                if doubt is not None and remote is None:
+                    where = "the server cannot be listed" if not transport.can_list else "it is not on the server now"
+                    return self._fail(item, f"{doubt}, and {where}: not sent — check the agency's site; if it "
+                                            "arrived, `microstock ledger done`, else fix or delete that line and "
+                                            "the next run sends it")
                 if overdue is not None and not transport.can_list:
                     return self._fail(item, f"{overdue.message}; the server cannot be listed, so it is not sent "
                                             "again: check the agency's site — if it arrived, `microstock ledger "

@@ -19,6 +19,10 @@ Reading is tolerant and errs on the side of *not* uploading twice:
 - a malformed line is reported with its line number and skipped — but if it
   still holds one known agency and one SHA-256 (say an editor turned the tabs
   into spaces), it counts as done, so a typo never causes a second upload;
+- a damaged line that does not (a NUL byte, a garbled agency, a torn last line
+  cut inside its digest) still names files by digest or name: those are
+  "maybe done" (:class:`~tasks.stores.ledger_lines.Doubt`) — the upload stage
+  checks the server before anything is sent and never simply sends them;
 - agency names and digests are compared case- and space-insensitively.
 
 :meth:`Ledger.agency_lock` keeps two runs from uploading to the same agency
@@ -52,7 +56,17 @@ from tasks.stores.ledger_index import (
     load_index,
     save_index,
 )
-from tasks.stores.ledger_lines import HEADER, SHA256_TOKEN, Entry, clean_field, parse_line, salvage, tail_key
+from tasks.stores.ledger_lines import (
+    HEADER,
+    SHA256_TOKEN,
+    Doubt,
+    Entry,
+    clean_field,
+    doubt_of,
+    parse_line,
+    salvage,
+    tail_key,
+)
 
 _HEX = "0123456789abcdef"
 _HEX_BYTES = _HEX.encode()
@@ -81,6 +95,13 @@ class LedgerState:
     done: Mapping[str, AbstractSet[str]] = field(default_factory=dict)
     #: (line number, reason) for every malformed line and a torn last line.
     problems: list[tuple[int, str]] = field(default_factory=list)
+    #: Damaged lines that may record uploads: the files they name are "maybe done".
+    doubts: list[Doubt] = field(default_factory=list)
+
+    def doubt_about(self, agency: str, sha256: str, name: str) -> Doubt | None:
+        """The first damaged line that may record ``name`` (``sha256``) as uploaded to ``agency``."""
+        return next((d for d in self.doubts if d.names_item(agency, sha256, name)), None)
+
     def done_for(self, agency: str) -> AbstractSet[str]:
         """The digests already uploaded to ``agency`` (an empty set when none)."""
         return self.done.get(agency, frozenset())
@@ -95,6 +116,7 @@ class _Scan:
 
     done: dict[str, set[str]]
     problems: list[tuple[int, str]]
+    doubts: list[Doubt]
     #: Number of the last whole line read (lines are numbered from the file's start).
     lines: int
     #: Byte offset just past the last whole line.
@@ -118,6 +140,7 @@ def _scan(fh: BinaryIO, start: int, lines: int, prefix_hash: "hashlib._Hash", ch
     done: dict[str, set[str]] = {agency: set() for agency in known}
     add_to = {agency: digests.add for agency, digests in done.items()}.get
     problems: list[tuple[int, str]] = []
+    doubts: list[Doubt] = []
     digest, number, end, rest = prefix_hash.copy(), lines, start, []
     fh.seek(start)
     while chunk := fh.read(_CHUNK):
@@ -139,12 +162,21 @@ def _scan(fh: BinaryIO, start: int, lines: int, prefix_hash: "hashlib._Hash", ch
                 if add is not None and len(sha) == 64 and not (check_hex and sha.strip(_HEX)):
                     add(sha)
                     continue
-            _odd_line(done, problems, number, line, known)
-    return _Scan(done, problems, number, end, digest, b"".join(rest))
+            _odd_line(done, problems, doubts, number, line, known)
+    return _Scan(done, problems, doubts, number, end, digest, b"".join(rest))
 
 
-def _odd_line(done: dict[str, set[str]], problems: list[tuple[int, str]], number: int, line: str,
-              known: tuple[str, ...]) -> None:
+def _doubted(doubt: Doubt | None, reason: str) -> str:
+    """A problem's reason, told when the line makes files "maybe done"."""
+    if doubt is None:
+        return f"{reason}; skipped"
+    files = ", ".join(sorted(doubt.names) or [f"SHA-256 {d[:12]}…" for d in sorted(doubt.digests)])
+    return (f"{reason}; it may record an upload of {files} ({', '.join(sorted(doubt.agencies))}): checked on the "
+            "server before anything is sent (fix or delete the line)")
+
+
+def _odd_line(done: dict[str, set[str]], problems: list[tuple[int, str]], doubts: list[Doubt], number: int,
+              line: str, known: tuple[str, ...]) -> None:
     """Anything the fast path did not take: blanks, hand edits, garbage."""
     if not line.strip() or line.lstrip().startswith("#"):
         return
@@ -153,7 +185,10 @@ def _odd_line(done: dict[str, set[str]], problems: list[tuple[int, str]], number
     except ValueError as exc:
         key = salvage(line, known)
         if key is None:
-            problems.append((number, f"{exc}; skipped"))
+            doubt = doubt_of(number, line, known)
+            if doubt is not None:
+                doubts.append(doubt)
+            problems.append((number, _doubted(doubt, str(exc))))
         else:
             done[key[0]].add(key[1])
             problems.append((number, f"{exc}; it names {key[0]} and a SHA-256, so it counts as "
@@ -162,14 +197,17 @@ def _odd_line(done: dict[str, set[str]], problems: list[tuple[int, str]], number
     done[entry.agency].add(entry.sha256)
 
 
-def _torn_tail(number: int, line: str, known: tuple[str, ...]) -> tuple[tuple[str, str] | None, tuple[int, str] | None]:
-    """An unterminated last line: the key it still names, and what to report about it."""
+def _torn_tail(number: int, line: str, known: tuple[str, ...]
+               ) -> tuple[tuple[str, str] | None, tuple[int, str] | None, Doubt | None]:
+    """An unterminated last line: the key it still names, what to report about it, the doubt it raises."""
     if not line.strip() or line.lstrip().startswith("#"):
-        return None, None
+        return None, None, None
     key = tail_key(line, known)
     if key:
-        return key, (number, _TAIL_COUNTS)
-    return None, (number, "torn last line (no newline: an append was cut short); ignored")
+        return key, (number, _TAIL_COUNTS), None
+    doubt = doubt_of(number, line, known, torn=True)
+    reason = "torn last line (no newline: an append was cut short)"
+    return None, (number, _doubted(doubt, reason) if doubt else f"{reason}; ignored"), doubt
 
 
 class Ledger:
@@ -224,17 +262,22 @@ class Ledger:
             digests = {agency: base.digests[agency].merged(shas) if base else SortedDigests.from_hex(shas)
                        for agency, shas in scan.done.items()}
             problems = (base.problems if base else []) + scan.problems
-            save_index(index_file, IndexedPrefix(scan.end, scan.lines, problems, digests), scan.hash.hexdigest(), mode)
+            doubts = (base.doubts if base else []) + scan.doubts
+            save_index(index_file, IndexedPrefix(scan.end, scan.lines, problems, digests, doubts),
+                       scan.hash.hexdigest(), mode)
         elif base is None:
             discard_index(index_file)
         state = LedgerState()
         state.problems = (base.problems + scan.problems) if base else scan.problems
+        state.doubts = (base.doubts + scan.doubts) if base else scan.doubts
         state.done = scan.done
-        key, problem = _torn_tail(scan.lines + 1, scan.torn.decode("utf-8", errors="replace"), self.agencies)
+        key, problem, doubt = _torn_tail(scan.lines + 1, scan.torn.decode("utf-8", errors="replace"), self.agencies)
         if key:
             state.done[key[0]].add(key[1])
         if problem:
             state.problems.append(problem)
+        if doubt:
+            state.doubts.append(doubt)
         if base:
             state.done = {agency: DoneDigests(base.digests[agency], shas) for agency, shas in state.done.items()}
         return state

@@ -14,7 +14,7 @@ Layout (little-endian)::
 
     b"microstock ledger index\\n"     magic
     u32, u32                         length of the JSON header; CRC-32 of everything after these 8 bytes
-    JSON header                      version, agencies, counts, covers, prefix_sha256, lines, problems
+    JSON header                      version, agencies, counts, covers, prefix_sha256, lines, problems, doubts
     per agency, in header order:     fanout (2**bits + 1 u32: records before each prefix of ``bits`` bits),
                                      records (count × 32 bytes)
 
@@ -39,12 +39,13 @@ import zlib
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
 from typing import BinaryIO
 
 from tasks.core.files import atomic_file
+from tasks.stores.ledger_lines import Doubt
 
 VERSION = 1
 MAGIC = b"microstock ledger index\n"
@@ -172,6 +173,8 @@ class IndexedPrefix:
     lines: int
     problems: list[tuple[int, str]]
     digests: dict[str, SortedDigests]
+    #: Damaged lines of the prefix that may record uploads (tasks.stores.ledger_lines.Doubt).
+    doubts: list[Doubt] = field(default_factory=list)
 
 
 def load_index(path: Path, ledger: BinaryIO, agencies: tuple[str, ...]) -> tuple[IndexedPrefix, "hashlib._Hash"] | None:
@@ -213,7 +216,8 @@ def load_index(path: Path, ledger: BinaryIO, agencies: tuple[str, ...]) -> tuple
             if fh.read(1) or check != crc:
                 return None
             problems = [(int(number), str(reason)) for number, reason in header["problems"]]
-            prefix = IndexedPrefix(covers, int(header["lines"]), problems, digests)
+            doubts = [Doubt.from_json(d) for d in header.get("doubts", [])]
+            prefix = IndexedPrefix(covers, int(header["lines"]), problems, digests, doubts)
     except (OSError, ValueError, KeyError, TypeError, struct.error) as exc:
         if not isinstance(exc, FileNotFoundError):
             _log.debug("ledger index %s not used: %s", path, exc)
@@ -233,6 +237,7 @@ def save_index(path: Path, prefix: IndexedPrefix, prefix_sha256: str, mode: int 
     header = json.dumps({
         "version": VERSION, "agencies": list(prefix.digests), "counts": [len(d) for d in prefix.digests.values()],
         "covers": prefix.covers, "prefix_sha256": prefix_sha256, "lines": prefix.lines, "problems": prefix.problems,
+        "doubts": [d.as_json() for d in prefix.doubts],
     }).encode("utf-8")
     crc = zlib.crc32(header)
     for part in parts:

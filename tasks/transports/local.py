@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 from tasks.core.errors import PermanentError
+from tasks.core.files import temp_prefix
 from tasks.transports.base import Transport
 
 
@@ -45,7 +46,7 @@ class LocalFolder(Transport):
 
     def send(self, local: Path, name: str) -> None:
         target = self.folder / name
-        tmp = self.folder / f".{name}.part"
+        tmp = self.folder / (temp_prefix(target, len("part")) + "part")  # fits beside a name at the disk's limit
         try:
             with open(local, "rb") as src, open(tmp, "wb") as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)

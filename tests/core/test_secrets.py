@@ -50,3 +50,16 @@ def test_redact_cuts_given_secrets_the_environment_key_and_anything_key_shaped(m
     cleaned = secrets.redact(text, "hunter2")
     assert "hunter2" not in cleaned and "env-secret-value" not in cleaned
     assert "abc123" not in cleaned and "AIza" not in cleaned and cleaned.count("***") == 4
+
+
+def test_redact_finds_a_secret_in_any_case_and_percent_encoded(monkeypatch):
+    """Regression: a server echoing the password in another case, or a URL carrying it percent-encoded,
+    reached the terminal, the summary and Prefect's database (exact-case replace only)."""
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    secret = "DreamPW-kx27/Secret @1"
+    text = ("530 Login incorrect with password dreampw-kx27/secret @1; "
+            "url=ftp://me:DreamPW-kx27%2FSecret%20%401@host form=dreampw-kx27%2fsecret+%401")
+    cleaned = secrets.redact(text, secret)
+    assert "kx27" not in cleaned.lower(), cleaned
+    assert cleaned.count("***") == 3

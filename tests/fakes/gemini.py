@@ -2,7 +2,8 @@
 
 It speaks ``POST /{api_version}/models/{model}:generateContent`` over real HTTP
 (and the Batch API: ``fake.batch``, :mod:`tests.fakes.gemini_batch` says what it
-serves and how tests steer it), and only what the real service accepts, before
+serves and how tests steer it; the Models API, ``models.list`` and ``models.get``:
+``fake.models``, :mod:`tests.fakes.gemini_models`), and only what the real service accepts, before
 any script is consulted:
 
 * only its one API version (``api_version``, default ``v1beta``); any other
@@ -51,6 +52,7 @@ import pytest
 from PIL import Image
 
 from tests.fakes.gemini_batch import FakeBatches
+from tests.fakes.gemini_models import FakeModels
 
 #: A key shaped like a real one; tests assert it never leaks past the request header.
 FAKE_KEY = "AIzaSyFAKE-test-key-0123456789abcdefghij"
@@ -405,10 +407,10 @@ class _Handler(BaseHTTPRequestHandler):
         refused = refusal(req, fake.api_version) if route else None
         if route and refused is None:
             reply = fake._next_reply(req)
-        else:  # a batch path (tests/fakes/gemini_batch.py), or what the real endpoint says to a path it does
-            fake._record(req)  # not serve or a request it does not take
-            reply = refused or fake.batch.handle(method, self.path, req) or error(
-                404, f"The requested URL {self.path.split('?', 1)[0]} was not found on this server.")
+        else:  # a batch or models path (tests/fakes/gemini_batch.py, gemini_models.py), or what the real
+            fake._record(req)  # endpoint says to a path it does not serve or a request it does not take
+            reply = (refused or fake.batch.handle(method, self.path, req) or fake.models.handle(method, self.path)
+                     or error(404, f"The requested URL {self.path.split('?', 1)[0]} was not found on this server."))
         if reply.delay and fake._stopping.wait(reply.delay):
             self.close_connection = True
             return
@@ -454,6 +456,9 @@ class FakeGemini:
         #: The Batch API: its jobs, records and controls (tests/fakes/gemini_batch.py).
         self.batch = FakeBatches(api_version, request_of=self._inline_request, reply=self._reply_for,
                                  refuse=lambda req: refusal(req, api_version), reply_type=Reply, error=error)
+        #: The Models API: what it lists, scripted failures, records (tests/fakes/gemini_models.py).
+        self.models = FakeModels(api_version, SERVED_MODELS, image_models=IMAGE_SIZES, reply_type=Reply,
+                                 error=error)
 
     @property
     def url(self) -> str:

@@ -72,7 +72,8 @@ def test_base_url_with_a_wrong_path_stops_with_the_setting_named(fake_gemini, mo
 
 
 @pytest.mark.parametrize("model, message", [
-    ("gemini-2.5-flash", "This model models/gemini-2.5-flash is no longer available. Please update your code"),
+    ("gemini-2.0-flash-lite",  # shut down, and not in models.toml (a model the table marks retired is not called)
+     "This model models/gemini-2.0-flash-lite is no longer available. Please update your code"),
     ("gemini-9-nope", "models/gemini-9-nope is not found for API version v1beta, or is not supported for "
                       "generateContent. Call ListModels"),
 ])
@@ -108,3 +109,33 @@ def test_snake_case_names_are_taken_as_the_real_proto_json_parser_takes_them(fak
     body = {"generation_config": {"max_output_tokens": 10, "thinking_config": {"thinking_level": "LOW"},
                                   "response_schema": {"type": "OBJECT", "property_ordering": ["a"]}}}
     assert httpx.post(f"{fake_gemini.url}/v1beta/models/{SERVED}:generateContent", json=body).status_code == 200
+
+
+def test_models_list_pages_as_the_real_api_and_get_answers_one_model(fake_gemini):
+    fake_gemini.models.max_page_size = 3
+    url = f"{fake_gemini.url}/v1beta/models"
+    first = httpx.get(url, params={"pageSize": 5}).json()
+    assert len(first["models"]) == 3 and first["nextPageToken"]  # 5 asked, at most max_page_size given
+    names, token = [m["name"] for m in first["models"]], first["nextPageToken"]
+    while token:
+        page = httpx.get(url, params={"pageSize": 3, "pageToken": token}).json()
+        names += [m["name"] for m in page["models"]]
+        token = page.get("nextPageToken")  # left out on the last page
+    assert names == [f"models/{m}" for m in fake_gemini.models.listed]
+    assert httpx.get(url, params={"pageToken": "not-a-token"}).status_code == 400
+    one = httpx.get(f"{url}/gemini-3.5-flash-lite").json()
+    assert one["name"] == "models/gemini-3.5-flash-lite" and "generateContent" in one["supportedGenerationMethods"]
+    assert {"version", "displayName", "inputTokenLimit", "outputTokenLimit", "baseModelId"} <= set(one)
+    missing = httpx.get(f"{url}/gemini-9-nope")
+    assert missing.status_code == 404 and missing.json()["error"]["status"] == "NOT_FOUND"
+
+
+def test_the_sdk_lists_and_gets_models_through_the_fake(fake_gemini):
+    from google import genai
+
+    client = genai.Client(api_key=FAKE_KEY, http_options={"api_version": "v1beta"})
+    listed = list(client.models.list(config={"page_size": 4}))
+    assert [m.name for m in listed] == [f"models/{m}" for m in fake_gemini.models.listed]
+    lite = client.models.get(model="gemini-3.5-flash-lite")
+    assert lite.input_token_limit == 1_048_576 and "generateContent" in lite.supported_actions
+    assert all(r.header("x-goog-api-key") == FAKE_KEY for r in fake_gemini.requests)

@@ -128,7 +128,8 @@ def test_run_sets_prefects_environment_before_anything_imports_prefect(cli_env, 
              "    print('prefect already loaded' if 'prefect' in sys.modules else 'not loaded yet')\n"
              "    raise SystemExit(0)\n"
              "cli.prefect_env = prefect_env\ncli.main()\n")
-    env = dict(cli_env, GEMINI_API_KEY="AIza-not-a-real-key-for-this-test")
+    env = dict(cli_env, GEMINI_API_KEY="AIza-not-a-real-key-for-this-test",
+               GOOGLE_GEMINI_BASE_URL="http://127.0.0.1:9")  # the model list call: refused at once, not Google
     result = subprocess.run([sys.executable, "-c", probe, "run", "--count", "1", "--workdir", str(tmp_path / "w")],
                             env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.stdout.strip() == "not loaded yet", result.stderr[-2000:]

@@ -11,9 +11,9 @@ from tasks.core.errors import ContentBlocked, InvalidOutput, PermanentError, Sta
 from tasks.core.settings import GeminiSettings
 from tasks.gemini import ratelimit
 from tasks.gemini.images import GeminiImageMaker
+from tasks.images.contributor_meta import read_embedded
 from tasks.images.demo import DEMO_PROMPTS
 from tasks.stages.assets import generate
-from tasks.stages.describers import read_embedded
 from tests.fakes.gemini import (  # noqa: F401
     FAKE_KEY,
     answer_image,
@@ -87,7 +87,7 @@ def test_works_as_the_asset_generators_image_maker(fake_gemini, maker, tmp_path)
     fake_gemini.default = lambda req: answer_image(png_bytes())
     first = generate(tmp_path, 2, list(DEMO_PROMPTS), 0, maker).assets
     assert len(fake_gemini.requests) == 2
-    assert [read_embedded(a.path)["description"] for a in first] == [DEMO_PROMPTS[0].prompt, DEMO_PROMPTS[1].prompt]
+    assert [read_embedded(a.path).description for a in first] == [DEMO_PROMPTS[0].prompt, DEMO_PROMPTS[1].prompt]
     again = generate(tmp_path, 2, list(DEMO_PROMPTS), 0, maker).assets
     assert len(fake_gemini.requests) == 2  # existing images are kept, not generated again
     assert [a.asset_id for a in again] == [a.asset_id for a in first]
@@ -125,11 +125,21 @@ def test_a_429_is_waited_out_and_called_again_without_failing_the_image(fake_gem
     assert len(times) == 3 and times[1] - times[0] >= 0.3 and times[2] - times[1] >= 0.2
 
 
-def test_a_retired_image_model_stops_generation_after_one_call(fake_gemini, tmp_path):
+def test_an_image_model_the_table_marks_retired_stops_generation_before_any_call(fake_gemini, tmp_path):
+    """Issue 29: gemini-2.5-flash-image was still called (1 MP images no agency takes); the table's word counts."""
     maker = GeminiImageMaker(GeminiSettings(image_model="gemini-2.5-flash-image", requests_per_minute=6000), FAKE_KEY)
     result = generate(tmp_path, 4, list(DEMO_PROMPTS), 0, maker, sleep=lambda s: None)
+    assert fake_gemini.requests == [] and result.assets == []
+    assert "`gemini.image_model = gemini-2.5-flash-image` is retired (tasks/gemini/models.toml)" in result.stopped
+    assert "its replacement is gemini-3.1-flash-image" in result.stopped
+
+
+def test_an_image_model_gemini_no_longer_serves_stops_generation_after_one_call(fake_gemini, tmp_path):
+    maker = GeminiImageMaker(GeminiSettings(image_model="gemini-3-pro-image-preview", requests_per_minute=6000),
+                             FAKE_KEY)  # shut down, not in the table: Gemini's 404 decides
+    result = generate(tmp_path, 4, list(DEMO_PROMPTS), 0, maker, sleep=lambda s: None)
     assert len(fake_gemini.requests) == 1 and result.assets == []
-    assert "`gemini.image_model = gemini-2.5-flash-image` is not served any more" in result.stopped
+    assert "`gemini.image_model = gemini-3-pro-image-preview` is not served any more" in result.stopped
     assert "gemini-3.1-flash-image" in result.stopped
 
 

@@ -171,7 +171,8 @@ def test_location_kept_when_configured(tmp_path):
     assert gps[1] == "N" and tuple(float(v) for v in gps[2]) == (35.0, 39.0, 31.0)
 
 
-def test_xmp_iptc_comments_and_trailers_of_the_source_are_dropped(tmp_path):
+def test_a_broken_xmp_packet_comments_and_trailers_of_the_source_are_dropped(tmp_path):
+    """A well-formed XMP packet is kept (tests/images/test_contributor_meta.py); this one binds no namespace."""
     p = s.jpeg(tmp_path / "x.jpg", exif=s.camera_exif())
     xmp = b"http://ns.adobe.com/xap/1.0/\x00<x:xmpmeta><photoshop:City>Kyoto</photoshop:City></x:xmpmeta>"
     data = p.read_bytes()

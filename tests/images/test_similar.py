@@ -1,4 +1,4 @@
-"""Perceptual hashes and motifs: look-alikes group, other scenes do not."""
+"""Perceptual hashes: look-alikes are a few bits apart, other scenes many."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 from PIL import Image
 
 from tasks.images.demo import DEMO_PROMPTS, render_demo_image
-from tasks.images.similar import dhash, distance, motifs
+from tasks.images.similar import dhash, distance
 
 
 def scene(prompt_index: int, seed: int = 1) -> Image.Image:
@@ -35,9 +35,3 @@ def test_noise_and_a_small_crop_move_the_hash_a_few_bits_another_scene_many():
     assert distance(h, dhash(cropped(base, 0.01))) <= 8
     assert distance(h, dhash(base.convert("L"))) == 0  # colour does not matter, brightness does
     assert min(distance(h, dhash(scene(i))) for i in (2, 3, 6, 7)) > 8
-
-
-def test_motifs_are_transitive_sorted_and_leave_singletons_out():
-    hashes = {"c.jpg": 0b0001, "a.jpg": 0b0011, "b.jpg": 0b0111, "z.jpg": (1 << 64) - 1, "d.jpg": 0b1111}
-    assert motifs(hashes, 1) == [["a.jpg", "b.jpg", "c.jpg", "d.jpg"]]  # c and d 3 bits apart, linked through a and b
-    assert motifs(hashes, 0) == []

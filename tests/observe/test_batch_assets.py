@@ -55,11 +55,14 @@ def test_one_row_per_asset_with_its_describe_result_and_each_agency():
     assert rows["cat.jpg"] == {"asset": "cat.jpg", "describe": "described (earlier run)", "adobe": "already there",
                                "dreamstime": "held back (image): smaller than 3 MP"}
     assert rows["dune.jpg"] == {"asset": "dune.jpg", "describe": "parked: blocked:SAFETY since 2026-11-29 06:51 UTC",
-                                "adobe": "not tried", "dreamstime": "not tried"}
+                                "adobe": "not tried: not described (parked)",
+                                "dreamstime": "not tried: not described (parked)"}
     assert rows["elk.jpg"]["adobe"] == "held back (keywords.min_count): 4 keywords, at least 5"
     assert rows["elk.jpg"]["dreamstime"] == "uploaded"
-    assert rows["fog.jpg"] == {"asset": "fog.jpg", "describe": "pending", "adobe": "not tried",
-                               "dreamstime": "not tried"}
+    assert rows["fog.jpg"] == {"asset": "fog.jpg", "describe": "pending",
+                               "adobe": "not tried: not described yet (pending)",
+                               "dreamstime": "not tried: not described yet (pending)"}
+    assert rows["broken.jpg"]["adobe"] == "not tried: rejected"
     assert rows["broken.jpg"]["describe"] == "rejected: not an image (cannot identify image file)"
 
 
@@ -101,3 +104,40 @@ def test_parked_jobs_show_when_they_were_parked_not_for_how_long():
     assert row["parked since"] == "2026-11-29 06:51 UTC" and row["last seen"] == "2026-11-29 06:52 UTC"
     assert row["replay"] == "fails again unless changed first"
     assert dead_letter_rows([job("gull.jpg", "exhausted:503")])[0]["replay"] == "may recover"
+
+
+def test_a_stopped_agency_says_in_each_cell_why_and_the_next_steps_fix_it_first():
+    """Regression (issue 26): every cell of a stopped agency said a bare "not tried", and the next steps still said
+    to upload its CSV "once the images have arrived"."""
+    gathered, described, csvs, packed, _ = batch()
+    uploads = {"adobe": AgencyUpload(not_tried=["beach.jpg"], already=["cat.jpg"],
+                                     stopped="cannot connect after 3 attempts: connection refused"),
+               "dreamstime": AgencyUpload(uploaded=["elk.jpg"])}
+    rows = {r["asset"]: r for r in asset_rows(gathered, described, csvs, packed, uploads, [],
+                                              {"elk.jpg": "waiting for review"})}
+    assert rows["beach.png"]["adobe"] == "left pending: adobe stopped (cannot connect after 3 attempts: connection " \
+                                        "refused)"
+    assert rows["beach.png"]["dreamstime"] == "not tried: not in dreamstime's uploads this run"
+    assert rows["elk.jpg"]["adobe"].startswith("held back (keywords.min_count)")
+    no_dreamstime = {r["asset"]: r for r in asset_rows(gathered, described, csvs, packed, {"adobe": uploads["adobe"]},
+                                                       [])}
+    assert no_dreamstime["elk.jpg"]["dreamstime"] == "not tried: nothing was sent to dreamstime this run"
+    assert all(not cell.endswith("not tried") for row in rows.values() for cell in row.values())
+    text = assets_description("h", 6, csvs, packed, [], {"adobe": "cannot connect after 3 attempts: refused"})
+    steps = text.split("Next steps:")[1]
+    assert steps.index("Fix first — adobe stopped: cannot connect") < steps.index("Adobe Stock: upload")
+    assert "once the images have arrived" not in text
+    assert "only after the run that sends its images" in text
+
+
+def test_the_dead_letter_table_has_a_key_per_workdir_and_says_nothing_parked_plainly(tmp_path):
+    import re
+
+    from tasks.core.workdir import Workdir
+    from tasks.observe.artifacts import dead_letter_key, dead_letters_description
+
+    one, two = Workdir(tmp_path / "a" / "Micro Stock_Data"), Workdir(tmp_path / "b" / "Micro Stock_Data")
+    assert dead_letter_key(one) != dead_letter_key(two)
+    assert re.fullmatch(r"dead-letter-jobs-micro-stock-data-[0-9a-f]{8}", dead_letter_key(one))
+    assert dead_letters_description([], one) == f"Nothing parked in `{one.root}`."
+    assert "replay with" in dead_letters_description([job("dune.jpg", "exhausted:503")], one)

@@ -82,7 +82,8 @@ def test_batch_finished_inside_a_flow_run_is_the_flow_run_and_has_no_secret_or_t
     batch, upload = sent()
     assert batch.event == "microstock.batch.finished"
     assert batch.resource.id == f"microstock.batch.{flow_run_id}"
-    assert batch.payload["headline"] == "3 described · 1 parked · 1 rejected · 5 uploaded"
+    assert batch.payload["headline"] == "3 described · 1 parked · 1 rejected · 5 uploaded · 1 upload(s) left pending"
+    assert batch.payload["state"] == "Incomplete" and batch.payload["left_pending"] == 1
     assert {k: batch.payload[k] for k in ("assets", "described", "parked", "rejected", "tokens", "uploaded")} == \
         {"assets": 5, "described": 3, "parked": 1, "rejected": 1, "tokens": 1234, "uploaded": 5}
     assert batch.payload["uploaded_per_agency"] == {"adobe": 3, "vecteezy": 2}

@@ -73,3 +73,50 @@ def test_in_batch_mode_the_summary_counts_assets_in_batch_jobs_and_what_batch_sa
     rows = {r["what"]: r for r in batch_rows(s)}
     assert rows["in batch jobs"]["total"] == 3 and rows["batch saved (USD)"]["total"] == 0.001
     assert describe_cell("c.jpg", described, {}, {}) == "in a batch job"
+
+
+def stopped_run(**more) -> BatchSummary:
+    return BatchSummary(workdir="/w", assets=3, described=3, described_now=3, uploaded_now={"vecteezy": 3},
+                        uploaded_total={"vecteezy": 3, "adobe": 0, "dreamstime": 0},
+                        upload_stopped={"adobe": "connection refused", "dreamstime": "no password for dreamstime"},
+                        upload_not_tried={"adobe": 3, "dreamstime": 3},
+                        targets={"adobe": "sftp://123@sftp.example:22/", "vecteezy": "/w/outbox/vecteezy",
+                                 "dreamstime": "ftp://upload.example/"}, **more)
+
+
+def test_a_run_that_left_uploads_pending_is_named_incomplete_and_says_why():
+    """Regression (issue 26): a run whose agencies stopped ended a plain Completed ``3 described · 0 parked ·
+    3 uploaded``."""
+    s = stopped_run()
+    assert s.headline() == ("3 described · 0 parked · 3 uploaded · 6 upload(s) left pending: adobe stopped "
+                            "(connection refused), dreamstime stopped (no password for dreamstime)")
+    assert s.headline(reasons=False).endswith("6 upload(s) left pending: adobe stopped, dreamstime stopped")
+    assert s.state_name() == "Incomplete"
+    waiting = BatchSummary(workdir="/w", described_now=2, in_review={"a.jpg": "waiting for review"})
+    assert waiting.state_name() == "Incomplete" and waiting.headline().endswith("· 1 waiting for review")
+    failed = BatchSummary(workdir="/w", upload_failed={"adobe": {"a.jpg": "timeout"}})
+    assert failed.state_name() == "Incomplete" and "1 upload(s) left pending" in failed.headline()
+
+
+def test_parked_jobs_alone_keep_the_run_completed_and_the_message_names_them():
+    s = BatchSummary(workdir="/w", described_now=11, parked=1, uploaded_now={"adobe": 11})
+    assert s.state_name() == "Completed" and s.headline() == "11 described · 1 parked · 11 uploaded"
+
+
+def test_the_headline_counts_only_this_runs_review_rejections():
+    """Regression (issue 26): an approve-all run said "1 rejected in review" for a rejection of an earlier run."""
+    earlier = BatchSummary(workdir="/w", in_review={"a.jpg": "rejected in review (2026-11-30T02:10:00+00:00)"})
+    assert "rejected in review" not in earlier.headline() and earlier.review_count("rejected in review") == 1
+    now = BatchSummary(workdir="/w", in_review={"a.jpg": "rejected in review (2026-11-30T02:10:00+00:00)",
+                                                "b.jpg": "rejected in review"})
+    assert "· 1 rejected in review ·" in now.headline()
+
+
+def test_the_summary_markdown_shows_a_target_as_written_and_its_headline_once():
+    """Regression (issue 26): ``sftp://…`` rendered as "s" and an ftp:// link; the headline was printed twice."""
+    from tasks.observe.markdown import md_cell
+
+    md = summary_markdown(stopped_run())
+    assert "`sftp://123@sftp.example:22/` · **stopped**: connection refused" in md
+    assert md.count("6 upload(s) left pending") == 1
+    assert md_cell("cannot reach sftp://host") == "cannot reach sftp:\\/\\/host"

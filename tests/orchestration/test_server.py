@@ -22,6 +22,7 @@ from PIL import Image
 
 from tasks.core.files import sha256_file
 from tasks.core.workdir import Workdir
+from tasks.observe.artifacts import dead_letter_key
 from tasks.orchestration.deployments import PROJECT_DIR
 from tasks.orchestration.environment import RUN_LOG_ENV
 from tasks.orchestration.local_server import LocalServer, free_port, healthy, port_in_use
@@ -170,7 +171,7 @@ def test_replay_through_the_api_completes_and_leaves_artifacts_and_events(served
     assert (wd.assets / "red_barn.json").is_file()
 
     arts = artifacts_of(url, run["id"])
-    table = arts["dead-letter-jobs"]
+    table = arts[dead_letter_key(wd)]
     assert table["type"] == "table"
     rows = json.loads(table["data"]) if isinstance(table["data"], str) else table["data"]
     assert [r["asset"] for r in rows] == ["lost_lake.jpg"], "only the job that still fails is left"
@@ -218,8 +219,9 @@ def test_batch_through_the_api_tells_the_story_in_names_artifacts_and_events(ser
         assert re.fullmatch(r"\d+ uploaded( · .+)?", by_name[f"upload-{agency}"]["state"]["message"]), agency
 
     arts = artifacts_of(url, run["id"])
-    assert {"batch-summary", "batch-counts", "csv-validation", "dead-letter-jobs", "progress-describe",
+    assert {"batch-summary", "batch-counts", "csv-validation", "progress-describe",
             "upload-adobe", "upload-vecteezy"} <= set(arts)
+    assert any(key.startswith("dead-letter-jobs-") for key in arts), "a dead-letter table per workdir"
     for agency in ("adobe", "vecteezy"):  # a row per file: what became of it and where it went
         rows = {r["file"]: r for r in table(arts[f"upload-{agency}"])}
         uploaded = [r for r in rows.values() if r["what happened"] == "uploaded"]
@@ -346,6 +348,54 @@ def test_example_automation_notifies_when_a_batch_waits_for_review(served, tmp_p
         hook.shutdown()
 
 
+#: A stock-batch run that ends as one that left uploads pending does (the state the flow returns then).
+INCOMPLETE_PROBE = """
+from prefect import flow
+from prefect.states import Completed
+from tasks.observe.summary import BatchSummary
+
+@flow(name="stock-batch")
+def probe():
+    s = BatchSummary(workdir="/w", described_now=3, uploaded_now={"vecteezy": 3}, upload_not_tried={"adobe": 3},
+                     upload_stopped={"adobe": "connection refused"})
+    return Completed(name=s.state_name(), message=s.headline())
+
+probe()
+"""
+
+
+def test_example_automation_notifies_when_a_batch_is_incomplete(served, tmp_path):
+    url = served["url"]
+    env = dict(served["env"], PREFECT_API_URL=url)
+    _Hook.received.clear()
+    hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    try:
+        block_type = api(url, "GET", "/block_types/slug/custom-webhook")
+        schema = api(url, "POST", "/block_schemas/filter",
+                     {"block_schemas": {"block_type_id": {"any_": [block_type["id"]]}}})[0]
+        block = api(url, "POST", "/block_documents/", {
+            "name": "incomplete-hook", "block_type_id": block_type["id"], "block_schema_id": schema["id"],
+            "data": {"name": "incomplete-hook", "url": f"http://127.0.0.1:{hook.server_port}/hook",
+                     "method": "POST", "json_data": {"subject": "{{subject}}", "body": "{{body}}"}}})
+        automation = yaml.safe_load((PROJECT_DIR / "docs" / "automations" / "notify-batch-incomplete.yaml").read_text())
+        automation["actions"][0]["block_document_id"] = block["id"]
+        path = tmp_path / "automation.yaml"
+        path.write_text(yaml.safe_dump(automation))
+        created = subprocess.run(PREFECT + ["automation", "create", "--from-file", str(path)], env=env,
+                                 capture_output=True, text=True, timeout=120)
+        assert created.returncode == 0, created.stdout + created.stderr
+        ran = subprocess.run([sys.executable, "-c", INCOMPLETE_PROBE], env=env, capture_output=True, text=True,
+                             timeout=120)
+        assert ran.returncode == 0, ran.stderr[-2000:]
+        (message,) = wait_until("the webhook notification", lambda: list(_Hook.received), timeout_s=120)
+        assert message["subject"].startswith("microstock: ") and message["subject"].endswith(" left work undone")
+        assert "ended Incomplete: 3 described · 0 parked · 3 uploaded · 3 upload(s) left pending: adobe stopped " \
+               "(connection refused)" in message["body"]
+    finally:
+        hook.shutdown()
+
+
 def test_ctrl_c_pauses_the_schedules_then_stops_the_local_server(served):
     proc = served["proc"]
     proc.send_signal(signal.SIGINT)  # takes SIGTERM's path (systemctl stop): the same graceful shutdown
@@ -403,7 +453,7 @@ def test_documented_deploy_and_worker_run_a_replay(server, parked_workdir, tmp_p
     assert run["state"]["type"] == "COMPLETED", run["state"]
     assert run["parameters"] == {"dry_run": False, "limit": 5}
     assert re.fullmatch(r"\d replayed · \d recovered · 1 still failing", run["state"]["message"])
-    assert "dead-letter-jobs" in artifacts_of(srv.api_url, run_id)
+    assert dead_letter_key(wd) in artifacts_of(srv.api_url, run_id)
     # The stage's own log lines (module loggers under tasks/) are in the worker's run, as in a CLI run.
     logs = api(srv.api_url, "POST", "/logs/filter", {"logs": {"flow_run_id": {"any_": [run_id]}}})
     assert any(log["name"] == "tasks.stages.replay" and "still failing" in log["message"] for log in logs), \
@@ -488,7 +538,7 @@ def test_a_parked_job_reads_as_parked_and_the_batch_has_one_row_per_asset(server
     rows = {r["asset"]: r for r in table(arts["batch-assets"])}
     assert rows["green_hill.jpg"] == {"asset": "green_hill.jpg", "describe": "described", "adobe": "uploaded"}
     assert re.fullmatch(r"parked: blocked:SAFETY since \d{4}-\d\d-\d\d \d\d:\d\d UTC", rows["red_fox.jpg"]["describe"])
-    assert rows["red_fox.jpg"]["adobe"] == "not tried"
+    assert rows["red_fox.jpg"]["adobe"] == "not tried: not described (parked)"
     description = arts["batch-assets"]["description"]
     assert "`replay-dead-letters` deployment" in description and "`microstock replay --apply`" in description
     assert "will fail again if replayed unchanged" in description and str(wd.csv / "adobe.csv") in description
@@ -568,7 +618,7 @@ def test_review_pauses_the_run_and_the_answer_decides_what_leaves(server, tmp_pa
         with temporary_settings({PREFECT_API_URL: srv.api_url}):
             resume_flow_run(paused["id"], run_input={"reject": [names[0]], "corrections": [
                 {"file": names[1], "title": "Corrected, by the contributor"},  # Adobe's rule drops the comma
-                {"file": names[2], "keywords": []}]})  # breaks Adobe's rule: at least one keyword
+                {"file": names[2], "keywords": ","}]})  # no keyword left: breaks Adobe's rule (at least one)
         finish(proc)
     finally:
         if proc.poll() is None:
@@ -625,6 +675,9 @@ def test_the_terminal_answers_a_run_paused_for_review(server, tmp_path):
     try:
         paused = paused_run(srv.api_url, wd)
         names = sorted(p.name for p in wd.assets.glob("*.jpg"))
+        said = wait_until("the terminal to say what the run waits for",
+                          lambda: "waiting for review — answer in the Prefect UI" in proc.args_log.read_text())
+        assert said, "the terminal says where to answer while the run waits"
         review = terminal(env, wd, "reject", names[0])
         assert review.returncode == 0, review.stdout + review.stderr
         assert f"answered the paused run {paused['id']}" in review.stdout.replace("\n", " ")

@@ -74,6 +74,14 @@ def replay(wd: Workdir, **params):
     return state, state.result()
 
 
+def replay_table(state) -> list[dict]:
+    """The rows of a replay run's ``replay-assets`` table, as the API gives them."""
+    import json
+
+    (table,) = prefect_api.artifacts(state.state_details.flow_run_id, key="replay-assets")
+    return json.loads(table.data) if isinstance(table.data, str) else table.data
+
+
 def adobe_rows(wd: Workdir) -> list[str]:
     path = wd.csv / "adobe.csv"
     return sorted(row["Filename"] for row in csv.DictReader(path.read_text(encoding="utf-8").splitlines()))
@@ -142,9 +150,19 @@ def test_replay_recovers_parked_jobs_and_takes_them_to_csv_and_outbox(prefect_ha
         con.execute("UPDATE dead_letter SET first_seen = first_seen - 60, last_seen = last_seen - 60"
                     " WHERE asset_name = 'unsafe.jpg'")
     before["unsafe.jpg"] = store.get(before["unsafe.jpg"].job_id)
+    calls = len(gemini.requests)
+    skipping_state, skipping = replay(wd, dry_run=False)  # by default a block is not replayed unchanged
+    assert (skipping["scanned"], skipping["skipped"]) == (0, {"unsafe.jpg": "blocked:SAFETY"})
+    assert len(gemini.requests) == calls and "1 skipped (fail again unless changed first)" in skipping_state.message
+    assert [(r["asset"], r["result"], r["where it went"]) for r in replay_table(skipping_state)] == [
+        ("unsafe.jpg", "skipped", "still parked")]
+    assert [(r["asset"], r["result"], r["where it went"].split(";")[0]) for r in replay_table(applied_state)] == [
+        ("storm1.jpg", "recovered", "adobe: uploaded"), ("storm2.jpg", "recovered", "adobe: uploaded")]
     script.set("unsafe.jpg", finished("SAFETY"))
-    again_state, again = replay(wd, dry_run=False)
+    again_state, again = replay(wd, dry_run=False, include_doomed=True)
     assert (again["scanned"], again["recovered"], again["still_failing"]) == (1, 0, 1)
+    assert [(r["asset"], r["result"], r["parked as"]) for r in replay_table(again_state)] == [
+        ("unsafe.jpg", "still failing", "blocked:SAFETY")]
     unsafe = open_store(wd).list(status="parked")[0]
     assert (unsafe.asset_name, unsafe.attempts, unsafe.error_class) == ("unsafe.jpg", 2, "blocked:SAFETY")
     assert unsafe.last_seen > before["unsafe.jpg"].last_seen and unsafe.first_seen == before["unsafe.jpg"].first_seen
@@ -155,7 +173,7 @@ def test_replay_recovers_parked_jobs_and_takes_them_to_csv_and_outbox(prefect_ha
     for path in wd.root.rglob("*"):
         if path.is_file():
             assert FAKE_KEY.encode() not in path.read_bytes(), path
-    mine = {s.state_details.flow_run_id for s in (batch_state, state, applied_state, again_state)}
+    mine = {s.state_details.flow_run_id for s in (batch_state, state, applied_state, skipping_state, again_state)}
     artifacts = [a for run in mine for a in prefect_api.artifacts(run)]  # this test's runs only
     assert any("exhausted:503" in str(a.data) for a in artifacts), "the artifacts were read"
     assert all(FAKE_KEY not in str(a.data) and FAKE_KEY not in str(a.description) for a in artifacts)
@@ -197,7 +215,7 @@ def test_one_job_failing_unexpectedly_or_gone_does_not_stop_the_others(prefect_h
     monkeypatch.setattr(GeminiDescriber, "describe", describe)
     gone = wd.assets / "unsafe.jpg"
     gone.unlink()
-    _, result = replay(wd, dry_run=False)
+    _, result = replay(wd, dry_run=False, include_doomed=True)
     assert (result["scanned"], result["recovered"], result["still_failing"]) == (3, 1, 2)
     assert result["recovered_assets"] == ["storm1.jpg"]
     rows = {j.asset_name: j for j in open_store(wd).list()}
@@ -224,6 +242,8 @@ def test_dead_letter_summary_flow_logs_and_publishes_the_report(prefect_harness,
     assert "dead-letter: 3 parked" in flow_run_logs(state)
     mine = prefect_api.artifacts(state.state_details.flow_run_id, key="dead-letter-summary")
     assert len(mine) == 1 and "dead-letter: 3 parked" in mine[0].data and "| `exhausted:503` | 2 |" in mine[0].data
+    assert mine[0].data.count("microstock replay --apply") == 1, "the advice once (it was given twice)"
+    assert "replay-dead-letters → Run → Custom run" in mine[0].data
 
     empty = new_workdir(tmp_path / "empty")
     assert dead_letter_summary(workdir=str(empty.root)) == "dead-letter: clean (0 parked)"

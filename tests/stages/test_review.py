@@ -81,15 +81,16 @@ def test_the_form_lists_each_waiting_asset_and_where_it_goes(workdir):
     Image.new("RGB", (400, 300), "teal").save(workdir.packs / "thumbs" / "alps.jpg")
     text = review_description(workdir, waiting, report, Settings())
     assert "3 asset(s) waiting for review" in text
-    assert "| `alps.jpg` | Quiet alps at dawn | alps, dawn, quiet, landscape, nature, travel | " \
-           "Adobe 11, landscape | adobe: sent; dreamstime: sent |" in text
-    assert "| `bay.jpg` |" in text and "| adobe: sent; dreamstime: held back: under 3 MP |" in text
+    assert " `alps.jpg` — **Quiet alps at dawn**<br>keywords: alps, dawn, quiet, landscape, nature, travel" \
+           "<br>categories: Adobe 11, landscape<br>goes: adobe: sent; dreamstime: sent" in text
+    assert "- `bay.jpg` — **" in text and "<br>goes: adobe: sent; dreamstime: held back: under 3 MP" in text
+    assert "|---" not in text, "no table: its cells do not wrap in the UI's narrow form"
     assert "Without an answer within 24 h: nothing of this is sent" in text
     alps_row = next(line for line in text.splitlines() if "`alps.jpg`" in line)
     uri = alps_row.split("(data:image/jpeg;base64,")[1].split(")")[0]
     with Image.open(BytesIO(base64.b64decode(uri))) as thumb:
         assert thumb.size == (80, 60), "a small inline thumbnail of the packed one"
-    assert next(line for line in text.splitlines() if "`bay.jpg`" in line).startswith("|  | "), "no thumbnail file"
+    assert next(line for line in text.splitlines() if "`bay.jpg`" in line).startswith("- `bay"), "no thumbnail file"
     approve = review_description(workdir, waiting, report,
                                  Settings(review=ReviewSettings(on_timeout="approve", timeout_hours=2)))
     assert "Without an answer within 2 h: everything above is approved and sent." in approve
@@ -142,10 +143,23 @@ class Answered:
     def __init__(self, reject=(), corrections=(), timed_out: bool = False) -> None:
         self.reject, self.corrections, self.timed_out = list(reject), list(corrections), timed_out
         self.asked: list[tuple[str, int]] = []
+        self.questions = []
 
-    def __call__(self, description: str, timeout_s: int):
-        self.asked.append((description, timeout_s))
+    def __call__(self, question):
+        self.asked.append((question.description, question.timeout_s))
+        self.questions.append(question)
         return None if self.timed_out else self
+
+
+class AnsweredInTurn:
+    """An ``ask`` that gives its answers one after the other, keeping each question."""
+
+    def __init__(self, *answers: Answered) -> None:
+        self.answers, self.questions = list(answers), []
+
+    def __call__(self, question):
+        self.questions.append(question)
+        return self.answers.pop(0)(question)
 
 
 def review_on(**review) -> Settings:
@@ -164,14 +178,17 @@ def waiting_events(monkeypatch) -> list[int]:
 
 def test_the_answer_rejects_the_named_approves_the_rest_and_corrects_before_the_decision(workdir, waiting_events):
     packed = described(workdir)
-    ask = Answered(reject=["bay.jpg", "nope.jpg"],
+    ask = Answered(reject=["bay.jpg"],
                    corrections=[Correction(file="cove.jpg", title="Cove in the morning"),
                                 Correction(file="bay.jpg", title="ignored: rejected")])
     report = review_decisions(workdir, review_on(timeout_hours=2), packed, CsvReport(), ask)
     (description, timeout_s), = ask.asked
     assert "3 asset(s) waiting for review" in description and timeout_s == 7200
+    (question,) = ask.questions
+    assert question.waiting == NAMES, "the form offers exactly the waiting names"
+    assert question.message.startswith("3 asset(s) waiting for review — answer in the Prefect UI")
     assert (report.asked, report.approved, report.rejected) == (NAMES, ["alps.jpg", "cove.jpg"], ["bay.jpg"])
-    assert report.unknown == ["nope.jpg"] and report.corrected == ["cove.jpg"] and not report.timed_out
+    assert report.unknown == [] and report.corrected == ["cove.jpg"] and not report.timed_out
     cove = read_sidecar(workdir.sidecar("cove.jpg"))
     assert cove.metadata.title == "Cove in the morning"
     assert (cove.review.decision, cove.review.by) == ("approved", "review")
@@ -200,3 +217,37 @@ def test_review_off_or_nothing_waiting_never_asks(workdir, waiting_events):
     assert list(off.rejected_before) == ["bay.jpg"], "rejections so far are reported even with review off"
     assert review_decisions(workdir, review_on(), PackReport(), CsvReport(), ask).asked == []
     assert ask.asked == [] and waiting_events == []
+
+
+def test_an_answer_naming_what_is_not_waiting_is_refused_and_asked_again_approving_nothing(workdir, waiting_events):
+    """Regression (issue 26): a reject typed without ``.jpg`` was ignored and every asset approved and uploaded."""
+    from tasks.observe import progress
+
+    packed = described(workdir)
+    said: list[str] = []
+    progress.add_notice(said.append)
+    ask = AnsweredInTurn(Answered(reject=["bay"]),
+                         Answered(corrections=[Correction(file="cove", title="typo")]),
+                         Answered(reject=["bay.jpg"]))
+    try:
+        report = review_decisions(workdir, review_on(), packed, CsvReport(), ask)
+    finally:
+        progress.remove_notice(said.append)
+    first, second, third = ask.questions
+    assert "Not waiting for review: bay. The answer was refused" in second.description
+    assert second.message.startswith("answer refused (not waiting: bay) — 3 asset(s) waiting")
+    assert "Not waiting for review: cove." in third.description
+    assert first.waiting == second.waiting == third.waiting == NAMES
+    assert (report.approved, report.rejected, report.unknown) == (["alps.jpg", "cove.jpg"], ["bay.jpg"],
+                                                                   ["bay", "cove"])
+    assert read_sidecar(workdir.sidecar("cove.jpg")).metadata.title != "typo"
+    assert said[0].startswith("3 asset(s) waiting for review — answer in the Prefect UI")
+    assert any("answer refused" in line for line in said)
+
+
+def test_timing_out_after_a_refused_answer_approves_nothing_the_hold_way(workdir, waiting_events):
+    packed = described(workdir)
+    ask = AnsweredInTurn(Answered(reject=["nope.jpg"]), Answered(timed_out=True))
+    report = review_decisions(workdir, review_on(), packed, CsvReport(), ask)
+    assert report.timed_out and report.held == NAMES and report.approved == []
+    assert all(read_sidecar(workdir.sidecar(n)).review is None for n in NAMES)

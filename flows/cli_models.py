@@ -1,0 +1,85 @@
+"""``microstock models``: the model table (``tasks/gemini/models.toml``) beside what Gemini lists today, and the
+check ``microstock run`` makes of the configured models before any paid call (tasks/gemini/served.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from flows.cli_common import WorkdirOpt, console, fail, resolve_workdir
+from tasks.core.errors import ConfigError
+
+
+def run_model_notes(wd_path: Path, settings, api_key: str, generates: bool) -> list[str]:
+    """What ``run`` shows before it starts: ConfigError (exit 2, nothing sent) for a retired or unlisted
+    configured model; else the lines of the check (the list failing, the table disagreeing with the list)."""
+    from tasks.core.workdir import Workdir
+    from tasks.gemini.served import check_models
+
+    uses = ("describe", "image") if generates else ("describe",)
+    return check_models(Workdir(wd_path), settings.gemini, api_key, uses).notes
+
+
+def models(
+    workdir: Optional[Path] = WorkdirOpt,
+    config: Optional[Path] = typer.Option(None, "--config", help="Config file (default: <workdir>/microstock.toml)."),
+    refresh: bool = typer.Option(False, "--refresh", help="Ask Gemini again, even if today's list is kept."),
+) -> None:
+    """The models the project knows (models.toml) beside what Gemini lists today (asked once a UTC day with a
+    key in GEMINI_API_KEY / GOOGLE_API_KEY; without one, the table alone)."""
+    from rich.table import Table
+
+    from tasks.core.errors import MicrostockError
+    from tasks.core.secrets import gemini_api_key
+    from tasks.core.settings import load_settings
+    from tasks.core.workdir import Workdir
+    from tasks.gemini.models import known_models
+    from tasks.gemini.served import disagreements, served_today
+
+    wd = Workdir(resolve_workdir(workdir))
+    try:
+        settings = load_settings(wd.config_path(config)).gemini
+    except ConfigError as exc:
+        fail(exc.message)
+    key = gemini_api_key()
+    served, why = None, "no key in GEMINI_API_KEY / GOOGLE_API_KEY: Gemini was not asked"
+    if key:
+        try:
+            served = served_today(wd, settings, key, refresh=refresh)
+            kept = "asked now" if served.fresh else f"kept in {wd.gemini_models.name}"
+            why = f"Gemini's list of {served.day.isoformat()} (UTC), {kept}"
+        except MicrostockError as exc:
+            why = f"Gemini's model list could not be read: {exc.message}"
+    listed = served.generating() if served else {}
+    configured = {settings.model: "gemini.model", settings.image_model: "gemini.image_model"}
+    table = Table(title="Gemini models: the table beside the API", caption=why)
+    table.add_column("model", overflow="fold")  # a narrow terminal wraps model names, never cuts them
+    for column in ("use", "models.toml", "replacement", "Gemini lists", "display name", "tokens in / out"):
+        table.add_column(column, overflow="fold")
+    for info in known_models().values():
+        served_model = listed.get(info.name)
+        table.add_row(_name(info.name, configured), info.use, info.status, info.replacement or "",
+                      "?" if served is None else ("yes" if served_model else "no"), *_served_cells(served_model))
+    for name, served_model in sorted(listed.items()):
+        if name.startswith("gemini-") and name not in known_models():
+            table.add_row(_name(name, configured), "", "not in the table", "", "yes", *_served_cells(served_model))
+    for name in configured:
+        if name not in known_models() and name not in listed:
+            table.add_row(_name(name, configured), "", "not in the table", "",
+                          "?" if served is None else "no", "", "")
+    console.print(table)
+    for line in disagreements(served) if served else []:
+        console.print(line, highlight=False)
+
+
+def _name(model: str, configured: dict[str, str]) -> str:
+    return f"{model} ({configured[model]})" if model in configured else model
+
+
+def _served_cells(model) -> tuple[str, str]:
+    if model is None:
+        return "", ""
+    limits = f"{model.input_token_limit or '?'} / {model.output_token_limit or '?'}"
+    return model.display_name, limits

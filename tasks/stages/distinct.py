@@ -1,0 +1,86 @@
+"""Help alike assets stand apart: a title and keyword order unlike the rest of their group, from the describer.
+
+For each asset the last similarity check found alike another (any agency, at
+or above its threshold) — except the first of its motif, which keeps its
+words — the describer is asked again with the metadata of the others of its
+group (the assets of the batch with the same motif, and the nearest one,
+from the portfolio when it was uploaded earlier): Gemini gets them in its
+prompt (``tasks.gemini.describer.distinct_note``), the offline describer
+reorders the asset's keywords and adds two of them to its title
+(``tasks.stages.describers.distinct_from``). Only the title and keywords of
+the sidecar change; what they were and became is kept in
+``reports/distinct.json`` for the review form. The next run packs the asset
+again (its embedded metadata changed) and checks it again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from tasks.core.errors import BadInput
+from tasks.core.files import atomic_write_bytes
+from tasks.core.records import Asset, Metadata, Sidecar, read_sidecar, save_sidecar
+from tasks.core.workdir import Workdir
+from tasks.stages.describers import Describer
+from tasks.stores.portfolio import read_portfolio
+from tasks.stores.similar_risks import Risk, read_distinct, read_risks
+
+log = logging.getLogger(__name__)
+
+
+def alike_assets(risks: dict[str, dict[str, Risk]]) -> list[str]:
+    """The assets found alike another at some agency, except the first of each motif, by name."""
+    return sorted({n for per in risks.values() for n, r in per.items() if r.risky and n != r.motif})
+
+
+def _metadata_of(wd: Workdir, name: str, sha256: str, portfolio: dict) -> Metadata | None:
+    sidecar = read_sidecar(wd.sidecar(name))
+    if sidecar is not None and (not sha256 or sidecar.asset_id == sha256):
+        return sidecar.metadata
+    sig = portfolio.get(sha256)
+    return Metadata(title=sig.title, description=sig.title, keywords=list(sig.keywords)) if sig else None
+
+
+def group_of(wd: Workdir, name: str, risks: dict[str, dict[str, Risk]], portfolio: dict) -> list[Metadata]:
+    """The metadata of the others of ``name``'s group, at every agency: the batch's with its motif, and its nearest."""
+    found: dict[str, Metadata] = {}
+    for per in risks.values():
+        mine = per.get(name)
+        if mine is None or not mine.risky:
+            continue
+        for other, r in per.items():
+            if other != name and r.risky and r.motif == mine.motif and other not in found:
+                found[other] = _metadata_of(wd, other, "", portfolio)
+        if mine.nearest and mine.nearest not in found:
+            found[mine.nearest] = _metadata_of(wd, mine.nearest, mine.nearest_sha256, portfolio)
+    return [md for md in found.values() if md is not None]
+
+
+def make_distinct(wd: Workdir, describer: Describer, names: list[str] | None = None) -> dict[str, dict]:
+    """New title and keyword order for ``names`` (default: :func:`alike_assets`); name -> ``{before, after}``.
+
+    Raises BadInput for a name that is no described asset; the describer's errors reach the caller.
+    """
+    risks = read_risks(wd)
+    portfolio = read_portfolio(wd)
+    changes = read_distinct(wd)
+    done: dict[str, dict] = {}
+    for name in names if names is not None else alike_assets(risks):
+        sidecar: Sidecar | None = read_sidecar(wd.sidecar(name))
+        if sidecar is None or sidecar.name != name:
+            raise BadInput(name, f"no described asset {name} in {wd.assets}")
+        others = group_of(wd, name, risks, portfolio)
+        if not others:
+            continue
+        before = sidecar.metadata
+        new = describer.set_apart(Asset(name=name, asset_id=sidecar.asset_id, path=wd.assets / name), before, others)
+        save_sidecar(wd.sidecar(name), sidecar.model_copy(update={"metadata": before.model_copy(
+            update={"title": new.title, "keywords": new.keywords})}))
+        done[name] = {"before": {"title": before.title, "keywords": before.keywords[:10]},
+                      "after": {"title": new.title, "keywords": new.keywords[:10]}, "by": describer.name}
+        log.info("%s: retitled %r → %r", name, before.title, new.title)
+    if done:
+        changes.update(done)
+        atomic_write_bytes(wd.reports / "distinct.json", json.dumps(changes, indent=1, ensure_ascii=False).encode())
+    return done

@@ -1,0 +1,170 @@
+"""The similarity check: a risk per asset and agency, against the batch and everything uploaded there before.
+
+Run by the pack stage once every asset is packed (its looks are in the pack
+manifest, taken from the preview: no decode of its own). Per asset: its
+signature (looks, title, first ten keywords, ``tasks.images.likeness``) is
+added to the portfolio (``tasks.stores.portfolio``), then compared, through
+the portfolio's index, with the batch and with every asset the ledger says
+was uploaded to any of the run's agencies. Per agency the asset's risk is its
+best score with an asset of the batch or one uploaded to that agency; pairs at
+or above the agency's threshold (``[similarity] threshold`` of its spec) join
+their assets into one group, transitively.
+
+The agency's ``[similarity] action`` decides: ``warn`` shows the risk only;
+``hold_back`` takes ``image.max_versions_per_motif`` of a group (with no
+cap it only warns) — those already uploaded there first, then the others in
+name order — and holds back the rest for that agency only, unless the
+contributor released the asset (``tasks.stores.similar_risks``). Every risk
+is written to ``reports/similarity.json`` for the review form, ``batch-assets``
+and the summary.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from tasks.agencies.catalog import catalog
+from tasks.agencies.spec import SimilarityPolicy
+from tasks.core.errors import BadInput
+from tasks.core.records import Sidecar, read_sidecar
+from tasks.core.reports import PackReport
+from tasks.core.workdir import Workdir
+from tasks.images.inspect import ImageRules
+from tasks.images.likeness import Likeness, Signature
+from tasks.images.similar import Looks
+from tasks.stores.ledger import Ledger
+from tasks.stores.portfolio import SignatureIndex, add_to_portfolio, read_portfolio
+from tasks.stores.similar_risks import Risk, read_risks, record_release, released, write_risks
+
+log = logging.getLogger(__name__)
+
+
+def batch_signatures(names: list[str], entries: Mapping[str, dict], sidecars: Mapping[str, Sidecar]) -> list[Signature]:
+    """The signature of each packed asset: looks from its manifest entry, title and keywords from its sidecar."""
+    out = []
+    for name in names:
+        entry, looks = entries[name], Looks.from_manifest(entries[name])
+        if looks is None:  # packed before the looks were kept and not packed again: nothing to compare
+            continue
+        md = sidecars[name].metadata if name in sidecars else None
+        out.append(Signature(name, entry["source"]["sha256"], looks, md.title if md else "",
+                             tuple(md.keywords) if md else ()))
+    return out
+
+
+def _policies(wd: Workdir, agencies: list[str]) -> dict[str, SimilarityPolicy]:
+    known = catalog(wd)
+    return {a: known.specs[a].similarity if a in known.specs else SimilarityPolicy() for a in agencies}
+
+
+class _Groups:
+    """Union-find over asset content ids."""
+
+    def __init__(self) -> None:
+        self.parent: dict[str, str] = {}
+
+    def root(self, x: str) -> str:
+        self.parent.setdefault(x, x)
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def join(self, a: str, b: str) -> None:
+        ra, rb = self.root(a), self.root(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+def assess_similarity(wd: Workdir, batch: list[Signature], rules: list[ImageRules], already_held: Mapping[str, set],
+                      same_motif_bits: int, policies: Mapping[str, SimilarityPolicy] | None = None,
+                      ) -> dict[str, dict[str, Risk]]:
+    """agency -> asset name -> its risk and outcome, for every asset of ``batch`` and agency of ``rules``.
+
+    ``already_held`` (agency -> names) are held back there by another rule: they count in no group's cap.
+    """
+    policies = policies if policies is not None else _policies(wd, [r.agency for r in rules])
+    portfolio = add_to_portfolio(wd, read_portfolio(wd), batch)
+    ledger = Ledger(wd.ledger).read()
+    done = {r.agency: ledger.done_for(r.agency) for r in rules}
+    in_batch = {s.sha256 for s in batch}
+    uploaded_anywhere = set().union(*done.values()) if done else set()
+    earlier = [s for sha, s in portfolio.items() if sha in uploaded_anywhere and sha not in in_batch]
+    index = SignatureIndex([*batch, *earlier])
+    lowest = min((p.threshold for p in policies.values()), default=1.0)
+    matches: dict[str, list[tuple[Signature, Likeness]]] = {
+        s.sha256: index.nearest(s, lowest, same_motif_bits) for s in batch}
+    releases = released(wd)
+    out: dict[str, dict[str, Risk]] = {}
+    for rule in rules:
+        policy, sent = policies[rule.agency], done[rule.agency]
+        groups = _Groups()
+        best: dict[str, tuple[Signature, Likeness] | None] = {}
+        for s in batch:
+            allowed = [(o, like) for o, like in matches[s.sha256] if o.sha256 in in_batch or o.sha256 in sent]
+            best[s.name] = allowed[0] if allowed else None
+            for o, like in allowed:
+                if like.score >= policy.threshold:
+                    groups.join(s.sha256, o.sha256)
+        members: dict[str, list[Signature]] = {}
+        names = {s.sha256: s for s in [*batch, *earlier]}
+        for sha in groups.parent:
+            members.setdefault(groups.root(sha), []).append(names[sha])
+        held = already_held.get(rule.agency, set())
+        cap = rule.max_versions if policy.action == "hold_back" else None
+        outcome: dict[str, str] = {}
+        for group in members.values():
+            if len(group) < 2:
+                continue
+            uploaded = [g for g in group if g.sha256 in sent]
+            waiting = sorted((g for g in group if g.sha256 not in sent and g.name not in held), key=lambda g: g.name)
+            for n, g in enumerate(waiting):
+                if cap is None:
+                    outcome[g.name] = "warned"
+                elif n >= cap - len(uploaded):
+                    outcome[g.name] = "released" if (rule.agency, g.sha256) in releases else "held back"
+        per: dict[str, Risk] = {}
+        for s in batch:
+            near, group = best[s.name], members.get(groups.root(s.sha256), [s])
+            per[s.name] = Risk(round(near[1].score, 3) if near else 0.0, near[0].name if near else "",
+                               near[0].sha256 if near else "", bool(near) and near[0].sha256 in sent,
+                               near[1].why() if near else "", len(group), min(g.name for g in group),
+                               outcome.get(s.name, ""), policy.threshold)
+        out[rule.agency] = per
+    return out
+
+
+def hold_back_similar(wd: Workdir, report: PackReport, entries: Mapping[str, dict], sidecars: Mapping[str, Sidecar],
+                      rules: list[ImageRules], same_motif_bits: int,
+                      policies: Mapping[str, SimilarityPolicy] | None = None) -> dict[str, dict[str, Risk]]:
+    """The pack stage's check: risks of the ready assets written, versions beyond a cap held back in ``report``."""
+    batch = batch_signatures(sorted(report.ready), entries, sidecars)
+    already = {a: set(held) for a, held in report.held_back.items()}
+    risks = assess_similarity(wd, batch, rules, already, same_motif_bits, policies)
+    caps = {r.agency: r.max_versions for r in rules}
+    for agency, per in risks.items():
+        for name, risk in per.items():
+            if risk.outcome == "held back":
+                report.held_back.setdefault(agency, {})[name] = (
+                    f"one of {risk.versions} versions of one motif (with {risk.motif}); "
+                    f"{agency} takes at most {caps[agency]} per motif; closest: {risk.nearest} "
+                    f"(score {risk.score:.2f}: {risk.why}) — `microstock similar release {name} --agency {agency}` "
+                    "sends it anyway")
+    write_risks(wd, risks)
+    return risks
+
+
+def release_held_back(wd: Workdir, name: str, agencies: list[str] | None = None) -> list[str]:
+    """Release ``name`` for ``agencies`` (default: those where the last check held it back); the agencies
+    newly released. The next run sends it there however alike it is (until its image changes).
+
+    Raises BadInput when ``name`` is no described asset of the workdir.
+    """
+    sidecar = read_sidecar(wd.sidecar(name))
+    if sidecar is None or sidecar.name != name:
+        raise BadInput(name, f"no described asset {name} in {wd.assets}")
+    sha = sidecar.asset_id
+    if agencies is None:
+        agencies = sorted(a for a, per in read_risks(wd).items() if name in per and per[name].outcome == "held back")
+    return [a for a in agencies if record_release(wd, a, name, sha)]

@@ -1,0 +1,45 @@
+"""Setting alike assets apart: the offline describer gives each a title and first keywords unlike its group's,
+the change is kept and shown in the review form, and the next pack embeds it."""
+
+from __future__ import annotations
+
+from tasks.core.records import described_sidecars, read_sidecar
+from tasks.core.reports import CsvReport
+from tasks.core.settings import Settings
+from tasks.core.workdir import Workdir
+from tasks.gemini.describer import distinct_note
+from tasks.stages.describers import OfflineDescriber
+from tasks.stages.distinct import alike_assets, make_distinct
+from tasks.stages.review import review_description
+from tasks.stores.similar_risks import read_risks
+from tests.stages.test_pack_motifs import pack_and_upload
+from tests.stages.test_similarity import add_renders
+
+
+def test_each_alike_asset_gets_its_own_title_and_first_keywords_and_the_next_pack_embeds_them(tmp_path):
+    wd = Workdir(tmp_path / "w").prepare()
+    renders = add_renders(wd, range(1, 5))
+    pack_and_upload(wd)
+    before = {n: read_sidecar(wd.sidecar(n)).metadata for n in renders}
+    assert alike_assets(read_risks(wd)) == renders[1:]
+
+    changed = make_distinct(wd, OfflineDescriber())
+    assert sorted(changed) == renders[1:]  # the first of the motif keeps its words
+    after = {n: read_sidecar(wd.sidecar(n)).metadata for n in renders}
+    titles = [after[n].title for n in renders]
+    assert len(set(titles)) == len(renders), titles
+    assert len({tuple(after[n].keywords[:10]) for n in renders}) >= 3
+    assert all(sorted(after[n].keywords) == sorted(before[n].keywords) for n in renders)  # reordered, none lost
+    form = review_description(wd, described_sidecars(wd), CsvReport(), Settings())
+    row = next(line for line in form.splitlines() if f"`{renders[2]}`" in line)
+    assert f"set apart by offline: title «{before[renders[2]].title}» → «{after[renders[2]].title}»" in row
+
+    report, _ = pack_and_upload(wd)
+    assert sorted(report.packed_now) == renders[1:]  # their embedded metadata changed
+
+
+def test_gemini_is_shown_the_groups_titles_and_first_keywords():
+    from tasks.core.records import Metadata
+
+    note = distinct_note([Metadata(title="Sunset over the sea", description="d", keywords=["sunset", "sea"])])
+    assert "Sunset over the sea | sunset, sea" in note and "differ from theirs" in note

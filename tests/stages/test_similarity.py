@@ -1,0 +1,79 @@
+"""The similarity check through pack and upload: re-renders of one prompt held back beyond Adobe's cap, warned
+elsewhere, earlier uploads counted after they left the batch, and a release kept."""
+
+from __future__ import annotations
+
+import random
+import shutil
+
+from tasks.core.files import sha256_file
+from tasks.core.records import Asset, Metadata, described_sidecars, write_sidecar
+from tasks.core.reports import CsvReport, DescribeReport, Gathered
+from tasks.core.settings import Settings
+from tasks.core.workdir import Workdir
+from tasks.images.demo import DEMO_PROMPTS, render_demo_image
+from tasks.observe.batch_assets import asset_rows
+from tasks.observe.similar_view import add_risk_column, summary_notes
+from tasks.stages.review import review_description
+from tasks.stages.similarity import release_held_back
+from tasks.stores.similar_risks import read_risks
+from tests.stages.test_pack_motifs import SIZE, pack_and_upload
+
+
+def add_renders(wd: Workdir, seeds: range, scene: int = 0) -> list[str]:
+    """The prompt drawn again with other seeds (the shapes move), described as the offline describer does."""
+    prompt, names = DEMO_PROMPTS[scene], []
+    for seed in seeds:
+        name = f"{prompt.slug}_s{seed}.jpg"
+        render_demo_image(prompt, random.Random(seed), size=SIZE).save(wd.assets / name, quality=90)
+        write_sidecar(wd.sidecar(name), Asset(name=name, asset_id=sha256_file(wd.assets / name), path=wd.assets / name),
+                      Metadata(title=prompt.prompt, description=prompt.prompt, keywords=list(prompt.keywords)))
+        names.append(name)
+    return names
+
+
+def test_re_renders_of_one_prompt_are_held_back_beyond_adobes_cap_and_only_warned_at_dreamstime(tmp_path):
+    # Regression: the dHash-only guard called these five distinct (their hashes are 9 to 17 bits apart) and sent all.
+    wd = Workdir(tmp_path / "w").prepare()
+    renders = add_renders(wd, range(1, 6))
+    others = add_renders(wd, range(1, 2), scene=2) + add_renders(wd, range(2, 3), scene=3)
+    report, sent = pack_and_upload(wd)
+    assert sorted(report.held_back["adobe"]) == renders[3:]
+    reason = report.held_back["adobe"][renders[4]]
+    assert reason.startswith(f"one of 5 versions of one motif (with {renders[0]}); adobe takes at most 3")
+    assert f"microstock similar release {renders[4]} --agency adobe" in reason
+    assert sorted(sent["adobe"].uploaded) == sorted(renders[:3] + others)
+    assert sorted(sent["dreamstime"].uploaded) == sorted(renders + others)
+    risks = read_risks(wd)
+    assert {risks["dreamstime"][n].outcome for n in renders} == {"warned"}
+    assert all(not risks[a][n].risky for a in risks for n in others)
+    assert "2 held back" in summary_notes(risks)["adobe"]
+    rows = asset_rows(Gathered(assets=[Asset(name=n, asset_id="", path=wd.assets / n) for n in renders + others]),
+                      DescribeReport(described=renders + others), CsvReport(), report, {}, [])
+    add_risk_column(rows, risks)
+    cell = next(r["similar"] for r in rows if r["asset"] == renders[4])
+    assert "adobe: " in cell and " like " in cell and "held back" in cell
+
+
+def test_an_upload_that_left_the_batch_still_counts_and_a_released_asset_is_sent_and_stays_released(tmp_path):
+    wd = Workdir(tmp_path / "w").prepare()
+    first = add_renders(wd, range(1, 4))
+    pack_and_upload(wd)  # three versions uploaded to Adobe
+    for name in first:  # the next batch holds only a new version
+        (wd.assets / name).unlink()
+        wd.sidecar(name).unlink()
+    shutil.rmtree(wd.packs / "thumbs")  # the review form would show the portfolio's copy
+    (new,) = add_renders(wd, range(7, 8))
+    report, sent = pack_and_upload(wd)
+    risk = read_risks(wd)["adobe"][new]
+    assert new in report.held_back["adobe"] and sent["adobe"].uploaded == []
+    assert risk.nearest in first and risk.nearest_uploaded and risk.versions == 4
+    form = review_description(wd, described_sidecars(wd), CsvReport(), Settings())
+    row = next(line for line in form.splitlines() if f"`{new}`" in line)
+    assert "![nearest](data:image/jpeg;base64," in row and f" like {risk.nearest} (uploaded; " in row
+
+    assert release_held_back(wd, new) == ["adobe"]
+    report, sent = pack_and_upload(wd)
+    assert sent["adobe"].uploaded == [new] and "adobe" not in report.held_back
+    assert read_risks(wd)["adobe"][new].outcome == "released"
+    assert release_held_back(wd, new, ["adobe"]) == []  # kept: releasing again adds nothing
