@@ -8,7 +8,7 @@ CLUSTER_HOME ?= .cluster
 
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 
-.PHONY: demo test bench clean postgres exiftool cluster cluster-down test-cluster
+.PHONY: demo test bench clean postgres exiftool redis cluster cluster-down test-cluster
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,17 @@ postgres:
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql; \
 	else \
 		echo "PostgreSQL's server is not installed: sudo apt-get install postgresql" >&2; exit 1; \
+	fi
+
+# Debian's redis-server for `microstock cluster up --redis` (the server's messaging; pip extra `redis`).
+# As root (CI) this installs the package if missing, as `postgres` does.
+redis:
+	@if command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ]; then \
+		echo "redis-server found"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server; \
+	else \
+		echo "redis-server is not installed: sudo apt-get install redis-server" >&2; exit 1; \
 	fi
 
 # PostgreSQL, a Prefect server on it (loopback, auth required), two workers, two demo accounts.

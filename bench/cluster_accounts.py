@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.cluster_accounts                      # 4 × 1,000, 600 RPM shared, 250 ms per call
     .venv/bin/python -m bench.cluster_accounts --accounts 2 --assets 50 --rpm 120   # a quick look
+    .venv/bin/python -m bench.cluster_accounts --redis     # the server's messaging on Redis (`redis` extra)
 
 ``microstock cluster up`` (PostgreSQL, a Prefect server on it, two process
 workers; harness/cluster.py) in a fresh folder, then
@@ -116,6 +117,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--latency", type=float, default=0.25)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=5400)
+    ap.add_argument("--redis", action="store_true", help="the cluster's messaging on Redis (cluster up --redis)")
     args = ap.parse_args(argv)
 
     from tests.fakes.gemini import FAKE_KEY, FakeGemini, answer_json, slow
@@ -137,10 +139,11 @@ def main(argv: list[str] | None = None) -> dict:
     home = Path(tempfile.mkdtemp(prefix="bench-cluster-")) / "cluster"
     cluster = Cluster(home)
     result: dict = {"started": started, "accounts": args.accounts, "assets_each": args.assets, "rpm": args.rpm,
-                    "concurrency": args.concurrency, "latency_s": args.latency, "workers": args.workers}
+                    "concurrency": args.concurrency, "latency_s": args.latency, "workers": args.workers,
+                    "messaging": "redis" if args.redis else "in-memory"}
     try:
         t0 = time.monotonic()
-        cluster.up(workers=args.workers, say=lambda line: print(line, flush=True))
+        cluster.up(workers=args.workers, redis=args.redis, say=lambda line: print(line, flush=True))
         env = cluster.client_env()
         api = Api(env)
         names = write_accounts(home, args.accounts, args.assets, args.rpm, args.concurrency,
@@ -176,7 +179,13 @@ def main(argv: list[str] | None = None) -> dict:
                               f"{fr['state'].get('message')}", flush=True)
             time.sleep(5)
         result["all_runs_s"] = time.monotonic() - t0
-        time.sleep(10)  # the server's record of the last task runs
+        # The server's record of the last task runs: until none is unfinished (at most 180 s), how long it took.
+        unfinished = ("PENDING", "RUNNING", "SCHEDULED", "PAUSED")
+        t_rec = time.monotonic()
+        while (sum(api.task_runs(rid, unfinished) for rid in runs.values())
+               and time.monotonic() - t_rec < 180):
+            time.sleep(2)
+        result["all_task_runs_recorded_after_s"] = time.monotonic() - t_rec
         os.environ["PGPASSFILE"] = env["PGPASSFILE"]
         result["per_account"] = [account_figures(api, home / "bench-accounts" / n, n,
                                                  api("GET", f"/flow_runs/{runs[n]}"), env["MICROSTOCK_DEAD_LETTER_URL"])
@@ -192,6 +201,7 @@ def main(argv: list[str] | None = None) -> dict:
         server_log = (home / "server.log").read_text(errors="replace")
         result["server_log_trouble"] = len(server_trouble(server_log))
         result["server_log_trouble_first"] = server_trouble(server_log)[:5]
+        result["queue_full_dropped"] = server_log.count("Subscription queue is full")
     finally:
         stop.set()
         result["load_1min"] = loads

@@ -45,11 +45,13 @@ def machine() -> str:
 
 
 def prefect_env(home: Path) -> dict[str, str]:
-    """Environment for a child process on the embedded default, with its own Prefect home."""
+    """Environment for a child process on Prefect's ephemeral server, with its own Prefect home."""
     env = dict(os.environ)
     for key in ("PREFECT_API_URL", "GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL"):
         env.pop(key, None)
-    env.update(PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false",
+    # MICROSTOCK_PREFECT_SERVER=ephemeral: a `microstock` child runs on its own ephemeral server, as these
+    # benchmarks always measured, and leaves no workdir server running (bench.server_run measures that one).
+    env.update(PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false", MICROSTOCK_PREFECT_SERVER="ephemeral",
                PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="180", PREFECT_LOGGING_LEVEL="WARNING")
     return env
 

@@ -3,7 +3,7 @@
 Prefect is imported only inside commands, after the environment is set:
 state lives in ``<workdir>/.prefect`` (unless PREFECT_HOME or PREFECT_API_URL
 is set), analytics are off, and without PREFECT_API_URL each command runs on
-Prefect's ephemeral server — no server to start.
+the workdir's own server (flows/cli_server.py), started by the first command.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from flows.cli_common import WorkdirOpt, console, err, fail, resolve_workdir, wo
 from flows.cli_ledger import ledger_app
 from flows.cli_models import models, run_model_notes
 from flows.cli_review import review_app
+from flows.cli_server import server_app
 from flows.cli_similar import similar_app
 from tasks.core.errors import ConfigError
 
@@ -34,12 +35,13 @@ def root() -> None:
     """Commands follow INTERFACE.md: run, replay, dead-letter, ledger, serve."""
 
 
-def prefect_env(workdir: Path, verbose: bool = False) -> None:
-    """Prefect's environment for this command (before Prefect is imported)."""
+def prefect_env(workdir: Path, verbose: bool = False, server: bool = True) -> None:
+    """Prefect's environment for this command (before Prefect is imported); the workdir's server unless
+    ``server=False``."""
     from tasks.orchestration.environment import set_prefect_env
 
     try:
-        set_prefect_env(workdir, verbose)
+        set_prefect_env(workdir, verbose, server=server)
     except ConfigError as exc:
         fail(exc.message)
 
@@ -109,8 +111,18 @@ def run(
     console.print(summary_table(summary))
     for line in skip_notes(summary) + summary.ai_tick_notes():
         console.print(line, highlight=False)
+    run_url(state)
     if summary.upload_stopped:  # the run completed, but an agency's uploads stopped early: cron should know
         raise typer.Exit(3)
+
+
+def run_url(state) -> None:
+    """The last line of a run's summary: where the UI shows the run (nothing without a server's UI)."""
+    from prefect.utilities.urls import url_for
+
+    url = url_for("flow-run", obj_id=state.state_details.flow_run_id)
+    if url:
+        console.print(f"the run in the Prefect UI: {url}", highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -140,7 +152,7 @@ def serve(
         fail(exc.message)
     except (ValueError, LookupError):
         fail(f"unknown timezone {timezone!r} (use an IANA name such as Europe/Berlin)")
-    prefect_env(wd_path, verbose=True)
+    prefect_env(wd_path, verbose=True, server=False)  # serve_all starts the workdir's server on --port
     try:
         serve_all(wd_path, port=port, timezone=timezone, say=lambda line: console.print(line, highlight=False))
     except ConfigError as exc:
@@ -319,6 +331,7 @@ app.add_typer(cluster_app, name="cluster")
 
 
 app.add_typer(ledger_app, name="ledger")
+app.add_typer(server_app, name="server")  # its own module, flows/cli_server.py
 app.add_typer(review_app, name="review")  # its own module, flows/cli_review.py
 app.add_typer(batches_app, name="batches")  # its own module, flows/cli_batches.py
 app.add_typer(similar_app, name="similar")  # its own module, flows/cli_similar.py

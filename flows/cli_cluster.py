@@ -59,12 +59,15 @@ def cluster_up(
     host: str = typer.Option("127.0.0.1", "--host", help="Address the Prefect server listens on (loopback unless "
                                                         "told otherwise; it always requires the auth string)."),
     workers: int = typer.Option(2, "--workers", min=1, help="Process workers to start."),
+    redis: bool = typer.Option(False, "--redis", help="Also start Redis (Debian's redis-server) and run the "
+                                                      "server's messaging on it (the `redis` extra: prefect-redis)."),
 ) -> None:
     """Start PostgreSQL, a Prefect server on it, the workers, and deploy two demo accounts."""
     from harness.cluster import Cluster
 
     try:
-        Cluster(home).up(host=host, workers=workers, say=lambda line: console.print(line, highlight=False))
+        Cluster(home).up(host=host, workers=workers, redis=redis,
+                         say=lambda line: console.print(line, highlight=False))
     except ConfigError as exc:
         fail(exc.message)
 

@@ -36,7 +36,7 @@ def _workdir(workdir: Optional[Path]) -> Workdir:
 
     path = (workdir or default_workdir()).resolve()
     try:
-        set_prefect_env(path)
+        set_prefect_env(path, start_server=False)  # a run paused for review is only on a running server
     except ConfigError as exc:
         err.print(f"[red]error:[/red] {exc.message}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None

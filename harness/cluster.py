@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from harness.postgres import Postgres, generate_password
+from harness.redis import RedisServer, stop_redis
 from tasks.core.errors import ConfigError
 from tasks.orchestration.environment import SERVER_BATCHING
 from tasks.orchestration.local_server import HOST, free_port, healthy
@@ -52,6 +53,7 @@ class ClusterState:
     api_port: int
     host: str
     pids: dict[str, int] = field(default_factory=dict)
+    redis_port: int | None = None  # Prefect's messaging through Redis (``up(redis=True)``), else in memory
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -96,17 +98,25 @@ class Cluster:
 
     # --- up ---------------------------------------------------------------------------
 
-    def up(self, *, host: str = HOST, workers: int = 2, say=print) -> None:
-        """Start PostgreSQL, the server, ``workers`` process workers, and deploy the demo accounts.
+    def up(self, *, host: str = HOST, workers: int = 2, redis: bool = False, say=print) -> None:
+        """Start PostgreSQL, the server, ``workers`` process workers, and deploy the demo accounts; with
+        ``redis``, a Redis server too, which carries the Prefect server's messaging (no fixed in-memory queue
+        that drops events: :mod:`harness.redis`).
 
         ConfigError when a cluster is already up in ``home`` or a piece does not start (whatever
         started is stopped again).
         """
         if self.state() is not None:
             raise ConfigError(f"a cluster is already up in {self.home}: `microstock cluster down` first")
+        if redis:
+            import importlib.util
+
+            if importlib.util.find_spec("prefect_redis") is None:
+                raise ConfigError("--redis needs prefect-redis: pip install 'prefect-microstock[redis]'")
         self.home.mkdir(parents=True, exist_ok=True)
         pg_home = Path(tempfile.mkdtemp(prefix="microstock-cluster-pg-")) if os.geteuid() == 0 else self.home / "pg"
-        state = ClusterState(pg_home=str(pg_home), pg_port=free_port(), api_port=free_port(), host=host)
+        state = ClusterState(pg_home=str(pg_home), pg_port=free_port(), api_port=free_port(), host=host,
+                             redis_port=free_port() if redis else None)
         self._save(state)
         try:
             self._start(state, workers, say)
@@ -137,6 +147,12 @@ class Cluster:
 
         server_env = {**self._base_env("server"), **server_db, **SERVER_BATCHING,
                       "PREFECT_SERVER_API_AUTH_STRING": joined["PREFECT_API_AUTH_STRING"]}
+        if state.redis_port is not None:
+            redis = RedisServer(self.home / "redis", state.redis_port)
+            state.pids["redis"] = redis.start()
+            self._save(state)
+            server_env.update(redis.prefect_server_env())
+            say(f"Redis on {HOST}:{state.redis_port} (Prefect's messaging; log {redis.log_path})")
         state.pids["server"] = self._spawn("server", [sys.executable, "-m", "prefect", "server", "start", "--host",
                                                       state.host, "--port", str(state.api_port)], server_env)
         self._save(state)
@@ -203,8 +219,9 @@ class Cluster:
 
     @staticmethod
     def _stop_all(state: ClusterState, say) -> None:
-        for name in sorted(state.pids, key=lambda n: n == "server"):  # workers first, then the server
-            _stop_group(state.pids[name])
+        order = {"server": 1, "redis": 2}  # workers first, then the server, then its messaging
+        for name in sorted(state.pids, key=lambda n: order.get(n, 0)):
+            (stop_redis if name == "redis" else _stop_group)(state.pids[name])
             say(f"stopped {name}")
         pg_home = Path(state.pg_home)
         if (pg_home / "data").exists():

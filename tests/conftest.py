@@ -11,6 +11,9 @@ _HOME = tempfile.mkdtemp(prefix="microstock-prefect-")
 os.environ["PREFECT_HOME"] = _HOME
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+# Commands run on their own ephemeral server, as before the workdir's server existed (no server outlives a
+# test); tests/orchestration/test_local_server_lifecycle.py exercises the default, the workdir's server.
+os.environ["MICROSTOCK_PREFECT_SERVER"] = "ephemeral"
 for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "PREFECT_API_URL"):
     os.environ.pop(key, None)
 # The stages log on module loggers (the `tasks` tree); Prefect sends them to the run's logs as `microstock` does.
@@ -23,6 +26,36 @@ import pytest  # noqa: E402
 from tasks.orchestration.environment import route_run_logs  # noqa: E402  (imports no Prefect)
 
 route_run_logs()  # the stages' module loggers reach the runs' logs, as for a `microstock` command
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_workdir_server_outlives_the_session(tmp_path_factory):
+    """A command run without the ephemeral setting (a subprocess with a cleaned environment) starts a workdir
+    server that would outlive the tests for its idle time: stop every one whose home is in this session's
+    temporary folders."""
+    yield
+    import signal
+    import time
+    from pathlib import Path
+
+    from tasks.orchestration.workdir_server import KEEPER
+
+    roots = (str(tmp_path_factory.getbasetemp()), _HOME)
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if KEEPER in args and any(a.startswith(roots) for a in args):
+            pid = int(cmdline.parent.name)
+            os.kill(pid, signal.SIGTERM)
+            for _ in range(300):  # until it is gone (or a zombie: its server is stopped then)
+                try:
+                    if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                        break
+                except OSError:
+                    break
+                time.sleep(0.1)
 
 
 @pytest.fixture(scope="session")

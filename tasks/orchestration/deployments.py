@@ -135,10 +135,12 @@ def runner_deployments(specs: list[DeploymentSpec], workdir: Path, timezone: str
 def serve_all(workdir: Path, *, port: int, timezone: str | None, say=print) -> None:
     """Serve every deployment of prefect.yaml until SIGTERM or SIGINT.
 
-    With ``PREFECT_API_URL`` set, against that server. Without it, a
-    :class:`~tasks.orchestration.local_server.LocalServer` (database in ``$PREFECT_HOME``)
-    runs for exactly as long as the deployments are served: started and
-    healthy before them, stopped after ``serve`` has paused their schedules.
+    With ``PREFECT_API_URL`` set, against that server. Without it, on the
+    workdir's server (:mod:`tasks.orchestration.workdir_server`, database in
+    ``$PREFECT_HOME``): when none runs one is started on ``port`` and runs for
+    exactly as long as the deployments are served (started and healthy before
+    them, stopped after ``serve`` has paused their schedules); one already
+    running is used on its own port and left running.
     Prefect must not have been imported yet when no server is set.
     """
     import os
@@ -146,7 +148,7 @@ def serve_all(workdir: Path, *, port: int, timezone: str | None, say=print) -> N
     import threading
     import time
 
-    from tasks.orchestration.local_server import LocalServer
+    from tasks.orchestration.workdir_server import ensure, keep_alive, log_path, stop
 
     runners: list = []  # the Prefect runner serving the deployments, once _serve has made it
     done = threading.Event()  # set when serving has ended: a signal held for the runner is then dropped
@@ -175,12 +177,19 @@ def serve_all(workdir: Path, *, port: int, timezone: str | None, say=print) -> N
         if os.environ.get("PREFECT_API_URL"):
             _serve(workdir, timezone, os.environ["PREFECT_API_URL"].removesuffix("/api"), say, runners)
             return
-        server = LocalServer(Path(os.environ["PREFECT_HOME"]), port)
-        say(f"starting a local Prefect server on {server.url} (database in {server.home}, log {server.log_path})")
-        with server:
-            os.environ["PREFECT_API_URL"] = server.api_url
-            _serve(workdir, timezone, server.url, say, runners)
-        say("local Prefect server stopped")
+        home = Path(os.environ["PREFECT_HOME"])
+        say(f"the workdir's Prefect server (database in {home}, log {log_path(home)}) …")
+        record, started = ensure(home, port)
+        try:
+            say(f"… started on {record.url}" if started else f"… already runs on {record.url}: serving on it")
+            keep_alive(home)
+            os.environ["PREFECT_API_URL"] = record.api_url
+            _serve(workdir, timezone, record.url, say, runners)
+        finally:
+            if started:  # a server this command started runs as long as it does
+                stop(home)
+        if started:
+            say("local Prefect server stopped")
     except KeyboardInterrupt:
         say("stopped")
     finally:

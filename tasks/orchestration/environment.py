@@ -1,7 +1,9 @@
 """Prefect's environment for a command: set before Prefect is imported.
 
-Without ``PREFECT_API_URL`` each command runs on Prefect's ephemeral server
-with its state in ``<workdir>/.prefect`` (unless ``PREFECT_HOME`` is set);
+Without ``PREFECT_API_URL`` each command runs on the workdir's own Prefect
+server (started by the first command, stopped after an idle time), or with
+``MICROSTOCK_PREFECT_SERVER=ephemeral`` on Prefect's ephemeral server in its
+own process; its state is in ``<workdir>/.prefect`` (unless ``PREFECT_HOME`` is set);
 analytics are off; the terminal shows WARNING and up unless verbose (INFO
 still reaches the API and the UI). The project's own loggers (the ``tasks``
 tree: one ``logging.getLogger(__name__)`` per module) reach the run's log
@@ -54,8 +56,16 @@ SERVER_BATCHING = {"PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "500"
                    "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_FLUSH_INTERVAL": "1"}
 
 
-def set_prefect_env(workdir: Path, verbose: bool = False) -> None:
-    """Set Prefect's environment before Prefect is imported; ConfigError when the workdir is unusable."""
+def set_prefect_env(workdir: Path, verbose: bool = False, *, server: bool = True, start_server: bool = True) -> None:
+    """Set Prefect's environment before Prefect is imported; ConfigError when the workdir is unusable or its
+    server does not start.
+
+    Without ``PREFECT_API_URL`` (and unless ``MICROSTOCK_PREFECT_SERVER=ephemeral``) the command uses the
+    workdir's own server (:mod:`tasks.orchestration.workdir_server`), started now if none runs, marked as used
+    while the command runs, and ``PREFECT_API_URL`` names it. ``start_server=False``: only a server already
+    running is used (a command that needs the API only for what a running server can hold, such as a run
+    paused for review). ``server=False``: the caller handles the server itself (``microstock serve``).
+    """
     if not os.environ.get("PREFECT_HOME") and not os.environ.get("PREFECT_API_URL"):
         home = workdir / ".prefect"
         try:
@@ -70,4 +80,13 @@ def set_prefect_env(workdir: Path, verbose: bool = False) -> None:
     if not verbose:  # quiet terminal; the run's INFO logs still reach the API (and the UI of a real server)
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
     route_run_logs()
+    if server:
+        from tasks.orchestration import workdir_server
 
+        if workdir_server.wanted():
+            home = Path(os.environ["PREFECT_HOME"])
+            record = workdir_server.ensure(home)[0] if start_server else workdir_server.running(home)
+            if record is not None:
+                workdir_server.touch(home)
+                workdir_server.keep_alive(home)
+                os.environ["PREFECT_API_URL"] = record.api_url

@@ -104,7 +104,9 @@ class LocalServer:
                 f"PREFECT_API_URL={self.url}/api, else choose another port with --port"
             )
         self.home.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, PREFECT_HOME=str(self.home), PREFECT_SERVER_ANALYTICS_ENABLED="false")
+        # The UI asks the API at the address it is served from (not Prefect's default port 4200).
+        env = dict(os.environ, PREFECT_HOME=str(self.home), PREFECT_SERVER_ANALYTICS_ENABLED="false",
+                   PREFECT_UI_API_URL=self.api_url, PREFECT_SERVER_UI_API_URL=self.api_url)
         env.pop("PREFECT_API_URL", None)
         with open(self.log_path, "ab") as log:
             # Its own session: a Ctrl-C in the terminal reaches the serving process only, which

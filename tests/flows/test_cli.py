@@ -24,6 +24,7 @@ def cli_env(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "GOOGLE_", "MICROSTOCK_"))}
     env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
     env["COLUMNS"] = "200"
+    env["MICROSTOCK_PREFECT_SERVER"] = "ephemeral"  # no workdir server outlives the test (conftest)
     return env
 
 

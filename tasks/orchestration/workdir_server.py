@@ -1,0 +1,292 @@
+"""One Prefect server per workdir that outlives a command, and stops itself when nobody uses it.
+
+The first command that needs Prefect (without ``PREFECT_API_URL``) calls
+:func:`ensure`: under a lock file it either finds the server the record
+``<PREFECT_HOME>/server.json`` names answering ``/api/health`` or starts one:
+``python -m tasks.orchestration.workdir_server HOME PORT IDLE_S`` — a small
+keeper, detached (its own session, standard streams on
+``<PREFECT_HOME>/server.log``: it never holds the command's output), that runs
+a :class:`~tasks.orchestration.local_server.LocalServer` on a free loopback
+port and stops it after ``IDLE_S`` seconds in which no command used it.
+
+Use is the record file's modification time: :func:`ensure` touches it and
+:func:`keep_alive` touches it every :data:`HEARTBEAT_S` while a command runs,
+so a long run is never idle; the keeper checks it a few times per idle period.
+Looking at the UI does not count as use (the UI talks to the server directly).
+
+A record is trusted only while its pid is alive and is a keeper for this very
+home (``/proc/<pid>/cmdline``), and its port answers ``/api/health``: a
+server that died, a pid reused by another process, a port now taken by
+something else all read as "no server" and a new one is started on a new port.
+
+Nothing here imports Prefect: the address must be in the environment before
+Prefect is imported by the command.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator
+
+from tasks.core.errors import ConfigError
+from tasks.orchestration.local_server import HOST, LocalServer, free_port, healthy, port_in_use
+
+#: ``workdir`` (the default): commands use the workdir's server; ``ephemeral``: each command runs Prefect's
+#: ephemeral server in its own process, as before (the test suite's setting).
+MODE_ENV = "MICROSTOCK_PREFECT_SERVER"
+#: Seconds without a command before the server stops itself (default :data:`DEFAULT_IDLE_S`).
+IDLE_ENV = "MICROSTOCK_SERVER_IDLE_SECONDS"
+DEFAULT_IDLE_S = 1800
+#: How often a running command marks the server as used.
+HEARTBEAT_S = 30.0
+#: The keeper's name on its command line (how a live pid is told from a reused one).
+KEEPER = "tasks.orchestration.workdir_server"
+
+
+@dataclass(frozen=True)
+class ServerRecord:
+    """What ``server.json`` says: the keeper's pid, the server's port, when it started, its idle limit."""
+
+    pid: int
+    port: int
+    started: str
+    idle_s: float
+
+    @property
+    def url(self) -> str:
+        """The UI's address."""
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def api_url(self) -> str:
+        """The value for ``PREFECT_API_URL``."""
+        return f"{self.url}/api"
+
+
+def record_path(home: Path) -> Path:
+    return home / "server.json"
+
+
+def log_path(home: Path) -> Path:
+    return home / "server.log"
+
+
+def idle_seconds() -> float:
+    """The idle limit from :data:`IDLE_ENV`; ConfigError when it is not a positive number."""
+    raw = os.environ.get(IDLE_ENV, "") or str(DEFAULT_IDLE_S)
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if value <= 0:
+        raise ConfigError(f"{IDLE_ENV}={raw!r}: give the idle time in seconds, a positive number")
+    return value
+
+
+def wanted() -> bool:
+    """True unless :data:`MODE_ENV` says ``ephemeral`` (or ``PREFECT_API_URL`` names a server already)."""
+    return os.environ.get(MODE_ENV, "workdir") != "ephemeral" and not os.environ.get("PREFECT_API_URL")
+
+
+def read_record(home: Path) -> ServerRecord | None:
+    try:
+        return ServerRecord(**json.loads(record_path(home).read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _write_record(home: Path, record: ServerRecord) -> None:
+    tmp = record_path(home).with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(record)), encoding="utf-8")
+    os.replace(tmp, record_path(home))
+
+
+def _is_keeper(pid: int, home: Path) -> bool:
+    """True when ``pid`` is alive and is the keeper of ``home`` (not a process that reused the pid)."""
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return KEEPER.encode() in args and str(home).encode() in args
+
+
+def running(home: Path) -> ServerRecord | None:
+    """The record when its keeper is alive and its server answers; else None."""
+    record = read_record(home)
+    if record and _is_keeper(record.pid, home) and healthy(record.api_url):
+        return record
+    return None
+
+
+def _answers(record: ServerRecord, home: Path, patience_s: float = 30.0) -> bool:
+    """True when the record's keeper is alive and its server answers within ``patience_s`` (a server busy
+    with a big run may be slow to answer: it is not taken for dead at the first slow health check)."""
+    deadline = time.monotonic() + patience_s
+    while _is_keeper(record.pid, home):
+        if healthy(record.api_url):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return False
+
+
+@contextmanager
+def _locked(home: Path) -> Iterator[None]:
+    """The workdir's server lock: one command at a time starts or stops its server."""
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / "server.lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def touch(home: Path) -> None:
+    """Mark the server as used now (a missing record is left missing)."""
+    try:
+        os.utime(record_path(home))
+    except OSError:
+        pass
+
+
+def keep_alive(home: Path) -> None:
+    """Touch the record every :data:`HEARTBEAT_S` for as long as this process runs (a daemon thread)."""
+    def beat() -> None:
+        while True:
+            time.sleep(HEARTBEAT_S)
+            touch(home)
+
+    threading.Thread(target=beat, name="workdir-server-heartbeat", daemon=True).start()
+
+
+def ensure(home: Path, port: int | None = None, *, startup_timeout_s: float = 180.0) -> tuple[ServerRecord, bool]:
+    """The workdir's running server, started if needed: ``(record, started_now)``.
+
+    ``port``: the port a new server must take (ConfigError when it is busy); by default a free one. A running
+    server is used whatever its port. ConfigError with the log's last lines when the server does not start.
+    """
+    with _locked(home):
+        record = read_record(home)
+        if record and _answers(record, home):
+            touch(home)
+            return record, False
+        _stop_keeper(home)
+        if port is None:
+            port = free_port()
+        elif port_in_use(port):
+            raise ConfigError(f"port {port} on {HOST} is already in use; if a Prefect server runs there, use it "
+                              f"with PREFECT_API_URL=http://{HOST}:{port}/api, else choose another port")
+        with open(log_path(home), "ab") as log:
+            proc = subprocess.Popen([sys.executable, "-m", KEEPER, str(home), str(port), str(idle_seconds())],
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True, close_fds=True)
+        record = ServerRecord(pid=proc.pid, port=port, started=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                              idle_s=idle_seconds())
+        _write_record(home, record)
+        deadline = time.monotonic() + startup_timeout_s
+        try:
+            while not healthy(record.api_url):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise ConfigError(f"the workdir's Prefect server did not start on {record.url}: "
+                                      f"{_log_tail(home)} (log: {log_path(home)})")
+                time.sleep(0.25)
+        except BaseException:  # also Ctrl-C / SIGTERM while it starts: no half-started server is left behind
+            proc.kill()  # its server child follows (PR_SET_PDEATHSIG), even before the keeper's name is in /proc
+            proc.wait()
+            _stop_keeper(home)
+            raise
+        return record, True
+
+
+def stop(home: Path, timeout_s: float = 30.0) -> ServerRecord | None:
+    """Stop the workdir's server and remove its record; the record it had when it was running, else None."""
+    with _locked(home):
+        return _stop_keeper(home, timeout_s)
+
+
+def _stop_keeper(home: Path, timeout_s: float = 30.0) -> ServerRecord | None:
+    """With the lock held: SIGTERM the record's keeper (SIGKILL after ``timeout_s``) if it is one, drop the
+    record. A pid that is not this home's keeper is never signalled."""
+    record = read_record(home)
+    if record is None:
+        return None
+    alive = _is_keeper(record.pid, home)
+    if alive:
+        try:
+            os.kill(record.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            alive = False
+        deadline = time.monotonic() + timeout_s
+        while alive and _is_keeper(record.pid, home) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _is_keeper(record.pid, home):
+            os.killpg(record.pid, signal.SIGKILL)
+    record_path(home).unlink(missing_ok=True)
+    return record if alive else None
+
+
+def _log_tail(home: Path, lines: int = 5) -> str:
+    try:
+        text = log_path(home).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:] if line.strip())
+
+
+def _drop_if_idle(home: Path, idle_s: float) -> bool:
+    """Under the lock (a command may be finding the server right now): still idle? Then drop the record, so
+    that the next command starts a new server instead of using this one as it stops."""
+    with _locked(home):
+        try:
+            if time.time() - record_path(home).stat().st_mtime < idle_s:
+                return False
+        except OSError:
+            return True
+        record_path(home).unlink(missing_ok=True)
+        return True
+
+
+def _keep(home: Path, port: int, idle_s: float) -> None:
+    """The keeper: run the server until SIGTERM, until it exits, or until the record is ``idle_s`` untouched.
+    Its environment is the starting command's (the recorder's batching: ``environment.set_prefect_env``)."""
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # its own session: only `server stop` or the idle time end it
+    check_s = max(0.2, min(HEARTBEAT_S, idle_s / 4))
+    server = LocalServer(home, port)
+    try:
+        with server:
+            print(f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} workdir server on {server.url}, "
+                  f"stops after {idle_s:.0f} s without a command", flush=True)
+            while not stopping.wait(check_s):
+                if server.proc is None or server.proc.poll() is not None:
+                    print("the Prefect server exited", flush=True)
+                    break
+                try:
+                    idle_for = time.time() - record_path(home).stat().st_mtime
+                except OSError:  # the record is gone: nobody can find this server any more
+                    break
+                if idle_for >= idle_s and _drop_if_idle(home, idle_s):
+                    print(f"no command for {idle_for:.0f} s: stopping", flush=True)
+                    break
+    finally:
+        record = read_record(home)
+        if record and record.pid == os.getpid():
+            record_path(home).unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    _keep(Path(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]))

@@ -1,0 +1,111 @@
+"""The workdir's own Prefect server, for real: started once by commands that start at the same moment, reused by
+a run whose summary ends with its UI URL, found by `microstock server status`, gone with its keeper when that is
+killed, stopped by its idle time; a stale record (a reused pid, a port now taken by something else) never
+misleads a command: a new server is started. `microstock server stop` of a running server: test_server.py's
+serve tests (serve stops the server it started).
+
+Each test starts real servers (~5-10 s each), so the lifecycle is covered by two tests that share them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tasks.core.errors import ConfigError
+from tasks.orchestration import workdir_server
+from tasks.orchestration.local_server import HOST, healthy, port_in_use
+from tests.fakes.prefect_api import wait_until
+
+pytestmark = pytest.mark.server
+
+ENSURE = ("import sys; from pathlib import Path; from tasks.orchestration.workdir_server import ensure; "
+          "r, started = ensure(Path(sys.argv[1])); print(r.pid, r.port, started)")
+
+
+def default_env(home: Path, **extra: str) -> dict[str, str]:
+    """A command's environment with the default setting (the workdir's server) and this home."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MICROSTOCK_PREFECT_SERVER", "PREFECT_API_URL")}
+    return dict(env, PREFECT_HOME=str(home), COLUMNS="200", **extra)
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_commands_share_one_server_that_outlives_them_until_stopped(tmp_path, run_microstock):
+    home = tmp_path / "work" / ".prefect"
+    env = default_env(home)
+    starters = [subprocess.Popen([sys.executable, "-c", ENSURE, str(home)], env=env, stdout=subprocess.PIPE,
+                                 text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=240)[0].split() for p in starters]
+    assert [p.returncode for p in starters] == [0, 0]
+    assert outs[0][:2] == outs[1][:2], "two commands starting at once share one server"
+    assert sorted(o[2] for o in outs) == ["False", "True"]
+    pid, port = int(outs[0][0]), int(outs[0][1])
+    record = workdir_server.read_record(home)
+    assert (record.pid, record.port) == (pid, port) and healthy(record.api_url)
+
+    # A run uses it (the starter's process is gone: the server outlived it) and ends with the run's UI URL.
+    ran = subprocess.run([sys.executable, "-c", "from flows.cli import main; main()", "run", "--count", "1",
+                          "--agency", "adobe", "--workdir", str(tmp_path / "work")], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
+    last = ran.stdout.strip().splitlines()[-1]
+    assert last.startswith(f"the run in the Prefect UI: http://{HOST}:{port}/runs/flow-run/"), last
+    assert workdir_server.read_record(home).pid == pid, "the run reused the server"
+
+    status = run_microstock("server", "status", env={"PREFECT_HOME": str(home)})
+    assert status.exit_code == 0 and f"Prefect UI http://{HOST}:{port}" in status.output
+
+    # It died (killed with its keeper): its server goes too, and no command takes the record for a server.
+    os.killpg(pid, signal.SIGKILL)
+    wait_until("the killed keeper to go", lambda: not alive(pid), timeout_s=30)
+    wait_until("its server to go", lambda: not port_in_use(port), timeout_s=60)
+    assert workdir_server.running(home) is None
+    stopped = run_microstock("server", "stop", env={"PREFECT_HOME": str(home)})
+    assert stopped.exit_code == 0 and "no server ran" in stopped.output
+    assert workdir_server.read_record(home) is None
+    assert run_microstock("server", "status", env={"PREFECT_HOME": str(home)}).exit_code == 1
+
+
+def test_a_stale_record_misleads_nobody_and_an_idle_server_stops_itself(tmp_path, monkeypatch):
+    home = tmp_path / ".prefect"
+    home.mkdir()
+    with socket.socket() as taken:  # something else listens where the record says the server is
+        taken.bind((HOST, 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        with pytest.raises(ConfigError, match=f"port {busy} .* already in use"):
+            workdir_server.ensure(home, port=busy)
+        # The record names this very test process (a pid reused by another program) and the taken port.
+        (home / "server.json").write_text(json.dumps({"pid": os.getpid(), "port": busy,
+                                                      "started": "2026-01-01T00:00:00+00:00", "idle_s": 60}))
+        monkeypatch.setenv(workdir_server.IDLE_ENV, "3")
+        record, started = workdir_server.ensure(home)
+        assert started and record.port != busy and record.pid != os.getpid() and healthy(record.api_url)
+        assert workdir_server.read_record(home) == record
+        assert workdir_server.ensure(home) == (record, False), "the next command uses it"
+    # Nobody uses it: it stops by itself and drops its record.
+    wait_until("the idle server to stop", lambda: not alive(record.pid), timeout_s=120)
+    assert workdir_server.read_record(home) is None and not port_in_use(record.port)
+    assert "stopping" in (home / "server.log").read_text()
+
+
+def test_a_user_api_url_wins_and_the_ephemeral_setting_keeps_the_old_way(monkeypatch):
+    monkeypatch.delenv(workdir_server.MODE_ENV, raising=False)
+    assert workdir_server.wanted()
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
+    assert not workdir_server.wanted()
+    monkeypatch.delenv("PREFECT_API_URL")
+    monkeypatch.setenv(workdir_server.MODE_ENV, "ephemeral")
+    assert not workdir_server.wanted()
