@@ -6,14 +6,11 @@ as the last pack stage wrote it, and decides nothing.
 
 from __future__ import annotations
 
-import base64
-import io
 from collections.abc import Callable, Mapping
-
-from PIL import Image, UnidentifiedImageError
 
 from tasks.core.records import ready_name
 from tasks.core.workdir import Workdir
+from tasks.observe.thumbnails import inline_thumbnail
 from tasks.stores.portfolio import portfolio_thumb
 from tasks.stores.similar_risks import Risk, read_distinct
 
@@ -69,17 +66,6 @@ def summary_notes(risks: Mapping[str, Mapping[str, Risk]]) -> dict[str, str]:
     return out
 
 
-def _inline_thumb(path) -> str:
-    try:
-        with Image.open(path) as im:
-            im.thumbnail((THUMB_PX, THUMB_PX))
-            buf = io.BytesIO()
-            im.convert("RGB").save(buf, "JPEG", quality=70)
-    except (OSError, UnidentifiedImageError):
-        return ""
-    return f"![nearest](data:image/jpeg;base64,{base64.b64encode(buf.getvalue()).decode()}) "
-
-
 def review_cell(wd: Workdir, risks: Mapping[str, Mapping[str, Risk]], name: str, escape: Callable[[str], str],
                 thumbnail: bool = True) -> str:
     """The review form's cell: the risk, the nearest asset's thumbnail (when ``thumbnail``) and name when it
@@ -91,7 +77,9 @@ def review_cell(wd: Workdir, risks: Mapping[str, Mapping[str, Risk]], name: str,
     thumb = ""
     if near.risky and thumbnail:
         kept = wd.packs / "thumbs" / ready_name(near.nearest)
-        thumb = _inline_thumb(kept if kept.exists() else portfolio_thumb(wd, near.nearest_sha256))
+        thumb = inline_thumbnail(kept if kept.exists() else portfolio_thumb(wd, near.nearest_sha256), THUMB_PX,
+                                 "nearest")
+        thumb += " " if thumb else ""
     return thumb + escape(risk_cell(risks, name) + _changed_words(wd, name))
 
 

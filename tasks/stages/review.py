@@ -37,14 +37,11 @@ on and ends Completed, saying so.
 
 from __future__ import annotations
 
-import base64
-import io
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
-from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel, Field
 
 from tasks.agencies.catalog import catalog
@@ -57,6 +54,7 @@ from tasks.observe import events
 from tasks.observe import progress as stage_progress
 from tasks.observe.markdown import md_cell
 from tasks.observe.similar_view import review_cell
+from tasks.observe.thumbnails import inline_thumbnail
 from tasks.stores.similar_risks import read_risks
 
 log = logging.getLogger(__name__)
@@ -170,18 +168,6 @@ def agency_verdict(name: str, agency: str, csvs: CsvReport) -> str:
     return f"held back: {why[0]}" if why else "held back"
 
 
-def thumbnail_markdown(path) -> str:
-    """A small inline image (a ``data:`` URI: the Prefect UI renders it in the form's description), or ""."""
-    try:
-        with Image.open(path) as im:
-            im.thumbnail((THUMBNAIL_PX, THUMBNAIL_PX))
-            buf = io.BytesIO()
-            im.convert("RGB").save(buf, "JPEG", quality=70)
-    except (OSError, UnidentifiedImageError):
-        return ""
-    return f"![thumbnail](data:image/jpeg;base64,{base64.b64encode(buf.getvalue()).decode()})"
-
-
 def review_description(wd: Workdir, waiting: list[Sidecar], csvs: CsvReport, settings: Settings) -> str:
     """The markdown above the form: one list item per waiting asset (a thumbnail; file and title, first
     keywords, categories and where it goes, a line each), and what submitting does."""
@@ -195,7 +181,7 @@ def review_description(wd: Workdir, waiting: list[Sidecar], csvs: CsvReport, set
     risks = read_risks(wd)  # the similarity check's risk and nearest asset (docs/AGENCIES.md, "Similar content")
     for i, s in enumerate(waiting[:MAX_LISTED]):
         md = s.metadata
-        thumb = thumbnail_markdown(wd.packs / "thumbs" / ready_name(s.name)) if i < MAX_THUMBNAILS else ""
+        thumb = inline_thumbnail(wd.packs / "thumbs" / ready_name(s.name), THUMBNAIL_PX) if i < MAX_THUMBNAILS else ""
         categories = ", ".join(filter(None, [f"Adobe {md.adobe_category}" if md.adobe_category else "",
                                              ", ".join(md.category_hints)]))
         goes = "; ".join(f"{a}: {agency_verdict(s.name, a, csvs)}" for a in csvs.agencies)
