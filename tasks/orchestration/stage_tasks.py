@@ -4,7 +4,7 @@ Each stage's work is a plain function in ``tasks/stages`` (no Prefect there);
 each task here declares the run's name and cache policy and calls it, adding
 only what the UI shows: per agency the ``upload-<agency>`` table, the
 ``microstock.upload.completed`` event and a state with the counts (named
-:data:`STOPPED` when the agency stopped early). The ``csv-validation`` artifact
+:data:`STOPPED`, Failed-type, when the agency stopped early). The ``csv-validation`` artifact
 is published once per run, by the flow, for its final CSVs. Their log lines reach the run's logs through
 Prefect's ``PREFECT_LOGGING_EXTRA_LOGGERS`` (the ``tasks`` logger tree).
 """
@@ -16,7 +16,7 @@ from collections.abc import Collection
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from prefect.states import Completed, State
+from prefect.states import Completed, Failed, State
 
 from tasks.core.records import FileOutcome, UploadItem
 from tasks.core.reports import AgencyUpload, CsvReport, Gathered, PackReport
@@ -65,9 +65,10 @@ def zip_stage(wd: Workdir, packed: PackReport) -> PackReport:
 
 @task(name="upload", task_run_name="upload-{agency}", cache_policy=NO_CACHE)
 def upload_stage(wd: Workdir, agency: str, items: list[UploadItem], settings: AgencySettings) -> State:
-    """One agency's upload (:func:`tasks.stages.upload.upload_agency`): Completed — named :data:`STOPPED` when
-    the agency stopped early —, its message the counts (``3 uploaded · 1 left pending``), its result the
-    :class:`AgencyUpload`; the files in ``upload-<agency>``."""
+    """One agency's upload (:func:`tasks.stages.upload.upload_agency`): Completed, or :data:`STOPPED` (a
+    Failed-type state: red in the UI, never shown as done) when the agency stopped early; its message the counts
+    (``3 uploaded · 1 left pending``), its result the :class:`AgencyUpload` either way; the files in
+    ``upload-<agency>``."""
     tried: list[tuple[str, FileOutcome]] = []
     result = upload_agency(wd, agency, items, settings,
                            on_file=lambda item, outcome: tried.append((item.name, outcome)))
@@ -77,11 +78,13 @@ def upload_stage(wd: Workdir, agency: str, items: list[UploadItem], settings: Ag
         log.warning("upload-%s: the table of its files was not published (%s)", agency, type(exc).__name__)
     events.upload_completed(agency, result.uploaded, already=len(result.already) + len(result.reconciled),
                             failed=len(result.failed))
-    return Completed(name=STOPPED if result.stopped else "Completed", message=upload_message(result), data=result)
+    if result.stopped:
+        return Failed(name=STOPPED, message=upload_message(result), data=result)
+    return Completed(message=upload_message(result), data=result)
 
 
 def upload_agencies(wd: Workdir, settings: Settings, items: dict[str, list[UploadItem]]) -> dict[str, AgencyUpload]:
     """Every agency's upload stage at once (``items``: agency -> what it takes), one task run each."""
     futures = {agency: upload_stage.submit(wd, agency, agency_items, settings.agency(agency))
                for agency, agency_items in items.items()}
-    return {agency: future.result() for agency, future in futures.items()}
+    return {agency: future.result(raise_on_failure=False) for agency, future in futures.items()}  # Stopped too

@@ -74,6 +74,7 @@ def test_a_stopped_agency_and_a_review_read_true_through_the_api(prefect_harness
     agencies = {t.name: t.state for t in prefect_api.task_runs_once_finished(paused.id, finished=7)
                 if t.name.startswith("upload-")}
     assert (agencies["upload-dreamstime"].name, agencies["upload-vecteezy"].name) == ("Stopped", "Completed")
+    assert (agencies["upload-dreamstime"].type.value, agencies["upload-vecteezy"].type.value) == ("FAILED", "COMPLETED")
     assert "stopped:" in agencies["upload-dreamstime"].message
     describe = prefect_api.task_runs(paused.id, f"describe-{cliff}")[0]
     assert describe.empirical_policy.retries == 0 and describe.empirical_policy.retry_delay == 0

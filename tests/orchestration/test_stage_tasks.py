@@ -106,7 +106,7 @@ timeout_s = 10
         for row in rows.values():  # a row per file, saying where it went
             assert row["what happened"] == "uploaded" and row["detail"].startswith(f"→ {server.url()}"), row
     state, message, _ = runs["upload-dreamstime"]
-    assert state == "COMPLETED" and message.startswith("3 not tried — stopped: "), message
+    assert state == "FAILED" and message.startswith("3 not tried — stopped: "), message  # red: it stopped
     rows = upload_table(flow_run_id, "dreamstime")
     assert sorted(r["what happened"] for r in rows.values()) == ["left pending", "not tried", "not tried"], rows
     assert "not-the-password" not in json.dumps(rows) + message  # the refused login tried one file; no password shown
