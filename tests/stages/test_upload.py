@@ -434,3 +434,28 @@ def test_a_missing_remote_folder_stops_the_agency_naming_the_target_once(workdir
     settings = ftp_settings.model_copy(update={"target": ftp_server.url("no-such-folder")})
     report = upload_agency(workdir, "dreamstime", make_items(workdir, 2), settings)
     assert report.stopped.count(ftp_server.url("no-such-folder")) == 1 and "no-such-folder" in report.stopped
+
+
+def test_an_unforeseen_error_with_one_file_leaves_it_pending_and_never_shows_the_password(
+        workdir, ftp_server, ftp_settings, caplog):
+    """A bug or library error no transport maps (here a RuntimeError echoing the password in another case) with
+    one file: that file is left pending with one redacted line, the others go on, and no log holds the password."""
+    items = make_items(workdir, 3)
+
+    class Buggy(FtpTarget):
+        def put(self, local, name):
+            if name == items[1].name:
+                raise RuntimeError(f"library bug while sending as {USER}:{PASSWORD.upper()}")
+            return super().put(local, name)
+
+    def opener(agency, settings, wd):
+        return Buggy("127.0.0.1", ftp_server.port, USER, PASSWORD, timeout=5)
+
+    with caplog.at_level("INFO"):
+        report = upload_agency(workdir, "dreamstime", items, ftp_settings, opener=opener)
+    assert sorted(report.uploaded) == [items[0].name, items[2].name] and report.stopped is None
+    assert list(report.failed) == [items[1].name]
+    assert "RuntimeError" in report.failed[items[1].name] and "***" in report.failed[items[1].name]
+    assert ledger_names(workdir, "dreamstime") == [items[0].name, items[2].name], "the failed file is not recorded"
+    shown = caplog.text + str(report.failed)
+    assert PASSWORD.lower() not in shown.lower(), "the password reached a log line or the report"
