@@ -47,7 +47,7 @@ from typing import BinaryIO
 from tasks.core.files import atomic_file
 from tasks.stores.ledger_lines import Doubt
 
-VERSION = 1
+VERSION = 2  # 2: damaged lines kept as doubts ("maybe done"), issue 25
 MAGIC = b"microstock ledger index\n"
 _RECORD = 32
 _HEX = "0123456789abcdef"
