@@ -79,7 +79,7 @@ def similar_distinct(names: Optional[list[str]] = typer.Argument(None, help="Ass
 
     wd = Workdir(resolve_workdir(workdir))
     try:
-        set_prefect_env(wd.root)  # a key kept as a Prefect Secret block is read from the workdir's Prefect
+        set_prefect_env(wd.root, start_server=False)  # a Secret-block key is read from a running server only
         describer = select_describer(load_settings(wd.config_path()), gemini_key())
         done = make_distinct(wd, describer, names or None)
     except ConfigError as exc:

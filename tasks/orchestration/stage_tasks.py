@@ -31,8 +31,8 @@ from tasks.stages.upload import upload_agency
 
 log = logging.getLogger(__name__)
 
-#: The name of an ``upload-<agency>`` task run's Completed state when the agency stopped early (refused login,
-#: unreachable server): its files are left pending, and the runs list shows it.
+#: The name of an ``upload-<agency>`` task run's Failed-type state when the agency stopped early (refused login,
+#: unreachable server): its files are left pending, and the run's graph shows it red.
 STOPPED = "Stopped"
 
 
@@ -87,4 +87,8 @@ def upload_agencies(wd: Workdir, settings: Settings, items: dict[str, list[Uploa
     """Every agency's upload stage at once (``items``: agency -> what it takes), one task run each."""
     futures = {agency: upload_stage.submit(wd, agency, agency_items, settings.agency(agency))
                for agency, agency_items in items.items()}
-    return {agency: future.result(raise_on_failure=False) for agency, future in futures.items()}  # Stopped too
+    uploads = {agency: future.result(raise_on_failure=False) for agency, future in futures.items()}  # Stopped too
+    for result in uploads.values():
+        if isinstance(result, BaseException):  # the task itself crashed: that error, not a report-shaped one later
+            raise result
+    return uploads

@@ -233,7 +233,10 @@ def _stop_keeper(home: Path, timeout_s: float = 30.0) -> ServerRecord | None:
         while alive and _is_keeper(record.pid, home) and time.monotonic() < deadline:
             time.sleep(0.1)
         if _is_keeper(record.pid, home):
-            os.killpg(record.pid, signal.SIGKILL)
+            try:
+                os.killpg(record.pid, signal.SIGKILL)
+            except ProcessLookupError:  # it exited between the check and the kill
+                pass
     record_path(home).unlink(missing_ok=True)
     return record if alive else None
 

@@ -32,8 +32,6 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from PIL import Image
-
 from tasks.agencies.catalog import catalog
 from tasks.agencies.rows import EmbeddedFields, embedded_fields
 from tasks.core.errors import BadInput
@@ -44,10 +42,9 @@ from tasks.core.settings import PackSettings, Settings
 from tasks.core.workdir import Workdir
 from tasks.images.batch_zip import write_zip
 from tasks.images.embed import embed_metadata
-from tasks.images.inspect import ImageRules, image_rules, pillow_errors, too_small
+from tasks.images.inspect import ImageRules, image_rules, too_small
 from tasks.images.provenance import digital_source_type, provenance_of
 from tasks.images.ready import preview_jpegs, ready_jpeg
-from tasks.images.similar import looks
 from tasks.observe.progress import StageProgress
 from tasks.stages.similarity import hold_back_similar
 
@@ -148,10 +145,7 @@ def pack_asset(src: Path, files: PackedFiles, fields: EmbeddedFields, settings: 
     """
     sha, source = _source_sha(src, previous)
     key = _pack_key(sha, fields, settings, source_type, upscale_to)
-    if _current(previous, key, files):
-        if "phash" not in previous:  # packed before these hashes were kept: the thumbnail is enough to hash
-            with pillow_errors(src.name), Image.open(files.thumb) as thumb:
-                previous = {**looks(thumb).as_manifest(), **previous}
+    if _current(previous, key, files):  # PACK_FORMAT is in the key: a current entry has every hash
         return {**previous, "source": source}, False
     # Previews first: the reduced-scale decode still reads every byte, so a
     # file truncated since ingest fails here, before the full-size work.
