@@ -20,6 +20,13 @@ def password_env_var(agency: str) -> str:
     return f"MICROSTOCK_{agency.upper()}_PASSWORD"
 
 
+def without_secrets(env: dict[str, str]) -> dict[str, str]:
+    """``env`` without the variables that hold secrets (the Gemini keys, ``MICROSTOCK_<AGENCY>_PASSWORD``): for a
+    process that outlives the command and needs none of them (the workdir's Prefect server)."""
+    return {k: v for k, v in env.items() if k not in ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+            and not (k.startswith("MICROSTOCK_") and k.endswith("_PASSWORD"))}
+
+
 def password_block_name(agency: str) -> str:
     """``microstock-<agency>-password``."""
     return f"microstock-{agency.lower()}-password"

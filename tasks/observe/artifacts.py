@@ -63,7 +63,7 @@ def batch_rows(s: BatchSummary) -> list[dict[str, str | int]]:
         {"what": "assets", "total": s.assets, "this run": "", "detail": f"{s.workdir}/assets"},
         {"what": "described", "total": s.described, "this run": s.described_now, "detail": s.describer or ""},
         {"what": "parked", "total": s.parked, "this run": s.parked,
-         "detail": "see dead-letter-jobs" if s.parked else ""},
+         "detail": "see dead-letter-jobs-<workdir>" if s.parked else ""},
         {"what": "pending", "total": s.pending, "this run": s.pending, "detail": s.stopped or ""},
         {"what": "rejected", "total": len(s.rejected), "this run": len(s.rejected),
          "detail": "; ".join(f"{k}: {v}" for k, v in sorted(s.rejected.items()))},

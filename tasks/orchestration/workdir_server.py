@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Iterator
 
 from tasks.core.errors import ConfigError
+from tasks.core.secrets import without_secrets
 from tasks.orchestration.local_server import HOST, LocalServer, free_port, healthy, port_in_use
 
 #: ``workdir`` (the default): commands use the workdir's server; ``ephemeral``: each command runs Prefect's
@@ -192,7 +193,7 @@ def ensure(home: Path, port: int | None = None, *, startup_timeout_s: float = 18
         with open(log_path(home), "ab") as log:
             proc = subprocess.Popen([sys.executable, "-m", KEEPER, str(home), str(port), str(idle_seconds())],
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True, close_fds=True)
+                                    start_new_session=True, close_fds=True, env=without_secrets(dict(os.environ)))
         record = ServerRecord(pid=proc.pid, port=port, started=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                               idle_s=idle_seconds())
         _write_record(home, record)

@@ -66,6 +66,19 @@ def make_distinct(wd: Workdir, describer: Describer, names: list[str] | None = N
     portfolio = read_portfolio(wd)
     changes = read_distinct(wd)
     done: dict[str, dict] = {}
+    try:
+        _set_apart_each(wd, describer, names, risks, portfolio, done)
+    finally:  # the before/after of each asset already rewritten is kept even when a later one fails
+        if done:
+            changes.update(done)
+            atomic_write_bytes(wd.reports / "distinct.json",
+                               json.dumps(changes, indent=1, ensure_ascii=False).encode())
+    return done
+
+
+def _set_apart_each(wd: Workdir, describer: Describer, names: list[str] | None, risks, portfolio,
+                    done: dict[str, dict]) -> None:
+    """Rewrite each asset's title and keyword order, recording it in ``done`` as soon as its sidecar is saved."""
     for name in names if names is not None else alike_assets(risks):
         sidecar: Sidecar | None = read_sidecar(wd.sidecar(name))
         if sidecar is None or sidecar.name != name:
@@ -80,7 +93,3 @@ def make_distinct(wd: Workdir, describer: Describer, names: list[str] | None = N
         done[name] = {"before": {"title": before.title, "keywords": before.keywords[:10]},
                       "after": {"title": new.title, "keywords": new.keywords[:10]}, "by": describer.name}
         log.info("%s: retitled %r → %r", name, before.title, new.title)
-    if done:
-        changes.update(done)
-        atomic_write_bytes(wd.reports / "distinct.json", json.dumps(changes, indent=1, ensure_ascii=False).encode())
-    return done

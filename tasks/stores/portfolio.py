@@ -83,7 +83,7 @@ def read_portfolio(wd: Workdir) -> dict[str, Signature]:
 def add_to_portfolio(wd: Workdir, known: dict[str, Signature], batch: Iterable[Signature]) -> dict[str, Signature]:
     """``known`` with the batch's signatures added (a changed title or keywords replaces the line).
 
-    Keeps a 96 px copy of each new asset's thumbnail (``packs/thumbs``) and rewrites the file only when
+    Keeps a 96 px copy of each new asset's thumbnail (``packs/portfolio/``) and rewrites the file only when
     something changed.
     """
     changed = False

@@ -1,6 +1,6 @@
 """What the similarity check found, per agency and asset, and the contributor's releases of held-back assets.
 
-Two files in the workdir (docs/INTERFACE.md):
+Three files in the workdir (docs/INTERFACE.md):
 
 * ``reports/similarity.json`` — written by the pack stage each run:
   ``{"agencies": {agency: {asset name: Risk as JSON}}}``; the review form,

@@ -45,8 +45,9 @@ def alive(pid: int) -> bool:
 def test_commands_share_one_server_that_outlives_them_until_stopped(tmp_path, run_microstock):
     home = tmp_path / "work" / ".prefect"
     env = default_env(home)
-    starters = [subprocess.Popen([sys.executable, "-c", ENSURE, str(home)], env=env, stdout=subprocess.PIPE,
-                                 text=True) for _ in range(2)]
+    secrets = {"GEMINI_API_KEY": "gem-key-lifecycle-1", "MICROSTOCK_ADOBE_PASSWORD": "adobe-pw-lifecycle-2"}
+    starters = [subprocess.Popen([sys.executable, "-c", ENSURE, str(home)], env=dict(env, **secrets),
+                                 stdout=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [p.communicate(timeout=240)[0].split() for p in starters]
     assert [p.returncode for p in starters] == [0, 0]
     assert outs[0][:2] == outs[1][:2], "two commands starting at once share one server"
@@ -54,6 +55,8 @@ def test_commands_share_one_server_that_outlives_them_until_stopped(tmp_path, ru
     pid, port = int(outs[0][0]), int(outs[0][1])
     record = workdir_server.read_record(home)
     assert (record.pid, record.port) == (pid, port) and healthy(record.api_url)
+    environ = Path(f"/proc/{pid}/environ").read_bytes()
+    assert all(v.encode() not in environ for v in secrets.values()), "the server outlives the command: no secrets"
 
     # A run uses it (the starter's process is gone: the server outlived it) and ends with the run's UI URL.
     ran = subprocess.run([sys.executable, "-c", "from flows.cli import main; main()", "run", "--count", "1",

@@ -43,3 +43,22 @@ def test_gemini_is_shown_the_groups_titles_and_first_keywords():
 
     note = distinct_note([Metadata(title="Sunset over the sea", description="d", keywords=["sunset", "sea"])])
     assert "Sunset over the sea | sunset, sea" in note and "differ from theirs" in note
+
+
+def test_a_failing_name_keeps_the_record_of_the_assets_already_set_apart(tmp_path):
+    import json
+
+    import pytest
+
+    from tasks.core.errors import BadInput
+
+    wd = Workdir(tmp_path / "w").prepare()
+    renders = add_renders(wd, range(1, 5))
+    pack_and_upload(wd)
+    before = read_sidecar(wd.sidecar(renders[1])).metadata.title
+    with pytest.raises(BadInput, match="no described asset"):
+        make_distinct(wd, OfflineDescriber(), [renders[1], "not-an-asset.jpg"])
+    changed = read_sidecar(wd.sidecar(renders[1])).metadata.title
+    assert changed != before, "the first name was rewritten before the bad one"
+    kept = json.loads((wd.reports / "distinct.json").read_text(encoding="utf-8"))
+    assert kept[renders[1]]["before"]["title"] == before and kept[renders[1]]["after"]["title"] == changed
