@@ -12,7 +12,7 @@ from tasks.core.records import ready_name
 from tasks.core.workdir import Workdir
 from tasks.observe.thumbnails import inline_thumbnail
 from tasks.stores.portfolio import portfolio_thumb
-from tasks.stores.similar_risks import Risk, read_distinct
+from tasks.stores.similar_risks import Risk
 
 #: Width of the nearest asset's inline thumbnail in the review form.
 THUMB_PX = 96
@@ -66,11 +66,12 @@ def summary_notes(risks: Mapping[str, Mapping[str, Risk]]) -> dict[str, str]:
     return out
 
 
-def review_cell(wd: Workdir, risks: Mapping[str, Mapping[str, Risk]], name: str, escape: Callable[[str], str],
-                thumbnail: bool = True) -> str:
+def review_cell(wd: Workdir, risks: Mapping[str, Mapping[str, Risk]], changes: Mapping[str, dict], name: str,
+                escape: Callable[[str], str], thumbnail: bool = True) -> str:
     """The review form's cell: the risk, the nearest asset's thumbnail (when ``thumbnail``) and name when it
-    is alike, and the title and keywords before and after ``microstock similar distinct``; its words passed
-    through ``escape``."""
+    is alike, and the title and keywords before and after ``microstock similar distinct`` (``changes``: what
+    :func:`~tasks.stores.similar_risks.read_distinct` read, once for the form); its words passed through
+    ``escape``."""
     near = max((per[name] for per in risks.values() if name in per), key=lambda r: r.score, default=None)
     if near is None:
         return ""
@@ -80,11 +81,10 @@ def review_cell(wd: Workdir, risks: Mapping[str, Mapping[str, Risk]], name: str,
         thumb = inline_thumbnail(kept if kept.exists() else portfolio_thumb(wd, near.nearest_sha256), THUMB_PX,
                                  "nearest")
         thumb += " " if thumb else ""
-    return thumb + escape(risk_cell(risks, name) + _changed_words(wd, name))
+    return thumb + escape(risk_cell(risks, name) + _changed_words(changes.get(name)))
 
 
-def _changed_words(wd: Workdir, name: str) -> str:
-    change = read_distinct(wd).get(name)
+def _changed_words(change: dict | None) -> str:
     if not change:
         return ""
     b, a = change["before"], change["after"]

@@ -55,7 +55,7 @@ from tasks.observe import progress as stage_progress
 from tasks.observe.markdown import md_cell
 from tasks.observe.similar_view import review_cell
 from tasks.observe.thumbnails import inline_thumbnail
-from tasks.stores.similar_risks import read_risks
+from tasks.stores.similar_risks import read_distinct, read_risks
 
 log = logging.getLogger(__name__)
 
@@ -179,13 +179,14 @@ def review_description(wd: Workdir, waiting: list[Sidecar], csvs: CsvReport, set
              "(`microstock review edit NAME` does the same from the terminal before you answer).", "",
              ""]
     risks = read_risks(wd)  # the similarity check's risk and nearest asset (docs/AGENCIES.md, "Similar content")
+    changes = read_distinct(wd)  # titles and keywords set apart by `microstock similar distinct`
     for i, s in enumerate(waiting[:MAX_LISTED]):
         md = s.metadata
         thumb = inline_thumbnail(wd.packs / "thumbs" / ready_name(s.name), THUMBNAIL_PX) if i < MAX_THUMBNAILS else ""
         categories = ", ".join(filter(None, [f"Adobe {md.adobe_category}" if md.adobe_category else "",
                                              ", ".join(md.category_hints)]))
         goes = "; ".join(f"{a}: {agency_verdict(s.name, a, csvs)}" for a in csvs.agencies)
-        similar = review_cell(wd, risks, s.name, m, i < MAX_THUMBNAILS)
+        similar = review_cell(wd, risks, changes, s.name, m, i < MAX_THUMBNAILS)
         # a list item, the details a line each: the UI's form is a narrow modal, and a table's cells do not wrap
         lines.append(f"- {thumb + ' ' if thumb else ''}`{m(s.name)}` — **{m(md.title)}**<br>keywords: "
                      f"{m(', '.join(md.keywords[:6]))}<br>categories: {m(categories)}<br>goes: {m(goes)}"
