@@ -78,6 +78,10 @@ class RedisServer:
             if self.ping():
                 return int(self.pid_path.read_text().strip())
             time.sleep(0.2)
+        try:  # daemonized but silent: nobody else knows its pid yet, so stop it here
+            stop_redis(int(self.pid_path.read_text().strip()))
+        except (OSError, ValueError):
+            pass
         raise ConfigError(f"redis-server did not answer on {HOST}:{self.port} within {timeout_s:.0f} s "
                           f"(log {self.log_path})")
 
