@@ -33,10 +33,12 @@ demo: $(VENV)/.installed
 
 # Three pytest-xdist workers on the two cores: the suite is mostly CPU now, but the throttled-FTP tests sleep about
 # two minutes, and a third worker keeps both cores busy meanwhile (docs/BENCHMARKS.md: 4:22 against 5:03 with -n 2
-# and 4:55 with -n 4, same tree, quiet machine). ruff first: a finding fails `make test`.
+# and 4:55 with -n 4, same tree, quiet machine). Work stealing: the slow tests sort late, and with xdist's default
+# chunks they ran last on one worker while the others sat idle (4:38 against 3:36 with --dist worksteal, same tree,
+# 2026-12-01). ruff first: a finding fails `make test`.
 test: $(VENV)/.installed-test exiftool
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -n 3 -m "not cluster"
+	$(BIN)/python -m pytest -q -n 3 --dist worksteal -m "not cluster"
 
 # exiftool (Debian's package): the independent reader the metadata tests read the upload-ready JPEGs back with.
 # As root (CI) this installs the package if missing.

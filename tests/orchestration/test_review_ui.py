@@ -23,6 +23,7 @@ def test_a_stopped_agency_and_a_review_read_true_through_the_api(prefect_harness
     """Regression (issue 26): the run was a green ``Completed`` saying ``… 3 uploaded``; a reject typed without
     ``.jpg`` was taken as "approve all"; the paused run said nothing; two csv-validation artifacts."""
     from prefect.client.orchestration import get_client
+    from prefect.exceptions import PrefectHTTPStatusError
     from prefect.flow_runs import resume_flow_run
 
     from flows.stock_batch import stock_batch
@@ -44,8 +45,17 @@ def test_a_stopped_agency_and_a_review_read_true_through_the_api(prefect_harness
         assert paused.state.message == ("2 asset(s) waiting for review — answer in the Prefect UI (the run → Resume) "
                                         "or with `microstock review`")
         keyset = paused.state.state_details.run_input_keyset
-        with get_client(sync_client=True) as client:
-            schema = json.loads(client.read_flow_run_input(paused.id, keyset["schema"]))
+
+        def saved_form() -> str | None:  # saved just after the run is Paused (pause_flow_run's order too)
+            with get_client(sync_client=True) as client:
+                try:
+                    return client.read_flow_run_input(paused.id, keyset["schema"])
+                except PrefectHTTPStatusError as exc:
+                    if exc.response.status_code == 404:
+                        return None
+                    raise
+
+        schema = json.loads(wait_until("the review form to be saved", saved_form, timeout_s=30))
         assert schema["properties"]["reject"]["items"]["enum"] == names, "a picker"
         correction = schema["$defs"]["Correction"]["properties"]
         assert correction["file"]["enum"] == names
