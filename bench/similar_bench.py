@@ -28,6 +28,7 @@ import random
 import statistics
 import time
 
+from bench.hash_bench import median_ms
 from tasks.images.demo import DEMO_PROMPTS, render_demo_image
 from tasks.images.likeness import Signature, likeness
 from tasks.images.similar import Looks, dhash, distance, looks
@@ -78,15 +79,6 @@ def labelled_table() -> list[Signature]:
     print(f"\nhighest score of two different scenes {worst_negative:.2f}; "
           f"lowest of two versions {weakest_positive:.2f}")
     return [c.signature for c in cases]
-
-
-def median_ms(fn, rounds: int) -> float:
-    times = []
-    for _ in range(rounds):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times) * 1000
 
 
 def synthetic(n: int, rng: random.Random) -> list[Signature]:

@@ -285,26 +285,33 @@ class _Hook(http.server.BaseHTTPRequestHandler):
         pass
 
 
+def install_example_automation(url: str, env: dict, tmp_path: Path, name: str, hook_port: int) -> None:
+    """docs/automations/<name> on the server at ``url`` as a contributor installs it (`prefect automation
+    create`), its notification going to a custom-webhook block that posts to 127.0.0.1:``hook_port``."""
+    block_type = api(url, "GET", "/block_types/slug/custom-webhook")
+    schema = api(url, "POST", "/block_schemas/filter",
+                 {"block_schemas": {"block_type_id": {"any_": [block_type["id"]]}}})[0]
+    hook_name = f"{Path(name).stem}-hook"
+    block = api(url, "POST", "/block_documents/", {
+        "name": hook_name, "block_type_id": block_type["id"], "block_schema_id": schema["id"],
+        "data": {"name": hook_name, "url": f"http://127.0.0.1:{hook_port}/hook", "method": "POST",
+                 "json_data": {"subject": "{{subject}}", "body": "{{body}}"}}})
+    automation = yaml.safe_load((PROJECT_DIR / "docs" / "automations" / name).read_text())
+    automation["actions"][0]["block_document_id"] = block["id"]
+    path = tmp_path / "automation.yaml"
+    path.write_text(yaml.safe_dump(automation))
+    created = subprocess.run(PREFECT + ["automation", "create", "--from-file", str(path)], env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert created.returncode == 0, created.stdout + created.stderr
+
+
 def test_example_automation_notifies_when_a_job_is_parked(served, tmp_path):
     url = served["url"]
     env = dict(served["env"], PREFECT_API_URL=url)
     hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
     threading.Thread(target=hook.serve_forever, daemon=True).start()
     try:
-        block_type = api(url, "GET", "/block_types/slug/custom-webhook")
-        schema = api(url, "POST", "/block_schemas/filter",
-                     {"block_schemas": {"block_type_id": {"any_": [block_type["id"]]}}})[0]
-        block = api(url, "POST", "/block_documents/", {
-            "name": "test-hook", "block_type_id": block_type["id"], "block_schema_id": schema["id"],
-            "data": {"name": "test-hook", "url": f"http://127.0.0.1:{hook.server_port}/hook", "method": "POST",
-                     "json_data": {"subject": "{{subject}}", "body": "{{body}}"}}})
-        automation = yaml.safe_load((PROJECT_DIR / "docs" / "automations" / "notify-on-parked.yaml").read_text())
-        automation["actions"][0]["block_document_id"] = block["id"]
-        path = tmp_path / "automation.yaml"
-        path.write_text(yaml.safe_dump(automation))
-        created = subprocess.run(PREFECT + ["automation", "create", "--from-file", str(path)], env=env,
-                                 capture_output=True, text=True, timeout=120)
-        assert created.returncode == 0, created.stdout + created.stderr
+        install_example_automation(url, env, tmp_path, "notify-on-parked.yaml", hook.server_port)
 
         emit = ("from tasks.observe import events; "
                 "events.job_parked('%s', 'sunset_017.jpg', 'blocked:SAFETY', 1, 'gemini-2.5-flash')" % ("cd" * 32))
@@ -324,20 +331,7 @@ def test_example_automation_notifies_when_a_batch_waits_for_review(served, tmp_p
     hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
     threading.Thread(target=hook.serve_forever, daemon=True).start()
     try:
-        block_type = api(url, "GET", "/block_types/slug/custom-webhook")
-        schema = api(url, "POST", "/block_schemas/filter",
-                     {"block_schemas": {"block_type_id": {"any_": [block_type["id"]]}}})[0]
-        block = api(url, "POST", "/block_documents/", {
-            "name": "review-hook", "block_type_id": block_type["id"], "block_schema_id": schema["id"],
-            "data": {"name": "review-hook", "url": f"http://127.0.0.1:{hook.server_port}/hook", "method": "POST",
-                     "json_data": {"subject": "{{subject}}", "body": "{{body}}"}}})
-        automation = yaml.safe_load((PROJECT_DIR / "docs" / "automations" / "notify-review-waiting.yaml").read_text())
-        automation["actions"][0]["block_document_id"] = block["id"]
-        path = tmp_path / "automation.yaml"
-        path.write_text(yaml.safe_dump(automation))
-        created = subprocess.run(PREFECT + ["automation", "create", "--from-file", str(path)], env=env,
-                                 capture_output=True, text=True, timeout=120)
-        assert created.returncode == 0, created.stdout + created.stderr
+        install_example_automation(url, env, tmp_path, "notify-review-waiting.yaml", hook.server_port)
         sent = subprocess.run([sys.executable, "-c", "from tasks.observe import events; events.review_waiting(3)"],
                               env=env, capture_output=True, text=True, timeout=120)
         assert sent.returncode == 0, sent.stderr[-2000:]
@@ -371,20 +365,7 @@ def test_example_automation_notifies_when_a_batch_is_incomplete(served, tmp_path
     hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
     threading.Thread(target=hook.serve_forever, daemon=True).start()
     try:
-        block_type = api(url, "GET", "/block_types/slug/custom-webhook")
-        schema = api(url, "POST", "/block_schemas/filter",
-                     {"block_schemas": {"block_type_id": {"any_": [block_type["id"]]}}})[0]
-        block = api(url, "POST", "/block_documents/", {
-            "name": "incomplete-hook", "block_type_id": block_type["id"], "block_schema_id": schema["id"],
-            "data": {"name": "incomplete-hook", "url": f"http://127.0.0.1:{hook.server_port}/hook",
-                     "method": "POST", "json_data": {"subject": "{{subject}}", "body": "{{body}}"}}})
-        automation = yaml.safe_load((PROJECT_DIR / "docs" / "automations" / "notify-batch-incomplete.yaml").read_text())
-        automation["actions"][0]["block_document_id"] = block["id"]
-        path = tmp_path / "automation.yaml"
-        path.write_text(yaml.safe_dump(automation))
-        created = subprocess.run(PREFECT + ["automation", "create", "--from-file", str(path)], env=env,
-                                 capture_output=True, text=True, timeout=120)
-        assert created.returncode == 0, created.stdout + created.stderr
+        install_example_automation(url, env, tmp_path, "notify-batch-incomplete.yaml", hook.server_port)
         ran = subprocess.run([sys.executable, "-c", INCOMPLETE_PROBE], env=env, capture_output=True, text=True,
                              timeout=120)
         assert ran.returncode == 0, ran.stderr[-2000:]
