@@ -46,8 +46,8 @@ parked job.
 ``"target"``: every further file to that agency's target would meet it (the
 passive data connection cannot be opened; the disk is full or over quota —
 FTP 451/452/552, or fewer bytes kept than sent; FTP 550, writing not
-permitted). A target-scoped error names that cause in ``target_cause``, the
-words the upload stage stops the agency with. ``refused`` marks a write the
+permitted). It is derived: an error that names a ``target_cause`` (the
+words the upload stage stops the agency with) is target-scoped. ``refused`` marks a write the
 server refused with a reply (an FTP 4xx/5xx, an SFTP status, fewer bytes
 kept): the connection still stands, and the partial file it may have left is
 cleared (:meth:`tasks.transports.base.Transport.put`).
@@ -78,27 +78,29 @@ class MicrostockError(Exception):
     """Base of every error this project raises on purpose.
 
     ``kind`` defaults to the class's :attr:`default_kind`; ``code`` (an HTTP or
-    FTP code, a reason) is the instance's part of ``error_class``. A
-    ``scope="target"`` error must name its ``target_cause``; a file-scoped one
-    has none.
+    FTP code, a reason) is the instance's part of ``error_class``. An error
+    that names a ``target_cause`` is target-scoped (:attr:`scope`).
     """
 
     #: The ``kind`` of an instance built without one.
     default_kind: ClassVar[str] = "unknown"
 
     def __init__(self, message: str, *, kind: str | None = None, code: str | int | None = None,
-                 scope: Scope = "file", target_cause: str | None = None, refused: bool = False) -> None:
-        if (scope == "target") != (target_cause is not None):
-            raise ValueError("a target-scoped error names its target_cause, a file-scoped one none")
+                 target_cause: str | None = None, refused: bool = False) -> None:
         super().__init__(message)
         self.message = message
         self.kind = kind or self.default_kind
         self.code = None if code is None else str(code)
-        self.scope: Scope = scope
         #: The cause every further file to the target meets, in the words the upload stage stops with.
         self.target_cause = target_cause
         #: The server refused this write with a reply: the connection stands, a partial file may be left.
         self.refused = refused
+
+    @property
+    def scope(self) -> Scope:
+        """``"target"`` when every further file to the agency's target meets it (it names a ``target_cause``),
+        else ``"file"``."""
+        return "file" if self.target_cause is None else "target"
 
     @property
     def error_class(self) -> str:

@@ -146,6 +146,8 @@ class DeadLetterDatabase:
     def __init__(self, engine: Engine, name: str, insert: Callable[[Table], Any], *,
                  busy_timeout_s: float | None = None, password: str | None = None) -> None:
         self._engine = engine
+        #: The database's URL (its password included: never shown; ``name`` is what messages say).
+        self.url = engine.url
         #: The dialect's ``insert``, which has ``on_conflict_do_update`` (the same in SQLite and PostgreSQL).
         self.insert = insert
         #: What messages call the store: the file, or the URL without its password (and the account).
@@ -338,6 +340,10 @@ class PostgresDeadLetterStore(SQLDeadLetterStore):
         if not account:
             raise ConfigError("the PostgreSQL dead-letter store needs an account name (setting `account` "
                               "or $MICROSTOCK_ACCOUNT)")
-        self.url = parse_url(url)
-        super().__init__(DeadLetterDatabase.postgres(self.url, account=account, connect_timeout_s=connect_timeout_s),
+        super().__init__(DeadLetterDatabase.postgres(url, account=account, connect_timeout_s=connect_timeout_s),
                          account, clock=clock)
+
+    @property
+    def url(self) -> URL:
+        """The database's URL as parsed once, by :meth:`DeadLetterDatabase.postgres`."""
+        return self.db.url

@@ -141,7 +141,7 @@ class Transport(ABC):
             message = f"{self.remote_path(name)}: the server kept {size} of {expected} bytes"
             if size < expected:
                 raise TransientError(f"{message} (a write was refused: disk full or quota?)", kind="size_mismatch",
-                                     scope="target", target_cause=DISK_FULL, refused=True)
+                                     target_cause=DISK_FULL, refused=True)
             raise TransientError(message, kind="size_mismatch")
 
     def remote_path(self, name: str) -> str:

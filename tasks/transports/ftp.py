@@ -81,20 +81,20 @@ def ftp_errors(where: str, secret: str | None = None) -> Iterator[None]:
                                             "firewall or NAT between here and the server, or the server "
                                             "advertising a wrong passive address or port range (check the "
                                             "agency's passive-mode settings and any firewall on this side)",
-                                     secret), kind="ftp", code="data", scope="target",
+                                     secret), kind="ftp", code="data",
                                  target_cause="the passive data connection cannot be opened") from None
         except ftplib.error_temp as exc:
             code = str(exc)[:3]
             cause = _TARGET_CAUSES.get(code)
             raise TransientError(say(where, f"server busy or out of room ({exc})", secret), kind="ftp", code=code,
-                                 refused=True, scope="target" if cause else "file", target_cause=cause) from None
+                                 refused=True, target_cause=cause) from None
         except ftplib.error_perm as exc:
             code = str(exc)[:3]
             if code in ("530", "532"):
                 raise AuthenticationFailed(say(where, f"login refused ({exc})", secret), code=f"ftp:{code}") from None
             cause = _TARGET_CAUSES.get(code)
             raise PermanentError(say(where, f"refused ({exc})", secret), kind="ftp", code=code, refused=True,
-                                 scope="target" if cause else "file", target_cause=cause) from None
+                                 target_cause=cause) from None
         except (ftplib.error_reply, ftplib.error_proto) as exc:
             raise TransientError(say(where, f"unexpected FTP reply ({exc})", secret), kind="ftp",
                                  code="reply") from None

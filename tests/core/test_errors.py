@@ -391,11 +391,9 @@ def test_kind_and_code_are_instance_data_the_class_gives_the_default():
     assert ConfigError("x", code="password").error_class == "config:password"
 
 
-def test_a_target_scoped_error_names_its_cause_and_only_it_does():
-    with pytest.raises(ValueError):
-        TransientError("x", scope="target")
-    with pytest.raises(ValueError):
-        TransientError("x", target_cause="the disk is full")
+def test_an_error_is_target_scoped_exactly_when_it_names_a_target_cause():
+    assert TransientError("x").scope == "file"
+    assert TransientError("x", target_cause="the disk is full").scope == "target"
 
 
 #: The cause every further file to the agency's target would meet, as the upload stage names it.
