@@ -74,6 +74,7 @@ def child(images: int, latency: float, rpm: int, concurrency: int, root: Path, o
     from tasks.core.settings import GeminiSettings, Settings
     from tasks.core.workdir import Workdir
     from tasks.orchestration.describe_runs import describe_assets
+    from tasks.stages.run_context import RunContext
 
     wd = Workdir(root / "work").prepare()
     write_tiny_assets(wd.assets, images, prefix="photo")
@@ -83,7 +84,7 @@ def child(images: int, latency: float, rpm: int, concurrency: int, root: Path, o
     @flow(name="bench-describe-stage")
     def describe_stage() -> dict:
         t0 = time.monotonic()  # the fake server stamps arrivals with the same clock
-        report = describe_assets(wd, settings, assets)
+        report = describe_assets(RunContext(wd, settings), assets)
         t1 = time.monotonic()
         return {"seconds": t1 - t0, "started": t0, "ended": t1,
                 "described": len(report.described), "parked": len(report.parked),

@@ -83,7 +83,7 @@ def child(n: int, root: Path, out: Path, uploadable: bool = False) -> None:
 
     # The describer's own work per asset, without Prefect: describe + write the sidecar.
     from tasks.core.records import Asset, write_sidecar
-    from tasks.stages.describers import OfflineDescriber
+    from tasks.stages.offline_describer import OfflineDescriber
 
     sample = paths[: min(n, 300)]
     bare_dir = root / "bare"

@@ -273,6 +273,7 @@ def open_dead_letters(workdir: Optional[Path]):
     """The workdir's store (the account's view of the shared PostgreSQL one when a ``dead_letter_url``
     is set), or None when it is SQLite and has no file yet (nothing was ever parked)."""
     from tasks.core.errors import StoreUnavailable
+    from tasks.core.settings import load_settings
     from tasks.core.workdir import Workdir
     from tasks.stores.dead_letter_open import open_store
 
@@ -280,7 +281,7 @@ def open_dead_letters(workdir: Optional[Path]):
     try:
         if not wd.dead_letter_db.exists() and not shared_dead_letter_url(wd.root):
             return None
-        return open_store(wd)
+        return open_store(wd, load_settings(wd.config_file))
     except (StoreUnavailable, ConfigError) as exc:
         fail(exc.message)
 

@@ -74,8 +74,8 @@ def similar_distinct(names: Optional[list[str]] = typer.Argument(None, help="Ass
     from tasks.core.settings import load_settings
     from tasks.core.workdir import Workdir
     from tasks.orchestration.environment import set_prefect_env
-    from tasks.stages.describers import select_describer
     from tasks.stages.distinct import make_distinct
+    from tasks.stages.offline_describer import select_describer
 
     wd = Workdir(resolve_workdir(workdir))
     try:

@@ -16,15 +16,11 @@ from prefect.logging import get_run_logger
 from prefect.states import Completed
 
 from flows.stock_batch import publish_described
-from tasks.agencies.catalog import enabled_agencies
-from tasks.core.secrets import gemini_key
-from tasks.core.settings import load_settings
-from tasks.core.workdir import Workdir
 from tasks.observe.artifacts import publish_dead_letters
 from tasks.observe.run_names import dated_run_name
 from tasks.orchestration.describe_runs import collect_in_task_run
 from tasks.stages.batch_describe import collect_batches
-from tasks.stores.dead_letter_open import open_store
+from tasks.stages.run_context import RunContext
 
 
 @flow(name="collect-batches", flow_run_name=dated_run_name)
@@ -36,23 +32,22 @@ def collect_batches_flow(workdir: str | None = None, config: str | None = None):
         config: Config file (empty: microstock.toml in the workdir).
     """
     logger = get_run_logger()
-    wd = Workdir.open(workdir)
-    settings = load_settings(wd.config_path(config))
-    key = gemini_key()
-    if key is None:
+    ctx = RunContext.open(workdir, config)
+    ctx.wd.prepare()
+    if ctx.gemini_key is None:
         logger.warning("no Gemini key (GEMINI_API_KEY, GOOGLE_API_KEY or the gemini-api-key Secret block): "
                        "no batch job can be read")
         return Completed(message="collect-batches: no Gemini key, nothing collected")
-    report = collect_batches(wd, settings, open_store(wd), key, collect_in_task_run)
+    report = collect_batches(ctx, collect_in_task_run)
     if report.described:
-        publish_described(wd, settings, enabled_agencies(settings, wd=wd))
+        publish_described(ctx)
     headline = (f"collect-batches: {len(report.described)} described · {len(report.parked)} parked · "
                 f"{len(report.in_batch)} still in batch jobs")
     if report.pending:
         headline += f" · {len(report.pending)} back to pending (the next stock-batch run submits them)"
     logger.info(headline)
     if report.parked:  # every 30 minutes: a new version of the table only when it changed
-        publish_dead_letters(wd)
+        publish_dead_letters(ctx.wd, lambda: ctx.store)
     return Completed(message=headline, data={"described": report.described, "parked": report.parked,
                                              "in_batch": report.in_batch, "pending": report.pending,
                                              "stopped": report.stopped})

@@ -13,10 +13,9 @@ from prefect import flow
 from prefect.logging import get_run_logger
 from prefect.states import Completed
 
-from tasks.core.workdir import Workdir
 from tasks.observe.artifacts import publish_dead_letter_summary, publish_dead_letters
 from tasks.observe.run_names import dated_run_name, dead_letter_line
-from tasks.stores.dead_letter_open import open_store
+from tasks.stages.run_context import RunContext
 
 
 @flow(name="dead-letter-summary", flow_run_name=dated_run_name)
@@ -26,10 +25,11 @@ def dead_letter_summary(workdir: str | None = None):
     Args:
         workdir: The workdir (empty: $MICROSTOCK_WORKDIR, else ./microstock-data).
     """
-    wd = Workdir.open(workdir)
-    summary = open_store(wd).summary()
+    ctx = RunContext.open(workdir)
+    ctx.wd.prepare()
+    summary = ctx.store.summary()
     text = summary.text()
     get_run_logger().info(text)
-    publish_dead_letter_summary(summary, wd)
-    publish_dead_letters(wd)
+    publish_dead_letter_summary(summary, ctx.wd)
+    publish_dead_letters(ctx.wd, lambda: ctx.store)
     return Completed(message=dead_letter_line(summary), data=text)

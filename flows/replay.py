@@ -23,15 +23,12 @@ from prefect.logging import get_run_logger
 from prefect.states import Completed
 
 from flows.stock_batch import publish_described
-from tasks.agencies.catalog import enabled_agencies
-from tasks.core.settings import load_settings
-from tasks.core.workdir import Workdir
 from tasks.observe.artifacts import publish_dead_letters
 from tasks.observe.replay_table import publish_replay
 from tasks.observe.run_names import replay_run_name
 from tasks.orchestration.describe_runs import IN_PREFECT
 from tasks.stages.replay import claim_replayable, list_replayable, replay_jobs
-from tasks.stores.dead_letter_open import open_store
+from tasks.stages.run_context import RunContext
 
 
 @flow(name="replay-dead-letters", flow_run_name=replay_run_name)
@@ -59,9 +56,9 @@ def replay_dead_letters(
             (permanent:*, blocked:*); by default they stay parked, named in the replay-assets table.
     """
     logger = get_run_logger()
-    wd = Workdir.open(workdir)
-    settings = load_settings(wd.config_path(config))
-    store = open_store(wd)
+    ctx = RunContext.open(workdir, config)
+    ctx.wd.prepare()
+    store = ctx.store
 
     published = None
     if dry_run:
@@ -71,10 +68,10 @@ def replay_dead_letters(
     else:
         claimant = f"replay-{runtime.flow_run.id}"
         jobs, skipped = claim_replayable(store, claimant, limit, error_class, include_doomed)
-        report = replay_jobs(wd, settings, store, claimant, jobs, IN_PREFECT)
+        report = replay_jobs(ctx, claimant, jobs, IN_PREFECT)
         report.skipped = skipped
         if report.recovered_assets:
-            published = publish_described(wd, settings, enabled_agencies(settings, wd=wd))
+            published = publish_described(ctx)
     if report.skipped:
         logger.warning("left parked, not replayed: %d job(s) whose class fails again unless something is changed "
                        "first (%s); change the image or the settings, then replay with include_doomed "
@@ -83,5 +80,5 @@ def replay_dead_letters(
 
     logger.info(report.headline())
     publish_replay(report, published.csvs if published else None, published.uploads if published else None)
-    publish_dead_letters(wd)
+    publish_dead_letters(ctx.wd, lambda: store)
     return Completed(message=report.headline(), data=asdict(report))

@@ -9,17 +9,13 @@ described (:mod:`tasks.stages.batch_describe`).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, NamedTuple
 
 from prefect import flow, get_run_logger
 from prefect.states import Completed, Failed
 from pydantic import Field
 
-from tasks.agencies.catalog import catalog
 from tasks.core.reports import AgencyUpload, CsvReport, PackReport
-from tasks.core.settings import Settings, load_settings
-from tasks.core.workdir import Workdir, default_workdir
 from tasks.observe import events
 from tasks.observe.artifacts import publish_batch, publish_dead_letters, publish_validation
 from tasks.observe.batch_assets import publish_batch_assets
@@ -29,7 +25,7 @@ from tasks.orchestration.describe_runs import describe_assets
 from tasks.orchestration.review_pause import review_stage
 from tasks.orchestration.stage_tasks import assets_stage, csv_stage, pack_stage, upload_agencies, zip_stage
 from tasks.stages.review import ReviewReport
-from tasks.stores.pending import uploadable
+from tasks.stages.run_context import RunContext
 
 
 class Published(NamedTuple):
@@ -39,21 +35,21 @@ class Published(NamedTuple):
     reviewed: ReviewReport
 
 
-def publish_described(wd: Workdir, settings: Settings, chosen: list[str]) -> Published:
-    """Everything after describe, for every described asset: pack, CSVs, review, ZIP, upload to the chosen agencies.
+def publish_described(ctx: RunContext) -> Published:
+    """Everything after describe, for every described asset: pack, CSVs, review, ZIP, upload to the run's agencies.
 
-    Shared with ``replay-dead-letters``, so a recovered asset takes the same way.
+    Shared with ``replay-dead-letters`` and ``collect-batches``, so a recovered asset takes the same way.
     """
-    packed = pack_stage(wd, settings, chosen)
-    csvs = csv_stage(wd, chosen, settings, packed)  # rejected and held-back assets get no row
-    reviewed = review_stage(wd, settings, packed, csvs)  # with [review] on: pauses until the contributor answers
+    packed = pack_stage(ctx)
+    csvs = csv_stage(ctx, packed)  # rejected and held-back assets get no row
+    reviewed = review_stage(ctx, packed, csvs)  # with [review] on: pauses until the contributor answers
     if reviewed.corrected:
-        packed = pack_stage(wd, settings, chosen)  # the corrected titles and keywords embedded
+        packed = pack_stage(ctx)  # the corrected titles and keywords embedded
     if reviewed.asked:
-        csvs = csv_stage(wd, chosen, settings, packed, waiting=reviewed.held)  # the answer taken in
+        csvs = csv_stage(ctx, packed, waiting=reviewed.held)  # the answer taken in
     publish_validation(csvs)  # once per run: the final CSVs
-    packed = zip_stage(wd, reviewed.without_left_out(packed))
-    uploads = upload_agencies(wd, settings, uploadable(wd, chosen))  # only what has a row and is not held back
+    packed = zip_stage(ctx.wd, reviewed.without_left_out(packed))
+    uploads = upload_agencies(ctx, csvs)  # what each agency's CSV accepted: nothing without a row there
     return Published(csvs, packed, uploads, reviewed)
 
 
@@ -79,22 +75,22 @@ def stock_batch(
             (adobe, vecteezy, dreamstime, shutterstock, …) or <workdir>/agencies/<name>.toml.
         config: Config file (empty: microstock.toml in the workdir).
     """
-    wd = Workdir(Path(workdir) if workdir else default_workdir())
-    settings = load_settings(wd.config_path(config))
-    known = catalog(wd)  # checked before anything is written: a broken spec stops the run here
-    chosen = known.enabled(settings, agencies)
-    wd.prepare()
-    for note in known.notes:
-        get_run_logger().info(note)
+    logger = get_run_logger()
+    ctx = RunContext.open(workdir, config, agencies)  # settings, agencies, store, key: read once, here
+    for note in ctx.check(generates=bool(count and not source)):  # before anything is written or paid for
+        logger.warning(note)
+    ctx.wd.prepare()
+    for note in ctx.catalog.notes:
+        logger.info(note)
 
-    gathered = assets_stage(wd, settings, count, source, chosen)
-    described = describe_assets(wd, settings, gathered.assets)
-    csvs, packed, uploads, reviewed = publish_described(wd, settings, chosen)
+    gathered = assets_stage(ctx, count, source)
+    described = describe_assets(ctx, gathered.assets)
+    csvs, packed, uploads, reviewed = publish_described(ctx)
 
-    summary = BatchSummary.from_stages(wd, gathered, described, csvs, packed, uploads, reviewed.cells())
+    summary = BatchSummary.from_stages(ctx.wd, gathered, described, csvs, packed, uploads, reviewed.cells())
     publish_batch(summary)
-    publish_batch_assets(wd, summary, gathered, described, csvs, packed, uploads)
-    publish_dead_letters(wd)
+    publish_batch_assets(ctx.wd, lambda: ctx.store, summary, gathered, described, csvs, packed, uploads)
+    publish_dead_letters(ctx.wd, lambda: ctx.store)
     events.batch_finished(summary)
     final = Failed if summary.state_name() == INCOMPLETE else Completed
     return final(name=summary.state_name(), message=summary.headline(), data=summary.model_dump())

@@ -161,11 +161,6 @@ class PackReport:
         """Assets that must not reach ``agency`` (its CSV or its upload): rejected, or held back for it."""
         return {**self.rejected, **self.held_back.get(agency, {})}
 
-    def ready_for(self, agency: str) -> dict[str, Path]:
-        """The upload-ready files ``agency`` takes: the packed ones not held back for it."""
-        held = self.held_back.get(agency, {})
-        return {name: path for name, path in self.ready.items() if name not in held}
-
     def as_json(self) -> dict:
         return {
             "packed": sorted(self.ready),

@@ -31,6 +31,7 @@ import hashlib
 import logging
 import re
 from collections import Counter
+from collections.abc import Callable
 
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
@@ -42,8 +43,7 @@ from tasks.observe.batch_assets import REPLAY_HOW, unchanged_warning
 from tasks.observe.markdown import summary_markdown, validation_markdown
 from tasks.observe.run_names import when
 from tasks.observe.summary import BatchSummary
-from tasks.stores.dead_letter import ParkedJob, Summary
-from tasks.stores.dead_letter_open import open_store
+from tasks.stores.dead_letter import DeadLetterStore, ParkedJob, Summary
 
 log = logging.getLogger(__name__)
 
@@ -162,14 +162,15 @@ def dead_letters_description(jobs: list[ParkedJob], wd: Workdir) -> str:
                          *unchanged_warning(jobs)])
 
 
-def publish_dead_letters(wd: Workdir) -> int | None:
-    """The ``dead-letter-jobs-<workdir>`` table of every parked job (an empty table says "nothing parked").
+def publish_dead_letters(wd: Workdir, store: Callable[[], DeadLetterStore]) -> int | None:
+    """The ``dead-letter-jobs-<workdir>`` table of every parked job in ``store()`` (the run's store, opened on
+    first use; an empty table says "nothing parked").
 
     Returns the number of rows; None, with a warning in the log, when the store cannot be read
     (the run goes on: the table is a view, the store is the truth).
     """
     try:
-        jobs = open_store(wd).list(status="parked", limit=MAX_DEAD_LETTER_ROWS)
+        jobs = store().list(status="parked", limit=MAX_DEAD_LETTER_ROWS)
     except StoreUnavailable as exc:
         log.warning("dead-letter table not published: %s", exc.message)
         return None

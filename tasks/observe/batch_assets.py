@@ -20,7 +20,7 @@ portal) and, when something is parked, how to replay it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from prefect.artifacts import create_table_artifact
 
@@ -32,8 +32,7 @@ from tasks.observe.markdown import md_cell, next_steps
 from tasks.observe.run_names import when
 from tasks.observe.similar_view import add_risk_column
 from tasks.observe.summary import BatchSummary, brief
-from tasks.stores.dead_letter import ParkedJob
-from tasks.stores.dead_letter_open import open_store
+from tasks.stores.dead_letter import DeadLetterStore, ParkedJob
 from tasks.stores.similar_risks import read_risks
 
 log = logging.getLogger(__name__)
@@ -156,11 +155,13 @@ def unchanged_warning(parked: list[ParkedJob]) -> list[str]:
             "change the image or the settings first."]
 
 
-def publish_batch_assets(wd: Workdir, summary: BatchSummary, gathered: Gathered, described: DescribeReport,
-                         csvs: CsvReport, packed: PackReport, uploads: dict[str, AgencyUpload]) -> None:
-    """The ``batch-assets`` table of one stock-batch run."""
+def publish_batch_assets(wd: Workdir, store: Callable[[], DeadLetterStore], summary: BatchSummary,
+                         gathered: Gathered, described: DescribeReport, csvs: CsvReport, packed: PackReport,
+                         uploads: dict[str, AgencyUpload]) -> None:
+    """The ``batch-assets`` table of one stock-batch run (the parked jobs' classes from ``store()``, the run's
+    store opened on first use)."""
     try:
-        parked = open_store(wd).list(status="parked")
+        parked = store().list(status="parked")
     except StoreUnavailable as exc:  # the table goes on without the parked jobs' classes and times
         log.warning("batch-assets: parked jobs not read: %s", exc.message)
         parked = []

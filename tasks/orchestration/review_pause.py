@@ -38,9 +38,9 @@ from pydantic import BaseModel, Field, create_model
 
 from tasks.core.errors import ConfigError
 from tasks.core.reports import CsvReport, PackReport
-from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.stages.review import Correction, Question, ReviewReport, review_decisions
+from tasks.stages.run_context import RunContext
 
 #: How often the paused run asks the server whether it was answered.
 POLL_S = 5
@@ -138,9 +138,9 @@ def ask(question: Question) -> Answered | None:
     return None
 
 
-def review_stage(wd: Workdir, settings: Settings, packed: PackReport, csvs: CsvReport) -> ReviewReport:
+def review_stage(ctx: RunContext, packed: PackReport, csvs: CsvReport) -> ReviewReport:
     """The review step of a flow run: :func:`~tasks.stages.review.review_decisions`, asking with the run's pause."""
-    return review_decisions(wd, settings, packed, csvs, ask)
+    return review_decisions(ctx.wd, ctx.settings, packed, csvs, ask)
 
 
 def paused_review_run(wd: Workdir) -> str | None:

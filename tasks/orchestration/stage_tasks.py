@@ -20,14 +20,16 @@ from prefect.states import Completed, Failed, State
 
 from tasks.core.records import FileOutcome, UploadItem
 from tasks.core.reports import AgencyUpload, CsvReport, Gathered, PackReport
-from tasks.core.settings import AgencySettings, Settings
+from tasks.core.settings import AgencySettings
 from tasks.core.workdir import Workdir
 from tasks.observe import events
 from tasks.observe.artifacts import publish_upload, upload_message
 from tasks.stages.assets import gather_assets
 from tasks.stages.csv import csvs_for_packed
 from tasks.stages.pack import finish_batch, pack_described
+from tasks.stages.run_context import RunContext
 from tasks.stages.upload import upload_agency
+from tasks.stores.pending import uploadable
 
 log = logging.getLogger(__name__)
 
@@ -37,23 +39,22 @@ STOPPED = "Stopped"
 
 
 @task(name="assets", task_run_name="assets", cache_policy=NO_CACHE)
-def assets_stage(wd: Workdir, settings: Settings, count: int, source: str | None, agencies: list[str]) -> Gathered:
+def assets_stage(ctx: RunContext, count: int, source: str | None) -> Gathered:
     """The assets stage (:func:`tasks.stages.assets.gather_assets`)."""
-    return gather_assets(wd, settings, count, source, agencies)
+    return gather_assets(ctx, count, source)
 
 
 @task(name="pack", task_run_name="pack", cache_policy=NO_CACHE)
-def pack_stage(wd: Workdir, settings: Settings, agencies: list[str]) -> PackReport:
+def pack_stage(ctx: RunContext) -> PackReport:
     """The pack stage (:func:`tasks.stages.pack.pack_described`)."""
-    return pack_described(wd, settings, agencies)
+    return pack_described(ctx)
 
 
 @task(name="csv", task_run_name="csv", cache_policy=NO_CACHE)
-def csv_stage(wd: Workdir, agencies: list[str], settings: Settings, packed: PackReport,
-              waiting: Collection[str] = ()) -> CsvReport:
+def csv_stage(ctx: RunContext, packed: PackReport, waiting: Collection[str] = ()) -> CsvReport:
     """The CSV stage (:func:`tasks.stages.csv.csvs_for_packed`); the flow publishes the final one's
     ``csv-validation`` artifact (a reviewed run writes the CSVs twice)."""
-    return csvs_for_packed(wd, agencies, settings, packed, waiting)
+    return csvs_for_packed(ctx, packed, waiting)
 
 
 @task(name="zip", task_run_name="zip", cache_policy=NO_CACHE)
@@ -83,10 +84,11 @@ def upload_stage(wd: Workdir, agency: str, items: list[UploadItem], settings: Ag
     return Completed(message=upload_message(result), data=result)
 
 
-def upload_agencies(wd: Workdir, settings: Settings, items: dict[str, list[UploadItem]]) -> dict[str, AgencyUpload]:
-    """Every agency's upload stage at once (``items``: agency -> what it takes), one task run each."""
-    futures = {agency: upload_stage.submit(wd, agency, agency_items, settings.agency(agency))
-               for agency, agency_items in items.items()}
+def upload_agencies(ctx: RunContext, csvs: CsvReport) -> dict[str, AgencyUpload]:
+    """Every agency's upload stage at once, one task run each: what ``csvs`` accepted there
+    (:func:`tasks.stores.pending.uploadable`)."""
+    futures = {agency: upload_stage.submit(ctx.wd, agency, agency_items, ctx.settings.agency(agency))
+               for agency, agency_items in uploadable(ctx.wd, ctx.agencies, csvs).items()}
     uploads = {agency: future.result(raise_on_failure=False) for agency, future in futures.items()}  # Stopped too
     for result in uploads.values():
         if isinstance(result, BaseException):  # the task itself crashed: that error, not a report-shaped one later

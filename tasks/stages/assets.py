@@ -23,14 +23,13 @@ from tasks.core.files import atomic_file, atomic_write_bytes, name_max, sha256_f
 from tasks.core.records import ACCEPTED_EXTENSIONS, Asset, Made, iter_asset_files, read_sidecar
 from tasks.core.reports import Gathered
 from tasks.core.retry import delay_before_retry
-from tasks.core.secrets import gemini_key
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
-from tasks.gemini.models import check_generation
 from tasks.images.demo import DemoPrompt, demo_jpeg_bytes, generated_name, prompts_from
 from tasks.images.inspect import IMAGE_EXTENSIONS, ImageRules, image_rules, inspect_image, open_image
 from tasks.images.provenance import record_generation
 from tasks.observe.progress import StageProgress
+from tasks.stages.run_context import RunContext
 
 log = logging.getLogger(__name__)
 
@@ -348,13 +347,12 @@ def too_small_for_all(assets: list[Asset], rules: list[ImageRules]) -> dict[str,
     return small
 
 
-def gather_assets(wd: Workdir, settings: Settings, count: int, source: str | None, agencies: list[str]) -> Gathered:
-    """The assets stage: ingest ``source``, or make ``count`` images; every asset of the workdir after it
-    that at least one of ``agencies`` takes by size."""
-    key = gemini_key() if count > 0 and not source else None  # ingesting asks for no key
-    if key:
-        check_generation(settings, agencies, wd)  # before any image is paid for
-    make = image_maker(settings, key, wd)
+def gather_assets(ctx: RunContext, count: int, source: str | None) -> Gathered:
+    """The assets stage: ingest ``source``, or make ``count`` images (with Gemini when the run has a key: the
+    flow checked the image model first, :meth:`~tasks.stages.run_context.RunContext.check`); every asset of the
+    workdir after it that at least one of the run's agencies takes by size."""
+    wd, settings, agencies = ctx.wd, ctx.settings, ctx.agencies
+    make = image_maker(settings, ctx.gemini_key if count > 0 and not source else None, wd)  # ingesting: no key
     rules = [image_rules(a, wd) for a in agencies]
     gathered = gather(wd.assets, count, Path(source) if source else None, prompts_from(settings.generate.prompts),
                       settings.generate.seed, make,

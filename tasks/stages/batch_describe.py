@@ -10,9 +10,9 @@ for each live job of the workdir's record (:mod:`tasks.stores.batch_jobs`)
   same display name, which depends only on the assets and the try);
 * a pending or running job is left alone: its assets are ``in_batch``;
 * a succeeded job's answers become sidecars through
-  :meth:`~tasks.stages.describing.DescribeRun.save` (as in sync mode), each
+  :meth:`~tasks.stages.describe_job.DescribeRun.save` (as in sync mode), each
   per-request error is parked through
-  :meth:`~tasks.stages.describing.DescribeRun.park` (same store, same
+  :meth:`~tasks.stages.describe_job.DescribeRun.park` (same store, same
   columns, same classes, so ``dead-letter-summary`` and ``replay-dead-letters``
   work unchanged; a replay goes through sync mode); an asset the job did not
   answer is pending again;
@@ -48,14 +48,12 @@ from tasks.core.errors import BadInput, BatchJobEnded, MicrostockError, Permanen
 from tasks.core.files import sha256_file
 from tasks.core.records import Asset, Metadata, Usage, read_sidecar
 from tasks.core.reports import DescribeReport
-from tasks.core.settings import Settings
-from tasks.core.workdir import Workdir
 from tasks.gemini.batch import JOB_BUDGET_BYTES, BatchJob, GeminiBatches
 from tasks.gemini.models import cost_usd
-from tasks.stages.describers import select_describer
-from tasks.stages.describing import DescribeRun, sort_out
+from tasks.stages.describe_job import DescribeRun, sort_out
+from tasks.stages.offline_describer import select_describer
+from tasks.stages.run_context import RunContext
 from tasks.stores.batch_jobs import BatchJobs, JobRecord, display_name, workdir_prefix
-from tasks.stores.dead_letter import DeadLetterStore
 
 log = logging.getLogger(__name__)
 
@@ -107,12 +105,14 @@ class BatchStage:
         self.collect_one: CollectJob = collect or collect_job
 
     @classmethod
-    def start(cls, wd: Workdir, settings: Settings, store: DeadLetterStore, key: str, report: DescribeReport,
-              assets: list[Asset], collect: "CollectJob | None" = None) -> "BatchStage":
-        run = DescribeRun(wd, settings, select_describer(settings, key), store, secret=key)
-        batches = GeminiBatches(settings.gemini, key)
+    def start(cls, ctx: RunContext, report: DescribeReport, assets: list[Asset],
+              collect: "CollectJob | None" = None) -> "BatchStage":
+        """The batch work of ``ctx`` (its key: batch mode runs only with one)."""
+        key = ctx.gemini_key or ""
+        run = DescribeRun(ctx.wd, ctx.settings, select_describer(ctx.settings, key), ctx.store, secret=key)
+        batches = GeminiBatches(ctx.settings.gemini, key)
         report.describer = batches.name
-        return cls(run, batches, BatchJobs(wd), report, {a.asset_id: a for a in assets}, collect)
+        return cls(run, batches, BatchJobs(ctx.wd), report, {a.asset_id: a for a in assets}, collect)
 
     # --- collecting ------------------------------------------------------------------------
 
@@ -195,7 +195,7 @@ class BatchStage:
             try:
                 request = self.batches.request(asset)
             except BadInput as exc:  # the image cannot be read: parked at once, as sync mode does
-                job = self.run.park(asset, exc, 1, None)
+                job = self.run.park(asset, exc, attempts=1)
                 self.report.parked[asset.name] = job.error_class
                 continue
             n = self.batches.size_of(request)
@@ -220,7 +220,7 @@ class BatchStage:
         except PermanentError as exc:  # Gemini refused this job: it does not exist; the next chunk may pass
             self.jobs.end(name, "refused", {"parked": len(chunk)})
             for asset, _ in chunk:
-                self.report.parked[asset.name] = self.run.park(asset, exc, 1, None).error_class
+                self.report.parked[asset.name] = self.run.park(asset, exc, attempts=1).error_class
             log.error("batch job %s: create refused (%s); its %d asset(s) are parked for a replay (sync mode)",
                          name, self.run.redact(exc.message), len(chunk))
             return True
@@ -263,7 +263,7 @@ def collect_job(stage: BatchStage, record: JobRecord, job: BatchJob, tries: dict
             if ended > stage.settings.gemini.batch_resubmits:
                 ended_exc = BatchJobEnded(f"its Gemini batch jobs ended without an answer {ended} time(s), the last "
                                           f"{job.state} ({record.job_name})", state=job.state)
-                parked = run.park(asset, ended_exc, ended, task_run_id)
+                parked = run.park(asset, ended_exc, attempts=ended, task_run_id=task_run_id)
                 done.rows[name] = f"parked: {parked.error_class}"
             else:
                 done.rows[name] = f"pending: job {job.state}, submitted again ({ended} of "\
@@ -271,7 +271,7 @@ def collect_job(stage: BatchStage, record: JobRecord, job: BatchJob, tries: dict
         elif (answer := answers.get(asset_id)) is None:
             done.rows[name] = "pending: the job gave no answer for it"
         elif answer.error is not None:
-            parked = run.park(asset, answer.error, 1, task_run_id)
+            parked = run.park(asset, answer.error, attempts=1, task_run_id=task_run_id)
             done.rows[name] = f"parked: {parked.error_class}"
         else:
             run.save(asset, answer.metadata)
@@ -294,17 +294,16 @@ CollectJob = Callable[[BatchStage, JobRecord, BatchJob, dict[str, int]], Collect
 # --- the stage entry points ----------------------------------------------------------------
 
 
-def describe_in_batches(wd: Workdir, settings: Settings, store: DeadLetterStore, key: str,
-                        assets: list[Asset], collect: CollectJob = collect_job) -> DescribeReport:
+def describe_in_batches(ctx: RunContext, assets: list[Asset], collect: CollectJob = collect_job) -> DescribeReport:
     """The describe stage in batch mode: collect the finished jobs (each with ``collect``), then submit what is
     left to describe."""
     report = DescribeReport()
-    stage = BatchStage.start(wd, settings, store, key, report, assets, collect)
-    todo: list[Asset] | None = None
+    stage = BatchStage.start(ctx, report, assets, collect)
+    wd, todo = ctx.wd, None  # todo: the assets left to submit, once sorted out
     try:
         with stage.jobs.exclusive():
             stage.collect()
-            todo = sort_out(wd, assets, {job.job_id for job in store.list(status="parked")}, report)
+            todo = sort_out(wd, assets, {job.job_id for job in ctx.store.list(status="parked")}, report)
             stage.submit(todo)
     except MicrostockError as exc:  # the store, a refused key or quota, Gemini unreachable: next run goes on
         log.error("batch describe stopped: %s", stage.run.redact(exc.message))
@@ -316,11 +315,10 @@ def describe_in_batches(wd: Workdir, settings: Settings, store: DeadLetterStore,
     return report
 
 
-def collect_batches(wd: Workdir, settings: Settings, store: DeadLetterStore, key: str,
-                    collect: CollectJob = collect_job) -> DescribeReport:
+def collect_batches(ctx: RunContext, collect: CollectJob = collect_job) -> DescribeReport:
     """Collect only (the ``collect-batches`` flow): the finished jobs' answers become sidecars or parked jobs."""
     report = DescribeReport()
-    stage = BatchStage.start(wd, settings, store, key, report, [], collect)
+    stage = BatchStage.start(ctx, report, [], collect)
     try:
         with stage.jobs.exclusive():
             stage.collect()

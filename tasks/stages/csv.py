@@ -8,8 +8,12 @@ left from an earlier, larger run are removed). An asset whose row breaks a
 rule is skipped for that agency only, and the report says which rule. Files
 are written whole or not at all, and only when their bytes change.
 
-The upload stage sends an asset to an agency only when :meth:`CsvReport.accepted`
-says it has a row there, so nothing goes to an agency whose CSV lacks it.
+What goes to agency X is answered once, here: an asset X's CSV has a valid row
+for (:meth:`CsvReport.accepted`, kept in ``reports/validation.json``). Review
+asks about what is accepted somewhere, and the upload stage and the ``ledger``
+commands send or count only what is accepted there
+(:func:`tasks.stores.pending.uploadable`), so nothing goes to an agency whose
+CSV lacks it.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from tasks.core.records import Sidecar, described_sidecars, ready_name
 from tasks.core.reports import AgencyCsv, CsvReport, PackReport, Problem
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
+from tasks.stages.run_context import RunContext
 
 
 def agency_rows(spec: AgencySpec, sidecars: list[Sidecar], csv_defaults: Mapping[str, str]) -> list[RowResult]:
@@ -147,9 +152,8 @@ def write_agency_csvs(
 
 
 
-def csvs_for_packed(wd: Workdir, agencies: list[str], settings: Settings, packed: PackReport,
-                    waiting: Collection[str] = ()) -> CsvReport:
+def csvs_for_packed(ctx: RunContext, packed: PackReport, waiting: Collection[str] = ()) -> CsvReport:
     """The CSV stage: every agency's CSVs, leaving out what pack rejected or held back there, what review
     rejected, and what is ``waiting`` for a review decision."""
-    return write_agency_csvs(wd, agencies, settings, left_out={a: packed.left_out(a) for a in agencies},
-                             waiting=waiting)
+    return write_agency_csvs(ctx.wd, ctx.agencies, ctx.settings,
+                             left_out={a: packed.left_out(a) for a in ctx.agencies}, waiting=waiting)

@@ -4,11 +4,13 @@ parked when it cannot succeed. Plain Python: how each job runs is handed in (:cl
 An asset with a sidecar is described and never described again; an asset
 whose job is parked in the dead-letter store waits for a replay and is not
 called again by a normal run. Every other asset is one job, at most
-``gemini.concurrency`` at a time. How the jobs run is a collaborator: the
-plain runner here (:func:`run_in_threads`: a thread per job in flight), or
-the Prefect one (:mod:`tasks.orchestration.describe_runs`: a ``describe``
-task run per asset). Both run :func:`attempt_job` and park through
-:meth:`~tasks.stages.describing.DescribeRun.park_once`.
+``gemini.concurrency`` at a time, in one job loop (:func:`describe_jobs`)
+that takes ``submit(asset) -> future``: a thread pool here (:func:`in_threads`),
+or a ``describe`` task run per asset under Prefect
+(:mod:`tasks.orchestration.describe_runs`). Either way each job is
+:func:`~tasks.stages.describe_job.attempt_job`, its result an
+:class:`~tasks.stages.describe_job.Outcome`, and a job that failed for good is
+parked by :meth:`~tasks.stages.describe_job.DescribeRun.park`.
 
 What happens to a failure depends only on its :mod:`tasks.core.errors` class:
 
@@ -24,7 +26,7 @@ What happens to a failure depends only on its :mod:`tasks.core.errors` class:
   unexpected (a bug) is parked too, with its traceback in the log.
 * StageStopped (daily quota or budget, refused key, retired model, refused
   location or request shape, 429 waits used up) — no retry, not parked: the
-  :class:`~tasks.stages.describing.DescriberGate` closes, no further call is
+  :class:`~tasks.stages.describe_job.DescriberGate` closes, no further call is
   made this run, the assets not yet described stay pending for the next run.
 
 Every job ends described, parked or pending (a store that cannot be written
@@ -34,186 +36,60 @@ leaves the job pending, and the others go on).
 from __future__ import annotations
 
 import logging
-import threading
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
-from typing import Literal
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 
-from tasks.core.errors import MicrostockError, StageStopped, StoreUnavailable, TransientError
-from tasks.core.records import Asset, Metadata, Usage
+from tasks.core.errors import StoreUnavailable
+from tasks.core.records import Asset, Usage
 from tasks.core.reports import DescribeReport
-from tasks.core.retry import delay_before_retry
-from tasks.core.secrets import gemini_key
-from tasks.core.settings import Settings
-from tasks.core.workdir import Workdir
-from tasks.gemini.ratelimit import CallTimes
 from tasks.observe.progress import StageProgress
 from tasks.stages.batch_describe import CollectJob, collect_job, describe_in_batches
-from tasks.stages.describers import Describer
-from tasks.stages.describing import DescribeRun, QuotaFor, sort_out
-from tasks.stores.dead_letter import ParkedJob
-from tasks.stores.dead_letter_open import open_store
+from tasks.stages.describe_job import DescribeRun, Outcome, QuotaFor, run_job, sort_out
+from tasks.stages.offline_describer import Describer
+from tasks.stages.run_context import RunContext
 
 log = logging.getLogger(__name__)
 
+#: ``submit(asset)``: start one asset's job; its future gives the job's :class:`Outcome`.
+Submit = Callable[[Asset], "Future[Outcome]"]
 
-# --- one job: its attempts ------------------------------------------------------------------
-
-
-@dataclass
-class Attempted:
-    """How one job's attempts ended: described (``metadata``, this attempt's ``times``), an expected
-    ``failure`` not to try again (to park), ``stopped`` (this job's call stopped the stage: pending), or
-    ``not_called`` (the stage had stopped before its next call: pending)."""
-
-    attempts: int
-    metadata: Metadata | None = None
-    times: CallTimes = field(default_factory=CallTimes)
-    failure: MicrostockError | None = None
-    stopped: StageStopped | None = None
-    not_called: bool = False
+#: How a stage run's jobs are started: ``jobs(run)`` gives the ``submit`` of that run, for as long as it is open.
+Jobs = Callable[[DescribeRun], AbstractContextManager[Submit]]
 
 
-def attempt_job(run: DescribeRun, asset: Asset) -> Attempted:
-    """Describe one asset and write its sidecar, trying a transient failure again up to
-    ``gemini.max_attempts`` attempts after the policy's delay (the one retry decision of sync describe).
+@contextmanager
+def in_threads(run: DescribeRun) -> Iterator[Submit]:
+    """The plain way: each job (:func:`~tasks.stages.describe_job.run_job`) in a thread, ``gemini.concurrency``
+    threads."""
+    with ThreadPoolExecutor(max(1, run.settings.gemini.concurrency), thread_name_prefix="describe") as pool:
+        yield lambda asset: pool.submit(run_job, run, asset)
 
-    ``run.attempts[asset.name]`` counts the attempts as they start. Anything unexpected (not a
-    :class:`~tasks.core.errors.MicrostockError`) propagates, after the attempt that raised it.
+
+def describe_jobs(run: DescribeRun, assets: list[Asset], submit: Submit) -> list[Outcome]:
+    """The one job loop: ``submit`` each asset's job, at most ``gemini.concurrency`` in flight, in order, none
+    once the gate is closed; one outcome per asset, in order.
+
+    The assets never started (the gate closed) are pending. A job whose future raises (its bookkeeping failed:
+    the store locked past its timeout, a bug in settling) is pending with that reason, and the others go on.
     """
-    gemini = run.settings.gemini
-    attempt = 0
-    while True:
-        attempt += 1
-        if run.gate.stopped is not None:
-            log.info("not calling the describer for %s: the stage stopped (%s)", asset.name, run.gate.stopped.message)
-            return Attempted(attempt - 1, not_called=True)
-        run.attempts[asset.name] = attempt
-        times = CallTimes()
-        try:
-            metadata = run.gate.describe(asset, times)
-        except StageStopped as exc:
-            return Attempted(attempt, stopped=exc)
-        except MicrostockError as exc:
-            if isinstance(exc, TransientError) and attempt < gemini.max_attempts:
-                delay = delay_before_retry(gemini.retry_delay_s, attempt, exc)
-                reason = (run.redact(exc.message).splitlines() or [type(exc).__name__])[0]
-                log.info("describe %s: attempt %d of %d failed (%s); trying again in %.1f s", asset.name, attempt,
-                         gemini.max_attempts, reason[:300], delay)
-                time.sleep(delay)
-                continue
-            return Attempted(attempt, failure=exc)
-        run.save(asset, metadata)
-        return Attempted(attempt, metadata=metadata, times=times)
-
-
-# --- many jobs ---------------------------------------------------------------------------------
-
-
-@dataclass
-class Outcome:
-    """How one job ended: ``described``, ``parked`` (detail = error class) or ``pending`` (detail = why)."""
-
-    asset: Asset
-    status: Literal["described", "parked", "pending"]
-    detail: str = ""
-    tokens: int = 0
-    usage: Usage | None = None
-    cost_usd: float | None = None
-
-
-def described(asset: Asset, metadata: Metadata | None) -> Outcome:
-    """The outcome of a job that ended with ``metadata`` (None: the stage stopped before its call)."""
-    if metadata is None:
-        return Outcome(asset, "pending", "stage stopped before this call")
-    return Outcome(asset, "described", tokens=metadata.tokens, usage=metadata.usage, cost_usd=metadata.cost_usd)
-
-
-def park(run: DescribeRun, asset: Asset, exc: BaseException) -> ParkedJob:
-    """Park the job (:meth:`~tasks.stages.describing.DescribeRun.park_once`); a store that cannot be written is
-    logged in one line, and its StoreUnavailable raised (the job stays pending)."""
-    try:
-        job, _ = run.park_once(asset, exc)
-    except StoreUnavailable as err:
-        log.error("could not park %s: %s", asset.name, err.message)
-        raise
-    return job
-
-
-def settle_attempted(run: DescribeRun, asset: Asset, attempted: Attempted) -> Outcome:
-    """The outcome of a job's attempts in the plain runner: an expected failure is parked here."""
-    if attempted.stopped is not None:
-        return Outcome(asset, "pending", attempted.stopped.message)
-    if attempted.failure is not None:
-        return Outcome(asset, "parked", park(run, asset, attempted.failure).error_class)
-    return described(asset, attempted.metadata)
-
-
-#: ``on_done(asset, settle)``: called in the stage's thread as each job finishes; ``settle()`` gives its outcome
-#: (and may raise, e.g. StoreUnavailable when the job cannot be parked).
-OnDone = Callable[[Asset, Callable[[], Outcome]], None]
-
-#: How to run the jobs: ``runner(run, assets, on_done)`` runs each asset's job (at most ``gemini.concurrency`` at
-#: once, none started once the gate is closed) and returns the assets never started.
-JobRunner = Callable[[DescribeRun, list[Asset], OnDone], list[Asset]]
-
-
-def run_in_threads(run: DescribeRun, assets: list[Asset], on_done: OnDone) -> list[Asset]:
-    """The plain runner: each job's :func:`attempt_job` in a thread, at most ``gemini.concurrency`` at once."""
-
-    def settle(asset: Asset, future: Future) -> Outcome:
-        try:
-            attempted = future.result()
-        except Exception as exc:  # a bug: parked, with its traceback in the log
-            job = park(run, asset, exc)
-            log.warning("parked %s as %s after %d attempt(s)", asset.name, job.error_class, job.attempts,
-                        exc_info=exc)
-            return Outcome(asset, "parked", job.error_class)
-        return settle_attempted(run, asset, attempted)
-
+    outcomes: dict[str, Outcome] = {}
     queue = list(reversed(assets))  # pop() from the end takes them in order
     in_flight: dict[Future, Asset] = {}
-    with ThreadPoolExecutor(max(1, run.settings.gemini.concurrency), thread_name_prefix="describe") as pool:
+    with StageProgress("describe", len(assets)) as progress:
         while queue or in_flight:
             while queue and len(in_flight) < run.settings.gemini.concurrency and run.gate.stopped is None:
                 asset = queue.pop()
-                in_flight[pool.submit(attempt_job, run, asset)] = asset
+                in_flight[submit(asset)] = asset
             if not in_flight:
                 break
             done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
             for future in done:
                 asset = in_flight.pop(future)
-                on_done(asset, lambda asset=asset, future=future: settle(asset, future))
-    queue.reverse()
-    return queue
-
-
-def describe_jobs(run: DescribeRun, assets: list[Asset], runner: JobRunner) -> list[Outcome]:
-    """Run the jobs of ``assets`` with ``runner``; one outcome per asset, in order.
-
-    The assets never started (the gate closed) are pending. A job whose outcome cannot be settled
-    (e.g. the store is locked past its timeout) is pending with that reason, and the others go on.
-    """
-    outcomes: dict[str, Outcome] = {}
-    lock = threading.Lock()
-
-    def settle_one(asset: Asset, settle: Callable[[], Outcome]) -> None:
-        try:
-            outcome = settle()
-        except StoreUnavailable as exc:
-            outcome = Outcome(asset, "pending", exc.message)
-        except Exception as exc:  # one job's bookkeeping must not stop the others
-            log.error("describe %s: could not settle the job (%s: %s); it stays pending",
-                      asset.name, type(exc).__name__, run.redact(str(exc)))
-            outcome = Outcome(asset, "pending", f"{type(exc).__name__}: {run.redact(str(exc))}")
-        with lock:
-            outcomes[asset.name] = outcome
-        progress.advance()
-
-    with StageProgress("describe", len(assets)) as progress:
-        for asset in runner(run, assets, settle_one):
+                outcomes[asset.name] = _outcome_of(run, asset, future)
+                progress.advance()
+        for asset in queue:
             outcomes[asset.name] = Outcome(asset, "pending", "stage stopped before this call")
             progress.advance()
     if run.gate.stopped is not None:
@@ -223,26 +99,36 @@ def describe_jobs(run: DescribeRun, assets: list[Asset], runner: JobRunner) -> l
     return [outcomes[a.name] for a in assets]
 
 
+def _outcome_of(run: DescribeRun, asset: Asset, future: Future) -> Outcome:
+    try:
+        return future.result()
+    except StoreUnavailable as exc:
+        return Outcome(asset, "pending", exc.message)
+    except Exception as exc:  # one job's bookkeeping must not stop the others
+        log.error("describe %s: could not settle the job (%s: %s); it stays pending",
+                  asset.name, type(exc).__name__, run.redact(str(exc)))
+        return Outcome(asset, "pending", f"{type(exc).__name__}: {run.redact(str(exc))}")
+
+
 # --- the stage ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class DescribeWith:
-    """The describe stage's collaborators: how each job runs, how a finished batch job is collected, the
-    quota shared by processes, and a describer to use instead of the one the settings select (only a test
-    sets it today: the Prefect side and replay take the settings' own).
+    """The describe stage's collaborators: how the jobs are started, how a finished batch job is collected, the
+    quota shared by processes, and a describer to use instead of the one the key selects (only a test sets it
+    today: the Prefect side and replay take the settings' own).
 
     The defaults are plain Python; :data:`tasks.orchestration.describe_runs.IN_PREFECT` gives Prefect's.
     """
 
-    jobs: JobRunner = run_in_threads
+    jobs: Jobs = in_threads
     collect: CollectJob = collect_job
     quota: QuotaFor | None = None
     describer: Describer | None = None
 
 
-def describe_stage(wd: Workdir, settings: Settings, assets: list[Asset],
-                   how: DescribeWith = DescribeWith()) -> DescribeReport:
+def describe_stage(ctx: RunContext, assets: list[Asset], how: DescribeWith = DescribeWith()) -> DescribeReport:
     """Describe every asset that has no sidecar and is not parked; never raises for one job's failure.
 
     With ``gemini.mode = "batch"`` (and a key) :func:`~tasks.stages.batch_describe.describe_in_batches`
@@ -250,39 +136,39 @@ def describe_stage(wd: Workdir, settings: Settings, assets: list[Asset],
     """
     report = DescribeReport()
     try:
-        store = open_store(wd)
-        parked = {job.job_id for job in store.list(status="parked")}
+        parked = {job.job_id for job in ctx.store.list(status="parked")}
     except StoreUnavailable as exc:
-        store, parked, report.stopped = None, set(), exc.message
-    if store is not None and settings.gemini.mode == "batch":
-        key = gemini_key()
-        if key:
-            return describe_in_batches(wd, settings, store, key, assets, how.collect)
+        report.stopped = exc.message
+        log.error("describe skipped: %s", report.stopped)
+        report.pending = [a.name for a in sort_out(ctx.wd, assets, set(), report)]
+        return report
+    if ctx.settings.gemini.mode == "batch":
+        if ctx.gemini_key:
+            return describe_in_batches(ctx, assets, how.collect)
         log.warning("`gemini.mode = batch` needs a Gemini key: without one the offline describer runs "
                     "as in sync mode")
-    todo = sort_out(wd, assets, parked, report)
+    todo = sort_out(ctx.wd, assets, parked, report)
     if report.still_parked:
         log.info("%d asset(s) parked by an earlier run are left for `microstock replay`", len(report.still_parked))
-    if store is None:
-        log.error("describe skipped: %s", report.stopped)
-        report.pending = [a.name for a in todo]
-        return report
     if not todo:
         return report
-    run = DescribeRun.start(wd, settings, store, how.describer, how.quota)
-    report.describer = run.gate.describer.name
+    run = DescribeRun.start(ctx, how.describer, how.quota)
+    report.describer = run.describer.name
     if report.describer == "offline":
         log.info("No Gemini key (GEMINI_API_KEY, GOOGLE_API_KEY or the gemini-api-key Secret block): the offline "
                  "describer writes metadata from each image's prompt, embedded metadata or file name.")
-    for outcome in describe_jobs(run, todo, how.jobs):
+    with how.jobs(run) as submit:
+        outcomes = describe_jobs(run, todo, submit)
+    for outcome in outcomes:
         if outcome.status == "described":
+            metadata = outcome.metadata
             report.described.append(outcome.asset.name)
-            report.tokens += outcome.tokens
-            report.usage += outcome.usage or Usage()
-            if outcome.cost_usd is None:
+            report.tokens += metadata.tokens
+            report.usage += metadata.usage or Usage()
+            if metadata.cost_usd is None:
                 report.cost_unknown += 1
             else:
-                report.cost_usd += outcome.cost_usd
+                report.cost_usd += metadata.cost_usd
         elif outcome.status == "parked":
             report.parked[outcome.asset.name] = outcome.detail
         else:

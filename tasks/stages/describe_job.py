@@ -1,14 +1,18 @@
-"""What every describe call of one stage run goes through and shares.
+"""One describe job: its attempts, its outcome, and what every job of a stage run shares.
 
-:class:`DescriberGate` is the one seam between the describe task and the
-describer: it passes every call through the describer's quota (its
-``limiter``: rate, concurrency, a 429's pause and call again, the run's
+:class:`DescriberGate` is the one seam between a job and the describer: it
+passes every call through the describer's quota (its ``limiter``: rate,
+concurrency, a 429's pause and call again, the run's
 :class:`~tasks.gemini.ratelimit.WaitAllowance`) and the workdir's daily request
 budget (:class:`~tasks.gemini.daybudget.DailyBudget`), and closes for the rest
-of the run on the first :class:`~tasks.core.errors.StageStopped`. :class:`DescribeRun` bundles
-what the stage's jobs share (workdir, settings, gate, dead-letter store) and
-parks a job once per run (:meth:`DescribeRun.park_once`), whoever asks first:
-the plain runner, the Prefect task's failure hook, or the stage's backstop.
+of the run on the first :class:`~tasks.core.errors.StageStopped`.
+
+:func:`attempt_job` makes one job's attempts under the one retry policy and
+gives its :class:`Outcome` — the one shape a job's result has, from the
+attempt to the stage's report. A job that failed for good is ``failed`` until
+:meth:`DescribeRun.park` parks it: the one park, once per job and run,
+whoever asks first (the plain job runner, the Prefect task's failure hook, the
+stage's backstop for a hook that could not).
 
 No Prefect here: a quota shared by processes (the server's, set up by the
 Prefect side) is handed in as ``quota``, not looked up.
@@ -16,26 +20,50 @@ Prefect side) is handed in as ``quota``, not looked up.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
-from tasks.core.errors import StageStopped, error_class_of_parked
+from tasks.core.errors import MicrostockError, StageStopped, StoreUnavailable, TransientError, error_class_of_parked
 from tasks.core.records import Asset, Metadata, read_sidecar, write_sidecar
 from tasks.core.reports import DescribeReport
-from tasks.core.secrets import gemini_key, redact
+from tasks.core.retry import delay_before_retry
+from tasks.core.secrets import redact
 from tasks.core.settings import GeminiSettings, Settings
 from tasks.core.workdir import Workdir
 from tasks.gemini.daybudget import FILE_NAME, DailyBudget
 from tasks.gemini.ratelimit import CallTimes, RateLimiter, WaitAllowance
 from tasks.images.provenance import is_ai_generated, provenance_of
 from tasks.observe import events
-from tasks.stages.describers import Describer, select_describer
+from tasks.stages.offline_describer import Describer, select_describer
+from tasks.stages.run_context import RunContext
 from tasks.stores.dead_letter import DeadLetterStore, ParkedJob
+
+log = logging.getLogger(__name__)
 
 #: ``quota(gemini settings, model)``: the limiter shared by processes for that model, or None.
 QuotaFor = Callable[[GeminiSettings, str], RateLimiter | None]
+
+
+@dataclass
+class Outcome:
+    """How one job ended.
+
+    ``described`` (``metadata``, this attempt's ``times``); ``failed`` (``failure``: not to be tried again this
+    run, to park; ``detail`` its first line); ``parked`` (``detail``: the error class); ``pending`` (``detail``:
+    why — the stage stopped, the store could not be written). ``attempts``: the attempts this run made.
+    """
+
+    asset: Asset
+    status: Literal["described", "failed", "parked", "pending"]
+    detail: str = ""
+    attempts: int = 0
+    metadata: Metadata | None = None
+    times: CallTimes = field(default_factory=CallTimes)
+    failure: BaseException | None = None
 
 
 class DescriberGate:
@@ -60,8 +88,8 @@ class DescriberGate:
         self.stopped: StageStopped | None = None
 
     def describe(self, asset: Asset, times: CallTimes | None = None) -> Metadata:
-        """The asset's metadata from the describer; ``times`` (when given) gets the time waited for the quota
-        apart from the time in the describer's call (without a limiter, no wait: the call's time only)."""
+        """The asset's metadata from the describer; ``times`` (when given) gets the time waited for the quota apart
+        from the time in the describer's call (without a limiter, no wait: the call's time only)."""
         times = times if times is not None else CallTimes()
         try:
             if self.limiter is None:
@@ -109,14 +137,13 @@ class DescribeRun:
         self._park_lock = threading.Lock()
 
     @classmethod
-    def start(cls, wd: Workdir, settings: Settings, store: DeadLetterStore, describer: Describer | None = None,
+    def start(cls, ctx: RunContext, describer: Describer | None = None,
               quota: QuotaFor | None = None) -> "DescribeRun":
-        """A run with ``describer``, else the one the key selects (``tasks.core.secrets.gemini_key``);
-        ``quota(settings.gemini, model)`` gives the limiter shared by processes, if any."""
-        key = gemini_key()
-        describer = describer or select_describer(settings, key)
-        shared = quota(settings.gemini, describer.model) if quota is not None and describer.limiter else None
-        return cls(wd, settings, describer, store, secret=key, quota=shared)
+        """A run of ``ctx`` with ``describer``, else the one its key selects; ``quota(settings.gemini, model)``
+        gives the limiter shared by processes, if any."""
+        describer = describer or select_describer(ctx.settings, ctx.gemini_key)
+        shared = quota(ctx.settings.gemini, describer.model) if quota is not None and describer.limiter else None
+        return cls(ctx.wd, ctx.settings, describer, ctx.store, secret=ctx.gemini_key, quota=shared)
 
     def __repr__(self) -> str:  # shown by Prefect in parameter reprs; never the describer's key
         return f"DescribeRun({self.gate.describer.name})"
@@ -143,6 +170,11 @@ class DescribeRun:
         """``text`` without the key this run uses (from the environment or a Secret block)."""
         return redact(text, self._secret)
 
+    def reason(self, exc: BaseException) -> str:
+        """The first line of ``exc``'s message, redacted, at most 300 characters: what a log line or a state says."""
+        message = exc.message if isinstance(exc, MicrostockError) else str(exc)
+        return ((self.redact(message).splitlines() or [type(exc).__name__])[0])[:300]
+
     def save(self, asset: Asset, metadata: Metadata) -> None:
         """Write the asset's sidecar: the metadata, its provenance and the AI label the agencies' rules need.
 
@@ -152,36 +184,92 @@ class DescribeRun:
         ai = is_ai_generated(provenance, self.settings.pack.label_own_files_ai)  # agencies' AI rules apply to it
         write_sidecar(self.wd.sidecar(asset.name), asset, metadata.model_copy(update={"ai_generated": ai}), provenance)
 
-    def park_once(self, asset: Asset, exc: BaseException, task_run_id: str | None = None) -> tuple[ParkedJob, bool]:
-        """Park the asset's job with the attempts this run made, unless this run parked it already.
+    def park(self, asset: Asset, exc: BaseException, *, attempts: int | None = None,
+             task_run_id: str | None = None) -> ParkedJob:
+        """Park the asset's job under the class of ``exc`` — the one park — unless this run parked it already
+        (then that job); emits ``microstock.job.parked``.
 
-        The one park path of sync describe: the plain runner, the Prefect task's ``on_failure`` hook and
-        the stage's backstop (a failure the hook could not record, a crashed task run) all come here, so
-        a job is parked exactly once. Returns the job and whether this call parked it. StoreUnavailable
-        when the store cannot be written (nothing is recorded: a later call tries again).
+        ``attempts``: the attempts this run counted (sync describe), or the batch job's. StoreUnavailable when the
+        store cannot be written: nothing is recorded, a later call tries again.
         """
         with self._park_lock:
             if asset.name in self.parked:
-                return self.parked[asset.name], False
-            job = self.park(asset, exc, self.attempts.get(asset.name, 1), task_run_id)
+                return self.parked[asset.name]
+            job = self.store.park(
+                asset.asset_id,
+                payload=self.payload(asset),
+                model=self.describer.model,
+                error_class=error_class_of_parked(exc),
+                error_message=self.redact(str(exc) or type(exc).__name__),
+                attempts=attempts if attempts is not None else self.attempts.get(asset.name, 1),
+                asset_name=asset.name,
+                task_run_id=task_run_id,
+            )
             self.parked[asset.name] = job
-            return job, True
-
-    def park(self, asset: Asset, exc: BaseException, attempts: int, task_run_id: str | None) -> ParkedJob:
-        """Park the asset's job under the class of ``exc``, and emit ``microstock.job.parked`` (batch mode
-        parks through here directly: its attempts are its jobs')."""
-        job = self.store.park(
-            asset.asset_id,
-            payload=self.payload(asset),
-            model=self.describer.model,
-            error_class=error_class_of_parked(exc),
-            error_message=self.redact(str(exc) or type(exc).__name__),
-            attempts=attempts,
-            asset_name=asset.name,
-            task_run_id=task_run_id,
-        )
         events.job_parked(asset.asset_id, asset.name, job.error_class, job.attempts, job.model)
         return job
+
+    def settle(self, outcome: Outcome, task_run_id: str | None = None) -> Outcome:
+        """``outcome`` as the stage reports it: a ``failed`` job parked (:meth:`park`; ``pending`` with the reason
+        when the store cannot be written, logged in one line); any other outcome as it is."""
+        if outcome.status != "failed":
+            return outcome
+        asset = outcome.asset
+        try:
+            job = self.park(asset, outcome.failure or RuntimeError(outcome.detail), task_run_id=task_run_id)
+        except StoreUnavailable as err:
+            log.error("could not park %s: %s", asset.name, err.message)
+            return Outcome(asset, "pending", err.message, outcome.attempts)
+        return Outcome(asset, "parked", job.error_class, job.attempts, failure=outcome.failure)
+
+
+def attempt_job(run: DescribeRun, asset: Asset) -> Outcome:
+    """Describe one asset and write its sidecar, trying a transient failure again up to ``gemini.max_attempts``
+    attempts after the policy's delay (the one retry decision of sync describe).
+
+    ``described``; ``failed`` for an expected failure not to try again (PermanentError, BadInput, transient ones
+    past the attempts); ``pending`` when this job's call stopped the stage or the stage had stopped before it.
+    ``run.attempts[asset.name]`` counts the attempts as they start. Anything unexpected (not a
+    :class:`~tasks.core.errors.MicrostockError`: a bug) propagates, after the attempt that raised it.
+    """
+    gemini = run.settings.gemini
+    attempt = 0
+    while True:
+        attempt += 1
+        if run.gate.stopped is not None:
+            log.info("not calling the describer for %s: the stage stopped (%s)", asset.name, run.gate.stopped.message)
+            return Outcome(asset, "pending", "stage stopped before this call", attempt - 1)
+        run.attempts[asset.name] = attempt
+        times = CallTimes()
+        try:
+            metadata = run.gate.describe(asset, times)
+        except StageStopped as exc:
+            return Outcome(asset, "pending", exc.message, attempt, failure=exc)
+        except MicrostockError as exc:
+            if isinstance(exc, TransientError) and attempt < gemini.max_attempts:
+                delay = delay_before_retry(gemini.retry_delay_s, attempt, exc)
+                log.info("describe %s: attempt %d of %d failed (%s); trying again in %.1f s", asset.name, attempt,
+                         gemini.max_attempts, run.reason(exc), delay)
+                time.sleep(delay)
+                continue
+            return Outcome(asset, "failed", run.reason(exc), attempt, failure=exc)
+        run.save(asset, metadata)
+        return Outcome(asset, "described", attempts=attempt, metadata=metadata, times=times)
+
+
+def run_job(run: DescribeRun, asset: Asset) -> Outcome:
+    """The plain job: :func:`attempt_job`, settled (:meth:`DescribeRun.settle`); a bug is parked with its
+    traceback in the log, and the other jobs go on."""
+    try:
+        outcome = attempt_job(run, asset)
+    except Exception as exc:  # a bug: parked, with its traceback in the log
+        outcome = run.settle(Outcome(asset, "failed", run.reason(exc), run.attempts.get(asset.name, 1),
+                                     failure=exc))
+        if outcome.status == "parked":
+            log.warning("parked %s as %s after %d attempt(s)", asset.name, outcome.detail, outcome.attempts,
+                        exc_info=exc)
+        return outcome
+    return run.settle(outcome)
 
 
 def sort_out(wd: Workdir, assets: list[Asset], parked: set[str], report: DescribeReport) -> list[Asset]:

@@ -7,7 +7,7 @@ group (the assets of the batch with the same motif, and the nearest one,
 from the portfolio when it was uploaded earlier): Gemini gets them in its
 prompt (``tasks.gemini.describer.distinct_note``), the offline describer
 reorders the asset's keywords and adds two of them to its title
-(``tasks.stages.describers.distinct_from``). Only the title and keywords of
+(``tasks.stages.offline_describer.distinct_from``). Only the title and keywords of
 the sidecar change; what they were and became is kept in
 ``reports/distinct.json`` for the review form. The next run packs the asset
 again (its embedded metadata changed) and checks it again.
@@ -22,7 +22,7 @@ from tasks.core.errors import BadInput
 from tasks.core.files import atomic_write_bytes
 from tasks.core.records import Asset, Metadata, Sidecar, read_sidecar, save_sidecar
 from tasks.core.workdir import Workdir
-from tasks.stages.describers import Describer
+from tasks.stages.offline_describer import Describer
 from tasks.stores.portfolio import read_portfolio
 from tasks.stores.similar_risks import Risk, read_distinct, read_risks
 

@@ -38,7 +38,7 @@ from tasks.core.errors import BadInput
 from tasks.core.files import atomic_write_bytes, sha256_file
 from tasks.core.records import Sidecar, Upscaled, described_sidecars, ready_name, record_upscaled
 from tasks.core.reports import PackReport
-from tasks.core.settings import PackSettings, Settings
+from tasks.core.settings import PackSettings
 from tasks.core.workdir import Workdir
 from tasks.images.batch_zip import write_zip
 from tasks.images.embed import embed_metadata
@@ -46,6 +46,7 @@ from tasks.images.inspect import ImageRules, image_rules, too_small
 from tasks.images.provenance import digital_source_type, provenance_of
 from tasks.images.ready import preview_jpegs, ready_jpeg
 from tasks.observe.progress import StageProgress
+from tasks.stages.run_context import RunContext
 from tasks.stages.similarity import hold_back_similar
 
 #: Bump when the bytes written for the same inputs change; every asset is then packed again.
@@ -326,6 +327,7 @@ def finish_batch(wd: Workdir, report: PackReport) -> PackReport:
     return report
 
 
-def pack_described(wd: Workdir, settings: Settings, agencies: list[str]) -> PackReport:
-    """The pack stage: every described asset's upload-ready files, checked against ``agencies``' image rules."""
-    return pack_assets(wd, settings.pack, described_sidecars(wd), agencies)
+def pack_described(ctx: RunContext) -> PackReport:
+    """The pack stage: every described asset's upload-ready files, checked against the run's agencies' image
+    rules."""
+    return pack_assets(ctx.wd, ctx.settings.pack, described_sidecars(ctx.wd), ctx.agencies)

@@ -19,11 +19,11 @@ from tasks.core.files import sha256_file
 from tasks.core.records import Asset, list_assets, read_sidecar
 from tasks.core.reports import ReplayReport
 from tasks.core.secrets import redact
-from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.observe import events
-from tasks.stages.describe import DescribeWith, Outcome, describe_jobs
-from tasks.stages.describing import DescribeRun
+from tasks.stages.describe import DescribeWith, describe_jobs
+from tasks.stages.describe_job import DescribeRun, Outcome
+from tasks.stages.run_context import RunContext
 from tasks.stores.dead_letter import DeadLetterStore, ParkedJob
 
 log = logging.getLogger(__name__)
@@ -86,7 +86,7 @@ class _AssetFinder:
         return self._by_id.get(job.job_id)
 
 
-def replay_jobs(wd: Workdir, settings: Settings, store: DeadLetterStore, claimant: str, jobs: list[ParkedJob],
+def replay_jobs(ctx: RunContext, claimant: str, jobs: list[ParkedJob],
                 how: DescribeWith = DescribeWith()) -> ReplayReport:
     """Run jobs claimed by ``claimant`` through the describe jobs again (run as ``how`` says), with the same
     retry policy.
@@ -98,6 +98,7 @@ def replay_jobs(wd: Workdir, settings: Settings, store: DeadLetterStore, claiman
     happens to the others (a released job with a claim that could not be
     dropped is free again after ``CLAIM_TIMEOUT_S``).
     """
+    wd, store = ctx.wd, ctx.store
     report = ReplayReport(scanned=len(jobs), dry_run=False,
                           error_classes={label(j): j.error_class for j in jobs})
     finder = _AssetFinder(wd)
@@ -139,9 +140,10 @@ def replay_jobs(wd: Workdir, settings: Settings, store: DeadLetterStore, claiman
             runnable.append((job, asset))
     if not runnable:
         return report
-    run = DescribeRun.start(wd, settings, store, how.describer, how.quota)
+    run = DescribeRun.start(ctx, how.describer, how.quota)
     try:
-        outcomes = describe_jobs(run, [asset for _, asset in runnable], how.jobs)
+        with how.jobs(run) as submit:
+            outcomes = describe_jobs(run, [asset for _, asset in runnable], submit)
     except BaseException:
         for job, _ in runnable:
             store.release(job.job_id, claimant)

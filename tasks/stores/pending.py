@@ -4,8 +4,10 @@ The upload stage and ``microstock ledger pending`` / ``status`` / ``done``
 agree on what an upload is because both ask :func:`uploadable`: an
 :class:`~tasks.core.records.UploadItem` — a described asset's upload-ready
 file in ``packs/ready/`` and the SHA-256 of its source image — for every
-asset the last run's pack and CSV stages did not hold back for the agency.
-Pending = uploadable and not in the ledger.
+asset the agency's CSV accepted (:meth:`~tasks.core.reports.CsvReport.accepted`,
+the one answer to "what goes to agency X": the flow's own report, else the
+last run's ``reports/validation.json``). Pending = uploadable and not in the
+ledger.
 
 Free of Prefect and of the transports (paramiko, ftplib, TLS), so the
 ``ledger`` commands start fast; :mod:`tasks.stages.upload` builds on it.
@@ -22,6 +24,7 @@ from pathlib import Path
 from tasks.core.errors import BadInput
 from tasks.core.files import sha256_file
 from tasks.core.records import UploadItem, described_sidecars, iter_asset_files, ready_name
+from tasks.core.reports import CsvReport
 from tasks.core.workdir import Workdir
 from tasks.stores.ledger import Entry, Ledger, LedgerState
 
@@ -56,7 +59,7 @@ def packed_assets(wd: Workdir) -> list[tuple[str, UploadItem]]:
 
 
 def held_back(wd: Workdir) -> dict[str, dict[str, str]]:
-    """agency -> asset name -> why the last run does not send it there.
+    """agency -> asset name -> why the last run does not send it there (what ``ledger status`` shows).
 
     The pack stage's image rules (``reports/pack.json``) and the assets the
     CSV stage gave no valid row (``reports/validation.json``): the flow
@@ -77,14 +80,23 @@ def held_back(wd: Workdir) -> dict[str, dict[str, str]]:
 EVERY_ASSET = ""
 
 
-def uploadable(wd: Workdir, agencies: list[str]) -> dict[str, list[UploadItem]]:
-    """agency -> the upload items it takes: packed and not held back there (the ledger not asked)."""
-    packed, held = packed_assets(wd), held_back(wd)
-    return {agency: _taken(packed, held.get(agency, {})) for agency in agencies}
+def uploadable(wd: Workdir, agencies: list[str], csvs: CsvReport | None = None) -> dict[str, list[UploadItem]]:
+    """agency -> the upload items it takes: packed, and accepted by its CSV (``csvs``, else the last run's
+    ``reports/validation.json``; an agency it does not name takes nothing); the ledger not asked."""
+    return _taken(packed_assets(wd), csvs if csvs is not None else last_csvs(wd), agencies)
 
 
-def _taken(packed: list[tuple[str, UploadItem]], held: dict[str, str]) -> list[UploadItem]:
-    return [] if EVERY_ASSET in held else [item for asset, item in packed if asset not in held]
+def last_csvs(wd: Workdir) -> CsvReport:
+    """The last run's CSV report (``reports/validation.json``); empty when missing or unreadable."""
+    return CsvReport.model_validate(_report(wd, "validation.json"))
+
+
+def _taken(packed: list[tuple[str, UploadItem]], csvs: CsvReport, agencies: list[str]) -> dict[str, list[UploadItem]]:
+    taken = {}
+    for agency in agencies:
+        accepted = set(csvs.agencies[agency].accepted) if agency in csvs.agencies else set()  # one set, not a scan
+        taken[agency] = [item for asset, item in packed if asset in accepted]
+    return taken
 
 
 def _report(wd: Workdir, name: str) -> dict:
@@ -104,13 +116,13 @@ def ledger_overview(wd: Workdir, agencies: list[str]) -> tuple[list[AgencyLedger
     """
     with ThreadPoolExecutor(1, thread_name_prefix="ledger-read") as pool:
         reading = pool.submit(Ledger(wd.ledger).read)
-        packed, held = packed_assets(wd), held_back(wd)
+        taken, held = uploadable(wd, agencies), held_back(wd)
         state = reading.result()
     rows = []
     for agency in agencies:
-        done, rules = state.done_for(agency), held.get(agency, {})
-        pending = [item for item in _taken(packed, rules) if item.sha256 not in done]
-        rows.append(AgencyLedger(agency, len(done), pending, dict(rules)))
+        done = state.done_for(agency)
+        pending = [item for item in taken[agency] if item.sha256 not in done]
+        rows.append(AgencyLedger(agency, len(done), pending, dict(held.get(agency, {}))))
     return rows, state
 
 

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from tasks.core.files import sha256_file
+from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.stores.dead_letter_open import open_store
 from tests.fakes.gemini import FAKE_KEY, fake_gemini  # noqa: F401  (fixture)
@@ -28,7 +29,7 @@ def parked(tmp_path):
     """A workdir with two real assets whose jobs are parked, and one recovered job."""
     wd = Workdir(tmp_path / "work").prepare()
     wd.config_file.write_text("[gemini]\nmax_attempts = 2\nretry_delay_s = 0.05\nrequests_per_minute = 6000\n")
-    store = open_store(wd)
+    store = open_store(wd, Settings())
     jobs = {}
     for name, colour, error_class, attempts in (("sea.jpg", (20, 60, 200), "exhausted:503", 4),
                                                 ("fire.jpg", (220, 60, 20), "blocked:SAFETY", 1)):
@@ -78,7 +79,7 @@ def test_a_locked_store_is_one_line_naming_the_file(parked, monkeypatch):
     wd, _ = parked
     original = dead_letter.SQLiteDeadLetterStore.__init__
     monkeypatch.setattr(dead_letter.SQLiteDeadLetterStore, "__init__",
-                        lambda self, path, busy_timeout_s=10.0: original(self, path, busy_timeout_s=0.2))
+                        lambda self, path, busy_timeout_s=10.0, **kw: original(self, path, busy_timeout_s=0.2, **kw))
     holder = sqlite3.connect(wd.dead_letter_db, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     try:
@@ -105,6 +106,6 @@ def test_replay_is_a_dry_run_unless_applied(prefect_harness, parked, fake_gemini
     assert applied.exit_code == 0, applied.output
     assert "1 replayed · 1 recovered · 0 still failing" in applied.stdout
     assert len(fake_gemini.requests) == 1
-    assert open_store(wd).get(jobs["sea.jpg"]).status == "recovered"
+    assert open_store(wd, Settings()).get(jobs["sea.jpg"]).status == "recovered"
     assert (wd.outbox("adobe") / "sea.jpg").exists() and "sea.jpg" in (wd.csv / "adobe.csv").read_text()
     assert FAKE_KEY not in applied.output

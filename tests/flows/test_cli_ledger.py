@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from flows.cli import app
 from tasks.core.files import sha256_file
 from tasks.core.records import Asset, Metadata, write_sidecar
+from tasks.core.reports import AgencyCsv, CsvReport, Problem
 from tests.fakes.ledger import ledger_entries
 
 runner = CliRunner()
@@ -30,7 +31,18 @@ def described(workdir):
         write_sidecar(workdir.sidecar(name), asset, Metadata(title=name, description=name, keywords=["x"]))
         (ready / (path.stem + ".jpg")).write_bytes(b"packed " + name.encode())
     (workdir.reports / "pack.json").write_text(json.dumps({"held_back": {"adobe": {"dunes.jpg": "too small"}}}))
+    every = ["city.png", "dunes.jpg", "sunset.jpg"]
+    last_run_csvs(workdir, {"adobe": ["city.png", "sunset.jpg"], "vecteezy": every, "dreamstime": every},
+                  [{"agency": "adobe", "asset": "dunes.jpg", "rule": "image", "message": "too small"}])
     return workdir
+
+
+def last_run_csvs(workdir, accepted: dict[str, list[str]], problems: list[dict]) -> None:
+    """``reports/validation.json`` as the last run's CSV stage leaves it: per agency the assets it has a row for."""
+    report = CsvReport(agencies={a: AgencyCsv(agency=a, display_name=a, accepted=names, rows=len(names))
+                                 for a, names in accepted.items()},
+                       problems=[Problem(**p) for p in problems])
+    (workdir.reports / "validation.json").write_text(report.model_dump_json())
 
 
 def cli(workdir, *args):
@@ -98,10 +110,11 @@ def test_status_follows_the_enabled_agencies(described):
 
 
 def test_an_asset_without_a_valid_csv_row_for_an_agency_is_not_pending_there(described):
-    (described.reports / "validation.json").write_text(json.dumps({"problems": [
+    last_run_csvs(described, {"adobe": ["city.png", "sunset.jpg"], "vecteezy": ["dunes.jpg", "sunset.jpg"]}, [
+        {"agency": "adobe", "asset": "dunes.jpg", "rule": "image", "message": "too small"},
         {"agency": "vecteezy", "asset": "city.png", "rule": "keywords.min", "message": "1 keyword; Vecteezy needs 5"},
         {"agency": "dreamstime", "asset": "", "rule": "csv_defaults", "message": "agency-wide: not about one asset"},
-    ]}))
+    ])
     result = cli(described, "pending", "--agency", "vecteezy")
     assert sorted(result.stdout.splitlines()) == ["vecteezy\tdunes.jpg", "vecteezy\tsunset.jpg"]
     # No CSV is written for an agency whose settings are refused, so a run uploads nothing there:

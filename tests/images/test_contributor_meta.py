@@ -18,7 +18,7 @@ from tasks.images import iim
 from tasks.images.contributor_meta import read_embedded
 from tasks.images.embed import embed_metadata
 from tasks.images.ready import ready_jpeg
-from tasks.stages.describers import OfflineDescriber
+from tasks.stages.offline_describer import OfflineDescriber
 from tests.fakes.photo_library import (
     LEGACY_IIM,
     LIGHTHOUSE_IIM,

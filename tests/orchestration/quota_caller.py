@@ -23,7 +23,8 @@ from tasks.core.records import list_assets
 from tasks.core.settings import GeminiSettings, Settings
 from tasks.core.workdir import Workdir
 from tasks.orchestration.describe_runs import IN_PREFECT
-from tasks.stages.describing import DescribeRun
+from tasks.stages.describe_job import DescribeRun
+from tasks.stages.run_context import RunContext
 from tests.fakes.dead_letter_memory import MemoryDeadLetterStore
 
 
@@ -31,7 +32,7 @@ def main(root: str, seconds: float, rpm: int, concurrency: int, project: str) ->
     wd = Workdir(Path(root))
     settings = Settings(gemini=GeminiSettings(requests_per_minute=rpm, concurrency=concurrency, requests_per_day=0,
                                               quota_project=project, timeout_s=30))
-    run = DescribeRun.start(wd, settings, MemoryDeadLetterStore(), quota=IN_PREFECT.quota)
+    run = DescribeRun.start(RunContext(wd, settings, given_store=MemoryDeadLetterStore()), quota=IN_PREFECT.quota)
     assets = cycle(list_assets(wd.assets))
     lock = threading.Lock()
     done = [0]

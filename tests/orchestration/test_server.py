@@ -21,6 +21,7 @@ import yaml
 from PIL import Image
 
 from tasks.core.files import sha256_file
+from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.observe.artifacts import dead_letter_key
 from tasks.orchestration.deployments import PROJECT_DIR
@@ -95,7 +96,7 @@ def parked_workdir(tmp_path_factory) -> tuple[Workdir, str, str]:
     make_photo(wd.assets / "red_barn.jpg", "red")
     barn = sha256_file(wd.assets / "red_barn.jpg")
     gone = "0" * 64
-    store = open_store(wd)
+    store = open_store(wd, Settings())
     for job_id, name in ((barn, "red_barn.jpg"), (gone, "lost_lake.jpg")):
         store.park(job_id, payload={"asset": name, "asset_id": job_id}, model="offline",
                    error_class="exhausted:503", error_message="503 UNAVAILABLE", attempts=4, asset_name=name)
@@ -161,13 +162,13 @@ def test_replay_through_the_api_completes_and_leaves_artifacts_and_events(served
     assert dry["state"]["type"] == "COMPLETED", dry["state"]
     assert dry["parameters"]["dry_run"] is True
     assert dry["name"].startswith("replay-dead-letters ") and dry["name"].endswith(" UTC (dry run)"), dry["name"]
-    assert {j.status for j in open_store(wd).list()} == {"parked"}, "a dry run changes nothing"
+    assert {j.status for j in open_store(wd, Settings()).list()} == {"parked"}, "a dry run changes nothing"
 
     run = run_and_wait(url, replay["id"], {"dry_run": False})
     assert run["state"]["type"] == "COMPLETED", run["state"]
     assert "1 recovered" in run["state"]["message"] and "1 still failing" in run["state"]["message"]
     assert re.fullmatch(r"replay-dead-letters \d{4}-\d\d-\d\d \d\d:\d\d UTC", run["name"]), run["name"]
-    assert open_store(wd).get(barn).status == "recovered"
+    assert open_store(wd, Settings()).get(barn).status == "recovered"
     assert (wd.assets / "red_barn.json").is_file()
 
     arts = artifacts_of(url, run["id"])
@@ -510,7 +511,7 @@ def test_a_parked_job_reads_as_parked_and_the_batch_has_one_row_per_asset(server
         parked["state"]["message"].startswith("blocked:SAFETY after 1 attempt(s): "), parked["state"]["message"]
     assert "\n" not in parked["state"]["message"]
     assert by_name["describe-green_hill.jpg"]["state"]["name"] == "Completed"
-    (job,) = open_store(wd).list(status="parked")  # the on_failure hook still parked it, from this task run
+    (job,) = open_store(wd, Settings()).list(status="parked")  # the on_failure hook still parked it, from this task run
     assert (job.asset_name, job.error_class, job.task_run_id) == ("red_fox.jpg", "blocked:SAFETY", parked["id"])
     logs = api(srv.api_url, "POST", "/logs/filter", {"logs": {"task_run_id": {"any_": [parked["id"]]}}})
     assert logs and not any("Traceback" in log["message"] for log in logs), [log["message"] for log in logs]

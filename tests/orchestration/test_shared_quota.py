@@ -32,7 +32,8 @@ from tasks.orchestration.shared_quota import (
     limit_name,
     shared_quota_limiter,
 )
-from tasks.stages.describing import DescribeRun
+from tasks.stages.describe_job import DescribeRun
+from tasks.stages.run_context import RunContext
 from tests.fakes.dead_letter_memory import MemoryDeadLetterStore
 from tests.fakes.gemini import FAKE_KEY, FakeGemini, answer_json, fake_gemini, slow  # noqa: F401 (a fixture)
 from tests.postgres import start_postgres
@@ -131,10 +132,10 @@ def test_describe_run_takes_its_starts_from_the_server_when_a_project_is_named(p
     Image.new("RGB", (64, 48), "teal").save(workdir.assets / "teal.jpg")
     from tasks.core.records import list_assets
 
-    shared = DescribeRun.start(workdir, Settings(gemini=GeminiSettings(quota_project="studio", requests_per_day=0)),
-                               MemoryDeadLetterStore(), quota=IN_PREFECT.quota)
-    alone = DescribeRun.start(workdir, Settings(gemini=GeminiSettings(requests_per_day=0)), MemoryDeadLetterStore(),
-                              quota=IN_PREFECT.quota)
+    studio = Settings(gemini=GeminiSettings(quota_project="studio", requests_per_day=0))
+    shared = DescribeRun.start(RunContext(workdir, studio, given_store=MemoryDeadLetterStore()), quota=IN_PREFECT.quota)
+    alone = DescribeRun.start(RunContext(workdir, Settings(gemini=GeminiSettings(requests_per_day=0)),
+                                         given_store=MemoryDeadLetterStore()), quota=IN_PREFECT.quota)
     assert isinstance(shared.gate.limiter, SharedQuotaLimiter)
     assert shared.gate.limiter.name == limit_name("studio", shared.describer.model)
     assert type(alone.gate.limiter) is RateLimiter

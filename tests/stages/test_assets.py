@@ -12,7 +12,7 @@ from PIL import Image
 from tasks.core.records import Asset, Made, list_assets
 from tasks.images.demo import DEMO_PROMPTS, demo_jpeg_bytes, generated_name
 from tasks.stages.assets import generate, ingest
-from tasks.stages.describers import OfflineDescriber
+from tasks.stages.offline_describer import OfflineDescriber
 
 
 def _photo(path: Path, colour, size=(2000, 1600)) -> Path:

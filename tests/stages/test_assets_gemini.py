@@ -89,6 +89,6 @@ def test_an_undersized_image_is_never_described(prefect_harness, fake_gemini, mo
     wd.config_file.write_text(config)
     summary = stock_batch(workdir=str(wd.root), count=2, return_state=True).result()
     (small,) = [name for name, why in summary["rejected"].items() if "1184×864" in why]
-    describe_calls = [r for r in fake_gemini.requests if not r.model.endswith("-image")]
+    describe_calls = [r for r in fake_gemini.requests if r.method == "POST" and not r.model.endswith("-image")]
     assert len(describe_calls) == 1 and summary["described_now"] == 1  # only the other image was described
     assert not wd.sidecar(small).exists()

@@ -26,6 +26,7 @@ from tasks.core.workdir import Workdir
 from tasks.gemini import ratelimit
 from tasks.gemini.models import cost_usd
 from tasks.stages.describe import describe_stage
+from tasks.stages.run_context import RunContext
 from tasks.stores.batch_jobs import BatchJobs
 from tasks.stores.dead_letter_open import open_store
 from tests.fakes import prefect_api
@@ -54,7 +55,7 @@ def more_colours(monkeypatch):
 
 def plain_describe(wd: Workdir, settings: Settings, assets: list[Asset]) -> tuple[None, object]:
     """The stage called plainly (no flow run, no task runs): (no state, its report), as ``run_describe`` gives."""
-    return None, describe_stage(wd, settings, assets)
+    return None, describe_stage(RunContext(wd, settings), assets)
 
 
 def batch_settings(**gemini) -> Settings:
@@ -114,7 +115,7 @@ def test_a_finished_job_gives_25_sidecars_and_parks_5_with_their_classes(thirty)
     wd, _, _, _, collected, _ = thirty
     assert sorted(collected.described) == sorted(set(NAMES) - set(FAILURES))
     assert collected.parked == {name: cls for name, (_, cls) in FAILURES.items()}
-    parked = {job.asset_name: job for job in open_store(wd).list(status="parked")}
+    parked = {job.asset_name: job for job in open_store(wd, Settings()).list(status="parked")}
     assert {n: j.error_class for n, j in parked.items()} == collected.parked
     for job in parked.values():  # the same columns as sync mode: a replay (sync) takes them as they are
         assert job.attempts == 1 and job.model == "gemini-3.5-flash-lite"
@@ -176,7 +177,7 @@ def test_an_expired_job_is_resubmitted_then_parked_after_the_limit(prefect_harne
     _, third = plain_describe(wd, settings, assets)  # job 2 expired too: past the limit
     assert third.parked == {n: "batch:expired" for n in names} and third.batch_jobs_submitted == 0
     assert fake_gemini.batch.created == 2
-    parked = open_store(wd).list(status="parked")
+    parked = open_store(wd, Settings()).list(status="parked")
     assert {j.error_class for j in parked} == {"batch:expired"} and {j.attempts for j in parked} == {2}
     records = BatchJobs(wd).records()
     assert [r.ended for r in records] == ["expired", "expired"] and [r.try_number for r in records] == [1, 2]
@@ -205,7 +206,7 @@ def test_a_job_parked_in_batch_mode_is_replayed_through_sync_mode(prefect_harnes
     assert state.result()["recovered"] == 2
     sync_calls = [r for r in fake_gemini.requests if r.path.endswith(":generateContent")]
     assert len(sync_calls) == 2 and fake_gemini.batch.created == 1, "one sync call each, no new batch job"
-    assert open_store(wd).list(status="parked") == []
+    assert open_store(wd, Settings()).list(status="parked") == []
     assert {read_sidecar(wd.sidecar(n)).metadata.describer for n in names} == {"gemini:gemini-3.5-flash-lite"}
 
 
@@ -246,6 +247,7 @@ CHILD = textwrap.dedent("""
     from tasks.core.workdir import Workdir
     from tasks.gemini import batch
     from tasks.stages.describe import describe_stage
+    from tasks.stages.run_context import RunContext
 
     create = batch.GeminiBatches.submit
     when = sys.argv[2]
@@ -258,8 +260,7 @@ CHILD = textwrap.dedent("""
 
     batch.GeminiBatches.submit = submit_and_die
 
-    wd = Workdir(Path(sys.argv[1]))
-    describe_stage(wd, load_settings(wd.config_file), list_assets(wd.assets))
+    describe_stage(RunContext.open(sys.argv[1]), list_assets(Workdir(Path(sys.argv[1])).assets))
 """)
 
 
@@ -294,7 +295,7 @@ def test_a_run_killed_between_create_and_record_never_makes_a_second_job(
     assert displayed == {intent.display_name}, "under the display name the intent recorded"
     described = rerun.described + last.described
     assert sorted(described) == names and len(set(described)) == len(described)
-    assert open_store(wd).list(status="parked") == []
+    assert open_store(wd, Settings()).list(status="parked") == []
     assert all(read_sidecar(wd.sidecar(n)) for n in names)
 
 

@@ -29,8 +29,9 @@ from tasks.core.settings import GeminiSettings, Settings
 from tasks.core.workdir import Workdir
 from tasks.orchestration import describe_runs
 from tasks.orchestration.describe_runs import describe_assets
-from tasks.stages import describe as describe_module
+from tasks.stages import run_context
 from tasks.stages.describe import describe_stage
+from tasks.stages.run_context import RunContext
 from tasks.stores.dead_letter_open import open_store
 from tasks.stores.dead_letter_sql import SQLiteDeadLetterStore
 from tests.fakes import prefect_api
@@ -110,7 +111,7 @@ class Script:
 
 @flow(name="describe-stage-test")
 def describe_flow(workdir: str, settings: Settings, assets: list[Asset]) -> DescribeReport:
-    return describe_assets(Workdir(Path(workdir)), settings, assets)
+    return describe_assets(RunContext(Workdir(Path(workdir)), settings), assets)
 
 
 def run_describe(wd: Workdir, settings: Settings, assets: list[Asset]):
@@ -173,7 +174,7 @@ def mixed_run(prefect_harness, tmp_path_factory):
         state, report = run_describe(wd, fast_settings(), assets)
         calls_after_first = len(fake.requests)
         with stage_lines() as again_lines:
-            again = describe_stage(wd, fast_settings(), assets)
+            again = describe_stage(RunContext(wd, fast_settings()), assets)
         yield wd, script, state, report, again, fake, "\n".join(again_lines), calls_after_first
 
 
@@ -196,7 +197,7 @@ def test_each_failure_class_gets_its_attempts_and_error_class(mixed_run):
     expected_calls |= {name: attempts for name, (_, attempts) in EXPECTED_PARKED.items()}
     assert {n: script.count(n) for n in NAMES} == expected_calls
 
-    store = open_store(wd)
+    store = open_store(wd, Settings())
     rows = {job.asset_name: job for job in store.list()}
     assert {n: (j.error_class, j.attempts, j.status) for n, j in rows.items()} == {
         n: (cls, attempts, "parked") for n, (cls, attempts) in EXPECTED_PARKED.items()
@@ -246,7 +247,7 @@ def test_retry_info_delay_is_honoured(prefect_harness, fake_gemini, gemini_key, 
     script = Script(fake_gemini, [a.name for a in assets])
     script.set("told.jpg", rate_limited("1.5s"))
     script.set("other.jpg", lambda req: (time.sleep(0.3), answer_json())[1])  # in flight when told.jpg hears 429
-    report = describe_stage(wd, fast_settings(concurrency=2), assets)
+    report = describe_stage(RunContext(wd, fast_settings(concurrency=2)), assets)
     assert sorted(report.described) == ["other.jpg", "told.jpg"]
     told = script.calls["told.jpg"]
     assert len(told) == 2 and told[1] - told[0] >= 1.5
@@ -258,7 +259,7 @@ def test_without_retry_info_the_wait_is_the_one_the_message_names(prefect_harnes
     assets = make_assets(wd, ["untold.jpg"])
     script = Script(fake_gemini, [a.name for a in assets])
     script.set("untold.jpg", rate_limited(None, retry_in="0.8117s"))
-    report = describe_stage(wd, fast_settings(), assets)
+    report = describe_stage(RunContext(wd, fast_settings()), assets)
     untold = script.calls["untold.jpg"]
     assert report.described == ["untold.jpg"] and len(untold) == 2 and untold[1] - untold[0] >= 0.8117
 
@@ -270,10 +271,10 @@ def test_a_429_storm_parks_nothing_and_uses_no_attempt(prefect_harness, fake_gem
     script = Script(fake_gemini, names)
     script.set("busy.jpg", rate_limited("0.1s"), rate_limited(None, retry_in="0.1s"), rate_limited("0.1s"))
     script.set("also_busy.jpg", rate_limited(None, retry_in="0.1s"), rate_limited("0.1s"))
-    report = describe_stage(wd, fast_settings(max_attempts=1, concurrency=2), assets)
+    report = describe_stage(RunContext(wd, fast_settings(max_attempts=1, concurrency=2)), assets)
     assert sorted(report.described) == sorted(names) and report.parked == {} and report.stopped is None
     assert {n: script.count(n) for n in names} == {"busy.jpg": 4, "also_busy.jpg": 3}
-    assert open_store(wd).list() == []
+    assert open_store(wd, Settings()).list() == []
 
 
 def test_429s_past_the_runs_wait_limit_stop_the_stage_and_park_nothing(prefect_harness, fake_gemini, gemini_key,
@@ -283,11 +284,11 @@ def test_429s_past_the_runs_wait_limit_stop_the_stage_and_park_nothing(prefect_h
     assets = make_assets(wd, names)
     fake_gemini.default = lambda req: rate_limited("0.2s")
     with stage_lines() as lines:
-        report = describe_stage(wd, fast_settings(concurrency=1, rate_limit_wait_s=0.5), assets)
+        report = describe_stage(RunContext(wd, fast_settings(concurrency=1, rate_limit_wait_s=0.5)), assets)
     assert len(fake_gemini.requests) == 3, "waits of 0.2 + 0.2 fit in 0.5 s, the third 429 does not"
     assert report.parked == {} and sorted(report.pending) == names
     assert "gemini.rate_limit_wait_s" in report.stopped
-    assert open_store(wd).list() == []
+    assert open_store(wd, Settings()).list() == []
     assert "\n".join(lines).count("describe stopped:") == 1
 
 
@@ -299,17 +300,17 @@ def test_daily_quota_stops_the_stage_after_the_first_call(prefect_harness, fake_
     for name in names:
         script.set(name, daily_quota())
     with stage_lines() as lines:
-        report = describe_stage(wd, fast_settings(concurrency=1), assets)
+        report = describe_stage(RunContext(wd, fast_settings(concurrency=1)), assets)
     assert len(fake_gemini.requests) == 1
     assert "daily quota" in report.stopped
     assert report.parked == {} and report.described == [] and sorted(report.pending) == names
-    assert open_store(wd).list() == []
+    assert open_store(wd, Settings()).list() == []
     assert not any(wd.sidecar(n).exists() for n in names)
     assert "\n".join(lines).count("describe stopped:") == 1
 
     for name in names:  # the quota resets: the next run describes everything, once
         script.replies[name].clear()
-    after = describe_stage(wd, fast_settings(concurrency=1), assets)
+    after = describe_stage(RunContext(wd, fast_settings(concurrency=1)), assets)
     assert sorted(after.described) == names and after.stopped is None
     first = script.asset_of(fake_gemini.requests[0])
     assert {n: script.count(n) for n in names} == {n: 2 if n == first else 1 for n in names}
@@ -322,11 +323,11 @@ def test_a_refused_key_stops_the_stage_without_parking(prefect_harness, fake_gem
     names = [f"k{i}.jpg" for i in range(8)]
     assets = make_assets(wd, names)
     fake_gemini.default = lambda req: refusal
-    report = describe_stage(wd, fast_settings(concurrency=3), assets)
+    report = describe_stage(RunContext(wd, fast_settings(concurrency=3)), assets)
     assert 1 <= len(fake_gemini.requests) <= 3, "at most the calls already in flight"
     assert "GEMINI_API_KEY" in report.stopped
     assert report.parked == {} and sorted(report.pending) == names
-    assert open_store(wd).list() == []
+    assert open_store(wd, Settings()).list() == []
 
 
 def test_the_flow_parks_a_failed_job_when_the_hook_could_not(prefect_harness, fake_gemini, gemini_key, tmp_path,
@@ -342,14 +343,14 @@ def test_the_flow_parks_a_failed_job_when_the_hook_could_not(prefect_harness, fa
     script.set("b.jpg", finished("IMAGE_SAFETY"))
     _, report = run_describe(wd, fast_settings(), assets)
     assert report.parked == {"a.jpg": "exhausted:503", "b.jpg": "blocked:IMAGE_SAFETY"}
-    rows = {j.asset_name: (j.error_class, j.attempts) for j in open_store(wd).list()}
+    rows = {j.asset_name: (j.error_class, j.attempts) for j in open_store(wd, Settings()).list()}
     assert rows == {"a.jpg": ("exhausted:503", 3), "b.jpg": ("blocked:IMAGE_SAFETY", 1)}
 
 
 def test_a_locked_store_leaves_the_job_pending_and_the_others_go_on(prefect_harness, fake_gemini, gemini_key, tmp_path,
                                                                     monkeypatch):
-    monkeypatch.setattr(describe_module, "open_store",
-                        lambda wd: SQLiteDeadLetterStore(wd.dead_letter_db, busy_timeout_s=0.3))
+    monkeypatch.setattr(run_context, "open_store",
+                        lambda wd, settings, clock: SQLiteDeadLetterStore(wd.dead_letter_db, busy_timeout_s=0.3))
     wd = Workdir(tmp_path / "w").prepare()
     assets = make_assets(wd, ["fine.jpg", "doomed.jpg", "also_fine.jpg"])
     SQLiteDeadLetterStore(wd.dead_letter_db)  # the store exists; another process is about to lock it
@@ -369,14 +370,14 @@ def test_a_locked_store_leaves_the_job_pending_and_the_others_go_on(prefect_harn
     assert sorted(report.described) == ["also_fine.jpg", "fine.jpg"]
     assert report.pending == ["doomed.jpg"] and report.parked == {}
     assert "dead_letter.db" in flow_run_logs(state)
-    assert open_store(wd).list() == []
-    again = describe_stage(wd, fast_settings(), assets)  # lock gone: the next run tries it again
+    assert open_store(wd, Settings()).list() == []
+    again = describe_stage(RunContext(wd, fast_settings()), assets)  # lock gone: the next run tries it again
     assert again.described == ["doomed.jpg"] and sorted(again.already) == ["also_fine.jpg", "fine.jpg"]
 
 
 def test_a_bug_in_the_describer_is_parked_once_with_its_traceback_and_the_others_go_on(prefect_harness, tmp_path):
     from tasks.stages.describe import DescribeWith
-    from tasks.stages.describers import OfflineDescriber
+    from tasks.stages.offline_describer import OfflineDescriber
 
     class Buggy(OfflineDescriber):
         def describe(self, asset):
@@ -391,11 +392,11 @@ def test_a_bug_in_the_describer_is_parked_once_with_its_traceback_and_the_others
     handler.emit = records.append
     logging.getLogger("tasks").addHandler(handler)
     try:
-        report = describe_stage(wd, fast_settings(max_attempts=3), assets, DescribeWith(describer=Buggy()))
+        report = describe_stage(RunContext(wd, fast_settings(max_attempts=3)), assets, DescribeWith(describer=Buggy()))
     finally:
         logging.getLogger("tasks").removeHandler(handler)
     assert report.parked == {"buggy.jpg": "unknown:RuntimeError"} and report.described == ["fine.jpg"]
-    assert [(j.asset_name, j.error_class, j.attempts) for j in open_store(wd).list()] == [
+    assert [(j.asset_name, j.error_class, j.attempts) for j in open_store(wd, Settings()).list()] == [
         ("buggy.jpg", "unknown:RuntimeError", 1)], "a bug is not tried again, and parked once"
     (parked,) = [r for r in records if "parked" in r.getMessage()]
     assert parked.getMessage() == "parked buggy.jpg as unknown:RuntimeError after 1 attempt(s)"

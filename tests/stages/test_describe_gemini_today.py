@@ -12,11 +12,14 @@ import json
 
 import pytest
 
+from tasks.core.errors import ConfigError
 from tasks.core.records import read_sidecar
+from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.gemini import ratelimit
 from tasks.gemini.daybudget import FILE_NAME, pacific_day
 from tasks.stages.describe import describe_stage
+from tasks.stages.run_context import RunContext
 from tasks.stores.dead_letter_open import open_store
 from tests.fakes.gemini import (  # noqa: F401  (fake_gemini is a fixture)
     FakeGemini,
@@ -53,18 +56,18 @@ def test_a_whole_run_refusal_stops_the_stage_after_the_first_answers(prefect_har
     if reply is not None:
         fake_gemini.default = lambda req: reply
     with stage_lines() as lines:
-        report = describe_stage(wd, fast_settings(concurrency=2, **settings), assets)
+        report = describe_stage(RunContext(wd, fast_settings(concurrency=2, **settings)), assets)
     assert 1 <= len(fake_gemini.requests) <= 2, "at most the calls already in flight"
     assert says in report.stopped
     assert report.parked == {} and report.described == [] and sorted(report.pending) == NAMES
-    assert open_store(wd).list() == []
+    assert open_store(wd, Settings()).list() == []
     logs = "\n".join(lines)  # the flow run of such a stop ends Completed: test_a_whole_batch_run_with_retired_models…
     assert logs.count("describe stopped:") == 1 and says in logs
 
 
 def test_a_retired_model_names_current_ones_to_pick(prefect_harness, fake_gemini, gemini_key, tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
-    report = describe_stage(wd, fast_settings(model="gemini-2.5-flash"), make_assets(wd, ["a.jpg"]))
+    report = describe_stage(RunContext(wd, fast_settings(model="gemini-2.5-flash")), make_assets(wd, ["a.jpg"]))
     assert "its replacement is gemini-3.5-flash-lite; or pick one of gemini-3.5-flash-lite" in report.stopped
     assert "docs/GEMINI.md" in report.stopped
 
@@ -82,7 +85,7 @@ def test_each_finish_reason_gets_its_class(prefect_harness, fake_gemini, gemini_
     script.set("cut_twice.jpg", truncated(), truncated(reason="CONTINUATION"))
     script.set("cut_once.jpg", truncated(reason="CONTINUATION"))
     script.set("odd.jpg", *[finished("A_REASON_NEWER_THAN_THE_SDK")] * 3)
-    report = describe_stage(wd, fast_settings(max_attempts=3), assets)
+    report = describe_stage(RunContext(wd, fast_settings(max_attempts=3)), assets)
     assert report.parked == {"recited.jpg": "refused:RECITATION", "foreign.jpg": "refused:LANGUAGE",
                              "escalated.jpg": "blocked:ESCALATION", "cut_twice.jpg": "truncated:CONTINUATION",
                              "odd.jpg": "invalid_output"}
@@ -102,13 +105,13 @@ def test_the_days_request_budget_stops_the_stage_before_it_is_spent_and_holds_ac
     names = [f"d{i}.jpg" for i in range(5)]
     assets = make_assets(wd, names)
     settings = fast_settings(concurrency=1, requests_per_day=3)
-    report = describe_stage(wd, settings, assets)
+    report = describe_stage(RunContext(wd, settings), assets)
     assert len(fake_gemini.requests) == 3 and len(report.described) == 3
     assert report.parked == {} and len(report.pending) == 2
     assert "`gemini.requests_per_day = 3`" in report.stopped and "midnight Pacific" in report.stopped
     counted = json.loads((wd.root / FILE_NAME).read_text())
     assert counted == {"day": pacific_day(), "models": {"gemini-3.5-flash-lite": 3}}
-    again = describe_stage(wd, settings, assets)  # the same day: nothing more is sent
+    again = describe_stage(RunContext(wd, settings), assets)  # the same day: nothing more is sent
     assert len(fake_gemini.requests) == 3 and again.described == [] and sorted(again.pending) == sorted(report.pending)
 
 
@@ -120,7 +123,7 @@ def test_every_sidecar_carries_usage_and_cost_and_the_report_sums_them(prefect_h
     script = Script(fake_gemini, names)
     script.fallback = lambda req: answer_json(tokens=1000, thoughts=40)  # 900 prompt, 60 answer, 40 thinking
     script.set("u2.jpg", truncated())  # 321 tokens: 261 prompt, 60 answer, billed too
-    report = describe_stage(wd, fast_settings(), assets)
+    report = describe_stage(RunContext(wd, fast_settings()), assets)
     usage = {n: read_sidecar(wd.sidecar(n)).metadata.usage.model_dump() for n in names}
     assert usage["u0.jpg"] == usage["u1.jpg"] == {"prompt_tokens": 900, "output_tokens": 60, "thought_tokens": 40}
     assert usage["u2.jpg"] == {"prompt_tokens": 900 + 261, "output_tokens": 120, "thought_tokens": 40}
@@ -136,16 +139,18 @@ def test_a_model_without_a_confirmed_price_has_cost_unknown_said_once(prefect_ha
     wd = Workdir(tmp_path / "w").prepare()
     names = ["p0.jpg", "p1.jpg"]
     with stage_lines() as lines:
-        report = describe_stage(wd, fast_settings(model="gemini-3.1-flash-lite"), make_assets(wd, names))
+        report = describe_stage(RunContext(wd, fast_settings(model="gemini-3.1-flash-lite")), make_assets(wd, names))
     assert [read_sidecar(wd.sidecar(n)).metadata.cost_usd for n in names] == [None, None]
     assert report.cost_unknown == 2 and report.cost_usd == 0
     assert "\n".join(lines).count("cost unknown for 2 asset(s): no confirmed price for gemini-3.1-flash-lite") == 1
 
 
-def test_a_whole_batch_run_with_retired_models_calls_gemini_not_at_all_and_ends_incomplete(
+def test_a_flow_run_with_retired_models_is_refused_before_any_call_as_the_cli_run_is(
         prefect_harness, fake_gemini, gemini_key, tmp_path):
-    """Issue 13's "done when": the stock-batch flow with a retired image and describe model; since issue 29 the
-    models models.toml marks retired are not called at all (issue 13 allowed one call each)."""
+    """Issue 13's "done when", as issue 33 made it: the stock-batch flow called as a deployment or a worker calls it
+    (no CLI before it), with a retired image and describe model, is refused by the check before a run — nothing
+    sent to Gemini, nothing generated, nothing parked — exactly as ``microstock run`` is (exit 2). Before issue 33
+    only the CLI checked; such a run went on to stop its stages and end Incomplete."""
     from flows.stock_batch import stock_batch
 
     wd = Workdir(tmp_path / "w").prepare()
@@ -153,10 +158,11 @@ def test_a_whole_batch_run_with_retired_models_calls_gemini_not_at_all_and_ends_
     wd.config_file.write_text('[gemini]\nmodel = "gemini-2.5-flash"\nimage_model = "gemini-2.5-flash-image"\n'
                               "requests_per_minute = 6000\nconcurrency = 1\n")
     state = stock_batch(workdir=str(wd.root), count=2, return_state=True)
-    assert state.name == "Incomplete", state.message  # generation stopped: not done, and not a crash
-    summary = state.result(raise_on_failure=False)
+    assert state.is_failed() and state.name == "Failed", state
+    refused = state.result(raise_on_failure=False)
+    assert isinstance(refused, ConfigError) and "nothing was sent to Gemini" in refused.message
+    assert "`gemini.model = gemini-2.5-flash` is retired" in refused.message
     assert fake_gemini.requests == []
-    assert summary["parked"] == 0 and summary["pending"] == 3 and summary["described_now"] == 0
-    assert "`gemini.image_model = gemini-2.5-flash-image` is retired" in summary["stopped"]
-    assert "`gemini.model = gemini-2.5-flash` is retired" in summary["stopped"]
-    assert open_store(wd).list() == []
+    assert sorted(p.name for p in wd.assets.iterdir()) == ["mine_1.jpg", "mine_2.jpg", "mine_3.jpg"], "none made"
+    assert not any(wd.sidecar(n).exists() for n in ["mine_1.jpg", "mine_2.jpg", "mine_3.jpg"])
+    assert open_store(wd, Settings()).list() == []

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from tasks.core.workdir import Workdir
-from tasks.stages.describers import OfflineDescriber
+from tasks.stages.offline_describer import OfflineDescriber
 from tests.fakes import prefect_api
 from tests.fakes.gemini import error, finished, gemini_for_module, rate_limited
 from tests.stages.test_describe import Script, fast_settings, make_assets, run_describe

@@ -20,8 +20,9 @@ from tasks.core.workdir import Workdir
 from tasks.gemini import ratelimit
 from tasks.gemini.describer import GeminiDescriber
 from tasks.stages.describe import describe_stage
-from tasks.stages.describers import OfflineDescriber
-from tasks.stages.describing import DescribeRun
+from tasks.stages.describe_job import DescribeRun
+from tasks.stages.offline_describer import OfflineDescriber
+from tasks.stages.run_context import RunContext
 from tasks.stores.dead_letter_open import open_store
 from tests.fakes.gemini import FAKE_KEY, answer_json, fake_gemini, rate_limited, slow  # noqa: F401  (fixture)
 
@@ -53,7 +54,7 @@ def gemini(**over) -> Settings:
 
 
 def run(wd: Workdir, settings: Settings, assets: list[Asset]) -> DescribeReport:
-    return describe_stage(wd, settings, assets)
+    return describe_stage(RunContext(wd, settings), assets)
 
 
 def test_a_clean_run_makes_exactly_one_gemini_call_per_asset_and_counts_its_tokens(
@@ -95,7 +96,7 @@ def test_a_429_holds_back_every_describe_job_until_its_retry_delay_is_over(
 def test_gemini_calls_share_one_limiter_with_the_configured_rate_and_offline_calls_have_none(
         gemini_key, workdir):
     settings = gemini(requests_per_minute=90, concurrency=5)
-    store = open_store(workdir)
+    store = open_store(workdir, Settings())
     first = DescribeRun(workdir, settings, GeminiDescriber(settings.gemini, FAKE_KEY), store)
     second = DescribeRun(workdir, settings, GeminiDescriber(settings.gemini, FAKE_KEY), store)
     assert first.gate.limiter is second.gate.limiter  # two stage runs in one process share the quota

@@ -8,8 +8,8 @@ from tasks.core.reports import CsvReport
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.gemini.describer import distinct_note
-from tasks.stages.describers import OfflineDescriber
 from tasks.stages.distinct import alike_assets, make_distinct
+from tasks.stages.offline_describer import OfflineDescriber
 from tasks.stages.review import review_description
 from tasks.stores.similar_risks import read_risks
 from tests.stages.test_pack_motifs import pack_and_upload

@@ -97,7 +97,7 @@ def test_bad_files_are_rejected_by_name_and_never_stop_the_others(tmp_path, capl
     names = zipfile.ZipFile(report.zip_path).namelist()
     assert not any(Path(n).stem in {Path(b).stem for b in bad} for n in names)
     for agency in SMALL_RULES:
-        assert sorted(report.ready_for(agency)) == good
+        assert sorted(set(report.ready) - set(report.left_out(agency))) == good
 
 
 def test_repairable_files_are_repaired(tmp_path):
@@ -159,8 +159,8 @@ def test_held_back_per_agency_with_the_rule_at_the_real_limits(tmp_path, caplog)
     rule = "2000×1600 = 3.2 MP is below {}'s minimum of 4 MP"
     assert report.held_back == {"adobe": {"mid.jpg": rule.format("adobe")},
                                 "vecteezy": {"mid.jpg": rule.format("vecteezy")}}
-    assert sorted(report.ready_for("adobe")) == ["big.jpg"]
-    assert sorted(report.ready_for("dreamstime")) == ["big.jpg", "mid.jpg"]
+    assert sorted(set(report.ready) - set(report.left_out("adobe"))) == ["big.jpg"]
+    assert sorted(set(report.ready) - set(report.left_out("dreamstime"))) == ["big.jpg", "mid.jpg"]
     assert report.rejected == {}
     with Image.open(report.ready["mid.jpg"]) as im:
         assert im.size == (2000, 1600)  # never upsampled to reach a minimum

@@ -12,6 +12,7 @@ from tasks.core.settings import PackSettings
 from tasks.core.workdir import Workdir
 from tasks.images.demo import DEMO_PROMPTS, render_demo_image
 from tasks.images.inspect import ImageRules
+from tasks.stages.csv import write_agency_csvs
 from tasks.stages.pack import finish_batch, pack_assets
 from tasks.stages.upload import upload_agency
 from tasks.stores.pending import uploadable
@@ -19,6 +20,9 @@ from tests.images.test_similar import cropped, noisy
 
 SIZE = (600, 450)
 #: Adobe's cap of three versions per motif (adobe.toml), Dreamstime with none; sizes small for speed.
+#: Keywords enough for a valid row at every agency these tests send to (the CSV decides what goes where).
+CITY = ["city", "night", "lights", "street", "urban", "skyline", "buildings", "evening"]
+
 RULES = {"adobe": ImageRules("adobe", 10_000, max_versions=3), "dreamstime": ImageRules("dreamstime", 10_000)}
 
 
@@ -38,7 +42,8 @@ def add_assets(wd: Workdir, versions: range, distinct: bool = True) -> list[str]
 
 def pack_and_upload(wd: Workdir, settings: PackSettings = PackSettings(), rules=RULES) -> tuple:
     report = finish_batch(wd, pack_assets(wd, settings, described_sidecars(wd), list(rules), rules=rules))
-    items = uploadable(wd, list(rules))
+    csvs = write_agency_csvs(wd, list(rules), left_out={a: report.left_out(a) for a in rules})  # what goes where
+    items = uploadable(wd, list(rules), csvs)
     return report, {a: upload_agency(wd, a, items[a]) for a in rules}
 
 
@@ -64,7 +69,7 @@ def test_upscaling_is_off_by_default_and_when_chosen_enlarges_to_the_largest_min
     render_demo_image(DEMO_PROMPTS[2], random.Random(3), size=(480, 360)).save(wd.assets / "city.jpg", quality=90)
     write_sidecar(wd.sidecar("city.jpg"), Asset(name="city.jpg", asset_id=sha256_file(wd.assets / "city.jpg"),
                                                 path=wd.assets / "city.jpg"),
-                                                Metadata(title="City", description="City"))
+                                                Metadata(title="City at night", description="City at night", keywords=CITY))
     rules = {"adobe": ImageRules("adobe", 200_000), "dreamstime": ImageRules("dreamstime", 100_000)}
     plain, sent = pack_and_upload(wd, rules=rules)  # 0.17 MP: Dreamstime takes it, Adobe does not
     assert "city.jpg" in plain.held_back["adobe"] and plain.upscaled == {} and sent["adobe"].uploaded == []
@@ -86,7 +91,7 @@ def test_upscaling_for_named_agencies_only_never_sends_the_enlarged_copy_to_the_
     for name, size in (("city.jpg", (480, 360)), ("field.jpg", (600, 450))):  # 0.17 MP and 0.27 MP
         render_demo_image(DEMO_PROMPTS[2], random.Random(len(name)), size=size).save(wd.assets / name, quality=90)
         write_sidecar(wd.sidecar(name), Asset(name=name, asset_id=sha256_file(wd.assets / name), path=wd.assets / name),
-                      Metadata(title="City", description="City"))
+                      Metadata(title="City at night", description="City at night", keywords=CITY))
     # Adobe (not named: it asks contributors not to upsample) takes 0.1 MP here, Dreamstime 0.25 MP
     rules = {"adobe": ImageRules("adobe", 100_000), "dreamstime": ImageRules("dreamstime", 250_000)}
     report, sent = pack_and_upload(wd, PackSettings(upscale_to_minimum=["dreamstime"]), rules)

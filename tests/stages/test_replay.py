@@ -20,11 +20,12 @@ from PIL import Image
 
 from tasks.core.files import sha256_file
 from tasks.core.records import list_assets
-from tasks.core.settings import load_settings
+from tasks.core.settings import Settings, load_settings
 from tasks.core.workdir import Workdir
 from tasks.gemini.describer import GeminiDescriber
 from tasks.stages.describe import describe_stage
 from tasks.stages.replay import replay_jobs
+from tasks.stages.run_context import RunContext
 from tasks.stores.dead_letter_open import open_store
 from tests.fakes import prefect_api
 from tests.fakes.gemini import FAKE_KEY, FakeGemini, error, finished, slow
@@ -105,7 +106,7 @@ def parked_batch(tmp_path: Path, gemini: FakeGemini, in_a_flow: bool = True):
     if not in_a_flow:
         for name in NAMES:
             (wd.assets / name).write_bytes((source / name).read_bytes())
-        report = describe_stage(wd, load_settings(wd.config_file), list_assets(wd.assets))
+        report = describe_stage(RunContext(wd, load_settings(wd.config_file)), list_assets(wd.assets))
         assert (len(report.described), len(report.parked)) == (1, 3)
         return wd, script, None
     state = batch(wd, source)
@@ -117,7 +118,7 @@ def parked_batch(tmp_path: Path, gemini: FakeGemini, in_a_flow: bool = True):
 
 def test_replay_recovers_parked_jobs_and_takes_them_to_csv_and_outbox(prefect_harness, gemini, tmp_path):
     wd, script, batch_state = parked_batch(tmp_path, gemini)
-    store = open_store(wd)
+    store = open_store(wd, Settings())
     before = {j.asset_name: j for j in store.list()}
     assert {n: (j.error_class, j.attempts) for n, j in before.items()} == {
         "storm1.jpg": ("exhausted:503", 2), "storm2.jpg": ("exhausted:503", 2), "unsafe.jpg": ("blocked:SAFETY", 1)}
@@ -143,7 +144,7 @@ def test_replay_recovers_parked_jobs_and_takes_them_to_csv_and_outbox(prefect_ha
     assert sorted(p.name for p in wd.outbox("adobe").iterdir()) == ["calm.jpg", "storm1.jpg", "storm2.jpg"]
     ledger = {e.filename: e.sha256 for e in ledger_entries(wd.ledger)}
     assert ledger["storm1.jpg"] == sha256_file(wd.assets / "storm1.jpg")
-    assert open_store(wd).summary().by_class == [("blocked:SAFETY", 1)]
+    assert open_store(wd, Settings()).summary().by_class == [("blocked:SAFETY", 1)]
 
     # still blocked: it stays parked, with one more attempt, a newer last_seen and no claim
     with closing(sqlite3.connect(wd.dead_letter_db)) as con, con:  # parked a minute ago: "newer" needs no sleep
@@ -163,7 +164,7 @@ def test_replay_recovers_parked_jobs_and_takes_them_to_csv_and_outbox(prefect_ha
     assert (again["scanned"], again["recovered"], again["still_failing"]) == (1, 0, 1)
     assert [(r["asset"], r["result"], r["parked as"]) for r in replay_table(again_state)] == [
         ("unsafe.jpg", "still failing", "blocked:SAFETY")]
-    unsafe = open_store(wd).list(status="parked")[0]
+    unsafe = open_store(wd, Settings()).list(status="parked")[0]
     assert (unsafe.asset_name, unsafe.attempts, unsafe.error_class) == ("unsafe.jpg", 2, "blocked:SAFETY")
     assert unsafe.last_seen > before["unsafe.jpg"].last_seen and unsafe.first_seen == before["unsafe.jpg"].first_seen
     assert unsafe.claimed_by is None
@@ -186,8 +187,8 @@ def test_two_replays_at_once_never_take_the_same_job(prefect_harness, gemini, tm
     settings = load_settings(wd.config_file)
 
     def one_replay():
-        store, claimant = open_store(wd), f"replay-{threading.get_ident()}"
-        report = replay_jobs(wd, settings, store, claimant, store.claim(claimant, limit=20))
+        store, claimant = open_store(wd, Settings()), f"replay-{threading.get_ident()}"
+        report = replay_jobs(RunContext(wd, settings, given_store=store), claimant, store.claim(claimant, limit=20))
         results.append({"recovered": report.recovered, "scanned": report.scanned})
 
     threads = [threading.Thread(target=one_replay) for _ in range(2)]
@@ -200,7 +201,7 @@ def test_two_replays_at_once_never_take_the_same_job(prefect_harness, gemini, tm
     assert sum(r["scanned"] for r in results) == 3, results
     replayed = {name: script.count(name) - attempts for name, attempts in BATCH_ATTEMPTS.items()}
     assert replayed == {"storm1.jpg": 1, "storm2.jpg": 1, "unsafe.jpg": 1}, "each job was replayed by one replay only"
-    assert open_store(wd).summary().parked == 0
+    assert open_store(wd, Settings()).summary().parked == 0
 
 
 def test_one_job_failing_unexpectedly_or_gone_does_not_stop_the_others(prefect_harness, gemini, tmp_path, monkeypatch):
@@ -218,7 +219,7 @@ def test_one_job_failing_unexpectedly_or_gone_does_not_stop_the_others(prefect_h
     _, result = replay(wd, dry_run=False, include_doomed=True)
     assert (result["scanned"], result["recovered"], result["still_failing"]) == (3, 1, 2)
     assert result["recovered_assets"] == ["storm1.jpg"]
-    rows = {j.asset_name: j for j in open_store(wd).list()}
+    rows = {j.asset_name: j for j in open_store(wd, Settings()).list()}
     assert rows["storm1.jpg"].status == "recovered"
     assert (rows["storm2.jpg"].status, rows["storm2.jpg"].error_class) == ("parked", "unknown:RuntimeError")
     assert rows["unsafe.jpg"].status == "parked" and "no longer in assets/" in rows["unsafe.jpg"].error_message
@@ -230,7 +231,7 @@ def test_dead_letter_summary_flow_logs_and_publishes_the_report(prefect_harness,
     from flows.dead_letter_summary import dead_letter_summary
 
     wd = new_workdir(tmp_path)
-    store = open_store(wd)
+    store = open_store(wd, Settings())
     for job_id, error_class in (("a", "exhausted:503"), ("b", "blocked:SAFETY"), ("c", "exhausted:503")):
         store.park(job_id, payload={"asset": f"{job_id}.jpg"}, model="m", error_class=error_class,
                    error_message="x", attempts=1, asset_name=f"{job_id}.jpg")

@@ -11,12 +11,12 @@ import uuid
 
 import pytest
 
-from harness.postgres import HOST, SUPERUSER
+from harness.postgres import HOST
 from tasks.core.errors import ConfigError, StoreUnavailable
 from tasks.core.settings import load_settings
 from tasks.stores.dead_letter import Summary
-from tasks.stores.dead_letter_open import ACCOUNT_ENV, DEAD_LETTER_URL_ENV, open_store
-from tasks.stores.dead_letter_sql import DeadLetterDatabase, PostgresDeadLetterStore, SQLiteDeadLetterStore
+from tasks.stores.dead_letter_open import ACCOUNT_ENV
+from tasks.stores.dead_letter_sql import DeadLetterDatabase, PostgresDeadLetterStore
 from tests.postgres import postgres  # noqa: F401 (the session's PostgreSQL)
 
 
@@ -102,27 +102,6 @@ def test_only_psycopg_urls_and_named_accounts(postgres):
         PostgresDeadLetterStore("postgresql+asyncpg://u@127.0.0.1/db", "alice")
     with pytest.raises(ConfigError, match="account"):
         PostgresDeadLetterStore(postgres.url("postgres"), "")
-
-
-def test_open_store_takes_the_workdir_setting_and_the_password_from_pgpass(postgres, workdir, tmp_path, monkeypatch):
-    monkeypatch.delenv(DEAD_LETTER_URL_ENV, raising=False)
-    monkeypatch.delenv(ACCOUNT_ENV, raising=False)
-    assert isinstance(open_store(workdir), SQLiteDeadLetterStore), "SQLite stays the default"
-
-    pgpass = tmp_path / "pgpass"
-    pgpass.write_text(f"{HOST}:{postgres.port}:*:{SUPERUSER}:{postgres.password}\n")
-    pgpass.chmod(0o600)
-    monkeypatch.setenv("PGPASSFILE", str(pgpass))
-    url = f"postgresql+psycopg://{SUPERUSER}@{HOST}:{postgres.port}/postgres"
-    workdir.config_file.write_text(f'dead_letter_url = "{url}"\naccount = "carol"\n')
-    store = open_store(workdir)
-    assert isinstance(store, PostgresDeadLetterStore) and store.account == "carol"
-    park(store, "x")
-    assert SQLiteDeadLetterStore(workdir.dead_letter_db).get("x") is None, "parked in PostgreSQL, not in SQLite"
-
-    monkeypatch.setenv(ACCOUNT_ENV, "dave")
-    assert open_store(workdir).account == "dave", "the deployment's environment wins over the file"
-    assert open_store(workdir).get("x") is None
 
 
 def test_a_password_in_the_config_file_is_refused_without_echoing_it(tmp_path):

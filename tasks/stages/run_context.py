@@ -1,0 +1,113 @@
+"""What one run knows, built once: :class:`RunContext`.
+
+A flow (or a command) opens it from the workdir and the chosen config file;
+every stage takes it. Nothing below it reads a config file or the
+environment again: the settings, the agency catalog and the agencies chosen,
+the dead-letter store (opened once, from *these* settings: a shared
+``dead_letter_url`` in ``--config other.toml`` is the store this run parks
+into), the Gemini key (resolved once: the environment, else the
+``gemini-api-key`` Secret block, read at most once) and the clock.
+
+:meth:`RunContext.check` is the check before a run — targets, the configured
+models, what the image model can make — made inside the flow, so a
+deployment or worker run is refused before any paid call exactly as
+``microstock run`` is.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from tasks.agencies.catalog import Catalog, catalog
+from tasks.core.secrets import gemini_key
+from tasks.core.settings import Settings, load_settings
+from tasks.core.workdir import Workdir, default_workdir
+from tasks.stores.dead_letter import DeadLetterStore
+from tasks.stores.dead_letter_open import open_store
+
+
+@dataclass
+class RunContext:
+    """One run's workdir, settings, agencies, dead-letter store, Gemini key and clock (see the module).
+
+    Made directly in tests (``RunContext(wd, settings)``: the shipped agencies the settings enable, the key
+    from the environment or a Secret block); :meth:`open` in flows and commands.
+    """
+
+    wd: Workdir
+    settings: Settings = field(default_factory=Settings)
+    #: The agencies this run takes assets to (None: every agency the settings enable).
+    chosen: list[str] | None = None
+    #: Unix seconds, for what the run records (the dead-letter store's times).
+    clock: Callable[[], float] = time.time
+    #: The dead-letter store when one is handed in (a test's memory store); else opened on first use.
+    given_store: DeadLetterStore | None = None
+
+    @classmethod
+    def open(cls, workdir: str | Path | None = None, config: str | Path | None = None,
+             agencies: list[str] | None = None) -> "RunContext":
+        """The context of a run of ``workdir`` (empty: $MICROSTOCK_WORKDIR, else ./microstock-data) with
+        ``config`` (empty: the workdir's microstock.toml), limited to ``agencies`` when given.
+
+        ConfigError (one line naming the file and the key) for settings that do not validate, a broken agency
+        spec or an unknown agency — before anything is written.
+        """
+        wd = Workdir(Path(workdir) if workdir else default_workdir())
+        settings = load_settings(wd.config_path(config))
+        return cls(wd, settings, catalog(wd).enabled(settings, agencies))
+
+    def __post_init__(self) -> None:
+        if self.chosen is None:
+            self.chosen = self.catalog.enabled(self.settings)
+
+    def __repr__(self) -> str:  # shown by Prefect in parameter reprs: never the key
+        return f"RunContext({self.wd.root}, agencies={self.agencies})"
+
+    @property
+    def agencies(self) -> list[str]:
+        """The agencies of this run, in list order."""
+        return list(self.chosen or [])
+
+    @cached_property
+    def catalog(self) -> Catalog:
+        """The workdir's agencies: the shipped specs and its own ``agencies/*.toml``."""
+        return catalog(self.wd)
+
+    @property
+    def store(self) -> DeadLetterStore:
+        """The dead-letter store of these settings, opened on first use (:func:`open_store`): ConfigError or
+        StoreUnavailable when it cannot be, raised again at the next use."""
+        if self.given_store is None:
+            self.given_store = open_store(self.wd, self.settings, self.clock)
+        return self.given_store
+
+    @cached_property
+    def gemini_key(self) -> str | None:
+        """The Gemini key: ``GOOGLE_API_KEY`` / ``GEMINI_API_KEY``, else the ``gemini-api-key`` Secret block (read
+        once a run); None without one (the offline describer and generator)."""
+        return gemini_key()
+
+    def check(self, generates: bool) -> list[str]:
+        """The check before a run, before any paid call: ConfigError for a target URL that cannot be used, a
+        configured model that is retired or not listed today, an image model and size no chosen agency takes;
+        else the lines to show (the model list unreadable, the table disagreeing with it).
+
+        ``generates``: the run makes images with Gemini (a count, no source folder), so the image model is
+        checked too. Without a key only the targets are checked: nothing is sent to Gemini.
+        """
+        from tasks.transports.targets import check_targets  # the transports' libraries load only for a run
+
+        check_targets(self.settings, self.agencies)
+        if not self.gemini_key:
+            return []
+        from tasks.gemini.models import check_generation
+        from tasks.gemini.served import check_models
+
+        if generates:
+            check_generation(self.settings, self.agencies, self.wd)
+        uses = ("describe", "image") if generates else ("describe",)
+        return check_models(self.wd, self.settings.gemini, self.gemini_key, uses).notes

@@ -1,0 +1,66 @@
+"""The run context: settings, agencies, the dead-letter store and the Gemini key read once, from the chosen
+config; the check before a run."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from harness.postgres import HOST, SUPERUSER
+from tasks.core.errors import StoreUnavailable
+from tasks.stages.describe import describe_stage
+from tasks.stages.run_context import RunContext
+from tasks.stores.dead_letter_open import ACCOUNT_ENV, DEAD_LETTER_URL_ENV
+from tasks.stores.dead_letter_sql import PostgresDeadLetterStore, SQLiteDeadLetterStore
+from tests.postgres import postgres  # noqa: F401 (the session's PostgreSQL)
+
+
+def park(store, job_id, error_class="exhausted:503"):
+    return store.park(job_id, payload={"asset_id": job_id}, model="m", error_class=error_class,
+                      error_message="boom", attempts=1, asset_name=f"{job_id}.jpg")
+
+
+def test_the_runs_store_is_the_one_its_config_names_with_the_password_from_pgpass(postgres, workdir, tmp_path,
+                                                                                   monkeypatch):
+    monkeypatch.delenv(DEAD_LETTER_URL_ENV, raising=False)
+    monkeypatch.delenv(ACCOUNT_ENV, raising=False)
+    assert isinstance(RunContext.open(workdir.root).store, SQLiteDeadLetterStore), "SQLite stays the default"
+
+    pgpass = tmp_path / "pgpass"
+    pgpass.write_text(f"{HOST}:{postgres.port}:*:{SUPERUSER}:{postgres.password}\n")
+    pgpass.chmod(0o600)
+    monkeypatch.setenv("PGPASSFILE", str(pgpass))
+    url = f"postgresql+psycopg://{SUPERUSER}@{HOST}:{postgres.port}/postgres"
+    workdir.config_file.write_text(f'dead_letter_url = "{url}"\naccount = "carol"\n')
+    store = RunContext.open(workdir.root).store
+    assert isinstance(store, PostgresDeadLetterStore) and store.account == "carol"
+    park(store, "x")
+    assert SQLiteDeadLetterStore(workdir.dead_letter_db).get("x") is None, "parked in PostgreSQL, not in SQLite"
+
+    monkeypatch.setenv(ACCOUNT_ENV, "dave")
+    assert RunContext.open(workdir.root).store.account == "dave", "the deployment's environment wins over the file"
+    assert RunContext.open(workdir.root).store.get("x") is None
+
+    monkeypatch.delenv(ACCOUNT_ENV)
+    workdir.config_file.unlink()  # the workdir's own file names no store: --config other.toml does
+    other = tmp_path / "other.toml"
+    other.write_text(f'dead_letter_url = "{url}"\naccount = "erin"\n')
+    chosen = RunContext.open(workdir.root, other).store
+    assert isinstance(chosen, PostgresDeadLetterStore) and chosen.account == "erin", "the chosen config's store"
+
+
+def test_an_unreachable_store_in_the_chosen_config_is_not_replaced_by_the_local_sqlite(workdir, tmp_path, monkeypatch):
+    monkeypatch.delenv(DEAD_LETTER_URL_ENV, raising=False)
+    monkeypatch.delenv(ACCOUNT_ENV, raising=False)
+    other = tmp_path / "other.toml"
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind((HOST, 0))
+        port = probe.getsockname()[1]
+    other.write_text(f'dead_letter_url = "postgresql+psycopg://nobody@{HOST}:{port}/db"\naccount = "frank"\n')
+    ctx = RunContext.open(workdir.root, other)
+    with pytest.raises(StoreUnavailable):
+        ctx.store  # noqa: B018 (opening it is what raises)
+    report = describe_stage(ctx, [])
+    assert report.stopped and "frank" in report.stopped, "describe says the store it could not reach"
+    assert not workdir.dead_letter_db.exists(), "nothing parked into the workdir's own SQLite file"
