@@ -1,9 +1,11 @@
 """A local ``prefect server start`` as a child process: SQLite, loopback only.
 
-Schedules never fire on Prefect's ephemeral server, so ``microstock serve``
-without ``PREFECT_API_URL`` runs a real server for as long as it serves:
-:class:`LocalServer` starts it, waits until ``/api/health`` answers, and stops
-it (SIGTERM, then SIGKILL after a grace period) when the ``with`` block ends.
+:class:`LocalServer` starts Prefect's own command in the foreground with its
+output on ``<home>/server.log``, waits until ``/api/health`` answers, and
+stops it (SIGTERM, then SIGKILL after a grace period) when the ``with`` block
+ends or its parent dies. The workdir's server (:mod:`workdir_server`) is one
+run by a keeper; tests and benchmarks use it directly. Why not
+``prefect server start --background``: docs/ARCHITECTURE.md, Workarounds.
 
 Nothing here imports Prefect: the server's address must be in the
 environment before Prefect is imported by the serving process.
@@ -48,6 +50,37 @@ def healthy(api_url: str, timeout_s: float = 2.0) -> bool:
             return resp.status == 200
     except (urllib.error.URLError, OSError, ValueError):
         return False
+
+
+def refuse_busy_port(port: int) -> None:
+    """ConfigError saying what to do when something already listens on ``port``."""
+    if port_in_use(port):
+        raise ConfigError(f"port {port} on {HOST} is already in use; if a Prefect server runs there, use it with "
+                          f"PREFECT_API_URL=http://{HOST}:{port}/api, else choose another port with --port")
+
+
+def log_tail(log: Path, lines: int = 5) -> str:
+    """The last non-empty lines of a server's log, joined for one error message."""
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:] if line.strip())
+
+
+def wait_healthy(proc: subprocess.Popen, api_url: str, log: Path, timeout_s: float, what: str) -> None:
+    """Return once ``api_url`` answers; ConfigError with the log's last lines when ``proc`` (the server, or the
+    process that runs it) exits first or ``timeout_s`` passes (``prefect server start --background`` returns
+    before its server answers and never says whether it did)."""
+    deadline = time.monotonic() + timeout_s
+    while not healthy(api_url):
+        if proc.poll() is not None:
+            raise ConfigError(f"{what} did not start on {api_url.removesuffix('/api')} (it exited with code "
+                              f"{proc.returncode}): {log_tail(log)} (log: {log})")
+        if time.monotonic() > deadline:
+            raise ConfigError(f"{what} did not answer on {api_url} within {timeout_s:.0f} s: {log_tail(log)} "
+                              f"(log: {log})")
+        time.sleep(0.25)
 
 
 def _die_with_parent() -> None:
@@ -98,41 +131,25 @@ class LocalServer:
         self.stop()
 
     def start(self) -> None:
-        if port_in_use(self.port):
-            raise ConfigError(
-                f"port {self.port} on {HOST} is already in use; if a Prefect server runs there, use it with "
-                f"PREFECT_API_URL={self.url}/api, else choose another port with --port"
-            )
+        refuse_busy_port(self.port)
         self.home.mkdir(parents=True, exist_ok=True)
         # The UI asks the API at the address it is served from (not Prefect's default port 4200).
         env = dict(os.environ, PREFECT_HOME=str(self.home), PREFECT_SERVER_ANALYTICS_ENABLED="false",
                    PREFECT_UI_API_URL=self.api_url, PREFECT_SERVER_UI_API_URL=self.api_url)
         env.pop("PREFECT_API_URL", None)
         with open(self.log_path, "ab") as log:
-            # Its own session: a Ctrl-C in the terminal reaches the serving process only, which
-            # pauses its deployments through this server before stopping it.
+            # Its own session: a Ctrl-C in the terminal reaches its parent only, which stops it when it is done
+            # with it (`microstock serve` pauses its deployments through it first).
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "prefect", "server", "start", "--host", HOST, "--port", str(self.port)],
                 env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                 preexec_fn=_die_with_parent,
             )
         try:
-            self._wait_healthy()
+            wait_healthy(self.proc, self.api_url, self.log_path, self.startup_timeout_s, "the local Prefect server")
         except BaseException:  # also Ctrl-C / SIGTERM while waiting: __exit__ does not run when __enter__ raises
             self.stop()
             raise
-
-    def _wait_healthy(self) -> None:
-        deadline = time.monotonic() + self.startup_timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise ConfigError(f"the local Prefect server exited with code {self.proc.returncode}: "
-                                  f"{self._log_tail()} (log: {self.log_path})")
-            if healthy(self.api_url):
-                return
-            time.sleep(0.5)
-        raise ConfigError(f"the local Prefect server did not answer on {self.api_url} within "
-                          f"{self.startup_timeout_s:.0f} s (log: {self.log_path})")
 
     def stop(self) -> None:
         """SIGTERM the server's process group, SIGKILL it after ``stop_timeout_s``; idempotent."""
@@ -147,10 +164,3 @@ class LocalServer:
             proc.wait()
         except ProcessLookupError:
             proc.wait()
-
-    def _log_tail(self, lines: int = 5) -> str:
-        try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
-        return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:] if line.strip())

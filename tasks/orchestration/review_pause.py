@@ -20,6 +20,7 @@ from typing import Literal
 from uuid import UUID, uuid4
 
 from prefect.client.orchestration import get_client
+from prefect.client.schemas import SetStateStatus
 from prefect.client.schemas.filters import (
     FlowFilter,
     FlowFilterName,
@@ -33,7 +34,6 @@ from prefect.context import FlowRunContext
 from prefect.flow_runs import resume_flow_run
 from prefect.input import RunInput, keyset_from_paused_state
 from prefect.states import Paused, Running
-from prefect.utilities.engine import propose_state_sync
 from pydantic import BaseModel, Field, create_model
 
 from tasks.core.errors import ConfigError
@@ -122,9 +122,11 @@ def ask(question: Question) -> Answered | None:
     keyset = keyset_from_paused_state(paused)
     paused.state_details.run_input_keyset = keyset
     with get_client(sync_client=True) as client:
-        state = propose_state_sync(client=client, state=paused, flow_run_id=flow_run_id)
-        if not state.is_paused():
-            raise ConfigError(f"review: the run could not pause (the server answered {state.type.value})")
+        # Orchestrated (force=False), as pause_flow_run's proposal: no rule answers a pause with WAIT.
+        result = client.set_flow_run_state(flow_run_id, paused)
+        if result.status != SetStateStatus.ACCEPT:
+            raise ConfigError(f"review: the run could not pause (the server answered {result.status.value}: "
+                              f"{getattr(result.details, 'reason', None) or 'no reason given'})")
         form.save(keyset)
         deadline = time.monotonic() + question.timeout_s
         while True:

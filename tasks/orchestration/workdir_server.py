@@ -6,8 +6,11 @@ The first command that needs Prefect (without ``PREFECT_API_URL``) calls
 ``python -m tasks.orchestration.workdir_server HOME PORT IDLE_S`` — a small
 keeper, detached (its own session, standard streams on
 ``<PREFECT_HOME>/server.log``: it never holds the command's output), that runs
-a :class:`~tasks.orchestration.local_server.LocalServer` on a free loopback
-port and stops it after ``IDLE_S`` seconds in which no command used it.
+a :class:`~tasks.orchestration.local_server.LocalServer` (Prefect's own
+``prefect server start``) on a free loopback port and stops it after
+``IDLE_S`` seconds in which no command used it. What Prefect's
+``prefect server start --background`` / ``status`` / ``stop`` lack, and so
+why this keeper exists: docs/ARCHITECTURE.md, Workarounds.
 
 Use is the record file's modification time: :func:`ensure` touches it and
 :func:`keep_alive` touches it every :data:`HEARTBEAT_S` while a command runs,
@@ -41,7 +44,7 @@ from typing import Iterator
 
 from tasks.core.errors import ConfigError
 from tasks.core.secrets import without_secrets
-from tasks.orchestration.local_server import HOST, LocalServer, free_port, healthy, port_in_use
+from tasks.orchestration.local_server import HOST, LocalServer, free_port, healthy, refuse_busy_port, wait_healthy
 
 #: ``workdir`` (the default): commands use the workdir's server; ``ephemeral``: each command runs Prefect's
 #: ephemeral server in its own process, as before (the test suite's setting).
@@ -122,25 +125,18 @@ def _is_keeper(pid: int, home: Path) -> bool:
     return KEEPER.encode() in args and str(home).encode() in args
 
 
-def running(home: Path) -> ServerRecord | None:
-    """The record when its keeper is alive and its server answers; else None."""
+def running(home: Path, patience_s: float = 0.0) -> ServerRecord | None:
+    """The record when its keeper is alive and its server answers (within ``patience_s``: a server busy with a
+    big run may be slow to answer, and is not taken for dead at the first slow health check); else None."""
     record = read_record(home)
-    if record and _is_keeper(record.pid, home) and healthy(record.api_url):
-        return record
-    return None
-
-
-def _answers(record: ServerRecord, home: Path, patience_s: float = 30.0) -> bool:
-    """True when the record's keeper is alive and its server answers within ``patience_s`` (a server busy
-    with a big run may be slow to answer: it is not taken for dead at the first slow health check)."""
     deadline = time.monotonic() + patience_s
-    while _is_keeper(record.pid, home):
+    while record and _is_keeper(record.pid, home):
         if healthy(record.api_url):
-            return True
-        if time.monotonic() > deadline:
-            return False
+            return record
+        if time.monotonic() >= deadline:
+            return None
         time.sleep(0.5)
-    return False
+    return None
 
 
 @contextmanager
@@ -180,16 +176,14 @@ def ensure(home: Path, port: int | None = None, *, startup_timeout_s: float = 18
     server is used whatever its port. ConfigError with the log's last lines when the server does not start.
     """
     with _locked(home):
-        record = read_record(home)
-        if record and _answers(record, home):
+        record = running(home, patience_s=30.0)
+        if record:
             touch(home)
             return record, False
         _stop_keeper(home)
         if port is None:
             port = free_port()
-        elif port_in_use(port):
-            raise ConfigError(f"port {port} on {HOST} is already in use; if a Prefect server runs there, use it "
-                              f"with PREFECT_API_URL=http://{HOST}:{port}/api, else choose another port")
+        refuse_busy_port(port)
         with open(log_path(home), "ab") as log:
             proc = subprocess.Popen([sys.executable, "-m", KEEPER, str(home), str(port), str(idle_seconds())],
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -197,13 +191,8 @@ def ensure(home: Path, port: int | None = None, *, startup_timeout_s: float = 18
         record = ServerRecord(pid=proc.pid, port=port, started=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                               idle_s=idle_seconds())
         _write_record(home, record)
-        deadline = time.monotonic() + startup_timeout_s
         try:
-            while not healthy(record.api_url):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise ConfigError(f"the workdir's Prefect server did not start on {record.url}: "
-                                      f"{_log_tail(home)} (log: {log_path(home)})")
-                time.sleep(0.25)
+            wait_healthy(proc, record.api_url, log_path(home), startup_timeout_s, "the workdir's Prefect server")
         except BaseException:  # also Ctrl-C / SIGTERM while it starts: no half-started server is left behind
             proc.kill()  # its server child follows (PR_SET_PDEATHSIG), even before the keeper's name is in /proc
             proc.wait()
@@ -242,25 +231,19 @@ def _stop_keeper(home: Path, timeout_s: float = 30.0) -> ServerRecord | None:
     return record if alive else None
 
 
-def _log_tail(home: Path, lines: int = 5) -> str:
-    try:
-        text = log_path(home).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-    return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:] if line.strip())
-
-
-def _drop_if_idle(home: Path, idle_s: float) -> bool:
-    """Under the lock (a command may be finding the server right now): still idle? Then drop the record, so
-    that the next command starts a new server instead of using this one as it stops."""
+def _drop_if_idle(home: Path, idle_s: float) -> str | None:
+    """Why this server must stop now (its record gone, or untouched for ``idle_s``), else None. Under the lock
+    (a command may be finding the server right now): an idle record is dropped, so that the next command
+    starts a new server instead of using this one as it stops."""
     with _locked(home):
         try:
-            if time.time() - record_path(home).stat().st_mtime < idle_s:
-                return False
+            idle_for = time.time() - record_path(home).stat().st_mtime
         except OSError:
-            return True
+            return "the record is gone: nobody can find this server any more"
+        if idle_for < idle_s:
+            return None
         record_path(home).unlink(missing_ok=True)
-        return True
+        return f"no command for {idle_for:.0f} s"
 
 
 def _keep(home: Path, port: int, idle_s: float) -> None:
@@ -279,12 +262,8 @@ def _keep(home: Path, port: int, idle_s: float) -> None:
                 if server.proc is None or server.proc.poll() is not None:
                     print("the Prefect server exited", flush=True)
                     break
-                try:
-                    idle_for = time.time() - record_path(home).stat().st_mtime
-                except OSError:  # the record is gone: nobody can find this server any more
-                    break
-                if idle_for >= idle_s and _drop_if_idle(home, idle_s):
-                    print(f"no command for {idle_for:.0f} s: stopping", flush=True)
+                if why := _drop_if_idle(home, idle_s):
+                    print(f"{why}: stopping", flush=True)
                     break
     finally:
         record = read_record(home)
