@@ -14,7 +14,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Optional, get_args
 
+import click
 import typer
+from typer.core import TyperGroup
 
 from flows.cli_batches import batches_app
 from flows.cli_cluster import accounts_app, all_accounts_summary, cluster_app, shared_dead_letter_url
@@ -24,10 +26,34 @@ from flows.cli_models import models, run_model_notes
 from flows.cli_review import review_app
 from flows.cli_server import server_app
 from flows.cli_similar import similar_app
-from tasks.core.errors import ConfigError
+from tasks.core.errors import BadInput, ConfigError, MicrostockError, StoreUnavailable
+
+#: What a command cannot start with (exit 2): the configuration or workdir, what it was given, a local store.
+CANNOT_START = (ConfigError, BadInput, StoreUnavailable)
+
+
+class Commands(TyperGroup):
+    """The ``microstock`` group, where every command's errors end, so that a command just calls and prints.
+
+    A :class:`MicrostockError` is one line on stderr (``error: <message>``), never a traceback, and the exit
+    code of its group: 2 for :data:`CANNOT_START`, 1 for any other (the work itself failed). Ctrl-C: 130.
+    The exit codes a command sets itself (``run``'s 3, a name that is no described asset's 1) are its own.
+    """
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except CANNOT_START as exc:
+            fail(exc.message)
+        except MicrostockError as exc:
+            fail(exc.message, code=1)
+        except KeyboardInterrupt:
+            err.print("interrupted: nothing recorded for unfinished work; run again to finish it")
+            raise typer.Exit(130) from None
+
 
 app = typer.Typer(help="Take a microstock batch from images to agencies, without losing or double-posting anything.",
-                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+                  cls=Commands, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
 
 @app.callback()
@@ -40,10 +66,7 @@ def prefect_env(workdir: Path, verbose: bool = False, server: bool = True) -> No
     ``server=False``."""
     from tasks.orchestration.environment import set_prefect_env
 
-    try:
-        set_prefect_env(workdir, verbose, server=server)
-    except ConfigError as exc:
-        fail(exc.message)
+    set_prefect_env(workdir, verbose, server=server)
 
 
 @app.command()
@@ -68,19 +91,16 @@ def run(
         fail(f"{config}: config file not found")
     if source is not None and not source.is_dir():
         fail(f"{source}: source folder not found")
-    try:
-        settings = load_settings(Workdir(wd_path).config_path(config))
-        agencies = catalog(Workdir(wd_path))  # a broken spec in <workdir>/agencies/ stops the run here
-        chosen = agencies.enabled(settings, agency)
-        check_targets(settings, chosen)
-        if gemini_api_key() and count and source is None:  # a key from a Secret block is checked in the run
-            from tasks.gemini.models import check_generation  # no Prefect: its settings are not set yet
+    settings = load_settings(Workdir(wd_path).config_path(config))
+    agencies = catalog(Workdir(wd_path))  # a broken spec in <workdir>/agencies/ stops the run here
+    chosen = agencies.enabled(settings, agency)
+    check_targets(settings, chosen)
+    if gemini_api_key() and count and source is None:  # a key from a Secret block is checked in the run
+        from tasks.gemini.models import check_generation  # no Prefect: its settings are not set yet
 
-            check_generation(settings, chosen, Workdir(wd_path))
-        model_notes = run_model_notes(wd_path, settings, gemini_api_key(), bool(count and source is None)) \
-            if gemini_api_key() else []  # a retired or unlisted model: exit 2 before any paid call
-    except ConfigError as exc:
-        fail(exc.message)
+        check_generation(settings, chosen, Workdir(wd_path))
+    model_notes = run_model_notes(wd_path, settings, gemini_api_key(), bool(count and source is None)) \
+        if gemini_api_key() else []  # a retired or unlisted model: exit 2 before any paid call
     for note in model_notes:  # warnings: on stderr
         err.print(note, highlight=False, soft_wrap=True)
     for note in agencies.notes:
@@ -142,21 +162,16 @@ def serve(
     from tasks.orchestration.deployments import serve_all
 
     wd_path = resolve_workdir(workdir)
-    try:
-        Workdir(wd_path).prepare()
-        if timezone:
-            from zoneinfo import ZoneInfo
+    Workdir(wd_path).prepare()
+    if timezone:
+        from zoneinfo import ZoneInfo
 
+        try:
             ZoneInfo(timezone)
-    except ConfigError as exc:
-        fail(exc.message)
-    except (ValueError, LookupError):
-        fail(f"unknown timezone {timezone!r} (use an IANA name such as Europe/Berlin)")
+        except (ValueError, LookupError):
+            fail(f"unknown timezone {timezone!r} (use an IANA name such as Europe/Berlin)")
     prefect_env(wd_path, verbose=True, server=False)  # serve_all starts the workdir's server on --port
-    try:
-        serve_all(wd_path, port=port, timezone=timezone, say=lambda line: console.print(line, highlight=False))
-    except ConfigError as exc:
-        fail(exc.message)
+    serve_all(wd_path, port=port, timezone=timezone, say=lambda line: console.print(line, highlight=False))
 
 
 secrets_app = typer.Typer(help="The Gemini key and agency passwords as Prefect Secret blocks.", no_args_is_help=True)
@@ -228,8 +243,6 @@ def replay(
 ) -> None:
     """Run the replay-dead-letters flow: list parked jobs (dry run), or --apply to replay them and publish the
     recovered."""
-    from tasks.core.errors import MicrostockError
-
     wd_path = resolve_workdir(workdir)
     prefect_env(wd_path, verbose)
     from flows.replay import replay_dead_letters
@@ -272,18 +285,14 @@ JobStatus = _job_statuses()
 def open_dead_letters(workdir: Optional[Path]):
     """The workdir's store (the account's view of the shared PostgreSQL one when a ``dead_letter_url``
     is set), or None when it is SQLite and has no file yet (nothing was ever parked)."""
-    from tasks.core.errors import StoreUnavailable
     from tasks.core.settings import load_settings
     from tasks.core.workdir import Workdir
     from tasks.stores.dead_letter_open import open_store
 
     wd = Workdir(resolve_workdir(workdir))
-    try:
-        if not wd.dead_letter_db.exists() and not shared_dead_letter_url(wd.root):
-            return None
-        return open_store(wd, load_settings(wd.config_file))
-    except (StoreUnavailable, ConfigError) as exc:
-        fail(exc.message)
+    if not wd.dead_letter_db.exists() and not shared_dead_letter_url(wd.root):
+        return None
+    return open_store(wd, load_settings(wd.config_file))
 
 
 @dead_letter_app.command("summary")
@@ -294,17 +303,13 @@ def show_dead_letter_summary(
                                            "a block each."),
 ) -> None:
     """Parked jobs per error class and the oldest one's age: the daily dead-letter-summary flow's report."""
-    from tasks.core.errors import StoreUnavailable
     from tasks.stores.dead_letter import Summary
 
     if all_accounts:
         all_accounts_summary(resolve_workdir(workdir))
         return
-    try:
-        store = open_dead_letters(workdir)
-        typer.echo((store.summary() if store else Summary()).text())
-    except (StoreUnavailable, ConfigError) as exc:
-        fail(exc.message)
+    store = open_dead_letters(workdir)
+    typer.echo((store.summary() if store else Summary()).text())
 
 
 @dead_letter_app.command("list")
@@ -314,13 +319,8 @@ def list_dead_letters(
                                                help="Only parked or only recovered jobs (default: both)."),
 ) -> None:
     """One line per job: job id, error class, attempts, first and last seen (UTC), status, asset."""
-    from tasks.core.errors import StoreUnavailable
-
     store = open_dead_letters(workdir)
-    try:
-        jobs = store.list(status=status.value if status else None) if store else []
-    except StoreUnavailable as exc:
-        fail(exc.message)
+    jobs = store.list(status=status.value if status else None) if store else []
     for job in jobs:
         typer.echo(job.line())
     if not jobs:
@@ -340,9 +340,6 @@ app.command()(models)  # its own module, flows/cli_models.py
 
 
 def main() -> None:
-    """Console-script entry point."""
-    try:
-        app()
-    except KeyboardInterrupt:
-        err.print("interrupted: nothing recorded for unfinished work; run again to finish it")
-        sys.exit(130)
+    """Console-script entry point (``[project.scripts]``); the errors of every command end in :class:`Commands`,
+    where ``typer.testing.CliRunner`` meets them too."""
+    app()

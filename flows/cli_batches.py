@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
 from flows.cli_common import WorkdirOpt, console, err, fail, resolve_workdir
-from tasks.core.errors import ConfigError, MicrostockError
+from tasks.core.errors import MicrostockError
 
-batches_app = typer.Typer(help="Gemini batch jobs of [gemini] mode = \"batch\": list them, cancel one.",
+batches_app = typer.Typer(help=escape("Gemini batch jobs of [gemini] mode = \"batch\": list them, cancel one."),
                           invoke_without_command=True)
 
 
@@ -29,10 +30,7 @@ def _key(workdir: Path) -> str | None:
         return key
     from tasks.orchestration.environment import set_prefect_env
 
-    try:
-        set_prefect_env(workdir)
-    except ConfigError as exc:
-        fail(exc.message)
+    set_prefect_env(workdir)
     from tasks.core.secrets import gemini_key
 
     return gemini_key()
@@ -46,10 +44,7 @@ def _batches(workdir: Path):
     from tasks.stores.batch_jobs import BatchJobs
 
     wd = Workdir(workdir)
-    try:
-        settings = load_settings(wd.config_file)
-    except ConfigError as exc:
-        fail(exc.message)
+    settings = load_settings(wd.config_file)
     key = _key(workdir)
     return wd, BatchJobs(wd), (GeminiBatches(settings.gemini, key) if key else None)
 
@@ -110,9 +105,6 @@ def batches_cancel(
         fail(f"batch job {name!r} has no confirmed job name yet; the next run resolves it, cancel it then")
     if batches is None:
         fail("no Gemini key (GEMINI_API_KEY, GOOGLE_API_KEY or the gemini-api-key Secret block)")
-    try:
-        batches.cancel(record.job_name)
-    except MicrostockError as exc:
-        fail(exc.message, code=1)
+    batches.cancel(record.job_name)  # Gemini refusing: exit 1 (flows.cli.Commands)
     console.print(f"cancelled {record.job_name} ({record.display_name}, {len(record.assets)} asset(s)); "
                   "the next run or collect-batches returns its assets to pending", highlight=False)

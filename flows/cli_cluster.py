@@ -11,18 +11,8 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
-from tasks.core.errors import ConfigError
-
-console = Console(stderr=False)
-err = Console(stderr=True)
-
-
-def fail(message: str, code: int = 2) -> None:
-    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
-
+from flows.cli_common import console, err, fail
 
 accounts_app = typer.Typer(help="Many contributor accounts on one Prefect server (accounts.toml).",
                            no_args_is_help=True)
@@ -41,10 +31,7 @@ def accounts_deploy(
              "(`microstock cluster up` starts one; join it with its cluster.env)")
     from tasks.orchestration.accounts import deploy_accounts
 
-    try:
-        names = deploy_accounts(file, pool, say=lambda line: console.print(line, highlight=False))
-    except ConfigError as exc:
-        fail(exc.message)
+    names = deploy_accounts(file, pool, say=lambda line: console.print(line, highlight=False))
     console.print(f"{len(names)} deployment(s) applied", highlight=False)
 
 
@@ -65,11 +52,7 @@ def cluster_up(
     """Start PostgreSQL, a Prefect server on it, the workers, and deploy two demo accounts."""
     from harness.cluster import Cluster
 
-    try:
-        Cluster(home).up(host=host, workers=workers, redis=redis,
-                         say=lambda line: console.print(line, highlight=False))
-    except ConfigError as exc:
-        fail(exc.message)
+    Cluster(home).up(host=host, workers=workers, redis=redis, say=lambda line: console.print(line, highlight=False))
 
 
 @cluster_app.command("down")
@@ -92,17 +75,13 @@ def shared_dead_letter_url(workdir: Path) -> str:
 
 def all_accounts_summary(workdir: Path) -> None:
     """``dead-letter summary --all-accounts``: every account of the shared store, a block each."""
-    from tasks.core.errors import StoreUnavailable
     from tasks.stores.dead_letter import Summary
     from tasks.stores.dead_letter_sql import DeadLetterDatabase
 
-    try:
-        url = shared_dead_letter_url(workdir)
-        if not url:
-            fail("--all-accounts needs the shared store: set dead_letter_url (or $MICROSTOCK_DEAD_LETTER_URL)")
-        summaries = DeadLetterDatabase.postgres(url).summaries()
-    except (StoreUnavailable, ConfigError) as exc:
-        fail(exc.message)
+    url = shared_dead_letter_url(workdir)
+    if not url:
+        fail("--all-accounts needs the shared store: set dead_letter_url (or $MICROSTOCK_DEAD_LETTER_URL)")
+    summaries = DeadLetterDatabase.postgres(url).summaries()
     for account, summary in sorted(summaries.items()):
         typer.echo(f"account {account}: {summary.text()}")
     if not summaries:

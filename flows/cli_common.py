@@ -7,8 +7,8 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from tasks.core.errors import ConfigError
 from tasks.core.workdir import default_workdir
 
 console = Console(stderr=False)
@@ -22,17 +22,15 @@ def resolve_workdir(workdir: Optional[Path]) -> Path:
 
 
 def fail(message: str, code: int = 2) -> None:
-    """One line on stderr, then the exit code (2: the command cannot start)."""
-    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    """One line on stderr, every word of the message shown (``[gemini]`` is no markup), then the exit code
+    (2: the command cannot start)."""
+    err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
 def workdir_agencies(workdir: Path) -> tuple[str, ...]:
-    """Every agency of the workdir, shipped and its own; fails with a broken spec's one-line reason."""
+    """Every agency of the workdir, shipped and its own (a broken spec: ConfigError)."""
     from tasks.agencies.catalog import agency_names
     from tasks.core.workdir import Workdir
 
-    try:
-        return agency_names(Workdir(workdir))
-    except ConfigError as exc:
-        fail(exc.message)
+    return agency_names(Workdir(workdir))

@@ -8,21 +8,17 @@ from typing import Optional
 import typer
 
 from flows.cli_common import WorkdirOpt, console, err, fail, resolve_workdir, workdir_agencies
-from tasks.core.errors import ConfigError
 
 ledger_app = typer.Typer(help="The upload ledger: what is uploaded, what is pending.", no_args_is_help=True)
 
 
 def ledger_agencies(workdir: Path, only: Optional[str]) -> list[str]:
-    """The enabled agencies of the workdir's config (or just ``only``); fails with the config's reason."""
+    """The enabled agencies of the workdir's config (or just ``only``); ConfigError with the config's reason."""
     from tasks.agencies.catalog import enabled_agencies
     from tasks.core.settings import load_settings
     from tasks.core.workdir import Workdir
 
-    try:
-        return enabled_agencies(load_settings(Workdir(workdir).config_file), [only] if only else None, Workdir(workdir))
-    except ConfigError as exc:
-        fail(exc.message)
+    return enabled_agencies(load_settings(Workdir(workdir).config_file), [only] if only else None, Workdir(workdir))
 
 
 def warn_ledger_problems(state) -> None:
@@ -56,17 +52,13 @@ def ledger_done(
     workdir: Optional[Path] = WorkdirOpt,
 ) -> None:
     """Record by hand that FILE is uploaded to AGENCY (the key is the SHA-256 of its source image)."""
-    from tasks.core.errors import BadInput, StoreUnavailable
     from tasks.core.workdir import Workdir
     from tasks.stores.pending import mark_done
 
     wd_path = resolve_workdir(workdir)
     if agency not in (known := workdir_agencies(wd_path)):
         fail(f"unknown agency {agency!r} (choose from {', '.join(known)})")
-    try:
-        entry = mark_done(Workdir(wd_path), agency, file)
-    except (BadInput, StoreUnavailable) as exc:
-        fail(exc.message)
+    entry = mark_done(Workdir(wd_path), agency, file)  # no such asset (BadInput): exit 2
     if entry is None:
         console.print(f"{file} is already recorded as uploaded to {agency}: nothing added", highlight=False)
     else:

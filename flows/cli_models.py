@@ -8,8 +8,7 @@ from typing import Optional
 
 import typer
 
-from flows.cli_common import WorkdirOpt, console, fail, resolve_workdir
-from tasks.core.errors import ConfigError
+from flows.cli_common import WorkdirOpt, console, resolve_workdir
 
 
 def run_model_notes(wd_path: Path, settings, api_key: str, generates: bool) -> list[str]:
@@ -39,10 +38,7 @@ def models(
     from tasks.gemini.served import disagreements, served_today
 
     wd = Workdir(resolve_workdir(workdir))
-    try:
-        settings = load_settings(wd.config_path(config)).gemini
-    except ConfigError as exc:
-        fail(exc.message)
+    settings = load_settings(wd.config_path(config)).gemini
     key = gemini_api_key()
     served, why = None, "no key in GEMINI_API_KEY / GOOGLE_API_KEY: Gemini was not asked"
     if key:

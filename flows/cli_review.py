@@ -19,27 +19,22 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
-from flows.cli_common import console, err, fail
-from tasks.core.errors import ConfigError
-from tasks.core.workdir import Workdir, default_workdir
+from flows.cli_common import WorkdirOpt, console, err, fail, resolve_workdir
+from tasks.core.workdir import Workdir
 
-review_app = typer.Typer(help="Review before anything leaves ([review] enabled = true): list, approve, reject, edit, "
-                         "reopen.",
+review_app = typer.Typer(help=escape("Review before anything leaves ([review] enabled = true): list, approve, reject, "
+                                     "edit, reopen."),
                          no_args_is_help=True)
-WorkdirOpt = typer.Option(None, "--workdir", help="Workdir (default: $MICROSTOCK_WORKDIR, else ./microstock-data).")
 
 
 def _workdir(workdir: Optional[Path]) -> Workdir:
     """The workdir, with Prefect's environment set for it (before Prefect is imported)."""
     from tasks.orchestration.environment import set_prefect_env
 
-    path = (workdir or default_workdir()).resolve()
-    try:
-        set_prefect_env(path, start_server=False)  # a run paused for review is only on a running server
-    except ConfigError as exc:
-        err.print(f"[red]error:[/red] {exc.message}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+    path = resolve_workdir(workdir)
+    set_prefect_env(path, start_server=False)  # a run paused for review is only on a running server
     return Workdir(path)
 
 
@@ -150,12 +145,8 @@ def review_edit(name: str = typer.Argument(..., help="The asset's file name."),
     if title is None and keywords is None and description is None:
         fail("nothing to change: give --title, --keywords and/or --description")
     _described_or_exit(wd, [name])
-    try:
-        settings = load_settings(wd.config_path(None))
-        agencies = catalog(wd).enabled(settings)
-    except ConfigError as exc:
-        err.print(f"[red]error:[/red] {exc.message}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+    settings = load_settings(wd.config_path(None))
+    agencies = catalog(wd).enabled(settings)
     words = None if keywords is None else [w.strip() for w in keywords.split(",") if w.strip()]
     sidecar, rows = edit_asset(wd, settings, agencies, Correction(file=name, title=title, description=description,
                                                                   keywords=words))

@@ -10,7 +10,6 @@ from typing import Optional
 import typer
 
 from flows.cli_common import WorkdirOpt, console, fail, resolve_workdir
-from tasks.core.errors import ConfigError
 
 server_app = typer.Typer(help="The workdir's local Prefect server and its UI.", no_args_is_help=True)
 
@@ -37,12 +36,9 @@ def server_start(workdir: Optional[Path] = WorkdirOpt) -> None:
     if os.environ.get("PREFECT_API_URL"):
         fail(f"PREFECT_API_URL is set ({os.environ['PREFECT_API_URL']}): commands use that server, not the "
              "workdir's")
-    try:
-        set_prefect_env(resolve_workdir(workdir), server=False)  # the batching the server is started with
-        home = _home(workdir)
-        record, started = workdir_server.ensure(home)
-    except ConfigError as exc:
-        fail(exc.message)
+    set_prefect_env(resolve_workdir(workdir), server=False)  # the batching the server is started with
+    home = _home(workdir)
+    record, started = workdir_server.ensure(home)
     _say_where(record, home, started)
 
 

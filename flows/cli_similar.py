@@ -69,7 +69,7 @@ def similar_distinct(names: Optional[list[str]] = typer.Argument(None, help="Ass
                                                                  "asset found alike, but the first of each motif)."),
                      workdir: Optional[Path] = WorkdirOpt) -> None:
     """Ask the describer (Gemini with a key, else offline) for titles and keyword orders unlike the group's."""
-    from tasks.core.errors import ConfigError, MicrostockError
+    from tasks.core.errors import BadInput
     from tasks.core.secrets import gemini_key
     from tasks.core.settings import load_settings
     from tasks.core.workdir import Workdir
@@ -78,14 +78,12 @@ def similar_distinct(names: Optional[list[str]] = typer.Argument(None, help="Ass
     from tasks.stages.offline_describer import select_describer
 
     wd = Workdir(resolve_workdir(workdir))
+    set_prefect_env(wd.root, start_server=False)  # a Secret-block key is read from a running server only
+    describer = select_describer(load_settings(wd.config_path()), gemini_key())
     try:
-        set_prefect_env(wd.root, start_server=False)  # a Secret-block key is read from a running server only
-        describer = select_describer(load_settings(wd.config_path()), gemini_key())
         done = make_distinct(wd, describer, names or None)
-    except ConfigError as exc:
-        fail(exc.message)
-    except MicrostockError as exc:
-        fail(str(exc), 1)
+    except BadInput as exc:  # a name that is no described asset: status 1, as `release` and `review` say
+        fail(exc.message, code=1)
     if not done:
         console.print("nothing to set apart: no asset of the last run was found alike another")
     for name, change in done.items():

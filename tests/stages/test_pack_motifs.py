@@ -69,7 +69,7 @@ def test_upscaling_is_off_by_default_and_when_chosen_enlarges_to_the_largest_min
     render_demo_image(DEMO_PROMPTS[2], random.Random(3), size=(480, 360)).save(wd.assets / "city.jpg", quality=90)
     write_sidecar(wd.sidecar("city.jpg"), Asset(name="city.jpg", asset_id=sha256_file(wd.assets / "city.jpg"),
                                                 path=wd.assets / "city.jpg"),
-                                                Metadata(title="City at night", description="City at night", keywords=CITY))
+                  Metadata(title="City at night", description="City at night", keywords=CITY))
     rules = {"adobe": ImageRules("adobe", 200_000), "dreamstime": ImageRules("dreamstime", 100_000)}
     plain, sent = pack_and_upload(wd, rules=rules)  # 0.17 MP: Dreamstime takes it, Adobe does not
     assert "city.jpg" in plain.held_back["adobe"] and plain.upscaled == {} and sent["adobe"].uploaded == []
