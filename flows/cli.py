@@ -22,7 +22,7 @@ from flows.cli_batches import batches_app
 from flows.cli_cluster import accounts_app, all_accounts_summary, cluster_app, shared_dead_letter_url
 from flows.cli_common import WorkdirOpt, console, err, fail, resolve_workdir, workdir_agencies
 from flows.cli_ledger import ledger_app
-from flows.cli_models import models, run_model_notes
+from flows.cli_models import models
 from flows.cli_review import review_app
 from flows.cli_server import server_app
 from flows.cli_similar import similar_app
@@ -80,30 +80,17 @@ def run(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's task logs on the terminal."),
 ) -> None:
     """Run the stock-batch flow once: assets → describe → CSVs → pack → upload."""
-    from tasks.agencies.catalog import catalog
-    from tasks.core.secrets import gemini_api_key
-    from tasks.core.settings import load_settings
     from tasks.core.workdir import Workdir
-    from tasks.transports.targets import check_targets
+    from tasks.stages.run_context import RunContext
 
     wd_path = resolve_workdir(workdir)
     if config is not None and not config.is_file():
         fail(f"{config}: config file not found")
     if source is not None and not source.is_dir():
         fail(f"{source}: source folder not found")
-    settings = load_settings(Workdir(wd_path).config_path(config))
-    agencies = catalog(Workdir(wd_path))  # a broken spec in <workdir>/agencies/ stops the run here
-    chosen = agencies.enabled(settings, agency)
-    check_targets(settings, chosen)
-    if gemini_api_key() and count and source is None:  # a key from a Secret block is checked in the run
-        from tasks.gemini.models import check_generation  # no Prefect: its settings are not set yet
-
-        check_generation(settings, chosen, Workdir(wd_path))
-    model_notes = run_model_notes(wd_path, settings, gemini_api_key(), bool(count and source is None)) \
-        if gemini_api_key() else []  # a retired or unlisted model: exit 2 before any paid call
-    for note in model_notes:  # warnings: on stderr
-        err.print(note, highlight=False, soft_wrap=True)
-    for note in agencies.notes:
+    # Settings and agency specs read now, before Prefect starts (a typo is one line at once); the check before a
+    # run (targets, models, image sizes) is the flow's own, so a deployment run is refused exactly as this one.
+    for note in RunContext.open(wd_path, config, agency).catalog.notes:
         console.print(note, highlight=False)
     if not count and source is None:  # a bare re-run adds nothing nobody asked for
         console.print(f"no --count or --source: nothing is generated; finishing what {wd_path / 'assets'} holds",
@@ -123,7 +110,9 @@ def run(
         )
     if not state.is_completed() and state.name != INCOMPLETE:  # Incomplete: uploads left undone, summary kept
         exc = state.result(raise_on_failure=False)
-        fail(exc.message if isinstance(exc, ConfigError) else f"the run failed: {state.message}", code=1)
+        if isinstance(exc, ConfigError):  # refused by the check before a run: exit 2, nothing was sent
+            raise exc
+        fail(f"the run failed: {state.message}", code=1)
     summary = BatchSummary.model_validate(state.result(raise_on_failure=False))
     validation = Workdir(wd_path).reports / "validation.json"
     if validation.is_file():  # this run's CSV validation report: rows, fixes, skipped assets with the rule

@@ -1,5 +1,5 @@
-"""``microstock models``: the model table (``tasks/gemini/models.toml``) beside what Gemini lists today, and the
-check ``microstock run`` makes of the configured models before any paid call (tasks/gemini/served.py)."""
+"""``microstock models``: the model table (``tasks/gemini/models.toml``) beside what Gemini lists today (the
+check a run makes of the configured models before any paid call is the flow's: RunContext.check)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,6 @@ from typing import Optional
 import typer
 
 from flows.cli_common import WorkdirOpt, console, resolve_workdir
-
-
-def run_model_notes(wd_path: Path, settings, api_key: str, generates: bool) -> list[str]:
-    """What ``run`` shows before it starts: ConfigError (exit 2, nothing sent) for a retired or unlisted
-    configured model; else the lines of the check (the list failing, the table disagreeing with the list)."""
-    from tasks.core.workdir import Workdir
-    from tasks.gemini.served import check_models
-
-    uses = ("describe", "image") if generates else ("describe",)
-    return check_models(Workdir(wd_path), settings.gemini, api_key, uses).notes
 
 
 def models(

@@ -24,11 +24,6 @@ def default_workdir() -> Path:
 class Workdir:
     root: Path
 
-    @classmethod
-    def open(cls, folder: str | Path | None = None) -> "Workdir":
-        """The workdir every flow and command uses: ``folder``, else :func:`default_workdir`; prepared."""
-        return cls(Path(folder) if folder else default_workdir()).prepare()
-
     def config_path(self, config: str | Path | None = None) -> Path:
         """The configuration file: ``config`` when given, else ``microstock.toml`` in the workdir."""
         return Path(config) if config else self.config_file

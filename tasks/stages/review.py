@@ -1,9 +1,10 @@
 """The review step: with ``[review] enabled = true``, nothing new leaves before the contributor has looked.
 
 After pack and the CSVs, and before the ZIP and the uploads, a run whose
-batch has described assets without a decision pauses with Prefect's own
-pause-with-input (``pause_flow_run(wait_for_input=ReviewAnswer)``): the UI
-shows the run as Paused with a form, and above it a table of the assets
+batch has described assets without a decision pauses for input — the same
+three calls as Prefect's ``pause_flow_run(wait_for_input=…)``, made by hand so
+the Paused state says what it waits for (``tasks/orchestration/review_pause.py``,
+a workaround in docs/ARCHITECTURE.md): the UI shows the run as Paused with a form, and above it a table of the assets
 waiting (file, title, first keywords, categories, and per agency whether it
 will be sent or is held back and why), each with a small inline thumbnail
 (a ``data:`` URI, which the UI renders). The form's field ``reject``
@@ -32,7 +33,9 @@ that crashes while paused loses nothing, the next run asks again.
 When no answer comes within ``timeout_hours``: ``on_timeout = "hold"`` (the
 default) sends nothing of what was waiting — the CSVs leave it out, the next
 run asks again — and ``"approve"`` approves it all. Either way the run goes
-on and ends Completed, saying so.
+on, saying so; a run that left assets waiting ends ``Incomplete`` (a
+Failed-type state: uploads were left undone), one that approved them ends as
+its uploads say.
 """
 
 from __future__ import annotations

@@ -153,6 +153,21 @@ def test_serve_registers_every_deployment_with_its_schedules(served, parked_work
     assert all(r["expected_start_time"][11:16] == "02:00" for r in scheduled)
 
 
+def test_a_deployment_run_is_refused_by_the_check_before_a_run_as_the_cli_run_is(served, parked_workdir, tmp_path):
+    """Issue 33: the check before a run is the flow's own, so a run started from the deployment (no CLI before
+    it) with a config whose target cannot be used fails at once with that one line — nothing generated."""
+    wd, _, _ = parked_workdir
+    config = tmp_path / "bad-target.toml"
+    config.write_text('[agencies.adobe]\ntarget = "gopher://example.invalid/up"\n')
+    before = sorted(p.name for p in wd.assets.iterdir())
+    run = run_and_wait(served["url"], deployments_by_name(served["url"])["stock-batch"]["id"],
+                       {"count": 2, "config": str(config), "agencies": ["adobe"]})
+    assert run["state"]["type"] == "FAILED", run["state"]
+    assert "agencies.adobe.target" in run["state"]["message"] and "unsupported scheme 'gopher'" in \
+        run["state"]["message"], run["state"]["message"]
+    assert sorted(p.name for p in wd.assets.iterdir()) == before, "refused before anything was generated"
+
+
 def test_replay_through_the_api_completes_and_leaves_artifacts_and_events(served, parked_workdir):
     url = served["url"]
     wd, barn, gone = parked_workdir
