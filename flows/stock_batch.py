@@ -48,7 +48,7 @@ def publish_described(ctx: RunContext) -> Published:
     if reviewed.asked:
         csvs = csv_stage(ctx, packed, waiting=reviewed.held)  # the answer taken in
     publish_validation(csvs)  # once per run: the final CSVs
-    packed = zip_stage(ctx.wd, reviewed.without_left_out(packed))
+    packed = zip_stage(ctx.wd, packed.keeping(csvs.accepted_somewhere()))  # what some agency takes
     uploads = upload_agencies(ctx, csvs)  # what each agency's CSV accepted: nothing without a row there
     return Published(csvs, packed, uploads, reviewed)
 

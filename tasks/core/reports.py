@@ -6,7 +6,7 @@ them without importing the stages that fill them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -135,9 +135,13 @@ class CsvReport(BaseModel):
         return {a: r.files for a, r in self.agencies.items()}
 
     def accepted(self, agency: str, asset: str) -> bool:
-        """Has ``asset`` a valid row in the agency's CSV this run?"""
+        """Has ``asset`` a valid row in the agency's CSV this run? The one answer to "what goes to agency X"."""
         found = self.agencies.get(agency)
         return found is not None and asset in found.accepted
+
+    def accepted_somewhere(self) -> set[str]:
+        """The assets some agency's CSV has a valid row for: what the batch ZIP holds."""
+        return {name for found in self.agencies.values() for name in found.accepted}
 
 
 @dataclass
@@ -156,6 +160,10 @@ class PackReport:
     #: asset names packed this run, and those whose files were already current
     packed_now: list[str] = field(default_factory=list)
     reused: list[str] = field(default_factory=list)
+
+    def keeping(self, names: set[str]) -> "PackReport":
+        """This report with only the upload-ready files of ``names``."""
+        return replace(self, ready={name: path for name, path in self.ready.items() if name in names})
 
     def left_out(self, agency: str) -> dict[str, str]:
         """Assets that must not reach ``agency`` (its CSV or its upload): rejected, or held back for it."""

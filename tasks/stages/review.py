@@ -140,11 +140,6 @@ class ReviewReport:
         out.update({name: "waiting for review" for name in self.held})
         return out
 
-    def without_left_out(self, packed: PackReport) -> PackReport:
-        """``packed`` without the rejected and held assets' files (so the batch ZIP leaves them out)."""
-        out = self.cells()
-        return replace(packed, ready={name: path for name, path in packed.ready.items() if name not in out})
-
     def message(self) -> str:
         """One line for the log: what was asked and decided."""
         if not self.asked:

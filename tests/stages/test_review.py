@@ -96,11 +96,18 @@ def test_the_form_lists_each_waiting_asset_and_where_it_goes(workdir):
     assert "Without an answer within 2 h: everything above is approved and sent." in approve
 
 
-def test_rejected_and_held_assets_are_left_out_of_the_zip():
+def test_rejected_and_held_assets_are_left_out_of_the_zip(workdir):
+    described(workdir)
+    record_review(workdir.sidecar("alps.jpg"), "rejected")
+    record_review(workdir.sidecar("bay.jpg"), "rejected")
+    csvs = write_agency_csvs(workdir, ["adobe", "dreamstime"])  # rejected in review: no row at any agency
     packed = PackReport(ready={n: Path("/w/packs/ready") / n for n in NAMES})
+    assert list(packed.keeping(csvs.accepted_somewhere()).ready) == ["cove.jpg"]
+    held = write_agency_csvs(workdir, ["adobe", "dreamstime"], waiting=["cove.jpg"])  # still waiting: no row
+    assert packed.keeping(held.accepted_somewhere()).ready == {}
+
     report = ReviewReport(asked=NAMES[1:], rejected=["bay.jpg"], held=[], approved=["cove.jpg"],
                           rejected_before={"alps.jpg": "2026-11-29T02:00:00+00:00"})
-    assert list(report.without_left_out(packed).ready) == ["cove.jpg"]
     assert report.cells() == {"alps.jpg": "rejected in review (2026-11-29T02:00:00+00:00)",
                               "bay.jpg": "rejected in review"}
     assert report.message() == "review: 2 asked · 1 approved · 1 rejected"
