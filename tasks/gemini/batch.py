@@ -57,9 +57,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Iterable
-
-from google.genai import errors, types
+from typing import TYPE_CHECKING, Iterable
 
 from tasks.core.errors import BatchJobEnded, InvalidOutput, MicrostockError, OutputTruncated, PermanentError
 from tasks.core.records import Asset, Metadata, Usage
@@ -74,6 +72,9 @@ from tasks.gemini.describer import (
     parse_answer,
     to_metadata,
 )
+
+if TYPE_CHECKING:  # the SDK is imported where a job is asked for, not by an offline run (BatchJob is plain)
+    from google.genai import errors, types
 
 #: Google: inline requests "under 20MB" in total (ai.google.dev/gemini-api/docs/batch-api; docs/GEMINI.md).
 INLINE_LIMIT_BYTES = 20 * 1024 * 1024
@@ -148,6 +149,8 @@ class GeminiBatches:
     # --- requests -------------------------------------------------------------------------
 
     def request(self, asset: Asset) -> types.InlinedRequest:
+        from google.genai import types
+
         check_describe_model(self.model)
         return types.InlinedRequest(contents=describe_contents(asset, self._prompt), config=self._config,
                                     metadata={"asset_id": asset.asset_id, "asset": asset.name})
@@ -179,6 +182,8 @@ class GeminiBatches:
         return self._job(job)
 
     def get(self, name: str) -> BatchJob:
+        from google.genai import errors
+
         self._check_name(name)
         with map_gemini_errors(self._target, self._api_key):
             try:
@@ -198,6 +203,8 @@ class GeminiBatches:
 
     def cancel(self, name: str) -> None:
         """Ask Gemini to cancel the job (a job already ended stays as it ended)."""
+        from google.genai import errors
+
         self._check_name(name)
         with map_gemini_errors(self._target, self._api_key):
             try:

@@ -59,11 +59,8 @@ import json
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
-import httpx2
-from google import genai
-from google.genai import errors, types
 from pydantic import ValidationError
 
 from tasks.core.errors import (
@@ -82,6 +79,10 @@ from tasks.core.secrets import redact
 from tasks.core.settings import GeminiSettings
 from tasks.gemini.models import suggestion
 
+if TYPE_CHECKING:  # the SDK (and its HTTP client) is imported where a call is made, not by an offline run
+    from google import genai
+    from google.genai import errors, types
+
 # --- the client -----------------------------------------------------------------------
 
 
@@ -92,6 +93,9 @@ def gemini_client(settings: GeminiSettings, api_key: str) -> genai.Client:
     Keep a reference to the returned client for as long as it is used (a
     garbage-collected client closes its connections under a running call).
     """
+    from google import genai
+    from google.genai import types
+
     return genai.Client(
         api_key=api_key,
         vertexai=False,
@@ -210,6 +214,9 @@ def map_gemini_errors(target: Target, api_key: str | None = None) -> Iterator[No
     removed from any text taken from the service. The original exception is
     not chained (its text holds the whole response body and request details).
     """
+    import httpx2
+    from google.genai import errors
+
     try:
         yield
     except errors.APIError as exc:
@@ -239,6 +246,8 @@ def error_of_status(code: int | None, message: str | None, details: Any, target:
     answered with that status gets, by the same table. ``code`` is a google.rpc.Code number (1–16, as the
     REST reference types the field) or, should the service send one, an HTTP status."""
     http, status = (code, "") if code is not None and code >= 100 else _RPC_CODES.get(code or 2, (500, "UNKNOWN"))
+    from google.genai import errors
+
     body = {"error": {"code": http, "message": message or "", "status": status, "details": details or []}}
     return _from_api_error(errors.APIError(http, body), api_key, target)
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 import datetime as dt
 import threading
 from io import BytesIO
+from typing import TYPE_CHECKING
 
-from google.genai import types
 from PIL import Image, ImageOps
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -36,6 +36,9 @@ from tasks.gemini.client import Target, check_answer, gemini_client, map_gemini_
 from tasks.gemini.models import cost_usd, lacks_structured_output, retired_refusal, suggestion, thinking_config
 from tasks.gemini.ratelimit import shared_limiter
 from tasks.images.pixels import has_alpha, rgb_on_white
+
+if TYPE_CHECKING:  # the SDK is imported where a request is built, not by an offline run
+    from google.genai import types
 
 #: Long side of the image sent to the model: enough to describe it, few tokens.
 SEND_MAX_PX = 1024
@@ -168,6 +171,8 @@ def check_describe_model(model: str) -> None:
 def describe_config(settings: GeminiSettings, max_output_tokens: int) -> types.GenerateContentConfig:
     """The config of every describe request: JSON by :class:`StockAnswer`, the output budget, thinking set on
     purpose, no sampling parameter."""
+    from google.genai import types
+
     return types.GenerateContentConfig(
         response_mime_type="application/json",
         response_schema=StockAnswer,
@@ -179,6 +184,8 @@ def describe_config(settings: GeminiSettings, max_output_tokens: int) -> types.G
 def describe_contents(asset: Asset, prompt: str) -> list:
     """What a describe request sends: the image (:func:`image_for_model`) and the prompt. BadInput when the
     image cannot be read."""
+    from google.genai import types
+
     return [types.Part.from_bytes(data=image_for_model(asset), mime_type="image/jpeg"), prompt]
 
 

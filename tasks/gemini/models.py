@@ -13,14 +13,16 @@ import tomllib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-
-from google.genai import types
+from typing import TYPE_CHECKING
 
 from tasks.core.errors import ConfigError
 from tasks.core.records import Usage
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.images.inspect import image_rules
+
+if TYPE_CHECKING:  # the SDK is imported where a Gemini request is built, not by an offline run
+    from google.genai import types
 
 _HERE = Path(__file__).parent
 
@@ -113,6 +115,8 @@ def thinking_config(model: str, setting: str) -> types.ThinkingConfig | None:
     from ``models.toml``; None (the model's own default) when the model is not
     in the table or its thinking cannot be set.
     """
+    from google.genai import types
+
     if setting:
         if setting.lstrip("-").isdigit():
             return types.ThinkingConfig(thinking_budget=int(setting))
