@@ -32,7 +32,6 @@ from tasks.transports.base import Transport, remote_display
 from tasks.transports.ftp import FtpTarget
 from tasks.transports.local import LocalFolder
 from tasks.transports.pins import CertificatePins
-from tasks.transports.sftp import SftpTarget
 
 _PORTS = {"ftp": 21, "ftps": 21, "sftp": 22}
 
@@ -107,6 +106,8 @@ def open_transport(agency: str, settings: AgencySettings, workdir: Workdir) -> T
     if target.scheme == "file":
         return LocalFolder(Path(target.path))
     if target.scheme == "sftp":
+        from tasks.transports.sftp import SftpTarget  # paramiko (≈ 0.2 s to import) only for an SFTP target
+
         # With a key file the password is only the key's passphrase: the environment may give one,
         # but no Prefect API call is made for it.
         password = _required_password(agency) if not settings.key_file else _env_password(agency)
