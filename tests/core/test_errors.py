@@ -370,7 +370,7 @@ PICKLED = [
     (AuthenticationFailed("refused", code="ftp:530"), {}, StageStopped),
     (BatchJobEnded("ended", state="expired"), {"state": "expired"}, BatchJobEnded),
     (BadInput("a.jpg", "empty file"), {"path": "a.jpg", "reason": "empty file"}, BadInput),
-    (TransientError("full", kind="ftp", code="452", scope="target", target_cause="the disk is full", refused=True),
+    (TransientError("full", kind="ftp", code="452", target_cause="the disk is full", refused=True),
      {"scope": "target", "target_cause": "the disk is full", "refused": True}, TransientError),
     (StageStopped("busy", kind="busy"), {"scope": "file", "target_cause": None}, StageStopped),
 ]
