@@ -106,14 +106,14 @@ def _env(root: Path, home: Path | None, tree: Path | None = None) -> dict[str, s
 def warm_round(root: Path, home: Path, i: int, tree: Path | None = None) -> dict:
     """One pair on the running server; odd rounds run the bare flow first (neither always follows the other).
     ``tree``: the project's modules from there (``--before``)."""
-    from tasks.orchestration.workdir_server import read_record
+    from tasks.orchestration.workdir_server import client_env, read_record
 
     env = _env(root, home, tree)
     kind = "warm" if tree is None else "before"
     pair = {"microstock": lambda: timed([_microstock(), "run", "--count", "12", "--workdir", str(root / f"{kind}-{i}")],
                                         env, root / f"{kind}-ms-{i}.log"),
             "bare": lambda: timed([sys.executable, "-c", BARE_FLOW],
-                                  dict(env, PREFECT_API_URL=read_record(home).api_url), root / f"{kind}-bare-{i}.log")}
+                                  dict(env, **client_env(home, read_record(home))), root / f"{kind}-bare-{i}.log")}
     order = ["microstock", "bare"] if i % 2 == 0 else ["bare", "microstock"]
     return {who: pair[who]() for who in order}
 

@@ -20,11 +20,12 @@ def _home(workdir: Optional[Path]) -> Path:
 
 
 def _say_where(record, home: Path, started: bool) -> None:
-    from tasks.orchestration.workdir_server import log_path
+    from tasks.orchestration.workdir_server import auth_path, log_path
 
     console.print(f"{'started' if started else 'running'}: Prefect UI {record.url} (pid {record.pid}, since "
                   f"{record.started}; stops after {record.idle_s:.0f} s without a command; "
-                  f"log {log_path(home)})", highlight=False, soft_wrap=True)
+                  f"log {log_path(home)}); the UI's login asks for the auth string in {auth_path(home)}",
+                  highlight=False, soft_wrap=True)
 
 
 @server_app.command("start")

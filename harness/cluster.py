@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
 import signal
 import subprocess
@@ -38,7 +37,7 @@ from harness.postgres import Postgres, generate_password
 from harness.redis import RedisServer, stop_redis
 from tasks.core.errors import ConfigError
 from tasks.orchestration.environment import SERVER_BATCHING
-from tasks.orchestration.local_server import HOST, free_port, healthy
+from tasks.orchestration.local_server import HOST, free_port, healthy, new_auth_string
 
 POOL = "microstock"
 DEMO_ACCOUNTS = ("demo-a", "demo-b")
@@ -139,7 +138,7 @@ class Cluster:
         api_url = f"http://{'127.0.0.1' if state.host in ('0.0.0.0', '::') else state.host}:{state.api_port}/api"
         joined = {
             "PREFECT_API_URL": api_url,
-            "PREFECT_API_AUTH_STRING": f"microstock:{secrets.token_urlsafe(24)}",
+            "PREFECT_API_AUTH_STRING": new_auth_string(),
             "MICROSTOCK_DEAD_LETTER_URL": pg.login_url("microstock"),
             "PGPASSFILE": str(pgpass),
         }

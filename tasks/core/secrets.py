@@ -20,11 +20,25 @@ def password_env_var(agency: str) -> str:
     return f"MICROSTOCK_{agency.upper()}_PASSWORD"
 
 
-def without_secrets(env: dict[str, str]) -> dict[str, str]:
-    """``env`` without the variables that hold secrets (the Gemini keys, ``MICROSTOCK_<AGENCY>_PASSWORD``): for a
-    process that outlives the command and needs none of them (the workdir's Prefect server)."""
-    return {k: v for k, v in env.items() if k not in ("GEMINI_API_KEY", "GOOGLE_API_KEY")
-            and not (k.startswith("MICROSTOCK_") and k.endswith("_PASSWORD"))}
+#: What the workdir's Prefect server (a process that outlives the command) keeps of the command's environment,
+#: each for a reason; nothing else reaches it (no agency password, no API key, no unrelated FTP_PASS):
+#: ``PATH`` (it finds its programs), ``HOME`` (Prefect and Python expand ``~``), ``LANG``/``LC_*`` (text
+#: encoding), ``TZ`` (its timestamps), ``TMPDIR``/``TMP``/``TEMP`` (its temporary files), ``PYTHON*`` and
+#: ``VIRTUAL_ENV`` (the same Python and modules as the command), ``LD_LIBRARY_PATH`` (a Python built against
+#: libraries outside the system's), ``PREFECT_*`` (its settings: database, batching, services).
+SERVER_ENV_NAMES = ("PATH", "HOME", "LANG", "TZ", "TMPDIR", "TMP", "TEMP", "VIRTUAL_ENV", "LD_LIBRARY_PATH")
+SERVER_ENV_PREFIXES = ("LC_", "PYTHON", "PREFECT_")
+#: Prefect's settings that a server must not inherit: a client's credentials and address (its own auth string
+#: is given to it from the workdir's auth file, never taken from the command).
+SERVER_ENV_DENIED = ("PREFECT_API_KEY", "PREFECT_API_AUTH_STRING", "PREFECT_SERVER_API_AUTH_STRING",
+                     "PREFECT_API_URL")
+
+
+def server_environment(env: dict[str, str]) -> dict[str, str]:
+    """The part of ``env`` the workdir's Prefect server needs (:data:`SERVER_ENV_NAMES`, an allow-list), for a
+    process that outlives the command and needs none of its secrets."""
+    return {k: v for k, v in env.items() if (k in SERVER_ENV_NAMES or k.startswith(SERVER_ENV_PREFIXES))
+            and k not in SERVER_ENV_DENIED}
 
 
 def password_block_name(agency: str) -> str:

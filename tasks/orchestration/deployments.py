@@ -148,7 +148,7 @@ def serve_all(workdir: Path, *, port: int, timezone: str | None, say=print) -> N
     import threading
     import time
 
-    from tasks.orchestration.workdir_server import ensure, keep_alive, log_path, stop
+    from tasks.orchestration.workdir_server import client_env, ensure, keep_alive, log_path, stop
 
     runners: list = []  # the Prefect runner serving the deployments, once _serve has made it
     done = threading.Event()  # set when serving has ended: a signal held for the runner is then dropped
@@ -183,7 +183,7 @@ def serve_all(workdir: Path, *, port: int, timezone: str | None, say=print) -> N
         try:
             say(f"… started on {record.url}" if started else f"… already runs on {record.url}: serving on it")
             keep_alive(home)
-            os.environ["PREFECT_API_URL"] = record.api_url
+            os.environ.update(client_env(home, record))  # also its flow runs' (the runner's processes inherit it)
             _serve(workdir, timezone, record.url, say, runners)
         finally:
             if started:  # a server this command started runs as long as it does

@@ -62,14 +62,15 @@ def set_prefect_env(workdir: Path, verbose: bool = False, *, server: bool = True
 
     Without ``PREFECT_API_URL`` (and unless ``MICROSTOCK_PREFECT_SERVER=ephemeral``) the command uses the
     workdir's own server (:mod:`tasks.orchestration.workdir_server`), started now if none runs, marked as used
-    while the command runs, and ``PREFECT_API_URL`` names it. ``start_server=False``: only a server already
-    running is used (a command that needs the API only for what a running server can hold, such as a run
-    paused for review). ``server=False``: the caller handles the server itself (``microstock serve``).
+    while the command runs, and ``PREFECT_API_URL`` names it (``PREFECT_API_AUTH_STRING`` its auth string).
+    ``start_server=False``: only a server already running is used (a command that needs the API only for what
+    a running server can hold, such as a run paused for review). ``server=False``: the caller handles the
+    server itself (``microstock serve``).
     """
     if not os.environ.get("PREFECT_HOME") and not os.environ.get("PREFECT_API_URL"):
         home = workdir / ".prefect"
         try:
-            home.mkdir(parents=True, exist_ok=True)
+            home.mkdir(mode=0o700, parents=True, exist_ok=True)  # its database is the contributor's only
         except OSError as exc:
             raise ConfigError(f"workdir {workdir} is not usable: {exc.strerror or exc}") from exc
         os.environ["PREFECT_HOME"] = str(home)
@@ -89,4 +90,4 @@ def set_prefect_env(workdir: Path, verbose: bool = False, *, server: bool = True
             if record is not None:
                 workdir_server.touch(home)
                 workdir_server.keep_alive(home)
-                os.environ["PREFECT_API_URL"] = record.api_url
+                os.environ.update(workdir_server.client_env(home, record))

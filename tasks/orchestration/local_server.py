@@ -14,6 +14,7 @@ environment before Prefect is imported by the serving process.
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -43,8 +44,15 @@ def free_port(host: str = HOST) -> int:
         return s.getsockname()[1]
 
 
+def new_auth_string() -> str:
+    """A new ``user:password`` for a server's ``PREFECT_SERVER_API_AUTH_STRING`` (and its clients'
+    ``PREFECT_API_AUTH_STRING``): ``microstock:`` and 32 random URL-safe characters."""
+    return f"microstock:{secrets.token_urlsafe(24)}"
+
+
 def healthy(api_url: str, timeout_s: float = 2.0) -> bool:
-    """True when ``<api_url>/health`` answers 200."""
+    """True when ``<api_url>/health`` answers 200 (with an auth string on, Prefect still answers ``GET /health``
+    without credentials, and only it and ``/ready``: this needs none)."""
     try:
         with urllib.request.urlopen(f"{api_url}/health", timeout=timeout_s) as resp:
             return resp.status == 200
@@ -98,13 +106,16 @@ class LocalServer:
     Use as a context manager: entering starts the server and returns once it
     is healthy (ConfigError with the log's last lines if it exits or does not
     answer within ``startup_timeout_s``); leaving stops it. The server's
-    output goes to ``<home>/server.log``.
+    output goes to ``<home>/server.log``. With ``auth_string`` every API call
+    but ``GET /health`` must carry it (``PREFECT_API_AUTH_STRING`` for a
+    client, the login page for the UI).
     """
 
-    def __init__(self, home: Path, port: int = DEFAULT_PORT, *, startup_timeout_s: float = 180.0,
-                 stop_timeout_s: float = 20.0) -> None:
+    def __init__(self, home: Path, port: int = DEFAULT_PORT, *, auth_string: str | None = None,
+                 startup_timeout_s: float = 180.0, stop_timeout_s: float = 20.0) -> None:
         self.home = home
         self.port = port
+        self.auth_string = auth_string
         self.startup_timeout_s = startup_timeout_s
         self.stop_timeout_s = stop_timeout_s
         self.proc: subprocess.Popen | None = None
@@ -137,6 +148,8 @@ class LocalServer:
         env = dict(os.environ, PREFECT_HOME=str(self.home), PREFECT_SERVER_ANALYTICS_ENABLED="false",
                    PREFECT_UI_API_URL=self.api_url, PREFECT_SERVER_UI_API_URL=self.api_url)
         env.pop("PREFECT_API_URL", None)
+        if self.auth_string:
+            env["PREFECT_SERVER_API_AUTH_STRING"] = self.auth_string
         with open(self.log_path, "ab") as log:
             # Its own session: a Ctrl-C in the terminal reaches its parent only, which stops it when it is done
             # with it (`microstock serve` pauses its deployments through it first).

@@ -22,6 +22,15 @@ home (``/proc/<pid>/cmdline``), and its port answers ``/api/health``: a
 server that died, a pid reused by another process, a port now taken by
 something else all read as "no server" and a new one is started on a new port.
 
+Only the contributor reaches it (other users of the machine reach loopback
+too): the server requires an auth string (``PREFECT_SERVER_API_AUTH_STRING``)
+kept in ``<PREFECT_HOME>/server.auth`` (mode 0600, made once, never logged, never
+in the record), which :func:`client_env` hands to every command as
+``PREFECT_API_AUTH_STRING``; the home is mode 0700 and the keeper and server
+create their files 0600 (umask 077), so the database (which holds the Secret
+blocks' encryption key) is the contributor's only; and the keeper's environment
+is an allow-list of the command's (:func:`tasks.core.secrets.server_environment`).
+
 Nothing here imports Prefect: the address must be in the environment before
 Prefect is imported by the command.
 """
@@ -43,8 +52,16 @@ from pathlib import Path
 from typing import Iterator
 
 from tasks.core.errors import ConfigError
-from tasks.core.secrets import without_secrets
-from tasks.orchestration.local_server import HOST, LocalServer, free_port, healthy, refuse_busy_port, wait_healthy
+from tasks.core.secrets import server_environment
+from tasks.orchestration.local_server import (
+    HOST,
+    LocalServer,
+    free_port,
+    healthy,
+    new_auth_string,
+    refuse_busy_port,
+    wait_healthy,
+)
 
 #: ``workdir`` (the default): commands use the workdir's server; ``ephemeral``: each command runs Prefect's
 #: ephemeral server in its own process, as before (the test suite's setting).
@@ -84,6 +101,48 @@ def record_path(home: Path) -> Path:
 
 def log_path(home: Path) -> Path:
     return home / "server.log"
+
+
+def auth_path(home: Path) -> Path:
+    """The file holding the server's auth string (the UI's login asks for its content)."""
+    return home / "server.auth"
+
+
+def auth_string(home: Path) -> str | None:
+    """The workdir server's auth string, None before a server was first started."""
+    try:
+        return auth_path(home).read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
+
+
+def _ensure_auth(home: Path) -> None:
+    """With the lock held: make the auth file once (0600 from its creation, written whole, then renamed), kept
+    across restarts (a browser logged in to the UI stays logged in)."""
+    if auth_string(home):
+        return
+    tmp = auth_path(home).with_suffix(".tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(new_auth_string() + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, auth_path(home))
+
+
+def _make_private(home: Path) -> None:
+    """The home 0700 and what is in it 0600: the database holds the Secret blocks' encryption key (a home made
+    before the server required this is closed on the next start)."""
+    os.chmod(home, 0o700)
+    for path in home.iterdir():
+        if path.is_file() and not path.is_symlink():
+            os.chmod(path, 0o600)
+
+
+def client_env(home: Path, record: ServerRecord) -> dict[str, str]:
+    """What a command needs to use the running server: ``PREFECT_API_URL`` and ``PREFECT_API_AUTH_STRING``."""
+    return {"PREFECT_API_URL": record.api_url, "PREFECT_API_AUTH_STRING": auth_string(home) or ""}
 
 
 def idle_seconds() -> float:
@@ -142,7 +201,7 @@ def running(home: Path, patience_s: float = 0.0) -> ServerRecord | None:
 @contextmanager
 def _locked(home: Path) -> Iterator[None]:
     """The workdir's server lock: one command at a time starts or stops its server."""
-    home.mkdir(parents=True, exist_ok=True)
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
     with open(home / "server.lock", "a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
@@ -184,10 +243,12 @@ def ensure(home: Path, port: int | None = None, *, startup_timeout_s: float = 18
         if port is None:
             port = free_port()
         refuse_busy_port(port)
+        _make_private(home)
+        _ensure_auth(home)
         with open(log_path(home), "ab") as log:
             proc = subprocess.Popen([sys.executable, "-m", KEEPER, str(home), str(port), str(idle_seconds())],
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True, close_fds=True, env=without_secrets(dict(os.environ)))
+                                    start_new_session=True, close_fds=True, env=server_environment(dict(os.environ)))
         record = ServerRecord(pid=proc.pid, port=port, started=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                               idle_s=idle_seconds())
         _write_record(home, record)
@@ -248,12 +309,17 @@ def _drop_if_idle(home: Path, idle_s: float) -> str | None:
 
 def _keep(home: Path, port: int, idle_s: float) -> None:
     """The keeper: run the server until SIGTERM, until it exits, or until the record is ``idle_s`` untouched.
-    Its environment is the starting command's (the recorder's batching: ``environment.set_prefect_env``)."""
+    Its environment is the starting command's allow-listed (the recorder's batching:
+    ``environment.set_prefect_env``); what it and its server create is the contributor's only."""
+    os.umask(0o077)
+    auth = auth_string(home)
+    if not auth:  # `ensure` makes it before starting the keeper: never a server anyone can use
+        raise SystemExit(f"no auth string in {auth_path(home)}: not starting a server without one")
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # its own session: only `server stop` or the idle time end it
     check_s = max(0.2, min(HEARTBEAT_S, idle_s / 4))
-    server = LocalServer(home, port)
+    server = LocalServer(home, port, auth_string=auth)
     try:
         with server:
             print(f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} workdir server on {server.url}, "

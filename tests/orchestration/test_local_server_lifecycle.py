@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tasks.core.errors import ConfigError
+from tasks.core.secrets import SERVER_ENV_NAMES, SERVER_ENV_PREFIXES
 from tasks.orchestration import workdir_server
 from tasks.orchestration.local_server import HOST, healthy, port_in_use
 from tests.fakes.prefect_api import wait_until
@@ -45,7 +46,8 @@ def alive(pid: int) -> bool:
 def test_commands_share_one_server_that_outlives_them_until_stopped(tmp_path, run_microstock):
     home = tmp_path / "work" / ".prefect"
     env = default_env(home)
-    secrets = {"GEMINI_API_KEY": "gem-key-lifecycle-1", "MICROSTOCK_ADOBE_PASSWORD": "adobe-pw-lifecycle-2"}
+    secrets = {"GEMINI_API_KEY": "gem-key-lifecycle-1", "MICROSTOCK_ADOBE_PASSWORD": "adobe-pw-lifecycle-2",
+               "FTP_PASS": "unrelated-ftp-pw-3", "PREFECT_API_KEY": "prefect-cloud-key-4"}
     starters = [subprocess.Popen([sys.executable, "-c", ENSURE, str(home)], env=dict(env, **secrets),
                                  stdout=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [p.communicate(timeout=240)[0].split() for p in starters]
@@ -55,8 +57,17 @@ def test_commands_share_one_server_that_outlives_them_until_stopped(tmp_path, ru
     pid, port = int(outs[0][0]), int(outs[0][1])
     record = workdir_server.read_record(home)
     assert (record.pid, record.port) == (pid, port) and healthy(record.api_url)
-    environ = Path(f"/proc/{pid}/environ").read_bytes()
-    assert all(v.encode() not in environ for v in secrets.values()), "the server outlives the command: no secrets"
+    # The keeper and its server outlive the command: they keep an allow-list of its environment, no secret and
+    # nothing unrelated; the server has its own auth string (from the workdir's file), nobody else's.
+    (server_pid,) = map(int, Path(f"/proc/{pid}/task/{pid}/children").read_text().split())
+    for who in (pid, server_pid):
+        environ = Path(f"/proc/{who}/environ").read_bytes()
+        assert all(v.encode() not in environ for v in secrets.values()), "the server outlives the command"
+        names = {e.split(b"=", 1)[0].decode() for e in environ.split(b"\0") if e}
+        assert all(n in SERVER_ENV_NAMES or n.startswith(SERVER_ENV_PREFIXES) for n in names), names
+        assert "COLUMNS" not in names and "PREFECT_API_KEY" not in names
+    server_env = Path(f"/proc/{server_pid}/environ").read_bytes().split(b"\0")
+    assert f"PREFECT_SERVER_API_AUTH_STRING={workdir_server.auth_string(home)}".encode() in server_env
 
     # A run uses it (the starter's process is gone: the server outlived it) and ends with the run's UI URL.
     ran = subprocess.run([sys.executable, "-c", "from flows.cli import main; main()", "run", "--count", "1",

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -24,11 +25,13 @@ from tasks.core.files import sha256_file
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.observe.artifacts import dead_letter_key
+from tasks.orchestration import workdir_server
 from tasks.orchestration.deployments import PROJECT_DIR
 from tasks.orchestration.environment import RUN_LOG_ENV
 from tasks.orchestration.local_server import LocalServer, free_port, healthy, port_in_use
 from tasks.stores.dead_letter_open import open_store
 from tests.fakes.prefect_api import wait_until
+from tests.orchestration.test_server_privacy import as_other_user
 
 pytestmark = pytest.mark.server
 
@@ -49,10 +52,20 @@ def base_env(home: Path) -> dict[str, str]:
     return env
 
 
+#: The auth string of each server the tests call that requires one (its API URL → the string): the workdir's
+#: server `microstock serve` starts does (from its home's auth file); the bare `server` fixture's does not.
+AUTH: dict[str, str] = {}
+
+
+def auth(url: str) -> tuple[str, str] | None:
+    """httpx's ``auth`` for the server at ``url``: Basic base64(auth string), as Prefect's client sends it."""
+    return tuple(AUTH[url].split(":", 1)) if url in AUTH else None
+
+
 def api(url: str, method: str, path: str, body: dict | None = None):
     """One REST call; a 503 (SQLite busy under load) is retried a few times, as Prefect's own client does."""
     for attempt in range(6):
-        r = httpx.request(method, f"{url}{path}", json=body, timeout=30)
+        r = httpx.request(method, f"{url}{path}", json=body, auth=auth(url), timeout=30)
         if r.status_code != 503:
             break
         time.sleep(1 + attempt)
@@ -116,8 +129,11 @@ def served(parked_workdir, tmp_path_factory):
     url = f"http://127.0.0.1:{port}/api"
     try:
         wait_until("every served deployment", lambda: proc.poll() is None and healthy(url)
+                 and AUTH.setdefault(url, workdir_server.auth_string(home))
                  and len(deployments_by_name(url)) == 4 or (proc.poll() is not None and _died(proc, log)),
                  timeout_s=300)
+        # What a contributor's command in the workdir is given (environment.set_prefect_env), for the tests' own.
+        env = dict(env, **workdir_server.client_env(home, workdir_server.read_record(home)))
         yield {"proc": proc, "url": url, "port": port, "env": env, "home": home, "log": log}
     finally:
         if proc.poll() is None:
@@ -210,7 +226,8 @@ def test_batch_through_the_api_tells_the_story_in_names_artifacts_and_events(ser
     url = served["url"]
     batch = deployments_by_name(url)["stock-batch"]
     # The typed form is enforced by the server: a bad value is refused before any run exists.
-    refused = httpx.post(f"{url}/deployments/{batch['id']}/create_flow_run", json={"parameters": {"count": -1}})
+    refused = httpx.post(f"{url}/deployments/{batch['id']}/create_flow_run", json={"parameters": {"count": -1}},
+                         auth=auth(url))
     assert refused.status_code >= 400 and "count" in refused.text
 
     run = run_and_wait(url, batch["id"], {"count": 1, "agencies": ["adobe", "vecteezy"]})
@@ -391,6 +408,26 @@ def test_example_automation_notifies_when_a_batch_is_incomplete(served, tmp_path
                "(connection refused)" in message["body"]
     finally:
         hook.shutdown()
+
+
+def test_the_served_server_answers_nobody_without_its_auth_string(served):
+    """What another local user saw in issue 34 (blocks with their secrets, a stock-batch run started with their
+    own parameters) is refused to anyone without the workdir's auth string; its home is the contributor's."""
+    url, home = served["url"], served["home"]
+    batch = deployments_by_name(url)["stock-batch"]
+    runs = {"deployments": {"id": {"any_": [batch["id"]]}}}
+    before = {r["id"] for r in api(url, "POST", "/flow_runs/filter", runs)}
+    seen = as_other_user(url)
+    assert seen["POST /block_documents/filter"] == seen["POST /variables/"] == seen["POST /flow_runs/filter"] == 401
+    started = httpx.post(f"{url}/deployments/{batch['id']}/create_flow_run", json={"parameters": {"count": 1}})
+    wrong = httpx.post(f"{url}/block_documents/filter", json={"include_secrets": True}, auth=("microstock", "guess"))
+    assert (started.status_code, wrong.status_code) == (401, 401)
+    new = [r for r in api(url, "POST", "/flow_runs/filter", runs) if r["id"] not in before]
+    assert all(r["auto_scheduled"] for r in new), "no run was started without the auth string (only the schedule's)"
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+    assert {n: stat.S_IMODE((home / n).stat().st_mode) for n in ("prefect.db", "server.auth")} == {
+        "prefect.db": 0o600, "server.auth": 0o600}
+    assert AUTH[url] not in (home / "server.log").read_text() + (home / "serve.out").read_text()
 
 
 def test_ctrl_c_pauses_the_schedules_then_stops_the_local_server(served):
@@ -588,7 +625,7 @@ def paused_run(url: str, wd: Workdir, besides: str | None = None) -> dict:
         runs = [r for r in stock_batch_runs(url, wd) if r["state"]["type"] == "PAUSED" and r["id"] != besides]
         return [r for r in runs if httpx.get(f"{url}/flow_runs/{r['id']}/input/"
                                              f"{r['state']['state_details']['run_input_keyset']['schema']}",
-                                             timeout=30).status_code == 200]
+                                             auth=auth(url), timeout=30).status_code == 200]
 
     return wait_until("a run to pause for review", ready, timeout_s=240)[0]
 
