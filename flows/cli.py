@@ -80,6 +80,7 @@ def run(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's task logs on the terminal."),
 ) -> None:
     """Run the stock-batch flow once: assets → describe → CSVs → pack → upload."""
+    from tasks.core.secrets import gemini_api_key
     from tasks.core.workdir import Workdir
     from tasks.stages.run_context import RunContext
 
@@ -88,9 +89,13 @@ def run(
         fail(f"{config}: config file not found")
     if source is not None and not source.is_dir():
         fail(f"{source}: source folder not found")
-    # Settings and agency specs read now, before Prefect starts (a typo is one line at once); the check before a
-    # run (targets, models, image sizes) is the flow's own, so a deployment run is refused exactly as this one.
-    for note in RunContext.open(wd_path, config, agency).catalog.notes:
+    # The check before a run made here too, before Prefect starts (a bad target or a retired model is one line at
+    # once, no server started); the flow makes it again, so a deployment run is refused exactly as this one. The
+    # model list is kept for the day: Gemini is asked once, and its notes (a fresh list only) are said once, here.
+    ctx = RunContext.open(wd_path, config, agency)
+    for note in ctx.check(bool(count and source is None), gemini_api_key()):  # warnings: on stderr
+        err.print(note, highlight=False, soft_wrap=True)
+    for note in ctx.catalog.notes:
         console.print(note, highlight=False)
     if not count and source is None:  # a bare re-run adds nothing nobody asked for
         console.print(f"no --count or --source: nothing is generated; finishing what {wd_path / 'assets'} holds",

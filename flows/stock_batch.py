@@ -77,7 +77,7 @@ def stock_batch(
     """
     logger = get_run_logger()
     ctx = RunContext.open(workdir, config, agencies)  # settings, agencies, store, key: read once, here
-    for note in ctx.check(generates=bool(count and not source)):  # before anything is written or paid for
+    for note in ctx.check(bool(count and not source), ctx.gemini_key):  # before anything is written or paid for
         logger.warning(note)
     ctx.wd.prepare()
     for note in ctx.catalog.notes:

@@ -91,18 +91,20 @@ class RunContext:
         once a run); None without one (the offline describer and generator)."""
         return gemini_key()
 
-    def check(self, generates: bool) -> list[str]:
+    def check(self, generates: bool, key: str | None) -> list[str]:
         """The check before a run, before any paid call: ConfigError for a target URL that cannot be used, a
         configured model that is retired or not listed today, an image model and size no chosen agency takes;
         else the lines to show (the model list unreadable, the table disagreeing with it).
 
         ``generates``: the run makes images with Gemini (a count, no source folder), so the image model is
-        checked too. Without a key only the targets are checked: nothing is sent to Gemini.
+        checked too. ``key``: the flow gives the run's (:attr:`gemini_key`); the CLI, before Prefect is set up,
+        the environment's alone, so no Secret block is read there (a block's key is checked in the flow).
+        Without a key only the targets are checked: nothing is sent to Gemini.
         """
         from tasks.transports.targets import check_targets  # the transports' libraries load only for a run
 
         check_targets(self.settings, self.agencies)
-        if not self.gemini_key:
+        if not key:
             return []
         from tasks.gemini.models import check_generation
         from tasks.gemini.served import check_models
@@ -110,4 +112,4 @@ class RunContext:
         if generates:
             check_generation(self.settings, self.agencies, self.wd)
         uses = ("describe", "image") if generates else ("describe",)
-        return check_models(self.wd, self.settings.gemini, self.gemini_key, uses).notes
+        return check_models(self.wd, self.settings.gemini, key, uses).notes
