@@ -50,6 +50,13 @@ class Commands(TyperGroup):
         except KeyboardInterrupt:
             err.print("interrupted: nothing recorded for unfinished work; run again to finish it")
             raise typer.Exit(130) from None
+        except Exception as exc:
+            import httpx  # Prefect's client: a server that does not answer (loaded only when one failed)
+
+            if not isinstance(exc, httpx.TransportError):
+                raise
+            fail(f"the Prefect server at {os.environ.get('PREFECT_API_URL', '?')} did not answer ({exc}); "
+                 "`microstock server status` says whether it runs", code=1)
 
 
 app = typer.Typer(help="Take a microstock batch from images to agencies, without losing or double-posting anything.",
@@ -61,12 +68,12 @@ def root() -> None:
     """Commands follow INTERFACE.md: run, replay, dead-letter, ledger, serve."""
 
 
-def prefect_env(workdir: Path, verbose: bool = False, server: bool = True) -> None:
+def prefect_env(workdir: Path, verbose: bool = False, server: bool = True, new_workdir: bool = False) -> None:
     """Prefect's environment for this command (before Prefect is imported); the workdir's server unless
-    ``server=False``."""
+    ``server=False`` (none for a folder holding no workdir, unless the command makes one: ``new_workdir``)."""
     from tasks.orchestration.environment import set_prefect_env
 
-    set_prefect_env(workdir, verbose, server=server)
+    set_prefect_env(workdir, verbose, server=server, new_workdir=new_workdir)
 
 
 @app.command()
@@ -101,7 +108,7 @@ def run(
         console.print(f"no --count or --source: nothing is generated; finishing what {wd_path / 'assets'} holds",
                       highlight=False)
 
-    prefect_env(wd_path, verbose)
+    prefect_env(wd_path, verbose, new_workdir=True)
     from flows.stock_batch import stock_batch
     from tasks.core.reports import CsvReport
     from tasks.observe.summary import INCOMPLETE, BatchSummary
@@ -142,8 +149,9 @@ def run_url(state) -> None:
 @app.command()
 def serve(
     workdir: Optional[Path] = WorkdirOpt,
-    port: int = typer.Option(4200, "--port",
-                             help="Port of the local Prefect server (when PREFECT_API_URL is not set)."),
+    port: Optional[int] = typer.Option(None, "--port",
+                                       help="Port for a new local Prefect server (when PREFECT_API_URL is not "
+                                            "set; default: the port it last had, else 4200, else a free one)."),
     timezone: Optional[str] = typer.Option(None, "--timezone", help="Timezone of every schedule (IANA name), "
                                                                    "instead of prefect.yaml's."),
 ) -> None:
@@ -195,7 +203,7 @@ def secrets_set(
     if not value:
         fail("empty value: nothing saved")
     wd_path = resolve_workdir(workdir)
-    prefect_env(wd_path)
+    prefect_env(wd_path, new_workdir=True)  # the key is often saved before the first run
     from prefect.blocks.system import Secret
 
     Secret(value=value).save(name, overwrite=True)

@@ -1,5 +1,6 @@
-"""``microstock server start|stop|status``: the workdir's own Prefect server (the one every command uses
-without PREFECT_API_URL; it stops by itself after MICROSTOCK_SERVER_IDLE_SECONDS without a command)."""
+"""``microstock server start|stop|status|list``: the workdir's own Prefect server (the one every command uses
+without PREFECT_API_URL; it stops by itself after MICROSTOCK_SERVER_IDLE_SECONDS without a command, and comes
+back on the same port)."""
 
 from __future__ import annotations
 
@@ -20,17 +21,18 @@ def _home(workdir: Optional[Path]) -> Path:
 
 
 def _say_where(record, home: Path, started: bool) -> None:
-    from tasks.orchestration.workdir_server import auth_path, log_path
+    from tasks.orchestration.server_record import auth_path, log_path
 
     console.print(f"{'started' if started else 'running'}: Prefect UI {record.url} (pid {record.pid}, since "
-                  f"{record.started}; stops after {record.idle_s:.0f} s without a command; "
-                  f"log {log_path(home)}); the UI's login asks for the auth string in {auth_path(home)}",
-                  highlight=False, soft_wrap=True)
+                  f"{record.started}; stops after {record.idle_s:.0f} s without a command, and comes back on "
+                  f"this port with `microstock server start`; log {log_path(home)}); the UI's login asks for "
+                  f"the auth string in {auth_path(home)}", highlight=False, soft_wrap=True)
 
 
 @server_app.command("start")
 def server_start(workdir: Optional[Path] = WorkdirOpt) -> None:
-    """Start the workdir's server (or find it running) and say where its UI is."""
+    """Start the workdir's server (or find it running) on the port it last had; say where its UI is and list
+    the last runs' pages."""
     from tasks.orchestration import workdir_server
     from tasks.orchestration.environment import set_prefect_env
 
@@ -41,6 +43,14 @@ def server_start(workdir: Optional[Path] = WorkdirOpt) -> None:
     home = _home(workdir)
     record, started = workdir_server.ensure(home)
     _say_where(record, home, started)
+    workdir_server.attach(home, record)  # a user while it asks for the last runs
+    from tasks.orchestration.recent_runs import recent_runs
+
+    runs = recent_runs()
+    if runs:
+        console.print("the last runs:", highlight=False)
+    for r in runs:
+        console.print(f"  {r.started}  {r.name}  {r.state}  {r.url}", highlight=False, soft_wrap=True)
 
 
 @server_app.command("status")
@@ -62,11 +72,50 @@ def server_status(workdir: Optional[Path] = WorkdirOpt) -> None:
 
 
 @server_app.command("stop")
-def server_stop(workdir: Optional[Path] = WorkdirOpt) -> None:
-    """Stop the workdir's server (nothing is lost: its database stays in the workdir)."""
+def server_stop(
+    workdir: Optional[Path] = WorkdirOpt,
+    force: bool = typer.Option(False, "--force", help="Stop it even while commands use it (they stop too)."),
+    every: bool = typer.Option(False, "--all", help="Stop every workdir server of yours (`server list`)."),
+) -> None:
+    """Stop the workdir's server (nothing is lost: its database stays in the workdir); refused while a command
+    uses it, unless --force."""
+    from tasks.core.errors import ConfigError
     from tasks.orchestration import workdir_server
 
-    home = _home(workdir)
-    record = workdir_server.stop(home)
-    console.print(f"stopped the server on {record.url}" if record else f"no server ran for {home}",
-                  highlight=False)
+    homes = [s.home for s in workdir_server.servers() if s.record] if every else [_home(workdir)]
+    refused = []
+    for home in homes:
+        try:
+            record = workdir_server.stop(home, force=force)
+        except ConfigError as exc:
+            if not every:
+                raise
+            refused.append(exc.message)
+            continue
+        console.print(f"stopped the server on {record.url} ({home})" if record else f"no server ran for {home}",
+                      highlight=False)
+    if every and not homes:
+        console.print("no workdir server of yours runs", highlight=False)
+    if refused:
+        fail("; ".join(refused))
+
+
+@server_app.command("list")
+def server_list() -> None:
+    """Your workdir servers (every workdir one ran for): running or not, address, memory, who uses it."""
+    from rich.table import Table
+
+    from tasks.orchestration import workdir_server
+
+    listed = workdir_server.servers()
+    if not listed:
+        console.print("no workdir server has run for you yet", highlight=False)
+        return
+    table = Table("workdir", "state", "address", "memory", "used by", show_lines=False)
+    for s in listed:
+        address = s.record.url if s.record else (f"(was http://127.0.0.1:{s.port})" if s.port else "")
+        table.add_row(str(s.home.parent if s.home.name == ".prefect" else s.home),
+                      "running" if s.record else "stopped", address,
+                      f"{s.memory_mb:.0f} MB" if s.record else "",
+                      ", ".join(f"{u.what} (pid {u.pid})" for u in s.users))
+    console.print(table)

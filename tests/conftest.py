@@ -14,6 +14,8 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
 # Commands run on their own ephemeral server, as before the workdir's server existed (no server outlives a
 # test); tests/orchestration/test_local_server_lifecycle.py exercises the default, the workdir's server.
 os.environ["MICROSTOCK_PREFECT_SERVER"] = "ephemeral"
+# The user's list of workdir servers (`microstock server list`) of this session only.
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="microstock-state-")
 for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "PREFECT_API_URL"):
     os.environ.pop(key, None)
 # The stages log on module loggers (the `tasks` tree); Prefect sends them to the run's logs as `microstock` does.
@@ -38,7 +40,7 @@ def _no_workdir_server_outlives_the_session(tmp_path_factory):
     import time
     from pathlib import Path
 
-    from tasks.orchestration.workdir_server import KEEPER
+    from tasks.orchestration.server_record import KEEPER
 
     roots = (str(tmp_path_factory.getbasetemp()), _HOME)
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):

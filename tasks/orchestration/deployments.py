@@ -132,7 +132,7 @@ def runner_deployments(specs: list[DeploymentSpec], workdir: Path, timezone: str
     return out
 
 
-def serve_all(workdir: Path, *, port: int, timezone: str | None, say=print) -> None:
+def serve_all(workdir: Path, *, port: int | None, timezone: str | None, say=print) -> None:
     """Serve every deployment of prefect.yaml until SIGTERM or SIGINT.
 
     With ``PREFECT_API_URL`` set, against that server. Without it, on the
@@ -148,7 +148,8 @@ def serve_all(workdir: Path, *, port: int, timezone: str | None, say=print) -> N
     import threading
     import time
 
-    from tasks.orchestration.workdir_server import client_env, ensure, keep_alive, log_path, stop
+    from tasks.orchestration.server_record import log_path
+    from tasks.orchestration.workdir_server import attach, ensure, stop
 
     runners: list = []  # the Prefect runner serving the deployments, once _serve has made it
     done = threading.Event()  # set when serving has ended: a signal held for the runner is then dropped
@@ -182,12 +183,11 @@ def serve_all(workdir: Path, *, port: int, timezone: str | None, say=print) -> N
         record, started = ensure(home, port)
         try:
             say(f"… started on {record.url}" if started else f"… already runs on {record.url}: serving on it")
-            keep_alive(home)
-            os.environ.update(client_env(home, record))  # also its flow runs' (the runner's processes inherit it)
+            attach(home, record)  # the environment also its flow runs' (the runner's processes inherit it)
             _serve(workdir, timezone, record.url, say, runners)
         finally:
-            if started:  # a server this command started runs as long as it does
-                stop(home)
+            if started:  # a server this command started runs as long as it does (its own runs have ended)
+                stop(home, force=True)
         if started:
             say("local Prefect server stopped")
     except KeyboardInterrupt:

@@ -56,7 +56,13 @@ SERVER_BATCHING = {"PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "500"
                    "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_FLUSH_INTERVAL": "1"}
 
 
-def set_prefect_env(workdir: Path, verbose: bool = False, *, server: bool = True, start_server: bool = True) -> None:
+def holds_workdir(workdir: Path) -> bool:
+    """True when ``workdir`` is one a command made (its Prefect home, assets or config is there)."""
+    return any(p.exists() for p in (workdir / ".prefect", workdir / "assets", workdir / "microstock.toml"))
+
+
+def set_prefect_env(workdir: Path, verbose: bool = False, *, server: bool = True, start_server: bool = True,
+                    new_workdir: bool = False) -> None:
     """Set Prefect's environment before Prefect is imported; ConfigError when the workdir is unusable or its
     server does not start.
 
@@ -65,8 +71,14 @@ def set_prefect_env(workdir: Path, verbose: bool = False, *, server: bool = True
     while the command runs, and ``PREFECT_API_URL`` names it (``PREFECT_API_AUTH_STRING`` its auth string).
     ``start_server=False``: only a server already running is used (a command that needs the API only for what
     a running server can hold, such as a run paused for review). ``server=False``: the caller handles the
-    server itself (``microstock serve``).
+    server itself (``microstock serve``). A folder that holds no workdir gets no server (ConfigError naming
+    it: a mistyped ``--workdir`` starts nothing) unless ``new_workdir`` (a command that makes one).
     """
+    from tasks.orchestration import workdir_server
+
+    if server and start_server and not new_workdir and workdir_server.wanted() and not holds_workdir(workdir):
+        raise ConfigError(f"{workdir} holds no microstock workdir (no .prefect, assets or microstock.toml): check "
+                          f"--workdir, or start one with `microstock run --workdir {workdir}`")
     if not os.environ.get("PREFECT_HOME") and not os.environ.get("PREFECT_API_URL"):
         home = workdir / ".prefect"
         try:
@@ -81,13 +93,8 @@ def set_prefect_env(workdir: Path, verbose: bool = False, *, server: bool = True
     if not verbose:  # quiet terminal; the run's INFO logs still reach the API (and the UI of a real server)
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
     route_run_logs()
-    if server:
-        from tasks.orchestration import workdir_server
-
-        if workdir_server.wanted():
-            home = Path(os.environ["PREFECT_HOME"])
-            record = workdir_server.ensure(home)[0] if start_server else workdir_server.running(home)
-            if record is not None:
-                workdir_server.touch(home)
-                workdir_server.keep_alive(home)
-                os.environ.update(workdir_server.client_env(home, record))
+    if server and workdir_server.wanted():
+        home = Path(os.environ["PREFECT_HOME"])
+        record = workdir_server.ensure(home)[0] if start_server else workdir_server.running(home)
+        if record is not None:
+            workdir_server.attach(home, record)

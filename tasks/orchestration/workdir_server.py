@@ -1,26 +1,31 @@
-"""One Prefect server per workdir that outlives a command, and stops itself when nobody uses it.
+"""One Prefect server per workdir that outlives a command, comes back on its port, and stops when nobody uses it.
 
 The first command that needs Prefect (without ``PREFECT_API_URL``) calls
-:func:`ensure`: under a lock file it either finds the server the record
-``<PREFECT_HOME>/server.json`` names answering ``/api/health`` or starts one:
-``python -m tasks.orchestration.workdir_server HOME PORT IDLE_S`` — a small
-keeper, detached (its own session, standard streams on
-``<PREFECT_HOME>/server.log``: it never holds the command's output), that runs
-a :class:`~tasks.orchestration.local_server.LocalServer` (Prefect's own
-``prefect server start``) on a free loopback port and stops it after
-``IDLE_S`` seconds in which no command used it. What Prefect's
-``prefect server start --background`` / ``status`` / ``stop`` lack, and so
-why this keeper exists: docs/ARCHITECTURE.md, Workarounds.
+:func:`ensure`: under the home's lock it either finds the server the record
+``<PREFECT_HOME>/server.json`` names (or, with no usable record, the keeper the
+process table shows for this home: :func:`server_record.find_keeper`) or starts
+one: the keeper (:mod:`server_keeper`), detached, runs Prefect's own ``prefect
+server start`` on loopback. A new server takes the port the home's server last
+had (``server.port``), else Prefect's 4200 when free, else a free one; so the
+addresses a run printed open again after the server comes back. What Prefect's
+``prefect server start --background`` / ``status`` / ``stop`` lack, and so why
+this keeper exists: docs/ARCHITECTURE.md, Workarounds.
 
-Use is the record file's modification time: :func:`ensure` touches it and
-:func:`keep_alive` touches it every :data:`HEARTBEAT_S` while a command runs,
-so a long run is never idle; the keeper checks it a few times per idle period.
-Looking at the UI does not count as use (the UI talks to the server directly).
+A command then :func:`attach`-es: it is registered as a user of the server for
+as long as it lives (:mod:`server_users`: no idle stop, no ``server stop``
+under it) and a thread watches the keeper: if the server dies under the
+command (killed, out of memory), the thread brings it back on the same port at
+once, and Prefect's client, which retries a refused connection for about a
+minute once it has connected, goes on (a run's tasks report through events,
+which Prefect resends after a reconnect). If it cannot come back (its port
+taken, ``server stop --force``), the command ends at once with one line saying
+why and how to go on (:func:`_give_up`), instead of Prefect draining its queued
+events for many minutes.
 
-A record is trusted only while its pid is alive and is a keeper for this very
-home (``/proc/<pid>/cmdline``), and its port answers ``/api/health``: a
-server that died, a pid reused by another process, a port now taken by
-something else all read as "no server" and a new one is started on a new port.
+A live keeper is never killed by a command: a server slow to answer ``/api/health``
+(a loaded machine) is waited for, and left running with one line if it does not
+answer in time. Only ``server stop`` stops it, and not while a command uses it
+unless forced.
 
 Only the contributor reaches it (other users of the machine reach loopback
 too): the server requires an auth string (``PREFECT_SERVER_API_AUTH_STRING``)
@@ -37,31 +42,50 @@ Prefect is imported by the command.
 
 from __future__ import annotations
 
-import fcntl
-import json
+import logging
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
+from typing import NoReturn
 
 from tasks.core.errors import ConfigError
 from tasks.core.secrets import server_environment
+from tasks.orchestration import server_users
 from tasks.orchestration.local_server import (
-    HOST,
-    LocalServer,
+    DEFAULT_PORT,
     free_port,
     healthy,
-    new_auth_string,
+    port_in_use,
     refuse_busy_port,
     wait_healthy,
 )
+from tasks.orchestration.server_record import (
+    KEEPER,
+    ServerRecord,
+    auth_string,
+    check_home,
+    ensure_auth,
+    find_keeper,
+    is_keeper,
+    known_homes,
+    last_port,
+    locked,
+    log_path,
+    make_private,
+    read_record,
+    record_path,
+    remember,
+    stopped_path,
+    write_record,
+)
+
+log = logging.getLogger(__name__)
 
 #: ``workdir`` (the default): commands use the workdir's server; ``ephemeral``: each command runs Prefect's
 #: ephemeral server in its own process, as before (the test suite's setting).
@@ -69,76 +93,10 @@ MODE_ENV = "MICROSTOCK_PREFECT_SERVER"
 #: Seconds without a command before the server stops itself (default :data:`DEFAULT_IDLE_S`).
 IDLE_ENV = "MICROSTOCK_SERVER_IDLE_SECONDS"
 DEFAULT_IDLE_S = 1800
-#: How often a running command marks the server as used.
-HEARTBEAT_S = 30.0
-#: The keeper's name on its command line (how a live pid is told from a reused one).
-KEEPER = "tasks.orchestration.workdir_server"
-
-
-@dataclass(frozen=True)
-class ServerRecord:
-    """What ``server.json`` says: the keeper's pid, the server's port, when it started, its idle limit."""
-
-    pid: int
-    port: int
-    started: str
-    idle_s: float
-
-    @property
-    def url(self) -> str:
-        """The UI's address."""
-        return f"http://{HOST}:{self.port}"
-
-    @property
-    def api_url(self) -> str:
-        """The value for ``PREFECT_API_URL``."""
-        return f"{self.url}/api"
-
-
-def record_path(home: Path) -> Path:
-    return home / "server.json"
-
-
-def log_path(home: Path) -> Path:
-    return home / "server.log"
-
-
-def auth_path(home: Path) -> Path:
-    """The file holding the server's auth string (the UI's login asks for its content)."""
-    return home / "server.auth"
-
-
-def auth_string(home: Path) -> str | None:
-    """The workdir server's auth string, None before a server was first started."""
-    try:
-        return auth_path(home).read_text(encoding="utf-8").strip() or None
-    except OSError:
-        return None
-
-
-def _ensure_auth(home: Path) -> None:
-    """With the lock held: make the auth file once (0600 from its creation, written whole, then renamed), kept
-    across restarts (a browser logged in to the UI stays logged in)."""
-    if auth_string(home):
-        return
-    tmp = auth_path(home).with_suffix(".tmp")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(new_auth_string() + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, auth_path(home))
-
-
-def _make_private(home: Path) -> None:
-    """The home 0700 and what is in it 0600: the database holds the Secret blocks' encryption key (a home made
-    before the server required this is closed on the next start)."""
-    os.chmod(home, 0o700)
-    for path in home.iterdir():
-        if path.is_file() and not path.is_symlink():
-            os.chmod(path, 0o600)
-
+#: How often a command looks whether its server's keeper still lives (a /proc read).
+WATCH_S = 1.0
+#: How long a port a dead server held may take to be free again before a new server takes another.
+PORT_RELEASE_S = 15.0
 
 def client_env(home: Path, record: ServerRecord) -> dict[str, str]:
     """What a command needs to use the running server: ``PREFECT_API_URL`` and ``PREFECT_API_AUTH_STRING``."""
@@ -162,52 +120,30 @@ def wanted() -> bool:
     return os.environ.get(MODE_ENV, "workdir") != "ephemeral" and not os.environ.get("PREFECT_API_URL")
 
 
-def read_record(home: Path) -> ServerRecord | None:
-    try:
-        return ServerRecord(**json.loads(record_path(home).read_text(encoding="utf-8")))
-    except (OSError, ValueError, TypeError):
-        return None
-
-
-def _write_record(home: Path, record: ServerRecord) -> None:
-    tmp = record_path(home).with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(record)), encoding="utf-8")
-    os.replace(tmp, record_path(home))
-
-
-def _is_keeper(pid: int, home: Path) -> bool:
-    """True when ``pid`` is alive and is the keeper of ``home`` (not a process that reused the pid)."""
-    try:
-        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return KEEPER.encode() in args and str(home).encode() in args
-
-
-def running(home: Path, patience_s: float = 0.0) -> ServerRecord | None:
-    """The record when its keeper is alive and its server answers (within ``patience_s``: a server busy with a
-    big run may be slow to answer, and is not taken for dead at the first slow health check); else None."""
+def _current(home: Path) -> ServerRecord | None:
+    """With the lock held: the record of this home's live keeper (rebuilt from the process table when the record
+    is missing or was damaged), else None (a stale record is dropped)."""
     record = read_record(home)
-    deadline = time.monotonic() + patience_s
-    while record and _is_keeper(record.pid, home):
-        if healthy(record.api_url):
-            return record
-        if time.monotonic() >= deadline:
-            return None
-        time.sleep(0.5)
-    return None
+    if record and is_keeper(record.pid, home):
+        if last_port(home) != record.port:  # the port file was damaged: the port is remembered again
+            write_record(home, record)
+        return record
+    record_path(home).unlink(missing_ok=True)
+    if found := find_keeper(home):
+        write_record(home, found)
+        log.warning("the workdir server's record %s was missing or damaged: rebuilt from its running keeper "
+                    "(pid %d)", record_path(home), found.pid)
+    return found
 
 
-@contextmanager
-def _locked(home: Path) -> Iterator[None]:
-    """The workdir's server lock: one command at a time starts or stops its server."""
-    home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with open(home / "server.lock", "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+def running(home: Path) -> ServerRecord | None:
+    """The record when this home's keeper lives and its server answers now; else None."""
+    if not record_path(home).is_file() and not find_keeper(home):
+        return None
+    check_home(home)
+    with locked(home):
+        record = _current(home)
+    return record if record and healthy(record.api_url) else None
 
 
 def touch(home: Path) -> None:
@@ -218,40 +154,64 @@ def touch(home: Path) -> None:
         pass
 
 
-def keep_alive(home: Path) -> None:
-    """Touch the record every :data:`HEARTBEAT_S` for as long as this process runs (a daemon thread)."""
-    def beat() -> None:
-        while True:
-            time.sleep(HEARTBEAT_S)
-            touch(home)
-
-    threading.Thread(target=beat, name="workdir-server-heartbeat", daemon=True).start()
+def _port_for(home: Path, asked: int | None) -> int:
+    """The port a new server takes: the one asked for (ConfigError when busy), else the last one, else 4200,
+    else a free one; a last port still held by the server that just died is waited for a little."""
+    if asked is not None:
+        refuse_busy_port(asked)
+        return asked
+    kept = last_port(home)
+    if kept:
+        deadline = time.monotonic() + PORT_RELEASE_S
+        while port_in_use(kept) and time.monotonic() < deadline:
+            time.sleep(0.25)
+        if not port_in_use(kept):
+            return kept
+        log.warning("port %d, where this workdir's server ran before, is taken by another program: the UI "
+                    "moves to a new port (addresses printed before do not open)", kept)
+    return DEFAULT_PORT if not kept and not port_in_use(DEFAULT_PORT) else free_port()
 
 
 def ensure(home: Path, port: int | None = None, *, startup_timeout_s: float = 180.0) -> tuple[ServerRecord, bool]:
     """The workdir's running server, started if needed: ``(record, started_now)``.
 
-    ``port``: the port a new server must take (ConfigError when it is busy); by default a free one. A running
-    server is used whatever its port. ConfigError with the log's last lines when the server does not start.
+    ``port``: the port a new server must take (ConfigError when it is busy); by default the kept one
+    (:func:`_port_for`). A running server is used whatever its port, and never killed: one that does not
+    answer within ``startup_timeout_s`` is a ConfigError saying so, left running. ConfigError with the log's
+    last lines when a new server does not start.
     """
-    with _locked(home):
-        record = running(home, patience_s=30.0)
+    for note in check_home(home):
+        log.warning(note)
+    with locked(home):
+        record = _current(home)
         if record:
-            touch(home)
-            return record, False
-        _stop_keeper(home)
-        if port is None:
-            port = free_port()
-        refuse_busy_port(port)
-        _make_private(home)
-        _ensure_auth(home)
-        with open(log_path(home), "ab") as log:
-            proc = subprocess.Popen([sys.executable, "-m", KEEPER, str(home), str(port), str(idle_seconds())],
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            deadline = time.monotonic() + startup_timeout_s
+            while not healthy(record.api_url):
+                if not is_keeper(record.pid, home):
+                    break  # it died while we waited: start a new one below
+                if time.monotonic() > deadline:
+                    raise ConfigError(
+                        f"the workdir's Prefect server (pid {record.pid}, {record.url}) has not answered for "
+                        f"{startup_timeout_s:.0f} s (a busy machine?); it was left running: try again, or "
+                        f"`microstock server stop --force` to restart it (log {log_path(home)})")
+                time.sleep(0.5)
+            else:
+                touch(home)
+                return record, False
+            record_path(home).unlink(missing_ok=True)
+        stopped_path(home).unlink(missing_ok=True)  # a command asks for a server again
+        port = _port_for(home, port)
+        make_private(home)
+        ensure_auth(home)
+        idle_s = idle_seconds()
+        with open(log_path(home), "ab") as out:
+            proc = subprocess.Popen([sys.executable, "-m", KEEPER, str(home), str(port), str(idle_s)],
+                                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True, close_fds=True, env=server_environment(dict(os.environ)))
-        record = ServerRecord(pid=proc.pid, port=port, started=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                              idle_s=idle_seconds())
-        _write_record(home, record)
+        record = ServerRecord(pid=proc.pid, port=port, idle_s=idle_s,
+                              started=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        write_record(home, record)
+        remember(home)
         try:
             wait_healthy(proc, record.api_url, log_path(home), startup_timeout_s, "the workdir's Prefect server")
         except BaseException:  # also Ctrl-C / SIGTERM while it starts: no half-started server is left behind
@@ -262,80 +222,125 @@ def ensure(home: Path, port: int | None = None, *, startup_timeout_s: float = 18
         return record, True
 
 
-def stop(home: Path, timeout_s: float = 30.0) -> ServerRecord | None:
-    """Stop the workdir's server and remove its record; the record it had when it was running, else None."""
-    with _locked(home):
+def attach(home: Path, record: ServerRecord) -> None:
+    """Use ``record``'s server for the rest of this process: the client's environment set, this process
+    registered as a user, and a thread that brings the server back on its port if it dies meanwhile."""
+    server_users.register(home)
+    touch(home)
+    os.environ.update(client_env(home, record))
+    threading.Thread(target=_watch, args=(home, record), name="workdir-server-watch", daemon=True).start()
+
+
+def _watch(home: Path, record: ServerRecord) -> None:
+    while True:
+        time.sleep(WATCH_S)
+        if is_keeper(record.pid, home):
+            continue
+        if stopped_path(home).exists():
+            _give_up("the workdir's Prefect server was stopped (`microstock server stop --force`)")
+        log.warning("the workdir's Prefect server (pid %d, %s) is gone: bringing it back on port %d",
+                    record.pid, record.url, record.port)
+        try:
+            back, _ = ensure(home)  # on the kept port: this one
+        except ConfigError as exc:
+            _give_up(f"the workdir's Prefect server went away and could not be brought back ({exc.message})")
+        if back.port != record.port:
+            _give_up(f"the workdir's Prefect server went away and came back on another port ({back.url}: "
+                     f"{record.port} was taken), which this command cannot follow")
+        log.warning("the workdir's Prefect server is back on %s", back.url)
+        record = back
+
+
+def _give_up(why: str) -> NoReturn:
+    """End this command now with one line: its server is gone for good.
+
+    Why a hard exit: without its server, Prefect's client fails each call only after about a minute of
+    retries, and at exit its events worker tries every queued event again, about 7 s each — a run that lost its
+    server mid-describe ended after 43 minutes (issue 34; 9.5 minutes here with the port taken). Nothing of
+    ours is lost by it: an upload counts only once the ledger has it, a file cut off mid-transfer is decided
+    by its remote size on the next run (the same as the kill tests), the dead-letter store commits each write;
+    the run's record is marked Crashed when the server comes back (:func:`server_keeper.crash_orphans`)."""
+    sys.stdout.flush()
+    sys.stderr.write(f"error: {why}. The run stopped here; nothing is lost (what was uploaded is in the ledger). "
+                     "Run the same command again to finish it: it brings the server back.\n")
+    sys.stderr.flush()
+    os._exit(1)
+
+
+def stop(home: Path, *, force: bool = False, timeout_s: float = 30.0) -> ServerRecord | None:
+    """Stop the workdir's server and remove its record; the record it had when it was running, else None.
+    ConfigError naming the commands that use it, unless ``force``."""
+    check_home(home)
+    with locked(home):
+        users = server_users.live(home, but_me=True)
+        if users and _current(home) and not force:
+            raise ConfigError(f"the workdir's server for {home} is in use by {server_users.describe(users)}: it "
+                              "stops by itself once they end and it has been idle; `microstock server stop "
+                              "--force` stops it now (they then stop too, each with how to go on)")
+        if users:  # forced: their watch threads end them with one line instead of bringing the server back
+            stopped_path(home).write_text(f"{os.getpid()}\n", encoding="utf-8")
         return _stop_keeper(home, timeout_s)
 
 
 def _stop_keeper(home: Path, timeout_s: float = 30.0) -> ServerRecord | None:
-    """With the lock held: SIGTERM the record's keeper (SIGKILL after ``timeout_s``) if it is one, drop the
-    record. A pid that is not this home's keeper is never signalled."""
-    record = read_record(home)
+    """With the lock held: SIGTERM this home's keeper (SIGKILL after ``timeout_s``), drop the record. A pid
+    that is not this home's keeper is never signalled."""
+    record = _current(home)
     if record is None:
         return None
-    alive = _is_keeper(record.pid, home)
-    if alive:
-        try:
-            os.kill(record.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            alive = False
-        deadline = time.monotonic() + timeout_s
-        while alive and _is_keeper(record.pid, home) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if _is_keeper(record.pid, home):
-            try:
-                os.killpg(record.pid, signal.SIGKILL)
-            except ProcessLookupError:  # it exited between the check and the kill
-                pass
-    record_path(home).unlink(missing_ok=True)
-    return record if alive else None
-
-
-def _drop_if_idle(home: Path, idle_s: float) -> str | None:
-    """Why this server must stop now (its record gone, or untouched for ``idle_s``), else None. Under the lock
-    (a command may be finding the server right now): an idle record is dropped, so that the next command
-    starts a new server instead of using this one as it stops."""
-    with _locked(home):
-        try:
-            idle_for = time.time() - record_path(home).stat().st_mtime
-        except OSError:
-            return "the record is gone: nobody can find this server any more"
-        if idle_for < idle_s:
-            return None
-        record_path(home).unlink(missing_ok=True)
-        return f"no command for {idle_for:.0f} s"
-
-
-def _keep(home: Path, port: int, idle_s: float) -> None:
-    """The keeper: run the server until SIGTERM, until it exits, or until the record is ``idle_s`` untouched.
-    Its environment is the starting command's allow-listed (the recorder's batching:
-    ``environment.set_prefect_env``); what it and its server create is the contributor's only."""
-    os.umask(0o077)
-    auth = auth_string(home)
-    if not auth:  # `ensure` makes it before starting the keeper: never a server anyone can use
-        raise SystemExit(f"no auth string in {auth_path(home)}: not starting a server without one")
-    stopping = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # its own session: only `server stop` or the idle time end it
-    check_s = max(0.2, min(HEARTBEAT_S, idle_s / 4))
-    server = LocalServer(home, port, auth_string=auth)
     try:
-        with server:
-            print(f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} workdir server on {server.url}, "
-                  f"stops after {idle_s:.0f} s without a command", flush=True)
-            while not stopping.wait(check_s):
-                if server.proc is None or server.proc.poll() is not None:
-                    print("the Prefect server exited", flush=True)
-                    break
-                if why := _drop_if_idle(home, idle_s):
-                    print(f"{why}: stopping", flush=True)
-                    break
-    finally:
-        record = read_record(home)
-        if record and record.pid == os.getpid():
-            record_path(home).unlink(missing_ok=True)
+        os.kill(record.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + timeout_s
+    while is_keeper(record.pid, home) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if is_keeper(record.pid, home):
+        try:
+            os.killpg(record.pid, signal.SIGKILL)
+        except ProcessLookupError:  # it exited between the check and the kill
+            pass
+    record_path(home).unlink(missing_ok=True)
+    return record
 
 
-if __name__ == "__main__":
-    _keep(Path(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]))
+@dataclass(frozen=True)
+class Listed:
+    """A workdir server of this user's: its home, its record when it runs (else the port it last had), the
+    memory its keeper and server hold (resident, MB), the commands using it."""
+
+    home: Path
+    record: ServerRecord | None
+    port: int | None
+    memory_mb: float
+    users: list[server_users.User]
+
+
+def _memory_mb(pid: int) -> float:
+    """Resident memory of ``pid`` and its children (the keeper and its server), in MB."""
+    total = 0
+    for who in [pid, *_children(pid)]:
+        try:
+            for line in Path(f"/proc/{who}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total / 1024
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def servers() -> list[Listed]:
+    """This user's workdir servers (every home one ever started in), running or not."""
+    out = []
+    for home in known_homes():
+        record = running(home)
+        out.append(Listed(home, record, record.port if record else last_port(home),
+                          _memory_mb(record.pid) if record else 0.0, server_users.live(home)))
+    return out

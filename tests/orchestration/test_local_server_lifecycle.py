@@ -20,7 +20,7 @@ import pytest
 
 from tasks.core.errors import ConfigError
 from tasks.core.secrets import SERVER_ENV_NAMES, SERVER_ENV_PREFIXES
-from tasks.orchestration import workdir_server
+from tasks.orchestration import server_record, workdir_server
 from tasks.orchestration.local_server import HOST, healthy, port_in_use
 from tests.fakes.prefect_api import wait_until
 
@@ -55,7 +55,7 @@ def test_commands_share_one_server_that_outlives_them_until_stopped(tmp_path, ru
     assert outs[0][:2] == outs[1][:2], "two commands starting at once share one server"
     assert sorted(o[2] for o in outs) == ["False", "True"]
     pid, port = int(outs[0][0]), int(outs[0][1])
-    record = workdir_server.read_record(home)
+    record = server_record.read_record(home)
     assert (record.pid, record.port) == (pid, port) and healthy(record.api_url)
     # The keeper and its server outlive the command: they keep an allow-list of its environment, no secret and
     # nothing unrelated; the server has its own auth string (from the workdir's file), nobody else's.
@@ -67,7 +67,7 @@ def test_commands_share_one_server_that_outlives_them_until_stopped(tmp_path, ru
         assert all(n in SERVER_ENV_NAMES or n.startswith(SERVER_ENV_PREFIXES) for n in names), names
         assert "COLUMNS" not in names and "PREFECT_API_KEY" not in names
     server_env = Path(f"/proc/{server_pid}/environ").read_bytes().split(b"\0")
-    assert f"PREFECT_SERVER_API_AUTH_STRING={workdir_server.auth_string(home)}".encode() in server_env
+    assert f"PREFECT_SERVER_API_AUTH_STRING={server_record.auth_string(home)}".encode() in server_env
 
     # A run uses it (the starter's process is gone: the server outlived it) and ends with the run's UI URL.
     ran = subprocess.run([sys.executable, "-c", "from flows.cli import main; main()", "run", "--count", "1",
@@ -76,7 +76,7 @@ def test_commands_share_one_server_that_outlives_them_until_stopped(tmp_path, ru
     assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
     last = ran.stdout.strip().splitlines()[-1]
     assert last.startswith(f"the run in the Prefect UI: http://{HOST}:{port}/runs/flow-run/"), last
-    assert workdir_server.read_record(home).pid == pid, "the run reused the server"
+    assert server_record.read_record(home).pid == pid, "the run reused the server"
 
     status = run_microstock("server", "status", env={"PREFECT_HOME": str(home)})
     assert status.exit_code == 0 and f"Prefect UI http://{HOST}:{port}" in status.output
@@ -88,7 +88,7 @@ def test_commands_share_one_server_that_outlives_them_until_stopped(tmp_path, ru
     assert workdir_server.running(home) is None
     stopped = run_microstock("server", "stop", env={"PREFECT_HOME": str(home)})
     assert stopped.exit_code == 0 and "no server ran" in stopped.output
-    assert workdir_server.read_record(home) is None
+    assert server_record.read_record(home) is None
     assert run_microstock("server", "status", env={"PREFECT_HOME": str(home)}).exit_code == 1
 
 
@@ -107,11 +107,11 @@ def test_a_stale_record_misleads_nobody_and_an_idle_server_stops_itself(tmp_path
         monkeypatch.setenv(workdir_server.IDLE_ENV, "3")
         record, started = workdir_server.ensure(home)
         assert started and record.port != busy and record.pid != os.getpid() and healthy(record.api_url)
-        assert workdir_server.read_record(home) == record
+        assert server_record.read_record(home) == record
         assert workdir_server.ensure(home) == (record, False), "the next command uses it"
     # Nobody uses it: it stops by itself and drops its record.
     wait_until("the idle server to stop", lambda: not alive(record.pid), timeout_s=120)
-    assert workdir_server.read_record(home) is None and not port_in_use(record.port)
+    assert server_record.read_record(home) is None and not port_in_use(record.port)
     assert "stopping" in (home / "server.log").read_text()
 
 

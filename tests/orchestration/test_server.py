@@ -25,7 +25,7 @@ from tasks.core.files import sha256_file
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.observe.artifacts import dead_letter_key
-from tasks.orchestration import workdir_server
+from tasks.orchestration import server_record, workdir_server
 from tasks.orchestration.deployments import PROJECT_DIR
 from tasks.orchestration.environment import RUN_LOG_ENV
 from tasks.orchestration.local_server import LocalServer, free_port, healthy, port_in_use
@@ -129,11 +129,11 @@ def served(parked_workdir, tmp_path_factory):
     url = f"http://127.0.0.1:{port}/api"
     try:
         wait_until("every served deployment", lambda: proc.poll() is None and healthy(url)
-                 and AUTH.setdefault(url, workdir_server.auth_string(home))
+                 and AUTH.setdefault(url, server_record.auth_string(home))
                  and len(deployments_by_name(url)) == 4 or (proc.poll() is not None and _died(proc, log)),
                  timeout_s=300)
         # What a contributor's command in the workdir is given (environment.set_prefect_env), for the tests' own.
-        env = dict(env, **workdir_server.client_env(home, workdir_server.read_record(home)))
+        env = dict(env, **workdir_server.client_env(home, server_record.read_record(home)))
         yield {"proc": proc, "url": url, "port": port, "env": env, "home": home, "log": log}
     finally:
         if proc.poll() is None:

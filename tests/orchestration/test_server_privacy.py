@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.orchestration import workdir_server
+from tasks.orchestration import server_record, workdir_server
 
 pytestmark = pytest.mark.server
 
@@ -95,14 +95,14 @@ def test_another_local_user_gets_no_api_answer_and_no_file_while_the_contributor
         saved = subprocess.run(MICROSTOCK + ["secrets", "set", "gemini-api-key", "--workdir", str(work)],
                                input="gem-key-privacy-1\n", env=env, capture_output=True, text=True, timeout=300)
         assert saved.returncode == 0, saved.stdout[-2000:] + saved.stderr[-2000:]
-        record = workdir_server.read_record(home)
+        record = server_record.read_record(home)
         assert record is not None and "gem-key-privacy-1" not in saved.stdout + saved.stderr
 
         assert mode(home) == 0o700
         files = [home / n for n in ("prefect.db", "server.auth", "server.json", "server.log")]
         assert {f.name: mode(f) for f in files if f.name != "server.json"} == {
             "prefect.db": 0o600, "server.auth": 0o600, "server.log": 0o600}
-        auth = workdir_server.auth_string(home)
+        auth = server_record.auth_string(home)
         assert auth and auth not in (home / "server.json").read_text() and auth not in (home / "server.log").read_text()
 
         seen = as_other_user(record.api_url, *files, work / "notes.txt")
@@ -122,7 +122,7 @@ def test_another_local_user_gets_no_api_answer_and_no_file_while_the_contributor
         read = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300,
                               env=dict(env, **workdir_server.client_env(home, record)))
         assert read.stdout.split() == ["gem-key-privacy-1", "absent"], read.stderr[-2000:]
-        assert workdir_server.read_record(home) == record, "the commands used the same server"
+        assert server_record.read_record(home) == record, "the commands used the same server"
     finally:
         workdir_server.stop(home)
         shutil.rmtree(root, ignore_errors=True)

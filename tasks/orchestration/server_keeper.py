@@ -1,0 +1,142 @@
+"""The keeper: the detached process that runs the workdir's Prefect server and stops it when nobody uses it.
+
+Started by :func:`tasks.orchestration.workdir_server.ensure` as
+``python -m tasks.orchestration.server_keeper HOME PORT IDLE_S`` (its own
+session, output on ``server.log``). It runs a
+:class:`~tasks.orchestration.local_server.LocalServer` with the home's auth
+string and stops it on SIGTERM, when the server exits, or when for ``IDLE_S``
+no process used it: a process registered in :mod:`server_users` is a use for
+as long as it lives (a 10-second idle limit never stops a server under a
+running command), and the record's modification time is the last use.
+
+Once its server answers it sets right the runs that lost their process while
+no server was there (:func:`crash_orphans`): a run still Running, Pending,
+Paused or Cancelling in the database that started before every process now
+using the server can have no process left, and is marked Crashed with what to
+do, so the UI does not show it running forever.
+
+Nothing here imports Prefect (its REST API is called with the standard library).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tasks.core.errors import ConfigError
+from tasks.orchestration import server_users
+from tasks.orchestration.local_server import LocalServer
+from tasks.orchestration.server_record import auth_path, auth_string, locked, read_record, record_path
+
+#: How often the keeper looks at its server and its users, at most (a short idle limit looks more often).
+CHECK_S = 30.0
+#: What a run that lost its process is told (its state message in the UI).
+ORPHAN_MESSAGE = ("its command ended while the workdir's Prefect server was gone; nothing is lost (uploads are "
+                  "in the ledger): run the same command again to finish it")
+UNFINISHED = ["RUNNING", "PENDING", "PAUSED", "CANCELLING"]
+
+
+def _api(api_url: str, auth: str, path: str, body: dict) -> object:
+    token = base64.b64encode(auth.encode()).decode()
+    req = urllib.request.Request(f"{api_url}{path}", data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json", "Authorization": f"Basic {token}"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return json.loads(resp.read() or b"null")
+
+
+def crash_orphans(home: Path, api_url: str, auth: str) -> list[str]:
+    """Mark Crashed every unfinished flow run that started before every live user of the server (none: all);
+    the ids it marked."""
+    users = server_users.live(home)
+    oldest = min((u.since for u in users), default=None)
+    runs = _api(api_url, auth, "/flow_runs/filter",
+                {"flow_runs": {"state": {"type": {"any_": UNFINISHED}}}, "limit": 200})
+    marked = []
+    for run in runs:
+        began = run.get("start_time") or run.get("created") or ""
+        if oldest is not None and _utc(began) >= _utc(oldest):
+            continue
+        _api(api_url, auth, f"/flow_runs/{run['id']}/set_state",
+             {"state": {"type": "CRASHED", "name": "Crashed", "message": ORPHAN_MESSAGE}, "force": True})
+        marked.append(run["id"])
+    return marked
+
+
+def _utc(stamp: str) -> datetime:
+    try:
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.min.replace(tzinfo=timezone.utc)
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
+def _drop_if_idle(home: Path, idle_s: float) -> str | None:
+    """Why this server must stop now (its record gone, or no user for ``idle_s``), else None. Under the lock
+    (a command may be finding the server right now): an idle record is dropped, so that the next command
+    starts a new server instead of using this one as it stops."""
+    with locked(home):
+        if server_users.live(home):
+            os.utime(record_path(home))  # in use now: the idle time counts from the last user's end
+            return None
+        try:
+            idle_for = time.time() - record_path(home).stat().st_mtime
+        except OSError:
+            return "the record is gone: nobody can find this server any more"
+        if idle_for < idle_s:
+            return None
+        record_path(home).unlink(missing_ok=True)
+        return f"no command for {idle_for:.0f} s"
+
+
+def _say(line: str) -> None:
+    print(f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} {line}", flush=True)
+
+
+def keep(home: Path, port: int, idle_s: float) -> None:
+    """Run the server until SIGTERM, until it exits, or until nobody used it for ``idle_s``. Its environment is
+    the starting command's allow-listed; what it and its server create is the contributor's only."""
+    os.umask(0o077)
+    auth = auth_string(home)
+    if not auth:  # `ensure` makes it before starting the keeper: never a server anyone can use
+        raise SystemExit(f"no auth string in {auth_path(home)}: not starting a server without one")
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # its own session: only `server stop` or the idle time end it
+    check_s = max(0.2, min(CHECK_S, idle_s / 4))
+    server = LocalServer(home, port, auth_string=auth)
+    try:
+        with server:
+            _say(f"workdir server on {server.url}, stops after {idle_s:.0f} s without a command")
+            os.utime(record_path(home))  # the idle time counts from now, not from before its start-up
+            try:
+                if marked := crash_orphans(home, server.api_url, auth):
+                    _say(f"{len(marked)} run(s) that lost their command marked Crashed: {', '.join(marked)}")
+            except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError) as exc:
+                _say(f"could not look for runs that lost their command: {exc}")
+            while not stopping.wait(check_s):
+                if server.proc is None or server.proc.poll() is not None:
+                    _say("the Prefect server exited")
+                    break
+                if why := _drop_if_idle(home, idle_s):
+                    _say(f"{why}: stopping")
+                    break
+    except ConfigError as exc:  # it did not start (its port taken, its database unreadable): the log says why
+        _say(exc.message)
+        raise SystemExit(1) from None
+    finally:
+        record = read_record(home)
+        if record and record.pid == os.getpid():
+            record_path(home).unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    keep(Path(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]))
