@@ -48,7 +48,7 @@ def slow_world(tmp_path):
     ftp = FtpServer(tmp_path / "ftp").start()
     ftp.faults.rate = 40_000
     wd = Workdir(tmp_path / "data").prepare()
-    for name, colour in zip(NAMES, ["red", "blue", "green"]):
+    for name, colour in zip(NAMES, ["red", "blue", "green"], strict=True):
         make_photo(wd.assets / f"{name}.jpg", colour)
     wd.config_file.write_text(f"[agencies.adobe]\ntarget = 'ftp://{USER}@127.0.0.1:{ftp.port}/'\n",
                               encoding="utf-8")
