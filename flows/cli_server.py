@@ -102,20 +102,21 @@ def server_stop(
 
 @server_app.command("list")
 def server_list() -> None:
-    """Your workdir servers (every workdir one ran for): running or not, address, memory, who uses it."""
-    from rich.table import Table
+    """Your workdir servers (every workdir one ran for): running or not, address, memory, who uses it.
 
+    One line per server, never cut: the workdir and the address are what a contributor copies, and a
+    table cuts them to the terminal's (or a pipe's 80-column) width."""
     from tasks.orchestration import workdir_server
 
     listed = workdir_server.servers()
     if not listed:
         console.print("no workdir server has run for you yet", highlight=False)
         return
-    table = Table("workdir", "state", "address", "memory", "used by", show_lines=False)
     for s in listed:
-        address = s.record.url if s.record else (f"(was http://127.0.0.1:{s.port})" if s.port else "")
-        table.add_row(str(s.home.parent if s.home.name == ".prefect" else s.home),
-                      "running" if s.record else "stopped", address,
-                      f"{s.memory_mb:.0f} MB" if s.record else "",
-                      ", ".join(f"{u.what} (pid {u.pid})" for u in s.users))
-    console.print(table)
+        workdir = s.home.parent if s.home.name == ".prefect" else s.home
+        if s.record:
+            users = ", ".join(f"{u.what} (pid {u.pid})" for u in s.users) or "no command"
+            line = f"{workdir}  running  {s.record.url}  {s.memory_mb:.0f} MB  used by: {users}"
+        else:
+            line = f"{workdir}  stopped" + (f"  (was http://127.0.0.1:{s.port})" if s.port else "")
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
