@@ -108,6 +108,9 @@ def run(
         console.print(f"no --count or --source: nothing is generated; finishing what {wd_path / 'assets'} holds",
                       highlight=False)
 
+    from tasks.orchestration import workdir_server
+
+    own_server = wd_path if workdir_server.wanted() else None  # before prefect_env sets PREFECT_API_URL
     prefect_env(wd_path, verbose, new_workdir=True)
     from flows.stock_batch import stock_batch
     from tasks.core.reports import CsvReport
@@ -132,18 +135,31 @@ def run(
     console.print(summary_table(summary))
     for line in skip_notes(summary) + summary.ai_tick_notes():
         console.print(line, highlight=False)
-    run_url(state)
+    run_url(state, own_server)
     if summary.upload_stopped:  # the run completed, but an agency's uploads stopped early: cron should know
         raise typer.Exit(3)
 
 
-def run_url(state) -> None:
-    """The last line of a run's summary: where the UI shows the run (nothing without a server's UI)."""
+def run_url(state, own_server: Optional[Path]) -> None:
+    """The last line of a run's summary: where the UI shows the run (nothing without a server's UI); before it,
+    on the workdir's own server (``own_server``: the workdir), how long that page stays up and the command that
+    brings it back."""
     from prefect.utilities.urls import url_for
 
     url = url_for("flow-run", obj_id=state.state_details.flow_run_id)
-    if url:
-        console.print(f"the run in the Prefect UI: {url}", highlight=False, soft_wrap=True)
+    if not url:
+        return
+    if own_server is not None:
+        from tasks.orchestration import workdir_server
+
+        record = workdir_server.running(Path(os.environ["PREFECT_HOME"]))
+        if record is not None:
+            idle = f"{record.idle_s:.0f} s" if record.idle_s < 120 else f"{record.idle_s / 60:.0f} min"
+            console.print(f"the UI stays up while a command uses the workdir's server and {idle} after the last;"
+                          f" `microstock server start --workdir {own_server}` brings it back "
+                          f"on port {record.port}, this page and the last runs' with it",
+                          highlight=False, soft_wrap=True)
+    console.print(f"the run in the Prefect UI: {url}", highlight=False, soft_wrap=True)
 
 
 @app.command()

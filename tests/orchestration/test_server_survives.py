@@ -112,8 +112,11 @@ def test_a_run_outlives_its_server_killed_in_describe_and_upload(slow_world, run
 
     # Every file received once; the run's page opens on the same address, and it reads Completed.
     assert sorted(r.name for r in ftp.log.received()) == sorted(f"{n}.jpg" for n in NAMES)
-    last = out.strip().splitlines()[-1]
+    *_, stays, last = out.strip().splitlines()
     assert last.startswith(f"the run in the Prefect UI: http://{HOST}:{first.port}/runs/flow-run/"), last
+    # Before it, how long that page stays up and the command that brings it back on the same port.
+    assert "10 s after the last" in stays and f"on port {first.port}" in stays, stays
+    assert "microstock server start --workdir" in stays, stays
     run_id = last.rsplit("/", 1)[1]
     record = server_record.read_record(home)
     from tests.orchestration.test_server import AUTH
