@@ -10,8 +10,9 @@ Keeping (:func:`kept_segments`): the source's XMP packet and IIM block go into
 the upload-ready JPEG as they are — creator, rights, credit, source, location,
 instructions, By-line, Copyright Notice, every field the project does not own —
 the IIM re-encoded as UTF-8 (1:90 says so). :func:`tasks.images.embed.embed_metadata`
-then replaces only the fields the project owns. With ``strip_location`` the
-XMP's GPS coordinates go, as the EXIF GPS block does (place names stay).
+then replaces only the fields the project owns. The XMP's ``tiff:Orientation``
+always goes (the pixels are made upright). With ``strip_location`` the XMP's
+GPS coordinates go, as the EXIF GPS block does (place names stay).
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ _XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 _IMAGE_DESCRIPTION, _SOFTWARE = 0x010E, 0x0131
 #: XMP GPS properties (``exif:GPSLatitude`` …), as elements or as attributes.
 _GPS_XMP = re.compile(rb'\s*<exif:GPS\w+(?:\s[^>]*)?(?:/>|>.*?</exif:GPS\w+>)|\s+exif:GPS\w+="[^"]*"', re.DOTALL)
+#: XMP ``tiff:Orientation`` (Bridge, Lightroom, digiKam, PNG editors write it), as an element or an attribute:
+#: the upload-ready pixels are upright, so no orientation may stay for a reader to apply a second time.
+_ORIENTATION_XMP = re.compile(rb'\s*<tiff:Orientation(?:\s[^>]*)?(?:/>|>.*?</tiff:Orientation>)'
+                              rb'|\s+tiff:Orientation=(?:"[^"]*"|\'[^\']*\')', re.DOTALL)
 
 
 @dataclass
@@ -126,6 +131,7 @@ def read_embedded(path: Path) -> Embedded:
 def _xmp_segment(packet: bytes | str, strip_location: bool) -> bytes | None:
     if isinstance(packet, str):
         packet = packet.encode("utf-8")
+    packet = _ORIENTATION_XMP.sub(b"", packet)
     if strip_location:
         packet = _GPS_XMP.sub(b"", packet)
     try:

@@ -28,7 +28,7 @@ from PIL import Image, ImageCms, ImageOps
 
 from tasks.core.settings import PackSettings
 from tasks.images.contributor_meta import kept_segments
-from tasks.images.inspect import open_image, pillow_errors
+from tasks.images.inspect import JPEG_FORMATS, open_image, pillow_errors
 from tasks.images.jpeg_segments import exif_segment, icc_segment, replace_metadata
 from tasks.images.pixels import flatten_on_white, has_alpha
 from tasks.images.similar import Looks, looks
@@ -110,10 +110,29 @@ def _read_ifd(exif: Image.Exif, tag: int) -> dict:
         return {}
 
 
+class _AsRead(str):
+    """EXIF text that Pillow writes back as the bytes it was read from.
+
+    Pillow reads an ASCII-typed value (Artist, Copyright, Make, LensModel …)
+    as Latin-1, one character per byte, and writes it back with
+    ``encode("ascii", "replace")``: every byte above 127 becomes ``?``. Cameras
+    and tools write UTF-8 there (the Metadata Working Group's guidelines,
+    exiftool's default), so the bytes are kept as they were and exiftool and
+    exiv2 read back the same characters.
+    """
+
+    def encode(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:  # the bytes read, whatever is asked
+        return str.encode(self, "latin-1", "replace")
+
+
+def _as_read(tags: dict) -> dict:
+    return {tag: _AsRead(value) if isinstance(value, str) else value for tag, value in tags.items()}
+
+
 def _writable(tags: dict) -> dict:
-    """The tags whose values Pillow can write back (odd camera values are dropped, not fatal)."""
+    """The tags whose values Pillow can write back (odd camera values are dropped, not fatal), text as read."""
     kept = {}
-    for tag, value in tags.items():
+    for tag, value in _as_read(tags).items():
         probe = Image.Exif()
         probe[tag] = value
         try:
@@ -168,7 +187,7 @@ class ReadyImage:
 
 def _keeps_pixels(im: Image.Image, orientation: int) -> bool:
     """A JPEG that is already upright RGB in sRGB (or untagged) needs no new encode."""
-    if im.format != "JPEG" or im.mode != "RGB" or orientation in range(2, 9):
+    if im.format not in JPEG_FORMATS or im.mode != "RGB" or orientation in range(2, 9):
         return False
     profile = _profile(im.info.get("icc_profile"))
     return profile is None or _is_srgb(profile)
@@ -252,7 +271,7 @@ def preview_jpegs(path: Path, preview_px: int, thumbnail_px: int) -> Previews:
     preview, so they cost no decode of their own.
     """
     with open_image(path) as im, pillow_errors(path.name):
-        if im.format == "JPEG":
+        if im.format in JPEG_FORMATS:
             im.draft("RGB", fit(im.size, preview_px))
         im.load()
         ImageOps.exif_transpose(im, in_place=True)
