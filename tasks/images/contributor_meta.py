@@ -9,7 +9,10 @@ block leaves the XMP title; Latin-1 IIM is read as Latin-1,
 Keeping (:func:`kept_segments`): the source's XMP packet and IIM block go into
 the upload-ready JPEG as they are — creator, rights, credit, source, location,
 instructions, By-line, Copyright Notice, every field the project does not own —
-the IIM re-encoded as UTF-8 (1:90 says so). :func:`tasks.images.embed.embed_metadata`
+the IIM re-encoded as UTF-8 (1:90 says so), a Photoshop block split over
+several APP13 segments carried whole (split again the same way). Extended XMP
+(the ``xmpNote:HasExtendedXMP`` segments a packet over 64 KB continues in) is
+not carried: the main packet is, without its pointer to them. :func:`tasks.images.embed.embed_metadata`
 then replaces only the fields the project owns. The XMP's ``tiff:Orientation``
 always goes (the pixels are made upright). With ``strip_location`` the XMP's
 GPS coordinates go, as the EXIF GPS block does (place names stay).
@@ -38,12 +41,21 @@ _RDF = "{http://www.w3.org/1999/02/22-rdf-syntax-ns#}"
 _DC = "{http://purl.org/dc/elements/1.1/}"
 _XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 _IMAGE_DESCRIPTION, _SOFTWARE = 0x010E, 0x0131
+
+
+def _xmp_property(name: bytes) -> re.Pattern[bytes]:
+    """One XMP property ``name`` (``prefix:Name``), as an element or an attribute, with the space before it."""
+    return re.compile(rb"\s*<" + name + rb"(?:\s[^>]*)?(?:/>|>.*?</" + name + rb">)|\s+" + name
+                      + rb"""=(?:"[^"]*"|'[^']*')""", re.DOTALL)
+
+
 #: XMP GPS properties (``exif:GPSLatitude`` …), as elements or as attributes.
 _GPS_XMP = re.compile(rb'\s*<exif:GPS\w+(?:\s[^>]*)?(?:/>|>.*?</exif:GPS\w+>)|\s+exif:GPS\w+="[^"]*"', re.DOTALL)
 #: XMP ``tiff:Orientation`` (Bridge, Lightroom, digiKam, PNG editors write it), as an element or an attribute:
 #: the upload-ready pixels are upright, so no orientation may stay for a reader to apply a second time.
-_ORIENTATION_XMP = re.compile(rb'\s*<tiff:Orientation(?:\s[^>]*)?(?:/>|>.*?</tiff:Orientation>)'
-                              rb'|\s+tiff:Orientation=(?:"[^"]*"|\'[^\']*\')', re.DOTALL)
+_ORIENTATION_XMP = _xmp_property(rb"tiff:Orientation")
+#: The main packet's pointer to extended XMP, which is not carried (the module says why).
+_EXTENDED_XMP = _xmp_property(rb"xmpNote:HasExtendedXMP")
 
 
 @dataclass
@@ -93,12 +105,13 @@ def read_embedded(path: Path) -> Embedded:
     except OSError as exc:
         found.notes.append(f"cannot read the file ({exc.strerror or exc})")
         return found
-    packet, iim_block = b"", b""
-    for marker, payload in metadata_segments(data):
+    packet = b""
+    segments = metadata_segments(data)
+    for marker, payload in segments:
         if marker == _APP1 and payload.startswith(XMP_HEADER) and not packet:  # the first: extended XMP is not read
             packet = payload[len(XMP_HEADER):]
-        elif marker == _APP13:
-            iim_block = next((r.data for r in iim.resources(payload) if r.id == iim.IIM_RESOURCE), iim_block)
+    photoshop = iim.photoshop_block([payload for marker, payload in segments if marker == _APP13])
+    iim_block = next((r.data for r in iim.resources(photoshop) if r.id == iim.IIM_RESOURCE), b"")
     exif_text = ""
     try:
         with WARNINGS_LOCK, warnings.catch_warnings(record=True) as caught, Image.open(path) as im:
@@ -131,7 +144,7 @@ def read_embedded(path: Path) -> Embedded:
 def _xmp_segment(packet: bytes | str, strip_location: bool) -> bytes | None:
     if isinstance(packet, str):
         packet = packet.encode("utf-8")
-    packet = _ORIENTATION_XMP.sub(b"", packet)
+    packet = _EXTENDED_XMP.sub(b"", _ORIENTATION_XMP.sub(b"", packet))
     if strip_location:
         packet = _GPS_XMP.sub(b"", packet)
     try:
@@ -149,23 +162,19 @@ def kept_segments(data: bytes, info_xmp: bytes | str | None, strip_location: boo
     """
     out: list[bytes] = []
     xmp_seen = False
-    for marker, payload in metadata_segments(data):
+    segments = metadata_segments(data)
+    for marker, payload in segments:
         if marker == _APP1 and payload.startswith(XMP_HEADER) and not xmp_seen:
             xmp_seen = True
             segment = _xmp_segment(payload[len(XMP_HEADER):], strip_location)
             if segment:
                 out.append(segment)
-        elif marker == _APP13:
-            kept = [r for r in iim.resources(payload) if r.id != iim.IIM_DIGEST]
-            for i, r in enumerate(kept):
-                if r.id == iim.IIM_RESOURCE:
-                    utf8 = iim.as_utf8(iim.datasets(r.data))
-                    kept[i] = iim.Resource(r.id, r.name, iim.encode_datasets(utf8))
-            if kept:
-                try:
-                    out.append(app_segment(_APP13, iim.app13_payload(kept)))
-                except ValueError:
-                    continue  # larger than one segment: not carried
+    photoshop = iim.photoshop_block([payload for marker, payload in segments if marker == _APP13])
+    kept = [r for r in iim.resources(photoshop) if r.id != iim.IIM_DIGEST]
+    for i, r in enumerate(kept):
+        if r.id == iim.IIM_RESOURCE:
+            kept[i] = iim.Resource(r.id, r.name, iim.encode_datasets(iim.as_utf8(iim.datasets(r.data))))
+    out += [app_segment(_APP13, payload) for payload in iim.app13_payloads(kept)]  # split again when large
     if info_xmp and not xmp_seen:
         segment = _xmp_segment(info_xmp, strip_location)
         if segment:

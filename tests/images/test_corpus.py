@@ -16,6 +16,7 @@ from tasks.core.errors import BadInput
 from tasks.core.settings import PackSettings
 from tasks.images.embed import embed_metadata
 from tasks.images.inspect import inspect_image
+from tasks.images.jpeg_segments import metadata_segments
 from tasks.images.mpf import left_out
 from tasks.images.ready import ready_jpeg
 from tasks.stages.assets import gather
@@ -26,13 +27,17 @@ CORPUS = Path(__file__).parent / "corpus"
 pytestmark = pytest.mark.filterwarnings("ignore:Image appears to be a malformed MPO file")
 FLOWER = CORPUS / "flower.jpg"  # Canon PowerShot S40, 480×360, EXIF Orientation 1
 
-#: Edited copies: name -> exiftool arguments applied to flower.jpg (exiftool writes EXIF text as UTF-8).
+#: Categories enough for a Photoshop block over one APP13 segment (exiftool splits it in two, as Photoshop does).
+CATEGORIES = [f"category {i:04d} of the set" for i in range(2600)]
+#: Edited copies: name -> (corpus file, exiftool arguments); exiftool writes EXIF text as UTF-8.
 EDITED = {
-    "flower_words.jpg": ["-Artist=José Müller", "-Copyright=© 2024 José Müller", "-Model=测试-相机",
-                         "-LensModel=Objektiv Ä", "-XMP-dc:Creator=José Müller", "-IPTC:CodedCharacterSet=UTF8",
-                         "-IPTC:By-line=José Müller"],
-    "flower_xmp_turned.jpg": ["-XMP-tiff:Orientation#=6"],  # EXIF says upright: EXIF wins (MWG)
-    "flower_xmp_only.jpg": ["-EXIF:Orientation=", "-XMP-tiff:Orientation#=8"],  # only XMP says: turned
+    "flower_words.jpg": ("flower.jpg", ["-Artist=José Müller", "-Copyright=© 2024 José Müller", "-Model=测试-相机",
+                                        "-LensModel=Objektiv Ä", "-XMP-dc:Creator=José Müller",
+                                        "-IPTC:CodedCharacterSet=UTF8", "-IPTC:By-line=José Müller"]),
+    "flower_xmp_turned.jpg": ("flower.jpg", ["-XMP-tiff:Orientation#=6"]),  # EXIF says upright: EXIF wins (MWG)
+    "flower_xmp_only.jpg": ("flower.jpg", ["-EXIF:Orientation=", "-XMP-tiff:Orientation#=8"]),  # only XMP: turned
+    "flower_time.jpg": ("flower.jpg", [f"-IPTC<={CORPUS / 'xmp_test.iptc'}"]),  # a Canon's IIM, no time zone
+    "iptc_split.jpg": ("iptc.jpg", ["-m", *(f"-IPTC:SupplementalCategories+={c}" for c in CATEGORIES)]),
 }
 #: Corpus files delivered as they are.
 DELIVERED = ["frozenpond.mpo", "sugarshack_bad_mpo_header.jpg", "hopper_orientation_6.jpg", "empty_gps_ifd.jpg",
@@ -51,9 +56,11 @@ def delivered(tmp_path_factory) -> dict[str, dict]:
     """Source name -> every tag exiftool reads in its upload-ready JPEG (``-G1 -a``), and ``path`` to it."""
     root = tmp_path_factory.mktemp("corpus")
     args: list[str] = []
-    for name, edits in EDITED.items():
-        args += ["-q", "-o", str(root / name), *edits, str(FLOWER), "-execute"]
+    for name, (source, edits) in EDITED.items():
+        args += ["-q", "-o", str(root / name), *edits, str(CORPUS / source), "-execute"]
     _exiftool(args[:-1])
+    split = [p for m, p in metadata_segments((root / "iptc_split.jpg").read_bytes()) if m == 0xED]
+    assert len(split) == 2, "the edited copy must hold a Photoshop block split over two APP13 segments"
     sources = [CORPUS / n for n in DELIVERED] + [root / n for n in EDITED]
     out = root / "out"
     out.mkdir()
@@ -104,6 +111,17 @@ def test_non_ascii_exif_text_reads_back_as_written_and_xmp_and_iptc_agree(delive
     assert (tags["IFD0:Make"], tags["IFD0:Model"]) == ("Canon", "测试-相机")
     assert tags["ExifIFD:LensModel"] == "Objektiv Ä"
     assert tags["IFD0:ImageDescription"] == tags["IPTC:Caption-Abstract"] == "A description"
+
+
+
+def test_iptc_is_carried_as_written_a_split_photoshop_block_whole_and_no_time_zone_invented(delivered):
+    split = delivered["iptc_split.jpg"]
+    assert split["IPTC:SupplementalCategories"] == CATEGORIES  # the tail in the second segment included
+    assert (split["IPTC:City"], split["IPTC:Country-PrimaryLocationName"]) == ("Budapest", "Hungary")
+    assert split["IPTC:Keywords"] == split["XMP-dc:Subject"] == ["one", "two"]
+    timed = delivered["flower_time.jpg"]
+    assert (timed["IPTC:TimeCreated"], timed["IPTC:DigitalCreationTime"]) == ("13:27:23", "13:27:23")
+    assert timed["IPTC:DateCreated"] == "2018:10:27"
 
 
 def test_every_rejected_file_is_in_reports_with_its_real_cause_and_what_to_do(tmp_path, workdir):
