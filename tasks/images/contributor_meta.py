@@ -1,7 +1,8 @@
 """What the contributor's file already says, and what of it the upload-ready copy keeps.
 
 Reading (:func:`read_embedded`): title, description and keywords from XMP,
-then IPTC IIM, then EXIF, each block read on its own, so a damaged one is
+then IPTC IIM, then EXIF (a camera's default caption, "OLYMPUS DIGITAL CAMERA",
+counts as none: :mod:`tasks.images.boilerplate`), each block read on its own, so a damaged one is
 skipped with a note and never discards what the others hold (a corrupt EXIF
 block leaves the XMP title; Latin-1 IIM is read as Latin-1,
 :mod:`tasks.images.iim`). Reading never raises for content.
@@ -30,6 +31,7 @@ from pathlib import Path
 from PIL import Image
 
 from tasks.images import iim
+from tasks.images.boilerplate import is_boilerplate
 from tasks.images.inspect import WARNINGS_LOCK
 from tasks.images.jpeg_segments import app_segment, metadata_segments
 
@@ -97,6 +99,14 @@ def _split(values: list[str]) -> list[str]:
     return [k for k in out if k]
 
 
+def _caption(text: str, notes: list[str]) -> str:
+    """``text`` stripped, or "" (with a note) when it is a camera's default caption."""
+    if is_boilerplate(text):
+        notes.append(f"{text.strip()!r} is the caption the camera writes by default: counted as none")
+        return ""
+    return text.strip()
+
+
 def read_embedded(path: Path) -> Embedded:
     """Title, description and keywords embedded in ``path`` (XMP, then IIM, then EXIF), notes for damage."""
     found = Embedded()
@@ -135,7 +145,8 @@ def read_embedded(path: Path) -> Embedded:
         found.title = found.title or next(iter(fields.get((2, 5), [])), "")
         found.description = found.description or next(iter(fields.get((2, 120), [])), "")
         found.keywords = found.keywords or _split(fields.get((2, 25), []))
-    found.description = found.description or exif_text.strip()
+    found.title, found.description = _caption(found.title, found.notes), _caption(found.description, found.notes)
+    found.description = found.description or _caption(exif_text, found.notes)
     for note in found.notes:
         log.info("%s: %s", path.name, note)
     return found

@@ -13,7 +13,10 @@ import pytest
 from PIL import Image, ImageOps
 
 from tasks.core.errors import BadInput
+from tasks.core.records import Asset
 from tasks.core.settings import PackSettings
+from tasks.images.boilerplate import is_boilerplate
+from tasks.images.contributor_meta import read_embedded
 from tasks.images.embed import embed_metadata
 from tasks.images.inspect import inspect_image
 from tasks.images.jpeg_segments import metadata_segments
@@ -21,6 +24,7 @@ from tasks.images.mpf import left_out
 from tasks.images.ready import ready_jpeg
 from tasks.stages.assets import gather
 from tasks.stages.ingest_report import write_ingest_report
+from tasks.stages.offline_describer import OfflineDescriber
 
 CORPUS = Path(__file__).parent / "corpus"
 #: Pillow says so of the Nintendo 3DS file with a damaged MPF index; the test says what it means instead.
@@ -141,3 +145,15 @@ def test_every_rejected_file_is_in_reports_with_its_real_cause_and_what_to_do(tm
     assert "upscale_to_minimum" in rows["iptc.jpg"]["what_to_do"]
     assert rows["unknown_compression_method.png"]["what_to_do"] == "re-save it as PNG or JPEG from an image editor"
     assert all(row["what_to_do"] for row in rows.values())
+
+
+def test_a_cameras_default_caption_counts_as_no_caption(tmp_path):
+    source = tmp_path / "harbour_at_dusk.jpg"
+    _exiftool(["-q", "-o", str(source), "-ImageDescription=OLYMPUS DIGITAL CAMERA         ",
+               "-XMP-dc:Description=olympus  digital camera", str(FLOWER)])  # padded as an Olympus pads it
+    found = read_embedded(source)
+    assert (found.title, found.description) == ("", "")
+    assert any("the caption the camera writes by default" in note for note in found.notes)
+    meta = OfflineDescriber().describe(Asset(name=source.name, asset_id="0" * 64, path=source))
+    assert (meta.title, meta.keywords) == ("Harbour dusk", ["harbour", "dusk"])  # from the file name
+    assert not is_boilerplate("An Olympus digital camera on a table")  # a real caption that mentions one
