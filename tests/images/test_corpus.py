@@ -10,12 +10,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from PIL import Image, ImageOps
+from PIL import Image, ImageOps, ImageStat
 
 from tasks.core.errors import BadInput
 from tasks.core.records import Asset
 from tasks.core.settings import PackSettings
 from tasks.images.boilerplate import is_boilerplate
+from tasks.images.camera_colour import ADOBE_RGB_COMPATIBLE
 from tasks.images.contributor_meta import read_embedded
 from tasks.images.embed import embed_metadata
 from tasks.images.inspect import inspect_image
@@ -41,12 +42,13 @@ EDITED = {
     "flower_xmp_turned.jpg": ("flower.jpg", ["-XMP-tiff:Orientation#=6"]),  # EXIF says upright: EXIF wins (MWG)
     "flower_xmp_only.jpg": ("flower.jpg", ["-EXIF:Orientation=", "-XMP-tiff:Orientation#=8"]),  # only XMP: turned
     "flower_time.jpg": ("flower.jpg", [f"-IPTC<={CORPUS / 'xmp_test.iptc'}"]),  # a Canon's IIM, no time zone
+    "flower_adobe_rgb.jpg": ("flower.jpg", ["-EXIF:ColorSpace#=65535", "-InteropIndex=R03"]),  # as a camera set so
     "iptc_split.jpg": ("iptc.jpg", ["-m", *(f"-IPTC:SupplementalCategories+={c}" for c in CATEGORIES)]),
 }
 #: Corpus files delivered as they are.
 DELIVERED = ["frozenpond.mpo", "sugarshack_bad_mpo_header.jpg", "hopper_orientation_6.jpg", "empty_gps_ifd.jpg",
              "xmp_tags_orientation_exiftool.png", "pil_sample_cmyk.jpg", "iptc.jpg", "broken_exif_dpi.jpg",
-             "photoshop-200dpi.jpg", "truncated_exif_dpi.jpg"]
+             "photoshop-200dpi.jpg", "truncated_exif_dpi.jpg", "flower.jpg"]
 
 
 def _exiftool(args: list[str]) -> str:
@@ -126,6 +128,22 @@ def test_iptc_is_carried_as_written_a_split_photoshop_block_whole_and_no_time_zo
     timed = delivered["flower_time.jpg"]
     assert (timed["IPTC:TimeCreated"], timed["IPTC:DigitalCreationTime"]) == ("13:27:23", "13:27:23")
     assert timed["IPTC:DateCreated"] == "2018:10:27"
+
+
+def _saturation(path: str) -> float:
+    with Image.open(path) as im:
+        return ImageStat.Stat(im.convert("HSV")).mean[1]
+
+
+def test_in_camera_adobe_rgb_is_converted_and_colour_space_says_srgb(delivered):
+    if not ADOBE_RGB_COMPATIBLE.is_file():
+        pytest.fail(f"{ADOBE_RGB_COMPATIBLE} is missing: `make test` installs Debian's icc-profiles-free")
+    adobe, plain = delivered["flower_adobe_rgb.jpg"], delivered["flower.jpg"]
+    for tags in (adobe, plain):
+        assert (tags["ExifIFD:ColorSpace"], tags["ICC_Profile:ProfileDescription"]) == ("sRGB", "sRGB built-in")
+        assert "InteropIFD:InteropIndex" not in tags  # it named the camera's colour space, not the file's
+    # The same pixels read as Adobe RGB and converted come out more saturated than when taken for sRGB.
+    assert _saturation(adobe["path"]) > 1.1 * _saturation(plain["path"])
 
 
 def test_every_rejected_file_is_in_reports_with_its_real_cause_and_what_to_do(tmp_path, workdir):
