@@ -149,7 +149,8 @@ def test_in_camera_adobe_rgb_is_converted_and_colour_space_says_srgb(delivered):
 def test_every_rejected_file_is_in_reports_with_its_real_cause_and_what_to_do(tmp_path, workdir):
     source = tmp_path / "card"
     source.mkdir()
-    for name in ("unknown_compression_method.png", "png_decompression_dos.png", "ultrahdr.jpg", "iptc.jpg"):
+    for name in ("unknown_compression_method.png", "png_decompression_dos.png", "ultrahdr.jpg", "iptc.jpg",
+                 "frozenpond.mpo"):
         shutil.copy(CORPUS / name, source / name)
     gathered = gather(workdir.assets, 0, source, [], 0, make=None, rules=[])
     write_ingest_report(workdir, gathered)
@@ -160,6 +161,7 @@ def test_every_rejected_file_is_in_reports_with_its_real_cause_and_what_to_do(tm
     assert rows["png_decompression_dos.png"]["reason"].startswith("decompression bomb refused")
     assert rows["ultrahdr.jpg"]["reason"].startswith("its primary image is unusable")
     assert rows["iptc.jpg"]["reason"].startswith("too small")
+    assert rows["frozenpond.mpo"]["reason"].startswith("too small")  # read like any JPEG: only its size is short
     assert "upscale_to_minimum" in rows["iptc.jpg"]["what_to_do"]
     assert rows["unknown_compression_method.png"]["what_to_do"] == "re-save it as PNG or JPEG from an image editor"
     assert all(row["what_to_do"] for row in rows.values())
