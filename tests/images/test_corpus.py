@@ -45,6 +45,8 @@ EDITED = {
     "flower_adobe_rgb.jpg": ("flower.jpg", ["-EXIF:ColorSpace#=65535", "-InteropIndex=R03"]),  # as a camera set so
     "iptc_split.jpg": ("iptc.jpg", ["-m", *(f"-IPTC:SupplementalCategories+={c}" for c in CATEGORIES)]),
 }
+#: The description the project embeds: EXIF, XMP and IPTC must say it alike, accents included.
+DESCRIPTION = "Une fleur rouge, décrite à Zürich"
 #: Corpus files delivered as they are.
 DELIVERED = ["frozenpond.mpo", "sugarshack_bad_mpo_header.jpg", "hopper_orientation_6.jpg", "empty_gps_ifd.jpg",
              "xmp_tags_orientation_exiftool.png", "pil_sample_cmyk.jpg", "iptc.jpg", "broken_exif_dpi.jpg",
@@ -72,7 +74,7 @@ def delivered(tmp_path_factory) -> dict[str, dict]:
     out.mkdir()
     for source in sources:
         ready = ready_jpeg(source, PackSettings())
-        jpeg = embed_metadata(ready.jpeg, "A title", "A description", ["one", "two"], name=source.name)
+        jpeg = embed_metadata(ready.jpeg, "A title", DESCRIPTION, ["one", "two"], name=source.name)
         (out / f"{source.name}.jpg").write_bytes(jpeg)
     read = json.loads(_exiftool(["-j", "-G1", "-a", *sorted(map(str, out.iterdir()))]))
     return {Path(tags["SourceFile"]).name.removesuffix(".jpg"): {**tags, "path": tags["SourceFile"]}
@@ -116,7 +118,7 @@ def test_non_ascii_exif_text_reads_back_as_written_and_xmp_and_iptc_agree(delive
     assert tags["IFD0:Copyright"] == "© 2024 José Müller"
     assert (tags["IFD0:Make"], tags["IFD0:Model"]) == ("Canon", "测试-相机")
     assert tags["ExifIFD:LensModel"] == "Objektiv Ä"
-    assert tags["IFD0:ImageDescription"] == tags["IPTC:Caption-Abstract"] == "A description"
+    assert tags["IFD0:ImageDescription"] == tags["IPTC:Caption-Abstract"] == tags["XMP-dc:Description"] == DESCRIPTION
 
 
 
