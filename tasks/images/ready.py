@@ -118,10 +118,10 @@ class _AsRead(str):
 
     Pillow reads an ASCII-typed value (Artist, Copyright, Make, LensModel …)
     as Latin-1, one character per byte, and writes it back with
-    ``encode("ascii", "replace")``: every byte above 127 becomes ``?``. Cameras
-    and tools write UTF-8 there (the Metadata Working Group's guidelines,
-    exiftool's default), so the bytes are kept as they were and exiftool and
-    exiv2 read back the same characters.
+    ``encode("ascii", "replace")``: every byte above 127 becomes ``?``. Tools
+    write UTF-8 there (exiftool by default; docs/INTERFACE.md, "Your own photo
+    library"), so the bytes are kept as they were and a reader reads back the
+    same characters.
     """
 
     def encode(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:  # the bytes read, whatever is asked
