@@ -18,9 +18,12 @@ from __future__ import annotations
 import json
 import logging
 
+from tasks.agencies.keyword_rules import apply_keyword_rules
+from tasks.agencies.protected import ProtectedNames
 from tasks.core.errors import BadInput
 from tasks.core.files import atomic_write_bytes
 from tasks.core.records import Asset, Metadata, Sidecar, read_sidecar, save_sidecar
+from tasks.core.settings import KeywordSettings
 from tasks.core.workdir import Workdir
 from tasks.stages.offline_describer import Describer
 from tasks.stores.portfolio import read_portfolio
@@ -57,8 +60,11 @@ def group_of(wd: Workdir, name: str, risks: dict[str, dict[str, Risk]], portfoli
     return [md for md in found.values() if md is not None]
 
 
-def make_distinct(wd: Workdir, describer: Describer, names: list[str] | None = None) -> dict[str, dict]:
+def make_distinct(wd: Workdir, describer: Describer, names: list[str] | None = None,
+                  rules: KeywordSettings = KeywordSettings()) -> dict[str, dict]:
     """New title and keyword order for ``names`` (default: :func:`alike_assets`); name -> ``{before, after}``.
+    The new keywords pass the contributor's keyword ``rules`` as every describer's answer does
+    (:mod:`tasks.agencies.keyword_rules`).
 
     Raises BadInput for a name that is no described asset; the describer's errors reach the caller.
     """
@@ -67,7 +73,7 @@ def make_distinct(wd: Workdir, describer: Describer, names: list[str] | None = N
     changes = read_distinct(wd)
     done: dict[str, dict] = {}
     try:
-        _set_apart_each(wd, describer, names, risks, portfolio, done)
+        _set_apart_each(wd, describer, names, risks, portfolio, done, rules)
     finally:  # the before/after of each asset already rewritten is kept even when a later one fails
         if done:
             changes.update(done)
@@ -77,8 +83,9 @@ def make_distinct(wd: Workdir, describer: Describer, names: list[str] | None = N
 
 
 def _set_apart_each(wd: Workdir, describer: Describer, names: list[str] | None, risks, portfolio,
-                    done: dict[str, dict]) -> None:
+                    done: dict[str, dict], rules: KeywordSettings) -> None:
     """Rewrite each asset's title and keyword order, recording it in ``done`` as soon as its sidecar is saved."""
+    protected = ProtectedNames.of(rules)
     for name in names if names is not None else alike_assets(risks):
         sidecar: Sidecar | None = read_sidecar(wd.sidecar(name))
         if sidecar is None or sidecar.name != name:
@@ -88,6 +95,7 @@ def _set_apart_each(wd: Workdir, describer: Describer, names: list[str] | None, 
             continue
         before = sidecar.metadata
         new = describer.set_apart(Asset(name=name, asset_id=sidecar.asset_id, path=wd.assets / name), before, others)
+        new = apply_keyword_rules(new, rules, protected)[0]
         save_sidecar(wd.sidecar(name), sidecar.model_copy(update={"metadata": before.model_copy(
             update={"title": new.title, "keywords": new.keywords})}))
         done[name] = {"before": {"title": before.title, "keywords": before.keywords[:10]},

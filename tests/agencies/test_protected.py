@@ -1,0 +1,35 @@
+"""Protected names found in prompts and metadata (tasks/agencies/protected.py)."""
+
+from __future__ import annotations
+
+from tasks.agencies.protected import ProtectedNames, named_in_prompt, shipped_names
+from tasks.core.settings import KeywordSettings
+
+
+def test_each_shipped_name_has_a_category_and_spellings_of_one_name_are_found_alike():
+    assert {n.category for n in shipped_names()} == {"artist", "character", "brand"}
+    names = ProtectedNames.of(KeywordSettings())
+    for text in ("Spider-Man on a roof", "spiderman", "SPIDER MAN"):
+        assert [n.name for n in names.found_in(text)] == ["Spider-Man"], text
+    assert [n.name for n in names.found_in("Lunch at McDonalds, then Dalí-like clouds by Salvador Dalí")] == [
+        "McDonald's", "Salvador Dali"]
+    assert [str(n) for n in names.found_in("sunflowers in the style of Van Gogh")] == ["'van Gogh' (artist)"]
+
+
+def test_whole_words_only_and_ordinary_words_are_not_names():
+    names = ProtectedNames.of(KeywordSettings())
+    assert names.found_in("a legocity of bricks, an apple, a nikel coin, a shell on the beach") == []
+    assert [n.name for n in names.found_in("LEGO bricks")] == ["Lego"]
+
+
+def test_the_contributors_own_names_are_added_and_allowed_ones_taken_off():
+    names = ProtectedNames.of(KeywordSettings(protected_names=["Acme Widgets"], allowed_names=["lego", "NIKE"]))
+    assert [str(n) for n in names.found_in("acme-widgets with lego and nike")] == ["'Acme Widgets' (yours)"]
+    assert "Lego" not in names.listed() and "Acme Widgets" in names.listed()
+
+
+def test_a_prompt_naming_one_is_refused_with_the_name_and_a_clean_one_is_not():
+    names = ProtectedNames.of(KeywordSettings())
+    why = named_in_prompt("A starry night over a village in the style of Van Gogh", names)
+    assert "'van Gogh' (artist)" in why and "reword it" in why
+    assert named_in_prompt("A starry night over a quiet village", names) == ""
