@@ -100,12 +100,13 @@ def shipped_names() -> tuple[ProtectedName, ...]:
     return tuple(ProtectedName(name, category) for category, names in data.items() for name in names)
 
 
-def named_in_prompt(prompt: str, names: ProtectedNames) -> str:
-    """Why a generation prompt is refused ("" when it names none): Adobe's generative-AI guidelines bar
-    artists, characters and third-party IP from prompts (docs/AGENCIES.md, "Protected names")."""
-    found = names.found_in(prompt)
-    if not found:
-        return ""
-    return (f"the generation prompt {prompt!r} names {', '.join(str(n) for n in found)}: agencies refuse images "
-            "made from prompts that name artists, characters or brands; reword it (or, for a name that is yours "
-            "to use, add it to [keywords] allowed_names)")
+def check_prompts(prompts: Iterable[str], names: ProtectedNames) -> None:
+    """ConfigError naming the first generation prompt that names a protected name, and the name: Adobe's
+    generative-AI guidelines bar artists, characters and third-party IP from prompts (docs/AGENCIES.md,
+    "Protected names"), so such an image is never made, nor paid for."""
+    for prompt in prompts:
+        if found := names.found_in(prompt):
+            raise ConfigError(
+                f"generate.prompts: {prompt!r} names {', '.join(str(n) for n in found)}: agencies refuse images "
+                "made from prompts that name artists, characters or brands; reword it (a name that is yours to "
+                "use: add it to [keywords] allowed_names)")

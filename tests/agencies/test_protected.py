@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from tasks.agencies.protected import ProtectedNames, named_in_prompt, shipped_names
+import pytest
+
+from tasks.agencies.protected import ProtectedNames, check_prompts, shipped_names
+from tasks.core.errors import ConfigError
 from tasks.core.settings import KeywordSettings
 
 
@@ -28,8 +31,9 @@ def test_the_contributors_own_names_are_added_and_allowed_ones_taken_off():
     assert "Lego" not in names.listed() and "Acme Widgets" in names.listed()
 
 
-def test_a_prompt_naming_one_is_refused_with_the_name_and_a_clean_one_is_not():
+def test_a_prompt_naming_one_is_refused_with_the_name_and_clean_ones_are_not():
     names = ProtectedNames.of(KeywordSettings())
-    why = named_in_prompt("A starry night over a village in the style of Van Gogh", names)
-    assert "'van Gogh' (artist)" in why and "reword it" in why
-    assert named_in_prompt("A starry night over a quiet village", names) == ""
+    with pytest.raises(ConfigError, match=r"generate.prompts: 'A starry night in the style of Van Gogh' names "
+                                          r"'van Gogh' \(artist\)"):
+        check_prompts(["A quiet village", "A starry night in the style of Van Gogh"], names)
+    check_prompts(["A starry night over a quiet village", "Sneakers on a shelf"], names)
