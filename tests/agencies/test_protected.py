@@ -37,3 +37,23 @@ def test_a_prompt_naming_one_is_refused_with_the_name_and_clean_ones_are_not():
                                           r"'van Gogh' \(artist\)"):
         check_prompts(["A quiet village", "A starry night in the style of Van Gogh"], names)
     check_prompts(["A starry night over a quiet village", "Sneakers on a shelf"], names)
+
+
+def test_a_title_naming_one_holds_the_asset_back_where_the_spec_says_so_and_only_there():
+    from tasks.agencies.rows import build_row
+    from tasks.agencies.spec import load_spec
+    from tasks.core.records import Metadata
+
+    names = ProtectedNames.of(KeywordSettings())
+    md = Metadata(title="Red sneakers like Nike ones", description="Red sneakers on a shelf",
+                  keywords=[f"k{i}" for i in range(8)])
+    adobe = build_row(load_spec("adobe"), md, "a.jpg", names=names)
+    assert not adobe.ok and [p.rule for p in adobe.problems] == ["names.protected"]
+    assert "the title names 'Nike' (brand): Adobe Stock refuses protected names" in adobe.problems[0].message
+    assert build_row(load_spec("vecteezy"), md, "a.jpg", names=names).ok  # no such rule of Vecteezy's was found
+    editorial = md.model_copy(update={"editorial": True})
+    sstk = load_spec("shutterstock")
+    assert "names.protected" not in {p.rule for p in build_row(sstk, editorial, "a.jpg", names=names).problems}
+    assert "names.protected" in {p.rule for p in build_row(sstk, md, "a.jpg", names=names).problems}
+    allowed = ProtectedNames.of(KeywordSettings(allowed_names=["nike"]))
+    assert build_row(load_spec("adobe"), md, "a.jpg", names=allowed).ok
