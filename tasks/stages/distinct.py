@@ -33,8 +33,10 @@ log = logging.getLogger(__name__)
 
 
 def alike_assets(risks: dict[str, dict[str, Risk]]) -> list[str]:
-    """The assets found alike another at some agency, except the first of each motif, by name."""
-    return sorted({n for per in risks.values() for n, r in per.items() if r.risky and n != r.motif})
+    """The assets found alike another at some agency, except the first of each motif, and those named like an
+    earlier one (``Risk.same_words_as``), by name."""
+    return sorted({n for per in risks.values() for n, r in per.items()
+                   if (r.risky and n != r.motif) or r.same_words_as})
 
 
 def _metadata_of(wd: Workdir, name: str, sha256: str, portfolio: dict) -> Metadata | None:
@@ -50,6 +52,8 @@ def group_of(wd: Workdir, name: str, risks: dict[str, dict[str, Risk]], portfoli
     found: dict[str, Metadata] = {}
     for per in risks.values():
         mine = per.get(name)
+        if mine is not None and mine.same_words_as and mine.same_words_as not in found:
+            found[mine.same_words_as] = _metadata_of(wd, mine.same_words_as, "", portfolio)
         if mine is None or not mine.risky:
             continue
         for other, r in per.items():
