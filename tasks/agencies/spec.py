@@ -243,6 +243,17 @@ class NamesPolicy(_Spec):
     source: str = ""
 
 
+class UploadLimits(_Spec):
+    """A cap the agency states on what a contributor may send (``tasks.stages.upload_caps``); the contributor's
+    ``upload_cap`` setting replaces it."""
+
+    #: Files per ``per`` window; None: no stated cap.
+    cap: int | None = Field(None, ge=0)
+    per: Literal["day", "week", "month"] = "month"
+    #: Where the agency says so.
+    source: str = ""
+
+
 class TransportHint(_Spec):
     """How files reach the agency (a hint for configuring ``target``)."""
 
@@ -291,6 +302,7 @@ class AgencySpec(_Spec):
     ai: AiRules = AiRules()
     similarity: SimilarityPolicy = SimilarityPolicy()
     names: NamesPolicy = NamesPolicy()
+    uploads: UploadLimits = UploadLimits()
     transport: TransportHint
 
     @model_validator(mode="after")

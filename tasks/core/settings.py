@@ -98,6 +98,11 @@ class AgencySettings(_Strict):
     stop_after_same_failures: int = Field(3, ge=0)
     #: Values for agency-specific CSV columns (e.g. Dreamstime ``Free``, ``W-EL``).
     csv_defaults: dict[str, str] = Field(default_factory=dict)
+    #: Files sent to this agency per ``upload_cap_per`` at most (your level's cap, counted in the ledger; the
+    #: rest stay pending until the next window: docs/AGENCIES.md, "Upload caps"). Unset: the spec's, if any.
+    upload_cap: int | None = Field(None, ge=0)
+    #: The cap's window, in UTC: ``day``, ``week`` (from Monday) or ``month``.
+    upload_cap_per: Literal["day", "week", "month"] = "month"
 
 
 class GenerateSettings(_Strict):
