@@ -212,6 +212,17 @@ def _language(row: _Row, md: Metadata) -> None:
                     f"{row.spec.display_name} takes {want!r} metadata only; this asset's is {md.language!r}")
 
 
+def _without_names(row: _Row, keywords: list[str], names: ProtectedNames | None, editorial: bool) -> list[str]:
+    """The keywords without those naming a protected name, for every agency (a sidecar described before the
+    rules, or corrected by hand, may still hold one; the describe stage removes them from new answers)."""
+    if names is None or editorial:
+        return keywords
+    gone = [k for k in keywords if names.found_in(k)]
+    if gone:
+        row.fix("names.protected", f"removed keyword(s) naming a protected name: {', '.join(gone)}")
+    return [k for k in keywords if k not in gone]
+
+
 def _protected_names(row: _Row, md: Metadata, names: ProtectedNames | None) -> None:
     policy = row.spec.names
     if names is None or policy.in_text != "hold_back" or (md.editorial and policy.editorial_exempt):
@@ -263,6 +274,7 @@ def build_row(
     if ai and spec.ai.description_note and description is not None:
         description = _note(row, description)
     raw_keywords = _without_terms(row, "keywords", metadata.keywords, terms) if "keywords" in sources else []
+    raw_keywords = _without_names(row, raw_keywords, names, metadata.editorial)
     if ai and spec.ai.keyword:
         raw_keywords = [spec.ai.keyword, *raw_keywords]
         row.fix("ai.keyword", f"added {spec.ai.keyword!r} first: the asset is AI-generated")

@@ -57,3 +57,8 @@ def test_a_title_naming_one_holds_the_asset_back_where_the_spec_says_so_and_only
     assert "names.protected" in {p.rule for p in build_row(sstk, md, "a.jpg", names=names).problems}
     allowed = ProtectedNames.of(KeywordSettings(allowed_names=["nike"]))
     assert build_row(load_spec("adobe"), md, "a.jpg", names=allowed).ok
+    # a keyword naming one (a sidecar from before the rules, a hand correction) is removed at every agency
+    typed = md.model_copy(update={"title": "Red sneakers", "keywords": [*md.keywords, "Nike Air", "iPhone"]})
+    row = build_row(load_spec("vecteezy"), typed, "a.jpg", names=names)
+    assert row.ok and row.cells[3] == ",".join(md.keywords)  # the Keywords column: k0…k7 only
+    assert any(f.rule == "names.protected" and "Nike Air, iPhone" in f.message for f in row.fixes)
