@@ -92,6 +92,7 @@ def apply_keyword_rules(metadata: Metadata, rules: KeywordSettings,
     preferred = {s.casefold(): clean_cell(word) for word, synonyms in rules.vocabulary.items() for s in synonyms}
     excluded = {repeat_key(e) for e in rules.excluded}
     changes = KeywordChanges()
+    check_names = not metadata.editorial and names.in_any([*metadata.keywords, *preferred.values()])
     kept: list[str] = []
     seen: set[str] = set()
     for raw in metadata.keywords:
@@ -104,7 +105,7 @@ def apply_keyword_rules(metadata: Metadata, rules: KeywordSettings,
         key = repeat_key(word)
         if key in excluded:
             changes.excluded.append(word)
-        elif not metadata.editorial and names.found_in(word):
+        elif check_names and names.found_in(word):
             changes.protected.append(word)
         elif key in seen:
             changes.repeats.append(word)

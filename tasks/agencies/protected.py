@@ -63,6 +63,8 @@ class ProtectedNames:
                 self.names.setdefault(_key(n.name), n)
         alternatives = sorted((_pattern(n.name) for n in self.names.values()), key=len, reverse=True)
         self._search = re.compile(r"(?<!\w)(?:" + "|".join(alternatives) + r")(?!\w)") if alternatives else None
+        #: text -> what it holds: the CSV stage asks about the same title for every agency.
+        self._seen: dict[str, list[ProtectedName]] = {}
 
     @classmethod
     def of(cls, rules: KeywordSettings) -> "ProtectedNames":
@@ -75,12 +77,22 @@ class ProtectedNames:
         """The protected names ``text`` holds, in the order they first appear, each once."""
         if self._search is None or not text:
             return []
+        if text in self._seen:
+            return list(self._seen[text])
         found: dict[str, ProtectedName] = {}
         for match in self._search.finditer(_fold(text)):
             name = self.names.get(_key(match.group()))
             if name is not None:
                 found.setdefault(_key(name.name), name)
+        if len(self._seen) > 100_000:  # a bound, not a policy: a long run's texts are asked about once per agency
+            self._seen.clear()
+        self._seen[text] = list(found.values())
         return list(found.values())
+
+    def in_any(self, texts: list[str]) -> bool:
+        """Does any of ``texts`` hold a protected name? One search over all of them (``|`` never joins two
+        texts into one name)."""
+        return bool(self.found_in("|".join(texts)))
 
     def listed(self) -> list[str]:
         """Every name, as written in the list (for the describe prompt)."""

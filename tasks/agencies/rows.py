@@ -215,7 +215,7 @@ def _language(row: _Row, md: Metadata) -> None:
 def _without_names(row: _Row, keywords: list[str], names: ProtectedNames | None, editorial: bool) -> list[str]:
     """The keywords without those naming a protected name, for every agency (a sidecar described before the
     rules, or corrected by hand, may still hold one; the describe stage removes them from new answers)."""
-    if names is None or editorial:
+    if names is None or editorial or not names.in_any(keywords):
         return keywords
     gone = [k for k in keywords if names.found_in(k)]
     if gone:
