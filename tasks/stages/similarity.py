@@ -213,7 +213,8 @@ def hold_back_similar(wd: Workdir, report: PackReport, entries: Mapping[str, dic
                     f"{agency} takes at most {caps[agency]} per motif; closest: {risk.nearest} "
                     f"(score {risk.score:.2f}: {risk.why}) — `microstock similar release {name} --agency {agency}` "
                     "sends it anyway")
-    for name, first in sorted(same_words(batch).items()):
+    named_alike_to = {name: r.same_words_as for per in risks.values() for name, r in per.items() if r.same_words_as}
+    for name, first in sorted(named_alike_to.items()):
         log.warning("%s has the title and nearly the first ten keywords of %s, on another image: reviewers read a "
                     "series named alike as spam; `microstock similar distinct %s` sets it apart", name, first, name)
     write_risks(wd, risks)

@@ -57,6 +57,9 @@ def test_re_renders_of_one_prompt_are_held_back_beyond_adobes_cap_and_only_warne
     risks = read_risks(wd)
     assert {risks["dreamstime"][n].outcome for n in renders} == {"warned"}
     assert all(not risks[a][n].risky for a in risks for n in others)
+    # the renders also share their title and keywords: a series named alike, warned whatever the score
+    assert {risks["adobe"][n].same_words_as for n in renders[1:]} == {renders[0]}
+    assert {risks["adobe"][n].same_words_as for n in [renders[0], *others]} == {""}
     assert "2 held back" in summary_notes(risks)["adobe"]
     rows = asset_rows(Gathered(assets=[Asset(name=n, asset_id="", path=wd.assets / n) for n in renders + others]),
                       DescribeReport(described=renders + others), CsvReport(), report, {}, [])
