@@ -79,9 +79,10 @@ def similar_distinct(names: Optional[list[str]] = typer.Argument(None, help="Ass
 
     wd = Workdir(resolve_workdir(workdir))
     set_prefect_env(wd.root, start_server=False)  # a Secret-block key is read from a running server only
-    describer = select_describer(load_settings(wd.config_path()), gemini_key())
+    settings = load_settings(wd.config_path())
+    describer = select_describer(settings, gemini_key())
     try:
-        done = make_distinct(wd, describer, names or None)
+        done = make_distinct(wd, describer, names or None, settings.keywords)
     except BadInput as exc:  # a name that is no described asset: status 1, as `release` and `review` say
         fail(exc.message, code=1)
     if not done:

@@ -22,6 +22,7 @@ from tasks.agencies import categories as category_rules
 from tasks.agencies.config_cells import check_csv_defaults, config_value
 from tasks.agencies.dialect import bom_bytes, csv_bytes, unencodable
 from tasks.agencies.disclosure import with_category, with_note, without_terms
+from tasks.agencies.protected import ProtectedNames
 from tasks.agencies.spec import AgencySpec, KeywordRule, TextRule
 from tasks.agencies.text import (
     capitalize_first,
@@ -211,19 +212,43 @@ def _language(row: _Row, md: Metadata) -> None:
                     f"{row.spec.display_name} takes {want!r} metadata only; this asset's is {md.language!r}")
 
 
+def _without_names(row: _Row, keywords: list[str], names: ProtectedNames | None, editorial: bool) -> list[str]:
+    """The keywords without those naming a protected name, for every agency (a sidecar described before the
+    rules, or corrected by hand, may still hold one; the describe stage removes them from new answers)."""
+    if names is None or editorial or not names.in_any(keywords):
+        return keywords
+    gone = [k for k in keywords if names.found_in(k)]
+    if gone:
+        row.fix("names.protected", f"removed keyword(s) naming a protected name: {', '.join(gone)}")
+    return [k for k in keywords if k not in gone]
+
+
+def _protected_names(row: _Row, md: Metadata, names: ProtectedNames | None) -> None:
+    policy = row.spec.names
+    if names is None or policy.in_text != "hold_back" or (md.editorial and policy.editorial_exempt):
+        return
+    for field, text in (("title", md.title), ("description", md.description)):
+        if found := names.found_in(text):
+            row.problem("names.protected", f"the {field} names {', '.join(str(n) for n in found)}: "
+                                           f"{row.spec.display_name} refuses protected names in metadata "
+                                           "(correct it with `microstock review edit`)")
+
+
 def build_row(
     spec: AgencySpec,
     metadata: Metadata,
     filename: str,
     csv_defaults: Mapping[str, str] | None = None,
     asset: str | None = None,
+    names: ProtectedNames | None = None,
 ) -> RowResult:
     """The agency's CSV row for one asset, every rule of ``spec`` applied.
 
     ``filename`` is the name of the file the agency receives (the upload-ready
     JPEG); ``asset`` is the asset's name in ``assets/`` (defaults to
     ``filename``), used in problems. ``csv_defaults`` are the agency's
-    configured column values. Deterministic: the same inputs give the same row.
+    configured column values. ``names``: the run's protected names; a title or description naming one holds
+    the asset back where the spec's ``[names] in_text`` says so. Deterministic: the same inputs give the same row.
     """
     defaults = dict(csv_defaults or {})
     row = _Row(spec, asset or filename)
@@ -233,6 +258,7 @@ def build_row(
         return _result(row, filename, None)
     _filename(row, filename)
     _language(row, metadata)
+    _protected_names(row, metadata, names)
     for problem in check_csv_defaults(spec, defaults):
         row.problem(problem.rule, problem.message)
     columns = spec.active_columns(defaults)
@@ -248,6 +274,7 @@ def build_row(
     if ai and spec.ai.description_note and description is not None:
         description = _note(row, description)
     raw_keywords = _without_terms(row, "keywords", metadata.keywords, terms) if "keywords" in sources else []
+    raw_keywords = _without_names(row, raw_keywords, names, metadata.editorial)
     if ai and spec.ai.keyword:
         raw_keywords = [spec.ai.keyword, *raw_keywords]
         row.fix("ai.keyword", f"added {spec.ai.keyword!r} first: the asset is AI-generated")

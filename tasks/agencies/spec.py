@@ -229,6 +229,31 @@ class SimilarityPolicy(_Spec):
     threshold: float = Field(0.4, gt=0, le=1)
 
 
+class NamesPolicy(_Spec):
+    """What the agency says about protected names (artists, characters, brands: ``tasks.agencies.protected``) in a
+    title or description. Keywords naming one are removed for every agency when the asset is described
+    (``tasks.agencies.keyword_rules``)."""
+
+    #: ``hold_back``: a title or description naming one holds the asset back for this agency, the name given as
+    #: the reason (correct it with ``microstock review edit``); ``allow``: no rule of the agency's was found.
+    in_text: Literal["hold_back", "allow"] = "allow"
+    #: An editorial asset is not held back for it (Shutterstock: trademarks are "generally acceptable" there).
+    editorial_exempt: bool = False
+    #: Where the agency says so.
+    source: str = ""
+
+
+class UploadLimits(_Spec):
+    """A cap the agency states on what a contributor may send (``tasks.stages.upload_caps``); the contributor's
+    ``upload_cap`` setting replaces it."""
+
+    #: Files per ``per`` window; None: no stated cap.
+    cap: int | None = Field(None, ge=0)
+    per: Literal["day", "week", "month"] = "month"
+    #: Where the agency says so.
+    source: str = ""
+
+
 class TransportHint(_Spec):
     """How files reach the agency (a hint for configuring ``target``)."""
 
@@ -276,6 +301,8 @@ class AgencySpec(_Spec):
     image: ImageLimits = ImageLimits()
     ai: AiRules = AiRules()
     similarity: SimilarityPolicy = SimilarityPolicy()
+    names: NamesPolicy = NamesPolicy()
+    uploads: UploadLimits = UploadLimits()
     transport: TransportHint
 
     @model_validator(mode="after")

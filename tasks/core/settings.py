@@ -98,6 +98,11 @@ class AgencySettings(_Strict):
     stop_after_same_failures: int = Field(3, ge=0)
     #: Values for agency-specific CSV columns (e.g. Dreamstime ``Free``, ``W-EL``).
     csv_defaults: dict[str, str] = Field(default_factory=dict)
+    #: Files sent to this agency per ``upload_cap_per`` at most (your level's cap, counted in the ledger; the
+    #: rest stay pending until the next window: docs/AGENCIES.md, "Upload caps"). Unset: the spec's, if any.
+    upload_cap: int | None = Field(None, ge=0)
+    #: The cap's window, in UTC: ``day``, ``week`` (from Monday) or ``month``.
+    upload_cap_per: Literal["day", "week", "month"] = "month"
 
 
 class GenerateSettings(_Strict):
@@ -143,6 +148,22 @@ class ReviewSettings(_Strict):
     on_timeout: Literal["hold", "approve"] = "hold"
 
 
+class KeywordSettings(_Strict):
+    """The contributor's own keyword rules, applied to every describer's answer (docs/AGENCIES.md, "Your keyword
+    rules"; tasks/agencies/keyword_rules.py)."""
+
+    #: Added to every asset's keywords (after its first ten, so the describer's most relevant stay first).
+    required: list[str] = Field(default_factory=list)
+    #: Never kept, whatever the describer wrote (whole keyword, case-insensitive).
+    excluded: list[str] = Field(default_factory=list)
+    #: Preferred word -> the synonyms written as it (``{"automobile" = ["car", "auto"]}``).
+    vocabulary: dict[str, list[str]] = Field(default_factory=dict)
+    #: Names of your own to treat as protected, beside the shipped list (tasks/agencies/names/protected.toml).
+    protected_names: list[str] = Field(default_factory=list)
+    #: Names of the shipped list you may use (your own brand, a place name the list holds as a trademark).
+    allowed_names: list[str] = Field(default_factory=list)
+
+
 def no_password_in_url(url: str) -> str:
     """``url`` unchanged; ValueError when it holds a password (files that name a database never hold one)."""
     if url and urlsplit(url).password is not None:
@@ -161,6 +182,7 @@ class Settings(_Strict):
     generate: GenerateSettings = GenerateSettings()
     pack: PackSettings = PackSettings()
     review: ReviewSettings = ReviewSettings()
+    keywords: KeywordSettings = KeywordSettings()
     #: Empty: the dead-letter store is ``<workdir>/dead_letter.db`` (SQLite). Else a studio's shared
     #: store, ``postgresql+psycopg://user@host:port/db``, without the password (libpq reads it from
     #: ~/.pgpass, $PGPASSFILE or $PGPASSWORD). ``$MICROSTOCK_DEAD_LETTER_URL`` overrides it.

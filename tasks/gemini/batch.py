@@ -129,7 +129,7 @@ class BatchJob:
 class GeminiBatches:
     """Describe requests as Gemini batch jobs (see the module docstring for the contract)."""
 
-    def __init__(self, settings: GeminiSettings, api_key: str) -> None:
+    def __init__(self, settings: GeminiSettings, api_key: str, avoid: tuple[str, ...] = ()) -> None:
         self.settings = settings
         self.model = settings.model
         self.name = f"gemini-batch:{settings.model}"
@@ -137,7 +137,7 @@ class GeminiBatches:
         self._client = gemini_client(settings, api_key)
         self._target = Target("gemini.model", settings.model, "describe", settings.api_version)
         self._config = describe_config(settings, settings.max_output_tokens)
-        self._prompt = describe_prompt(settings.language)
+        self._prompt = describe_prompt(settings.language, avoid)
         # The config as JSON, its schema written out (the SDK sends the schema, not the class).
         as_sent = self._config.model_copy(update={"response_schema": None,
                                                   "response_json_schema": StockAnswer.model_json_schema()})

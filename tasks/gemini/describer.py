@@ -69,8 +69,9 @@ class StockAnswer(BaseModel):
     dreamstime_hints: list[str] = Field(description="Words naming Dreamstime categories")
 
 
-def describe_prompt(language: str) -> str:
-    """The instruction sent with every image."""
+def describe_prompt(language: str, avoid: tuple[str, ...] = ()) -> str:
+    """The instruction sent with every image; ``avoid``: the protected names and the contributor's excluded
+    keywords (:func:`tasks.agencies.keyword_rules.avoided_words`), never to be written."""
     lang = _LANGUAGES.get(language, f"the language with code '{language}'")
     categories = "\n".join(f"  {n} {name}" for n, name in ADOBE_CATEGORIES.items())
     return (
@@ -86,6 +87,8 @@ def describe_prompt(language: str) -> str:
         "- category_hints: 1 to 3 general subject words (e.g. landscape, food, business).\n"
         "- dreamstime_hints: 1 to 3 words naming fitting Dreamstime categories "
         "(e.g. sunsets, seascapes, abstract backgrounds)."
+        + (f"\nNever write these words or names in the title, description or keywords (agencies refuse "
+           f"artists', characters' and brands' names): {', '.join(avoid)}." if avoid else "")
     )
 
 
@@ -217,7 +220,7 @@ class GeminiDescriber:
     process's shared :attr:`limiter` of this model (Gemini's quota).
     """
 
-    def __init__(self, settings: GeminiSettings, api_key: str) -> None:
+    def __init__(self, settings: GeminiSettings, api_key: str, avoid: tuple[str, ...] = ()) -> None:
         self.settings = settings
         self.name = f"gemini:{settings.model}"
         self.model = settings.model
@@ -227,7 +230,7 @@ class GeminiDescriber:
         self._target = Target("gemini.model", settings.model, "describe", settings.api_version)
         self._config = describe_config(settings, settings.max_output_tokens)
         self._larger = describe_config(settings, settings.max_output_tokens * TRUNCATED_RETRY_FACTOR)
-        self._prompt = describe_prompt(settings.language)
+        self._prompt = describe_prompt(settings.language, avoid)
         self._lock = threading.Lock()
         #: asset id → tokens of this run's calls for it that gave no metadata yet.
         self._spent: dict[str, Usage] = {}

@@ -131,35 +131,46 @@ def thinking_config(model: str, setting: str) -> types.ThinkingConfig | None:
 
 @dataclass(frozen=True)
 class Price:
-    """USD per million tokens (output includes thinking), valid until ``until`` when set; ``batch_*``: the
-    Batch API's price of the same tokens, None when not confirmed for the model."""
+    """USD per million tokens (output includes thinking), valid from ``since`` through ``until`` when set;
+    ``batch_*``: the Batch API's price of the same tokens, None when not confirmed for the model."""
 
     input_per_million: float
     output_per_million: float
     until: dt.date | None = None
     batch_input_per_million: float | None = None
     batch_output_per_million: float | None = None
+    since: dt.date | None = None
+
+    def covers(self, on: dt.date) -> bool:
+        return (self.since is None or on >= self.since) and (self.until is None or on <= self.until)
+
+
+def _price(row: dict) -> Price:
+    def day(key: str) -> dt.date | None:
+        return dt.date.fromisoformat(row[key]) if key in row else None
+
+    batch = (float(row[k]) if k in row else None for k in ("batch_input_per_million", "batch_output_per_million"))
+    return Price(float(row["input_per_million"]), float(row["output_per_million"]), day("until"), *batch,
+                 since=day("from"))
 
 
 @cache
-def prices() -> dict[str, Price]:
-    """Every price of ``prices.toml`` by model."""
+def prices() -> dict[str, tuple[Price, ...]]:
+    """Every price of ``prices.toml`` by model: the current one, then those announced to take effect later
+    (``[[prices."<model>".later]]``, each with the day it takes effect)."""
     data = tomllib.loads((_HERE / "prices.toml").read_text(encoding="utf-8"))
     try:
-        return {name: Price(float(row["input_per_million"]), float(row["output_per_million"]),
-                            dt.date.fromisoformat(row["until"]) if "until" in row else None,
-                            *(float(row[k]) if k in row else None
-                              for k in ("batch_input_per_million", "batch_output_per_million")))
+        return {name: (_price(row), *(_price(later) for later in row.get("later", ())))
                 for name, row in data["prices"].items()}
     except (KeyError, ValueError) as exc:  # a broken data file is the installation's fault
         raise ConfigError(f"tasks/gemini/prices.toml: {exc}") from None
 
 
 def cost_usd(model: str, usage: Usage, on: dt.date, *, batch: bool = False) -> float | None:
-    """What ``usage`` cost on ``model`` on day ``on`` (through the Batch API when ``batch``); None when no
-    confirmed price is known for it."""
-    price = prices().get(model)
-    if price is None or (price.until is not None and on > price.until):
+    """What ``usage`` cost on ``model`` on day ``on`` (through the Batch API when ``batch``), at the price in
+    effect that day; None when no confirmed price is known for it."""
+    price = next((p for p in prices().get(model, ()) if p.covers(on)), None)
+    if price is None:
         return None
     per_input, per_output = ((price.batch_input_per_million, price.batch_output_per_million) if batch
                              else (price.input_per_million, price.output_per_million))

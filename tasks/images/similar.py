@@ -26,6 +26,7 @@ hundred pixels), so hashing adds no decode of its own.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import operator
 from collections.abc import Mapping
@@ -33,7 +34,9 @@ from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
 
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from tasks.images.inspect import open_image, pillow_errors
 
 #: 9×8 brightness samples give 8×8 = 64 left-to-right gradients.
 _W, _H = 9, 8
@@ -112,6 +115,17 @@ class Looks:
 def looks(im: Image.Image) -> Looks:
     """dHash, pHash and colour layout of ``im`` (the pack stage passes the preview)."""
     return Looks(dhash(im), phash(im), colour_layout(im))
+
+
+def pixel_digest(path: Path) -> str:
+    """SHA-256 of the decoded pixels of ``path`` (upright, RGB) with their size: the same for two encodings of
+    one picture (a JPEG and a lossless PNG of its pixels, a copy with other metadata), whatever the file's bytes.
+    A full decode: the similarity check takes it only for pairs whose looks are already the same. BadInput when
+    the file cannot be read."""
+    with open_image(path) as im, pillow_errors(path.name):
+        im.load()
+        rgb = ImageOps.exif_transpose(im).convert("RGB")
+    return hashlib.sha256(f"{rgb.width}x{rgb.height}:".encode() + rgb.tobytes()).hexdigest()
 
 
 def distance(a: int, b: int) -> int:

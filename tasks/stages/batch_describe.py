@@ -44,6 +44,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from tasks.agencies.keyword_rules import avoided_words
 from tasks.core.errors import BadInput, BatchJobEnded, MicrostockError, PermanentError, StageStopped
 from tasks.core.files import sha256_file
 from tasks.core.records import Asset, Metadata, Usage, read_sidecar
@@ -110,7 +111,7 @@ class BatchStage:
         """The batch work of ``ctx`` (its key: batch mode runs only with one)."""
         key = ctx.gemini_key or ""
         run = DescribeRun(ctx.wd, ctx.settings, select_describer(ctx.settings, key), ctx.store, secret=key)
-        batches = GeminiBatches(ctx.settings.gemini, key)
+        batches = GeminiBatches(ctx.settings.gemini, key, avoided_words(ctx.settings.keywords))
         report.describer = batches.name
         return cls(run, batches, BatchJobs(ctx.wd), report, {a.asset_id: a for a in assets}, collect)
 

@@ -24,6 +24,7 @@ from collections.abc import Collection, Mapping
 
 from tasks.agencies.catalog import catalog
 from tasks.agencies.dialect import bom_bytes, csv_bytes
+from tasks.agencies.protected import ProtectedNames
 from tasks.agencies.rows import RowResult, build_row, check_csv_defaults
 from tasks.agencies.spec import AgencySpec
 from tasks.core.files import atomic_write_bytes
@@ -34,14 +35,16 @@ from tasks.core.workdir import Workdir
 from tasks.stages.run_context import RunContext
 
 
-def agency_rows(spec: AgencySpec, sidecars: list[Sidecar], csv_defaults: Mapping[str, str]) -> list[RowResult]:
-    """Every described asset's row for one agency, in order; the same image or upload file name is used once."""
+def agency_rows(spec: AgencySpec, sidecars: list[Sidecar], csv_defaults: Mapping[str, str],
+                protected: ProtectedNames | None = None) -> list[RowResult]:
+    """Every described asset's row for one agency, in order; the same image or upload file name is used once.
+    ``protected``: the protected names the spec's ``[names]`` policy holds back for."""
     results: list[RowResult] = []
     names: dict[str, str] = {}
     images: dict[str, str] = {}
     for sidecar in sidecars:
         filename = ready_name(sidecar.name)
-        result = build_row(spec, sidecar.metadata, filename, csv_defaults, asset=sidecar.name)
+        result = build_row(spec, sidecar.metadata, filename, csv_defaults, asset=sidecar.name, names=protected)
         twin = names.get(filename) or images.get(sidecar.asset_id)
         if twin is not None:
             result = RowResult(agency=spec.name, asset=sidecar.name, filename=filename, cells=None, problems=(
@@ -116,6 +119,7 @@ def write_agency_csvs(
     agency-wide problem. The report is also saved as ``reports/validation.json``.
     """
     settings = settings or Settings()
+    names = ProtectedNames.of(settings.keywords)
     sidecars = described_sidecars(wd)
     review = {s.name: f"rejected in review ({s.review.at})" for s in sidecars if s.rejected}
     review.update({name: "waiting for review" for name in waiting if name not in review})
@@ -137,7 +141,8 @@ def write_agency_csvs(
                                for name, reason in sorted(excluded.items()))
         report.problems.extend(Problem(agency=agency, asset=name, rule="review", message=reason)
                                for name, reason in sorted(review.items()) if name not in excluded)
-        rows = agency_rows(spec, [s for s in sidecars if s.name not in excluded and s.name not in review], defaults)
+        rows = agency_rows(spec, [s for s in sidecars if s.name not in excluded and s.name not in review], defaults,
+                           names)
         fixes: Counter[str] = Counter(f.rule for r in rows for f in r.fixes)
         valid = [r for r in rows if r.ok]
         report.problems.extend(p for r in rows for p in r.problems)

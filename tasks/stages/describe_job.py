@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tasks.agencies.keyword_rules import apply_keyword_rules
+from tasks.agencies.protected import ProtectedNames
 from tasks.core.errors import MicrostockError, StageStopped, StoreUnavailable, TransientError, error_class_of_parked
 from tasks.core.records import Asset, Metadata, read_sidecar, write_sidecar
 from tasks.core.reports import DescribeReport
@@ -135,6 +137,8 @@ class DescribeRun:
         #: asset name → its job as parked by this run (a job is parked once per run).
         self.parked: dict[str, ParkedJob] = {}
         self._park_lock = threading.Lock()
+        #: The shipped protected names with the contributor's own, less their allowed ones (read once a run).
+        self.names = ProtectedNames.of(settings.keywords)
 
     @classmethod
     def start(cls, ctx: RunContext, describer: Describer | None = None,
@@ -176,10 +180,14 @@ class DescribeRun:
         return ((self.redact(message).splitlines() or [type(exc).__name__])[0])[:300]
 
     def save(self, asset: Asset, metadata: Metadata) -> None:
-        """Write the asset's sidecar: the metadata, its provenance and the AI label the agencies' rules need.
+        """Write the asset's sidecar: the metadata after the contributor's keyword rules
+        (:mod:`tasks.agencies.keyword_rules`), its provenance and the AI label the agencies' rules need.
 
-        The one way a describe answer becomes a sidecar, in sync and batch mode alike.
+        The one way a describe answer becomes a sidecar, in sync and batch mode alike, whichever describer wrote it.
         """
+        metadata, changes = apply_keyword_rules(metadata, self.settings.keywords, self.names)
+        for line in changes.lines():
+            log.info("%s: keywords: %s", asset.name, line)
         provenance = provenance_of(asset.path)
         ai = is_ai_generated(provenance, self.settings.pack.label_own_files_ai)  # agencies' AI rules apply to it
         write_sidecar(self.wd.sidecar(asset.name), asset, metadata.model_copy(update={"ai_generated": ai}), provenance)

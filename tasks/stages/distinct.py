@@ -18,9 +18,12 @@ from __future__ import annotations
 import json
 import logging
 
+from tasks.agencies.keyword_rules import apply_keyword_rules
+from tasks.agencies.protected import ProtectedNames
 from tasks.core.errors import BadInput
 from tasks.core.files import atomic_write_bytes
 from tasks.core.records import Asset, Metadata, Sidecar, read_sidecar, save_sidecar
+from tasks.core.settings import KeywordSettings
 from tasks.core.workdir import Workdir
 from tasks.stages.offline_describer import Describer
 from tasks.stores.portfolio import read_portfolio
@@ -30,8 +33,10 @@ log = logging.getLogger(__name__)
 
 
 def alike_assets(risks: dict[str, dict[str, Risk]]) -> list[str]:
-    """The assets found alike another at some agency, except the first of each motif, by name."""
-    return sorted({n for per in risks.values() for n, r in per.items() if r.risky and n != r.motif})
+    """The assets found alike another at some agency, except the first of each motif, and those named like an
+    earlier one (``Risk.same_words_as``), by name."""
+    return sorted({n for per in risks.values() for n, r in per.items()
+                   if (r.risky and n != r.motif) or r.same_words_as})
 
 
 def _metadata_of(wd: Workdir, name: str, sha256: str, portfolio: dict) -> Metadata | None:
@@ -47,6 +52,8 @@ def group_of(wd: Workdir, name: str, risks: dict[str, dict[str, Risk]], portfoli
     found: dict[str, Metadata] = {}
     for per in risks.values():
         mine = per.get(name)
+        if mine is not None and mine.same_words_as and mine.same_words_as not in found:
+            found[mine.same_words_as] = _metadata_of(wd, mine.same_words_as, "", portfolio)
         if mine is None or not mine.risky:
             continue
         for other, r in per.items():
@@ -57,8 +64,11 @@ def group_of(wd: Workdir, name: str, risks: dict[str, dict[str, Risk]], portfoli
     return [md for md in found.values() if md is not None]
 
 
-def make_distinct(wd: Workdir, describer: Describer, names: list[str] | None = None) -> dict[str, dict]:
+def make_distinct(wd: Workdir, describer: Describer, names: list[str] | None = None,
+                  rules: KeywordSettings = KeywordSettings()) -> dict[str, dict]:
     """New title and keyword order for ``names`` (default: :func:`alike_assets`); name -> ``{before, after}``.
+    The new keywords pass the contributor's keyword ``rules`` as every describer's answer does
+    (:mod:`tasks.agencies.keyword_rules`).
 
     Raises BadInput for a name that is no described asset; the describer's errors reach the caller.
     """
@@ -67,7 +77,7 @@ def make_distinct(wd: Workdir, describer: Describer, names: list[str] | None = N
     changes = read_distinct(wd)
     done: dict[str, dict] = {}
     try:
-        _set_apart_each(wd, describer, names, risks, portfolio, done)
+        _set_apart_each(wd, describer, names, risks, portfolio, done, rules)
     finally:  # the before/after of each asset already rewritten is kept even when a later one fails
         if done:
             changes.update(done)
@@ -77,8 +87,9 @@ def make_distinct(wd: Workdir, describer: Describer, names: list[str] | None = N
 
 
 def _set_apart_each(wd: Workdir, describer: Describer, names: list[str] | None, risks, portfolio,
-                    done: dict[str, dict]) -> None:
+                    done: dict[str, dict], rules: KeywordSettings) -> None:
     """Rewrite each asset's title and keyword order, recording it in ``done`` as soon as its sidecar is saved."""
+    protected = ProtectedNames.of(rules)
     for name in names if names is not None else alike_assets(risks):
         sidecar: Sidecar | None = read_sidecar(wd.sidecar(name))
         if sidecar is None or sidecar.name != name:
@@ -88,6 +99,7 @@ def _set_apart_each(wd: Workdir, describer: Describer, names: list[str] | None, 
             continue
         before = sidecar.metadata
         new = describer.set_apart(Asset(name=name, asset_id=sidecar.asset_id, path=wd.assets / name), before, others)
+        new = apply_keyword_rules(new, rules, protected)[0]
         save_sidecar(wd.sidecar(name), sidecar.model_copy(update={"metadata": before.model_copy(
             update={"title": new.title, "keywords": new.keywords})}))
         done[name] = {"before": {"title": before.title, "keywords": before.keywords[:10]},

@@ -55,9 +55,10 @@ class Describer(Protocol):
 def select_describer(settings: Settings, key: str | None) -> Describer:
     """Gemini when there is a key, else the offline describer."""
     if key:
+        from tasks.agencies.keyword_rules import avoided_words
         from tasks.gemini.describer import GeminiDescriber  # the SDK loads only when it is used
 
-        return GeminiDescriber(settings.gemini, key)
+        return GeminiDescriber(settings.gemini, key, avoided_words(settings.keywords))
     return OfflineDescriber()
 
 _STOP = {"a", "an", "the", "of", "with", "in", "on", "at", "and", "or", "under", "over", "for", "to", "img", "dsc",

@@ -48,6 +48,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, Field
 
 from tasks.agencies.catalog import catalog
+from tasks.agencies.protected import ProtectedNames
 from tasks.agencies.rows import RowResult, build_row
 from tasks.core.records import Sidecar, described_sidecars, read_sidecar, ready_name, record_review, save_sidecar
 from tasks.core.reports import CsvReport, PackReport
@@ -297,5 +298,6 @@ def edit_asset(wd: Workdir, settings: Settings, agencies: list[str],
     asset is held back there). The CSVs themselves are written by the run that sends the asset."""
     sidecar = apply_correction(wd, correction.file, correction)
     specs = catalog(wd)
+    names = ProtectedNames.of(settings.keywords)
     return sidecar, [build_row(specs.spec(a), sidecar.metadata, ready_name(sidecar.name),
-                               settings.agency(a).csv_defaults, asset=sidecar.name) for a in agencies]
+                               settings.agency(a).csv_defaults, asset=sidecar.name, names=names) for a in agencies]

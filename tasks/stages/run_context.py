@@ -23,6 +23,7 @@ from functools import cached_property
 from pathlib import Path
 
 from tasks.agencies.catalog import Catalog, catalog
+from tasks.agencies.protected import ProtectedNames, check_prompts
 from tasks.core.secrets import gemini_key
 from tasks.core.settings import Settings, load_settings
 from tasks.core.workdir import Workdir, default_workdir
@@ -93,17 +94,20 @@ class RunContext:
 
     def check(self, generates: bool, key: str | None) -> list[str]:
         """The check before a run, before any paid call: ConfigError for a target URL that cannot be used, a
-        configured model that is retired or not listed today, an image model and size no chosen agency takes;
-        else the lines to show (the model list unreadable, the table disagreeing with it).
+        configured model that is retired or not listed today, an image model and size no chosen agency takes, a
+        generation prompt that names a protected name (tasks/agencies/protected.py); else the lines to show (the
+        model list unreadable, the table disagreeing with it).
 
         ``generates``: the run makes images with Gemini (a count, no source folder), so the image model is
         checked too. ``key``: the flow gives the run's (:attr:`gemini_key`); the CLI, before Prefect is set up,
         the environment's alone, so no Secret block is read there (a block's key is checked in the flow).
-        Without a key only the targets are checked: nothing is sent to Gemini.
+        Without a key only the targets and the prompts are checked: nothing is sent to Gemini.
         """
         from tasks.transports.targets import check_targets  # the transports' libraries load only for a run
 
         check_targets(self.settings, self.agencies)
+        if generates:  # offline too: the demo image's title would be the prompt
+            check_prompts(self.settings.generate.prompts, ProtectedNames.of(self.settings.keywords))
         if not key:
             return []
         from tasks.gemini.models import check_generation

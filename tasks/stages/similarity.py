@@ -31,8 +31,8 @@ from tasks.core.records import Sidecar, read_sidecar
 from tasks.core.reports import PackReport
 from tasks.core.workdir import Workdir
 from tasks.images.inspect import ImageRules
-from tasks.images.likeness import Likeness, Signature
-from tasks.images.similar import Looks
+from tasks.images.likeness import Likeness, Signature, named_alike
+from tasks.images.similar import Looks, pixel_digest
 from tasks.stores.ledger import Ledger
 from tasks.stores.portfolio import SignatureIndex, add_to_portfolio, read_portfolio
 from tasks.stores.similar_risks import Risk, read_risks, record_release, released, write_risks
@@ -77,6 +77,55 @@ class _Groups:
             self.parent[max(ra, rb)] = min(ra, rb)
 
 
+def _same_looks(like: Likeness) -> bool:
+    """Both hashes and the colour layout at their "same" level: the only pairs whose pixels are compared."""
+    return all(like.parts[k] == 1.0 for k in ("dhash", "phash", "colour"))
+
+
+def duplicates(wd: Workdir, batch: list[Signature], matches: Mapping[str, list[tuple[Signature, Likeness]]],
+               sent: set[str]) -> dict[str, str]:
+    """name -> the asset of ``batch`` it is a duplicate of: the same decoded pixels (another encoding, a copy with
+    other metadata), so one asset for every agency. Of each set, the one already uploaded somewhere (content ids in
+    ``sent``) is kept, else the first by name; the pixels are decoded only for pairs whose looks are the same."""
+    in_batch = {x.sha256: x for x in batch}
+    digests: dict[str, str | None] = {}
+
+    def digest(x: Signature) -> str | None:
+        if x.name not in digests:
+            try:
+                digests[x.name] = pixel_digest(wd.assets / x.name)
+            except BadInput as exc:  # gone or unreadable since it was packed: compared by nothing
+                log.warning("%s: not compared pixel by pixel: %s", x.name, exc.reason)
+                digests[x.name] = None
+        return digests[x.name]
+
+    found: dict[str, str] = {}
+    for s in sorted(batch, key=lambda x: (x.sha256 not in sent, x.name)):
+        if s.name in found:
+            continue
+        for o, like in matches.get(s.sha256, []):
+            if (o.sha256 in in_batch and o.name not in found and o.name != s.name and _same_looks(like)
+                    and digest(s) is not None and digest(s) == digest(o)):
+                found[o.name] = s.name
+    return found
+
+
+def same_words(batch: list[Signature]) -> dict[str, str]:
+    """name -> an earlier asset (by name) of ``batch`` named alike (``likeness.named_alike``: the same title words,
+    nearly the same first ten keywords), a series reviewers read as spam whatever the pictures."""
+    by_title: dict[frozenset[str], list[Signature]] = {}
+    for s in sorted(batch, key=lambda x: x.name):
+        if s.title_words:
+            by_title.setdefault(s.title_words, []).append(s)
+    found: dict[str, str] = {}
+    for series in by_title.values():
+        for i, s in enumerate(series):
+            first = next((o for o in series[:i] if named_alike(s, o)), None)
+            if first is not None:
+                found[s.name] = first.name
+    return found
+
+
 def assess_similarity(wd: Workdir, batch: list[Signature], rules: list[ImageRules], already_held: Mapping[str, set],
                       same_motif_bits: int, policies: Mapping[str, SimilarityPolicy] | None = None,
                       ) -> dict[str, dict[str, Risk]]:
@@ -95,14 +144,18 @@ def assess_similarity(wd: Workdir, batch: list[Signature], rules: list[ImageRule
     lowest = min((p.threshold for p in policies.values()), default=1.0)
     matches: dict[str, list[tuple[Signature, Likeness]]] = {
         s.sha256: index.nearest(s, lowest, same_motif_bits) for s in batch}
+    dupes = duplicates(wd, batch, matches, uploaded_anywhere)
+    series = same_words(batch)
     releases = released(wd)
+    names_of = {s.name: s for s in batch}
     out: dict[str, dict[str, Risk]] = {}
     for rule in rules:
         policy, sent = policies[rule.agency], done[rule.agency]
         groups = _Groups()
         best: dict[str, tuple[Signature, Likeness] | None] = {}
-        for s in batch:
-            allowed = [(o, like) for o, like in matches[s.sha256] if o.sha256 in in_batch or o.sha256 in sent]
+        for s in batch:  # a duplicate is no version: it joins no group and counts in no cap
+            allowed = [(o, like) for o, like in matches[s.sha256] if (o.sha256 in in_batch or o.sha256 in sent)
+                       and o.name not in dupes and s.name not in dupes]
             best[s.name] = allowed[0] if allowed else None
             for o, like in allowed:
                 if like.score >= policy.threshold:
@@ -126,11 +179,16 @@ def assess_similarity(wd: Workdir, batch: list[Signature], rules: list[ImageRule
                     outcome[g.name] = "released" if (rule.agency, g.sha256) in releases else "held back"
         per: dict[str, Risk] = {}
         for s in batch:
+            if s.name in dupes:
+                original = names_of[dupes[s.name]]
+                per[s.name] = Risk(1.0, original.name, original.sha256, original.sha256 in sent, "the same pixels",
+                                   1, original.name, "duplicate", policy.threshold)
+                continue
             near, group = best[s.name], members.get(groups.root(s.sha256), [s])
             per[s.name] = Risk(round(near[1].score, 3) if near else 0.0, near[0].name if near else "",
                                near[0].sha256 if near else "", bool(near) and near[0].sha256 in sent,
                                near[1].why() if near else "", len(group), min(g.name for g in group),
-                               outcome.get(s.name, ""), policy.threshold)
+                               outcome.get(s.name, ""), policy.threshold, series.get(s.name, ""))
         out[rule.agency] = per
     return out
 
@@ -145,12 +203,20 @@ def hold_back_similar(wd: Workdir, report: PackReport, entries: Mapping[str, dic
     caps = {r.agency: r.max_versions for r in rules}
     for agency, per in risks.items():
         for name, risk in per.items():
+            if risk.outcome == "duplicate":
+                report.held_back.setdefault(agency, {})[name] = (
+                    f"a duplicate of {risk.nearest}: the same pixels in another file (another encoding, or a copy "
+                    "with other metadata); one asset, sent once, never counted as a version")
             if risk.outcome == "held back":
                 report.held_back.setdefault(agency, {})[name] = (
                     f"one of {risk.versions} versions of one motif (with {risk.motif}); "
                     f"{agency} takes at most {caps[agency]} per motif; closest: {risk.nearest} "
                     f"(score {risk.score:.2f}: {risk.why}) — `microstock similar release {name} --agency {agency}` "
                     "sends it anyway")
+    named_alike_to = {name: r.same_words_as for per in risks.values() for name, r in per.items() if r.same_words_as}
+    for name, first in sorted(named_alike_to.items()):
+        log.warning("%s has the title and nearly the first ten keywords of %s, on another image: reviewers read a "
+                    "series named alike as spam; `microstock similar distinct %s` sets it apart", name, first, name)
     write_risks(wd, risks)
     return risks
 

@@ -34,6 +34,7 @@ task run is :func:`tasks.orchestration.stage_tasks.upload_stage`.
 from __future__ import annotations
 
 import contextvars
+import datetime as dt
 import logging
 import queue
 import threading
@@ -57,6 +58,7 @@ from tasks.core.secrets import agency_password, password_block_name, password_en
 from tasks.core.settings import AgencySettings
 from tasks.core.workdir import Workdir
 from tasks.observe.progress import StageProgress
+from tasks.stages.upload_caps import upload_cap, within_cap
 from tasks.stores.ledger import Ledger
 from tasks.transports.base import Transport
 from tasks.transports.targets import open_transport, target_display
@@ -85,6 +87,7 @@ def upload_agency(
     sleep: Callable[[float], None] = time.sleep,
     settle_s: float = SETTLE_S,
     on_file: FileListener | None = None,
+    now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
 ) -> AgencyUpload:
     """Upload every item not yet in the ledger for ``agency``; record each only once confirmed.
 
@@ -92,7 +95,8 @@ def upload_agency(
     grows) before it is replaced: a killed run's last file may still be
     arriving from the kernel's buffers. Never raises for what happens to a
     file or to the agency's server: it is all in the returned report (and
-    each tried file's outcome in ``on_file``).
+    each tried file's outcome in ``on_file``). An upload cap (``tasks.stages.upload_caps``) leaves the files
+    past it pending, with the reason, counted from the ledger at ``now()``.
     """
     settings = settings or AgencySettings()
     result = AgencyUpload()
@@ -115,6 +119,11 @@ def upload_agency(
                         doubts[item.name] = f"the ledger's damaged line {doubt.line} may record it as uploaded"
             if result.already:
                 log.info("%s: %d already in the ledger", agency, len(result.already))
+            if pending and (cap := upload_cap(wd, agency, settings)) is not None:
+                pending, capped = within_cap(pending, cap, wd.ledger, agency, now())
+                if capped:
+                    result.failed.update(capped)
+                    log.warning("%s: %d left pending: %s", agency, len(capped), next(iter(capped.values())))
             if pending:
                 _AgencyRun(wd, agency, settings, ledger, opener, sleep, settle_s, result, on_file,
                            doubts).run(pending)

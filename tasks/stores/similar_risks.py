@@ -45,9 +45,13 @@ class Risk:
     #: The group's first asset by name (names the motif).
     motif: str = ""
     #: ``held back``, ``released`` (held back but released by the contributor), ``warned`` (above the
-    #: threshold, the agency's policy is to warn), or "" (below the threshold).
+    #: threshold, the agency's policy is to warn), ``duplicate`` (the same pixels as ``nearest``: held back
+    #: everywhere, no version), or "" (below the threshold).
     outcome: str = ""
     threshold: float = 0.0
+    #: An earlier asset of the batch with the same title and nearly the same first ten keywords, whatever the
+    #: score (``tasks.images.likeness.named_alike``); "" when none. ``microstock similar distinct`` sets it apart.
+    same_words_as: str = ""
 
     @property
     def risky(self) -> bool:

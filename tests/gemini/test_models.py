@@ -68,7 +68,8 @@ def test_cost_from_the_price_table_and_unknown_when_there_is_none():
     usage = Usage(prompt_tokens=1_000_000, output_tokens=500_000, thought_tokens=500_000)
     assert cost_usd("gemini-3.5-flash-lite", usage, dt.date(2026, 11, 30)) == pytest.approx(0.30 + 2.50)
     assert cost_usd("gemini-3.8-flash", usage, dt.date(2026, 12, 31)) == pytest.approx(0.75 + 3.75)
-    assert cost_usd("gemini-3.8-flash", usage, dt.date(2027, 1, 1)) is None  # the listed price ended
+    # the announced price from the day it takes effect (Google's pricing page: "$1.50 starting January 1, 2027")
+    assert cost_usd("gemini-3.8-flash", usage, dt.date(2027, 1, 1)) == pytest.approx(1.50 + 7.50)
     assert cost_usd("gemini-3.1-flash-lite", usage, dt.date(2026, 11, 30)) is None  # price not confirmed
 
 

@@ -51,7 +51,7 @@ def test_default_settings_make_images_every_enabled_agency_takes_end_to_end(pref
     assert (summary["generation_tokens"], summary["generation_cost_unknown"]) == (2 * 1680, 2)  # in the batch's total
 
 
-def test_a_model_and_size_no_agency_takes_is_refused_before_anything_runs(tmp_path, monkeypatch):
+def test_a_model_and_size_no_agency_takes_is_refused_before_anything_runs(tmp_path, monkeypatch, fake_gemini):
     lite = Settings.model_validate({"gemini": {"image_model": "gemini-3.1-flash-lite-image"}})
     with pytest.raises(ConfigError, match=r"generate.image_size = '2K': gemini-3.1-flash-lite-image makes only 1K"):
         check_generation(lite, ["adobe"])
@@ -71,6 +71,11 @@ def test_a_model_and_size_no_agency_takes_is_refused_before_anything_runs(tmp_pa
     result = CliRunner().invoke(app, ["run", "--count", "1", "--workdir", str(wd)])
     assert result.exit_code == 2 and "gemini-3.1-flash-lite-image makes only 1K" in result.output
     assert not (wd / "assets").exists()  # nothing ran
+    # a prompt naming a protected name (issue 39): refused, named, and no call reaches the test Gemini server
+    (wd / "microstock.toml").write_text('[generate]\nprompts = ["Sunflowers in a vase in the style of Van Gogh"]\n')
+    result = CliRunner().invoke(app, ["run", "--count", "1", "--workdir", str(wd)])
+    assert result.exit_code == 2 and "names 'van Gogh' (artist)" in result.output
+    assert fake_gemini.requests == [] and not (wd / "assets").exists()
 
 
 @pytest.mark.parametrize("config", [FAST, FAST + '[pack]\nupscale_to_minimum = ["shutterstock"]\n'],

@@ -15,7 +15,7 @@ from PIL import Image
 from tasks.core.files import sha256_file
 from tasks.core.records import Asset, read_sidecar
 from tasks.core.reports import DescribeReport
-from tasks.core.settings import GeminiSettings, Settings
+from tasks.core.settings import GeminiSettings, KeywordSettings, Settings
 from tasks.core.workdir import Workdir
 from tasks.gemini import ratelimit
 from tasks.gemini.describer import GeminiDescriber
@@ -61,10 +61,16 @@ def test_a_clean_run_makes_exactly_one_gemini_call_per_asset_and_counts_its_toke
         prefect_harness, fake_gemini, gemini_key, workdir):
     assets = make_assets(workdir, 6)
     fake_gemini.default = lambda req: answer_json(tokens=321)
-    report = run(workdir, gemini(concurrency=3), assets)
+    rules = KeywordSettings(excluded=["calm"], vocabulary={"sundown": ["dusk"]}, protected_names=["Acme"])
+    report = run(workdir, gemini(concurrency=3).model_copy(update={"keywords": rules}), assets)
 
     assert sorted(report.described) == sorted(a.name for a in assets)
     assert len(fake_gemini.requests) == 6
+    # the contributor's keyword rules apply to Gemini's answer; the prompt names the words to avoid
+    assert read_sidecar(workdir.sidecar(assets[0].name)).metadata.keywords == [
+        "sunset", "sea", "sun", "horizon", "ocean", "evening", "orange sky", "water", "sundown"]
+    (prompt,) = fake_gemini.requests[0].texts()
+    assert "Never write these words or names" in prompt and all(w in prompt for w in ("Acme", "Mickey Mouse", "calm"))
     sent = {hashlib.sha256(req.inline_images()[0][1]).hexdigest() for req in fake_gemini.requests}
     assert len(sent) == 6, "some asset was sent twice and another never"
     assert report.tokens == 6 * 321
@@ -102,3 +108,11 @@ def test_gemini_calls_share_one_limiter_with_the_configured_rate_and_offline_cal
     assert first.gate.limiter is second.gate.limiter  # two stage runs in one process share the quota
     assert (first.gate.limiter.per_minute, first.gate.limiter.concurrency) == (90, 5)
     assert DescribeRun(workdir, settings, OfflineDescriber(), store).gate.limiter is None
+
+
+def test_the_offline_describers_keywords_pass_the_same_keyword_rules(workdir):
+    (asset,) = make_assets(workdir, 1)  # pic_00.jpg: the offline describer's keyword is its file name's "pic"
+    settings = Settings(keywords=KeywordSettings(required=["travel"], vocabulary={"picture": ["pic"]}))
+    describer = OfflineDescriber()
+    DescribeRun(workdir, settings, describer, open_store(workdir, settings)).save(asset, describer.describe(asset))
+    assert read_sidecar(workdir.sidecar(asset.name)).metadata.keywords == ["picture", "travel"]

@@ -6,6 +6,8 @@ from __future__ import annotations
 import random
 import shutil
 
+from PIL import Image
+
 from tasks.core.files import sha256_file
 from tasks.core.records import Asset, Metadata, described_sidecars, write_sidecar
 from tasks.core.reports import CsvReport, DescribeReport, Gathered
@@ -37,7 +39,15 @@ def test_re_renders_of_one_prompt_are_held_back_beyond_adobes_cap_and_only_warne
     wd = Workdir(tmp_path / "w").prepare()
     renders = add_renders(wd, range(1, 6))
     others = add_renders(wd, range(1, 2), scene=2) + add_renders(wd, range(2, 3), scene=3)
+    copy = "zz_same_pixels.png"  # the first render's pixels in another encoding: a duplicate, not a sixth version
+    with Image.open(wd.assets / renders[0]) as im:
+        im.save(wd.assets / copy)
+    write_sidecar(wd.sidecar(copy), Asset(name=copy, asset_id=sha256_file(wd.assets / copy), path=wd.assets / copy),
+                  Metadata(title="Another title", description="d", keywords=["other", "words"]))
     report, sent = pack_and_upload(wd)
+    assert all(report.held_back[a][copy].startswith(f"a duplicate of {renders[0]}: the same pixels")
+               for a in ("adobe", "dreamstime"))
+    report.held_back = {a: {n: r for n, r in held.items() if n != copy} for a, held in report.held_back.items()}
     assert sorted(report.held_back["adobe"]) == renders[3:]
     reason = report.held_back["adobe"][renders[4]]
     assert reason.startswith(f"one of 5 versions of one motif (with {renders[0]}); adobe takes at most 3")
@@ -47,6 +57,9 @@ def test_re_renders_of_one_prompt_are_held_back_beyond_adobes_cap_and_only_warne
     risks = read_risks(wd)
     assert {risks["dreamstime"][n].outcome for n in renders} == {"warned"}
     assert all(not risks[a][n].risky for a in risks for n in others)
+    # the renders also share their title and keywords: a series named alike, warned whatever the score
+    assert {risks["adobe"][n].same_words_as for n in renders[1:]} == {renders[0]}
+    assert {risks["adobe"][n].same_words_as for n in [renders[0], *others]} == {""}
     assert "2 held back" in summary_notes(risks)["adobe"]
     rows = asset_rows(Gathered(assets=[Asset(name=n, asset_id="", path=wd.assets / n) for n in renders + others]),
                       DescribeReport(described=renders + others), CsvReport(), report, {}, [])
@@ -77,3 +90,21 @@ def test_an_upload_that_left_the_batch_still_counts_and_a_released_asset_is_sent
     assert sent["adobe"].uploaded == [new] and "adobe" not in report.held_back
     assert read_risks(wd)["adobe"][new].outcome == "released"
     assert release_held_back(wd, new, ["adobe"]) == []  # kept: releasing again adds nothing
+
+
+def test_a_series_named_alike_on_different_images_is_found_and_offered_to_similar_distinct():
+    from tasks.images.likeness import Signature, likeness
+    from tasks.images.similar import Looks
+    from tasks.stages.distinct import alike_assets
+    from tasks.stages.similarity import same_words
+    from tasks.stores.similar_risks import Risk
+
+    words = ("flower", "bouquet", "roses", "red", "gift", "love", "romance", "petals", "fresh", "spring")
+    a = Signature("a.jpg", "1", Looks(0x0F0F0F0F0F0F0F0F, 0x00FF00FF00FF00FF, bytes(48)), "Bouquet of flowers", words)
+    b = Signature("b.jpg", "2", Looks(0xF0F0F0F0F0F0F0F0, 0xFF00FF00FF00FF00, bytes([200]) * 48),
+                  "Bouquet of Flowers", words[:9] + ("vase",))  # 9 of the first ten shared
+    c = Signature("c.jpg", "3", b.looks, "Bouquet of flowers", ("tulip", "yellow", *words[:5]))
+    assert likeness(a, b).score < 0.4  # below every threshold: the score alone warns of nothing
+    assert same_words([c, b, a]) == {"b.jpg": "a.jpg"}  # c shares the title but not its first keywords
+    risks = {"adobe": {"a.jpg": Risk(0.3), "b.jpg": Risk(0.3, same_words_as="a.jpg"), "c.jpg": Risk(0.2)}}
+    assert alike_assets(risks) == ["b.jpg"]

@@ -1,0 +1,62 @@
+"""The contributor's keyword rules on a describer's answer (tasks/agencies/keyword_rules.py)."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from tasks.agencies.keyword_rules import apply_keyword_rules, repeat_key
+from tasks.agencies.protected import ProtectedNames
+from tasks.core.records import Metadata
+from tasks.core.settings import KeywordSettings, Settings
+
+NAMES = ProtectedNames.of(KeywordSettings())
+
+
+def _keywords(keywords: list[str], editorial: bool = False, **rules) -> tuple[list[str], list[str]]:
+    md = Metadata(title="t", description="d", keywords=keywords, editorial=editorial)
+    out, changes = apply_keyword_rules(md, KeywordSettings(**rules), NAMES)
+    return out.keywords, changes.lines()
+
+
+def test_vocabulary_writes_each_synonym_as_the_preferred_word_and_the_repeat_it_makes_goes():
+    kept, said = _keywords(["car", "road", "Automobile", "auto", "speed"],
+                           vocabulary={"automobile": ["car", "auto"]})
+    assert kept == ["automobile", "road", "speed"]  # "Automobile" and "auto" became repeats of the first
+    assert "vocabulary: car → automobile, auto → automobile" in said
+
+
+def test_excluded_and_protected_keywords_are_removed_wherever_they_stand():
+    kept, said = _keywords(["shoes", "Nike", "sneaker", "mickey mouse", "iphone 15", "stock", "running"],
+                           excluded=["stock"])
+    assert kept == ["shoes", "sneaker", "running"]
+    assert "removed (protected names): Nike, mickey mouse, iphone 15" in said and "excluded: stock" in said
+
+
+def test_an_editorial_asset_keeps_brand_keywords_but_not_excluded_ones():
+    kept, _ = _keywords(["Nike", "store", "stock"], editorial=True, excluded=["stock"])
+    assert kept == ["Nike", "store"]
+
+
+def test_plural_and_case_repeats_go_and_the_first_keeps_its_place():
+    kept, said = _keywords(["Cat", "boxes", "cats", "box", "City", "cities", "glass", "orange skies", "orange sky"])
+    assert kept == ["Cat", "boxes", "City", "glass", "orange skies"]
+    assert said == ["near-repeats removed: cats, box, cities, orange sky"]
+    assert repeat_key("glass") == "glass" and repeat_key("Houses") == repeat_key("house")
+
+
+def test_required_keywords_come_after_the_first_ten_and_are_not_doubled():
+    describer = [f"word{i}" for i in range(14)]
+    kept, said = _keywords([*describer, "Italy"], required=["italy", "travel"])
+    assert kept[:10] == describer[:10] and kept[10:11] == ["travel"] and "Italy" in kept  # present: not added again
+    assert said == ["required added: travel"]
+    short, _ = _keywords(["sea"], required=["travel"])
+    assert short == ["sea", "travel"]
+
+
+def test_the_rules_are_settings_of_microstock_toml_and_unknown_keys_are_refused():
+    s = Settings.model_validate({"keywords": {"required": ["a"], "vocabulary": {"b": ["c"]},
+                                              "allowed_names": ["Lego"]}})
+    assert s.keywords.required == ["a"] and s.keywords.vocabulary == {"b": ["c"]}
+    with pytest.raises(ValidationError):
+        Settings.model_validate({"keywords": {"requried": ["a"]}})
