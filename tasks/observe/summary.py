@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from tasks.agencies.catalog import catalog
 from tasks.core.errors import BadInput
+from tasks.core.printable import printable
 from tasks.core.records import described_sidecars, ready_name
 from tasks.core.reports import AgencyUpload, CsvReport, DescribeReport, Gathered, PackReport
 from tasks.core.workdir import Workdir
@@ -238,7 +239,7 @@ LISTED = 10
 def listed(reasons: dict[str, str]) -> str:
     """``name: reason; …`` for the first :data:`LISTED` names, then ``… and N more``."""
     names = sorted(reasons)
-    text = "; ".join(f"{k}: {reasons[k]}" for k in names[:LISTED])
+    text = "; ".join(f"{printable(k)}: {printable(reasons[k])}" for k in names[:LISTED])
     return text + (f"; … and {len(names) - LISTED} more" if len(names) > LISTED else "")
 
 

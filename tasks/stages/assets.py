@@ -20,6 +20,7 @@ from typing import Callable
 
 from tasks.core.errors import BadInput, MicrostockError, StageStopped, TransientError
 from tasks.core.files import atomic_file, atomic_write_bytes, name_max, sha256_file
+from tasks.core.printable import printable
 from tasks.core.records import ACCEPTED_EXTENSIONS, Asset, Made, iter_asset_files, read_sidecar
 from tasks.core.reports import Gathered
 from tasks.core.retry import delay_before_retry
@@ -114,14 +115,24 @@ class IngestReport:
 
 
 def shown(name: str) -> str:
-    """A file name as it can be printed: bytes that are not UTF-8 as ``\\xNN``."""
-    return os.fsencode(name).decode("utf-8", errors="backslashreplace")
+    """A file name as it can be printed and kept in a report: control characters and bytes that are not
+    UTF-8 as ``\\xNN`` (:func:`tasks.core.printable.printable`)."""
+    return printable(name)
 
 
 def stem_key(name: str) -> str:
     """What two asset names must not share: the stem, in NFC and case-folded (one sidecar ``<stem>.json``
     and one upload-ready ``<stem>.jpg`` per stem, on case-sensitive and case-insensitive disks alike)."""
     return unicodedata.normalize("NFC", Path(name).stem).casefold()
+
+
+def _utf8(name: str) -> bool:
+    """Is the name on disk UTF-8 (not bytes read as surrogate escapes)?"""
+    try:
+        os.fsencode(name).decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _readable_name(name: str) -> str:
@@ -250,7 +261,7 @@ def settle_asset_names(assets_dir: Path) -> dict[str, str]:
     renamed: dict[str, str] = {}
     limit = name_max(assets_dir)
     for path in iter_asset_files(assets_dir):
-        if shown(path.name) != path.name:  # not UTF-8
+        if not _utf8(path.name):
             taken = {stem_key(p.name): p.name for p in iter_asset_files(assets_dir)}
             new = assets_dir / asset_name(path.name, sha256_file(path), taken, limit)
             os.rename(path, new)
@@ -300,7 +311,7 @@ def gather(assets_dir: Path, count: int, source: Path | None, prompts: list[Demo
     """
     for old, new in settle_asset_names(assets_dir).items():
         log.warning("renamed assets/%s to %s: not UTF-8, or a stem another asset has (one sidecar, one upload "
-                    "name each)", old, new)
+                    "name each)", printable(old), printable(new))
     before = {p.name for p in iter_asset_files(assets_dir)}
     rejected: dict[str, str] = {}
     generated = Generated()
@@ -309,7 +320,7 @@ def gather(assets_dir: Path, count: int, source: Path | None, prompts: list[Demo
         rejected = {**ingested.rejected, **ingested.duplicates}
         for old, new in ingested.renamed.items():
             log.warning("ingested %s as assets/%s (asset names: NFC, UTF-8, one per stem, within the disk's limit)",
-                        old, new)
+                        printable(old), printable(new))
     elif count > 0:
         generated = generate(assets_dir, count, prompts, seed, make)
     assets, unreadable = [], {}
@@ -337,7 +348,7 @@ def too_small_for_all(assets: list[Asset], rules: list[ImageRules]) -> dict[str,
             small[asset.name] = exc.reason
             continue
         except Exception as exc:  # one file never stops the others
-            log.exception("reading %s failed", asset.name)
+            log.exception("reading %s failed", printable(asset.name))
             small[asset.name] = f"unexpected error reading it ({type(exc).__name__}: {exc}); not described"
             continue
         if width * height < floor:
@@ -361,6 +372,6 @@ def gather_assets(ctx: RunContext, count: int, source: str | None) -> Gathered:
         log.info("nothing generated (no --count): finishing the %d assets already in %s",
                  len(list(iter_asset_files(wd.assets))), wd.assets)
     for name, reason in sorted(gathered.rejected.items()):
-        log.warning("rejected %s: %s", name, reason)
+        log.warning("rejected %s: %s", printable(name), printable(reason))
     log.info("%d assets (%d new)", len(gathered.assets), len(gathered.new))
     return gathered

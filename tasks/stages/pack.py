@@ -36,6 +36,7 @@ from tasks.agencies.catalog import catalog
 from tasks.agencies.rows import EmbeddedFields, embedded_fields
 from tasks.core.errors import BadInput
 from tasks.core.files import atomic_write_bytes, sha256_file
+from tasks.core.printable import printable
 from tasks.core.records import Sidecar, Upscaled, described_sidecars, ready_name, record_upscaled
 from tasks.core.reports import PackReport
 from tasks.core.settings import PackSettings
@@ -253,7 +254,7 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
             except BadInput as exc:
                 report.rejected[name] = exc.reason
             except Exception as exc:  # never contagious: an unforeseen failure rejects this file only
-                log.exception("packing %s failed unexpectedly", name)
+                log.exception("packing %s failed unexpectedly", printable(name))
                 report.rejected[name] = f"could not be packed ({type(exc).__name__}: {exc})"
             else:
                 entries[name] = entry
@@ -317,10 +318,10 @@ def finish_batch(wd: Workdir, report: PackReport) -> PackReport:
     ``reports/pack.json``; returns ``report`` with ``zip_path`` set."""
     log.info("%d packed now, %d already current from an earlier run", len(report.packed_now), len(report.reused))
     for name, reason in report.rejected.items():
-        log.warning("rejected %s: %s", name, reason)
+        log.warning("rejected %s: %s", printable(name), printable(reason))
     for agency, held in report.held_back.items():
         for name, rule in held.items():
-            log.warning("held back from %s: %s: %s", agency, name, rule)
+            log.warning("held back from %s: %s: %s", agency, printable(name), rule)
     report.zip_path = write_batch_zip(wd, report)
     atomic_write_bytes(wd.reports / "pack.json",
                        json.dumps(report.as_json(), indent=2, ensure_ascii=False).encode("utf-8"))

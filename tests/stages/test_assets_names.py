@@ -170,3 +170,34 @@ def test_an_asset_that_cannot_be_read_is_named_and_the_others_go_on(folders, mon
     got = gather(assets, 0, None, [], 0, None, [])
     assert [a.name for a in got.assets] == ["fine.jpg"]
     assert "Permission denied" in got.rejected["locked.jpg"]
+
+
+def test_a_name_with_an_escape_sequence_and_a_newline_is_printed_escaped(folders):
+    """A source file's name is untrusted: the OSC title sequence, the screen clear, CR, LF and a bidi override
+    in it reach neither the terminal tables, the logs' names nor the UI's markdown raw — written out as ``\\x1b``."""
+    from rich.console import Console
+
+    from tasks.core.reports import CsvReport, DescribeReport, PackReport
+    from tasks.core.workdir import Workdir
+    from tasks.observe.batch_assets import asset_rows
+    from tasks.observe.markdown import summary_markdown
+    from tasks.observe.summary import BatchSummary
+    from tasks.observe.terminal import summary_table
+
+    src, assets = folders
+    evil = "\x1b]0;PWNED\x07sea\nview\u202egpj.jpg"
+    Image.new("RGB", (1600, 1250), "blue").save(src / evil, "JPEG")  # 2 MP: the smallest an agency takes
+    (src / "\x1b[2Jbroken\r.jpg").write_bytes(b"not a picture")
+    got = gather(assets, 0, src, [], 0, None, [])
+    assert [a.name for a in got.assets] == [evil]  # the file keeps its name on disk: only printing escapes it
+    s = BatchSummary.from_stages(Workdir(assets.parent), got, DescribeReport(), CsvReport(), PackReport(), {})
+    console = Console(record=True, width=400)
+    console.print(summary_table(s))
+    shown = {"terminal": console.export_text(), "markdown": summary_markdown(s),
+             "batch-assets": repr([row["asset"] for row in asset_rows(got, DescribeReport(), CsvReport(),
+                                                                       PackReport(), {}, [])])}
+    for where, text in shown.items():
+        assert "\x1b" not in text and "\r" not in text and "\u202e" not in text, where
+    assert "\\x1b[2Jbroken\\x0d.jpg" in shown["terminal"]
+    assert "\\\\x1b[2Jbroken\\\\x0d.jpg" in shown["markdown"]  # the backslash itself escaped for markdown
+    assert "\\\\x1b]0;PWNED\\\\x07sea\\\\x0aview\\\\u202egpj.jpg" in shown["batch-assets"]
