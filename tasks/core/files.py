@@ -127,3 +127,22 @@ def locked_append(path: Path, record: bytes, what: str, *, before: Callable[[int
         os.close(fd)
     if size == 0:
         fsync_dir(path.parent)
+
+
+#: What ``errno`` says when a write finds no room: the disk is full, or the user's quota on it is used up.
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Did this write fail for want of room on the disk (ENOSPC, EDQUOT)?"""
+    return isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS
+
+
+def disk_of(path: Path) -> Path:
+    """The mount point of the disk ``path`` is on (the nearest existing folder's when it does not exist yet)."""
+    at = Path(os.path.abspath(path))
+    while not at.exists() and at != at.parent:
+        at = at.parent
+    while not os.path.ismount(at) and at != at.parent:
+        at = at.parent
+    return at

@@ -28,14 +28,14 @@ import json
 import logging
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
 from tasks.agencies.catalog import catalog
 from tasks.agencies.rows import EmbeddedFields, embedded_fields
-from tasks.core.errors import BadInput
-from tasks.core.files import atomic_write_bytes, sha256_file
+from tasks.core.errors import BadInput, StageStopped
+from tasks.core.files import atomic_write_bytes, disk_full, disk_of, sha256_file
 from tasks.core.printable import printable
 from tasks.core.records import Sidecar, Upscaled, described_sidecars, ready_name, record_upscaled
 from tasks.core.reports import PackReport
@@ -206,6 +206,26 @@ def _save_manifest(wd: Workdir, manifest: dict) -> None:
     atomic_write_bytes(_manifest_path(wd), json.dumps(manifest, indent=1, sort_keys=True).encode())
 
 
+def _save_or_full(wd: Workdir, manifest: dict) -> OSError | None:
+    """Save the manifest; the error when the disk is full (the manifest on disk stays the last whole one)."""
+    try:
+        _save_manifest(wd, manifest)
+    except OSError as exc:
+        if not disk_full(exc):
+            raise
+        return exc
+    return None
+
+
+def _pack_stopped(wd: Workdir, exc: OSError, *, kept: int, recorded: bool, left: int) -> StageStopped:
+    """The one line a full disk stops packing with: the disk, what was kept, what the next run does."""
+    disk = disk_of(wd.packs)
+    kept_where = "kept in packs/manifest.json" if recorded else "on disk, but packs/manifest.json could not be saved"
+    return StageStopped(f"disk full: {disk} has no room left for {wd.packs} ({exc.strerror or exc}); pack stopped "
+                        f"with {kept} asset(s) packed ({kept_where}) and {left} left for the next run — free space "
+                        f"on {disk} and run again", kind="disk_full")
+
+
 def _remove_outputs(wd: Workdir, asset_name: str) -> None:
     for p in PackedFiles.of(wd, asset_name).all():
         p.unlink(missing_ok=True)
@@ -219,7 +239,10 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
     files; tests pass small ones). An image below every agency's minimum is
     rejected; one that breaks a rule of some agencies is held back for those.
     Never raises for one file: a file that cannot be packed is rejected with
-    its reason, its old packed files are removed, and the rest go on.
+    its reason, its old packed files are removed, and the rest go on. A full
+    disk stops the stage (StageStopped ``disk_full``, one line naming the disk
+    and what was kept): no file is rejected for it, what was packed is kept in
+    the manifest, and the next run packs only the rest.
     """
     _return_freed_images_to_the_os()
     known = catalog(wd)  # the shipped agencies and the workdir's own
@@ -244,6 +267,14 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
                           settings, entries.get(s.name), min_pixels=min_pixels, source_type=source_type,
                           upscale_to=upscale_to)
 
+    full: OSError | None = None  # the disk filled up: no further asset is started
+
+    def stop_for(exc: OSError) -> None:
+        nonlocal full
+        full = full or exc
+        for pending in futures:
+            pending.cancel()
+
     with StageProgress("pack", len(sidecars)) as progress, ThreadPoolExecutor(max(1, workers)) as pool:
         futures = {pool.submit(one, s): s.name for s in sidecars}
         futures_sidecar = {s.name: s for s in sidecars}
@@ -251,9 +282,15 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
             name = futures[future]
             try:
                 entry, written = future.result()
+            except CancelledError:  # never started: the disk is full, it waits for the next run
+                continue
             except BadInput as exc:
                 report.rejected[name] = exc.reason
             except Exception as exc:  # never contagious: an unforeseen failure rejects this file only
+                if disk_full(exc):  # not this file's fault: its partial files go, the next run packs it
+                    stop_for(exc)
+                    _remove_outputs(wd, name)
+                    continue
                 log.exception("packing %s failed unexpectedly", printable(name))
                 report.rejected[name] = f"could not be packed ({type(exc).__name__}: {exc})"
             else:
@@ -269,17 +306,30 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
                     upscaled = Upscaled(from_size=(w, h), to_size=(entry["width"], entry["height"]),
                                         agencies=sorted(upscaled_for))
                 if futures_sidecar[name].upscaled != upscaled:  # the sidecar says it too
-                    record_upscaled(wd.sidecar(name), upscaled)
+                    try:
+                        record_upscaled(wd.sidecar(name), upscaled)
+                    except OSError as exc:  # written whole or not at all: the next run writes it
+                        if not disk_full(exc):
+                            raise
+                        stop_for(exc)
                 for agency, rule in held_back_for(entry, checked, upscaled_for).items():
                     report.held_back.setdefault(agency, {})[name] = rule
             if name in report.rejected:
                 _remove_outputs(wd, name)
                 entries.pop(name, None)
             progress.advance()
-            if progress.done % _SAVE_EVERY == 0:
-                _save_manifest(wd, manifest)
-    _save_manifest(wd, manifest)
-    hold_back_similar(wd, report, entries, {s.name: s for s in sidecars}, checked, settings.similar_max_distance)
+            if progress.done % _SAVE_EVERY == 0 and full is None and (unsaved := _save_or_full(wd, manifest)):
+                stop_for(unsaved)
+    unsaved = _save_or_full(wd, manifest)  # after a full disk too: what was packed is kept
+    if full or unsaved:
+        raise _pack_stopped(wd, full or unsaved, kept=len(report.ready), recorded=unsaved is None,
+                            left=len(sidecars) - len(report.ready) - len(report.rejected))
+    try:
+        hold_back_similar(wd, report, entries, {s.name: s for s in sidecars}, checked, settings.similar_max_distance)
+    except OSError as exc:
+        if not disk_full(exc):
+            raise
+        raise _pack_stopped(wd, exc, kept=len(report.ready), recorded=True, left=0) from None
     # Workers finish in any order; the report does not show it.
     report.ready = dict(sorted(report.ready.items()))
     report.rejected = dict(sorted(report.rejected.items()))
@@ -315,16 +365,25 @@ def write_batch_zip(wd: Workdir, report: PackReport) -> Path:
 
 def finish_batch(wd: Workdir, report: PackReport) -> PackReport:
     """Log each rejected and held-back asset, write the batch ZIP (with the CSVs as they are now) and
-    ``reports/pack.json``; returns ``report`` with ``zip_path`` set."""
+    ``reports/pack.json``; returns ``report`` with ``zip_path`` set. A full disk: StageStopped ``disk_full``
+    (each is written whole or not at all; the packed files are kept)."""
     log.info("%d packed now, %d already current from an earlier run", len(report.packed_now), len(report.reused))
     for name, reason in report.rejected.items():
         log.warning("rejected %s: %s", printable(name), printable(reason))
     for agency, held in report.held_back.items():
         for name, rule in held.items():
             log.warning("held back from %s: %s: %s", agency, printable(name), rule)
-    report.zip_path = write_batch_zip(wd, report)
-    atomic_write_bytes(wd.reports / "pack.json",
-                       json.dumps(report.as_json(), indent=2, ensure_ascii=False).encode("utf-8"))
+    try:
+        report.zip_path = write_batch_zip(wd, report)
+        atomic_write_bytes(wd.reports / "pack.json",
+                           json.dumps(report.as_json(), indent=2, ensure_ascii=False).encode("utf-8"))
+    except OSError as exc:
+        if not disk_full(exc):
+            raise
+        disk = disk_of(wd.packs)
+        raise StageStopped(f"disk full: {disk} has no room left for {wd.packs / 'batch.zip'} ({exc.strerror or exc});"
+                           f" the {len(report.ready)} packed asset(s) are kept, the ZIP and reports/pack.json not "
+                           f"written — free space on {disk} and run again", kind="disk_full") from None
     return report
 
 
