@@ -91,6 +91,32 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+@contextmanager
+def exclusive_lock(path: Path, what: str, *, waiting: Callable[[], None] | None = None) -> Iterator[None]:
+    """Hold an exclusive ``fcntl`` lock on ``path`` (created when missing) while ``what`` is done.
+
+    When another process holds it, ``waiting()`` is called once (to say so)
+    and this one waits its turn. Closing the file releases the lock, so a
+    crash never leaves it held. StoreUnavailable naming ``path`` and ``what``
+    when the lock file cannot be opened.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise StoreUnavailable(f"{path}: cannot open the lock for {what} ({exc.strerror or exc})") from exc
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if waiting is not None:
+                waiting()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def locked_append(path: Path, record: bytes, what: str, *, before: Callable[[int, int], bytes]) -> None:
     """Append ``record`` to ``path`` as one ``write`` under an exclusive ``fcntl`` lock, then ``fsync``.
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from tasks.core.errors import BadInput, MicrostockError, StageStopped, TransientError
-from tasks.core.files import atomic_file, atomic_write_bytes, name_max, sha256_file
+from tasks.core.files import atomic_file, atomic_write_bytes, exclusive_lock, name_max, sha256_file
 from tasks.core.printable import printable
 from tasks.core.records import ACCEPTED_EXTENSIONS, Asset, Made, iter_asset_files, read_sidecar
 from tasks.core.reports import Gathered
@@ -33,6 +33,9 @@ from tasks.observe.progress import StageProgress
 from tasks.stages.run_context import RunContext
 
 log = logging.getLogger(__name__)
+
+#: Held in ``assets/`` while a run ingests or generates: one run at a time adds assets.
+GATHER_LOCK = ".gather.lock"
 
 #: Makes image ``index`` for a prompt (offline or with Gemini): its JPEG and what making it cost.
 ImageMaker = Callable[[DemoPrompt, int], Made]
@@ -308,21 +311,27 @@ def gather(assets_dir: Path, count: int, source: Path | None, prompts: list[Demo
     An asset below the minimum size of every agency in ``rules`` (the chosen
     agencies) is rejected here, before anything is spent on it: it stays in
     ``assets/`` and is never described while those are the agencies chosen.
+
+    One run at a time adds to ``assets/`` (``assets/.gather.lock``): a second
+    run waits, then finds what the first added (the same bytes are never two
+    assets, the same image is never made twice).
     """
-    for old, new in settle_asset_names(assets_dir).items():
-        log.warning("renamed assets/%s to %s: not UTF-8, or a stem another asset has (one sidecar, one upload "
-                    "name each)", printable(old), printable(new))
-    before = {p.name for p in iter_asset_files(assets_dir)}
-    rejected: dict[str, str] = {}
-    generated = Generated()
-    if source is not None:
-        ingested = ingest(source, assets_dir)
-        rejected = {**ingested.rejected, **ingested.duplicates}
-        for old, new in ingested.renamed.items():
-            log.warning("ingested %s as assets/%s (asset names: NFC, UTF-8, one per stem, within the disk's limit)",
-                        printable(old), printable(new))
-    elif count > 0:
-        generated = generate(assets_dir, count, prompts, seed, make)
+    with exclusive_lock(assets_dir / GATHER_LOCK, "adding assets", waiting=lambda: log.warning(
+            "another run is adding assets to %s: waiting for it to finish", assets_dir)):
+        for old, new in settle_asset_names(assets_dir).items():
+            log.warning("renamed assets/%s to %s: not UTF-8, or a stem another asset has (one sidecar, one upload "
+                        "name each)", printable(old), printable(new))
+        before = {p.name for p in iter_asset_files(assets_dir)}
+        rejected: dict[str, str] = {}
+        generated = Generated()
+        if source is not None:
+            ingested = ingest(source, assets_dir)
+            rejected = {**ingested.rejected, **ingested.duplicates}
+            for old, new in ingested.renamed.items():
+                log.warning("ingested %s as assets/%s (asset names: NFC, UTF-8, one per stem, within the disk's "
+                            "limit)", printable(old), printable(new))
+        elif count > 0:
+            generated = generate(assets_dir, count, prompts, seed, make)
     assets, unreadable = [], {}
     for path in iter_asset_files(assets_dir):
         try:

@@ -28,7 +28,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-from tasks.core.files import atomic_write_bytes
+from tasks.core.files import atomic_write_bytes, exclusive_lock
 from tasks.core.records import ready_name
 from tasks.core.workdir import Workdir
 from tasks.images.likeness import Likeness, Signature, likeness
@@ -84,14 +84,14 @@ def add_to_portfolio(wd: Workdir, known: dict[str, Signature], batch: Iterable[S
     """``known`` with the batch's signatures added (a changed title or keywords replaces the line).
 
     Keeps a 96 px copy of each new asset's thumbnail (``packs/portfolio/``) and rewrites the file only when
-    something changed.
+    something changed: under ``packs/.portfolio.lock``, over the file as it is then, so what another run
+    added meanwhile is kept.
     """
-    changed = False
+    changed: dict[str, Signature] = {}
     out = dict(known)
     for sig in batch:
         if out.get(sig.sha256) != sig:
-            out[sig.sha256] = sig
-            changed = True
+            out[sig.sha256] = changed[sig.sha256] = sig
         kept = portfolio_thumb(wd, sig.sha256)
         if not kept.exists():
             small = small_thumbnail(wd.packs / "thumbs" / ready_name(sig.name))
@@ -99,9 +99,11 @@ def add_to_portfolio(wd: Workdir, known: dict[str, Signature], batch: Iterable[S
                 kept.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write_bytes(kept, small)
     if changed:
-        data = "".join(json.dumps(_line(s), ensure_ascii=False) + "\n"
-                       for s in sorted(out.values(), key=lambda s: (s.name, s.sha256)))
-        atomic_write_bytes(portfolio_path(wd), data.encode("utf-8"))
+        with exclusive_lock(wd.packs / ".portfolio.lock", "the portfolio"):
+            out = {**read_portfolio(wd), **changed}
+            data = "".join(json.dumps(_line(s), ensure_ascii=False) + "\n"
+                           for s in sorted(out.values(), key=lambda s: (s.name, s.sha256)))
+            atomic_write_bytes(portfolio_path(wd), data.encode("utf-8"))
     return out
 
 

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tasks.core.files import atomic_write_bytes
+from tasks.core.files import atomic_write_bytes, exclusive_lock
 from tasks.core.workdir import Workdir
 
 log = logging.getLogger(__name__)
@@ -96,13 +96,17 @@ def released(wd: Workdir) -> set[tuple[str, str]]:
 
 
 def record_release(wd: Workdir, agency: str, asset: str, sha256: str, now: datetime | None = None) -> bool:
-    """Keep the contributor's release of ``asset`` (content ``sha256``) for ``agency``; False if already kept."""
-    lines = _release_lines(wd)
-    if any(d["agency"] == agency and d["sha256"] == sha256 for d in lines):
-        return False
-    lines.append({"agency": agency, "asset": asset, "sha256": sha256,
-                  "at": (now or datetime.now(UTC)).isoformat(timespec="seconds")})
-    atomic_write_bytes(_releases_path(wd), json.dumps({"released": lines}, indent=1).encode("utf-8"))
+    """Keep the contributor's release of ``asset`` (content ``sha256``) for ``agency``; False if already kept.
+
+    Read, added to and rewritten under ``.similar_released.lock``: releases made at once by several
+    processes are all kept."""
+    with exclusive_lock(wd.root / ".similar_released.lock", "the releases"):
+        lines = _release_lines(wd)
+        if any(d["agency"] == agency and d["sha256"] == sha256 for d in lines):
+            return False
+        lines.append({"agency": agency, "asset": asset, "sha256": sha256,
+                      "at": (now or datetime.now(UTC)).isoformat(timespec="seconds")})
+        atomic_write_bytes(_releases_path(wd), json.dumps({"released": lines}, indent=1).encode("utf-8"))
     return True
 
 

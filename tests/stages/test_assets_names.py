@@ -201,3 +201,29 @@ def test_a_name_with_an_escape_sequence_and_a_newline_is_printed_escaped(folders
     assert "\\x1b[2Jbroken\\x0d.jpg" in shown["terminal"]
     assert "\\\\x1b[2Jbroken\\\\x0d.jpg" in shown["markdown"]  # the backslash itself escaped for markdown
     assert "\\\\x1b]0;PWNED\\\\x07sea\\\\x0aview\\\\u202egpj.jpg" in shown["batch-assets"]
+
+
+def test_two_runs_ingesting_the_same_source_at_once_make_each_asset_once(folders):
+    """Two runs of ``run --source SRC`` on one workdir (threads here: the lock is a per-file ``flock``, which
+    two threads' opens contend for as two processes' do): the second waits for the first and finds its assets,
+    so no identical bytes become a ``<stem>_<8 hex>`` twin and nothing is new twice."""
+    import threading
+
+    src, assets = folders
+    names = [f"pic{i}.jpg" for i in range(6)]
+    for i, name in enumerate(names):
+        Image.new("RGB", (1600, 1250), (40 * i, 90, 200)).save(src / name, "JPEG")
+    start, results = threading.Barrier(2), []
+
+    def one_run():
+        start.wait()
+        results.append(gather(assets, 0, src, [], 0, None, []))
+
+    runs = [threading.Thread(target=one_run) for _ in range(2)]
+    for t in runs:
+        t.start()
+    for t in runs:
+        t.join()
+    assert sorted(p.name for p in iter_asset_files(assets)) == names
+    assert sorted(len(r.new) for r in results) == [0, 6]  # each asset new in exactly one of the runs
+    assert all(r.rejected == {} for r in results)
