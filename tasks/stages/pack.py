@@ -32,6 +32,8 @@ from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import BaseModel, Field, ValidationError
+
 from tasks.agencies.catalog import catalog
 from tasks.agencies.rows import EmbeddedFields, embedded_fields
 from tasks.core.errors import BadInput, StageStopped
@@ -40,6 +42,7 @@ from tasks.core.printable import printable
 from tasks.core.records import Sidecar, Upscaled, described_sidecars, ready_name, record_upscaled
 from tasks.core.reports import PackReport
 from tasks.core.settings import PackSettings
+from tasks.core.state_files import read_file
 from tasks.core.workdir import Workdir
 from tasks.images.batch_zip import write_zip
 from tasks.images.embed import embed_metadata
@@ -194,12 +197,38 @@ def _manifest_path(wd: Workdir) -> Path:
     return wd.packs / "manifest.json"
 
 
+class ManifestEntry(BaseModel):
+    """What an asset's manifest entry must hold to be used (it holds more: the looks, ``upscaled_from``)."""
+
+    key: str
+    source: dict
+    width: int
+    height: int
+    sizes: list[int] = Field(alias="bytes", min_length=3, max_length=3)
+
+
+def _manifest(raw: bytes) -> dict:
+    """The manifest of the file's bytes: an asset's entry of the wrong shape is dropped (that asset is packed
+    again) and named; TypeError or ValueError when the file itself is damaged."""
+    data = json.loads(raw)
+    if not isinstance(data.get("assets"), dict):
+        raise TypeError("no assets table")
+    dropped = []
+    for name, entry in list(data["assets"].items()):
+        try:
+            ManifestEntry.model_validate(entry)
+        except ValidationError:
+            dropped.append(printable(name))
+            del data["assets"][name]
+    if not isinstance(data.get("zip", {}), dict):
+        del data["zip"]
+    if dropped:
+        log.warning("packs/manifest.json: the entries of %s are of the wrong shape: packed again", ", ".join(dropped))
+    return data
+
+
 def _load_manifest(wd: Workdir) -> dict:
-    try:
-        data = json.loads(_manifest_path(wd).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {"assets": {}}
-    return data if isinstance(data, dict) and isinstance(data.get("assets"), dict) else {"assets": {}}
+    return read_file(_manifest_path(wd), _manifest, "every asset is checked and packed again") or {"assets": {}}
 
 
 def _save_manifest(wd: Workdir, manifest: dict) -> None:
