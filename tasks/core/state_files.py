@@ -77,6 +77,34 @@ def read_file(path: Path, parse: Callable[[bytes], T], instead: str) -> T | None
         return None
 
 
+def parse_in_place(path: Path, raw: bytes, parse: Callable[[bytes], T], instead: str) -> T | None:
+    """For a file read and rewritten in place under its own lock (the day's request count): ``parse(raw)``, or
+    None when damaged — then its bytes are kept beside it as ``<name>.damaged-<UTC>`` (the file itself stays
+    open, to be rewritten whole), with one warning saying ``instead``."""
+    try:
+        return parse(raw)
+    except DAMAGE as exc:
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+        aside = path.with_name(f"{path.name}.damaged-{stamp}")
+        try:
+            aside.write_bytes(raw)
+            kept = f"its bytes kept as {aside.name}"
+        except OSError as err:
+            kept = f"its bytes could not be kept ({err.strerror or err})"
+        log.warning("%s is damaged (%s): %s; %s", path, _why(exc), kept, instead)
+        return None
+
+
+def open_in_place(path: Path) -> int:
+    """``os.open`` a state file to read and rewrite in place (created when missing); a folder in its place is
+    set aside first, with one warning."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except IsADirectoryError:
+        _set_aside_saying(path, "a folder, not a file", "a new file is started")
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+
+
 def read_lines(path: Path, parse: Callable[[dict], T], *, stop: Callable[[str], Exception] | None = None,
                instead: str = "") -> list[T]:
     """Each line of a JSON-lines file as ``parse(the line's object)``; [] when the file is missing.
