@@ -93,7 +93,7 @@ class Release(BaseModel):
     at: str = ""
 
 
-def _releases(raw: bytes) -> list[Release]:
+def _releases(raw: bytes, path: Path) -> list[Release]:
     """The releases of the file's bytes; a release of the wrong shape is skipped and named (ValueError when the
     file itself is damaged)."""
     entries = json.loads(raw)["released"]
@@ -106,14 +106,15 @@ def _releases(raw: bytes) -> list[Release]:
         except ValidationError as exc:
             skipped.append(f"{n} ({exc.errors()[0]['loc']}: {exc.errors()[0]['msg']})")
     if skipped:
-        log.warning("similar_released.json: release %s skipped (of the wrong shape): release it again with "
-                    "`microstock similar release`", "; ".join(skipped))
+        log.warning("%s: release %s skipped (of the wrong shape): release it again with "
+                    "`microstock similar release`", path, "; ".join(skipped))
     return kept
 
 
 def _release_lines(wd: Workdir) -> list[Release]:
-    return read_file(_releases_path(wd), _releases, "nothing counts as released: release the assets again with "
-                     "`microstock similar release` (the file set aside says which)") or []
+    path = _releases_path(wd)
+    return read_file(path, lambda raw: _releases(raw, path), "nothing counts as released: release the assets "
+                     "again with `microstock similar release` (the file set aside says which)") or []
 
 
 def released(wd: Workdir) -> set[tuple[str, str]]:
