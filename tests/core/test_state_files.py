@@ -180,3 +180,19 @@ def test_a_damaged_state_file_costs_one_line_never_a_traceback(tmp_path, caplog,
             assert path.is_file()  # rewritten whole, the damaged bytes beside it
         else:
             assert not path.exists()  # read as missing: its owner writes it again
+
+
+@pytest.mark.parametrize("folder", ["reports", "packs", "assets", "csv"])
+def test_a_file_where_a_workdir_folder_belongs_is_set_aside_and_the_folder_made(tmp_path, caplog, folder):
+    """``reports`` as a file was rc 1 and a Prefect traceback: now one warning, the file kept aside, the run
+    goes on with the folder."""
+    root = tmp_path / "wd"
+    root.mkdir()
+    (root / folder).write_bytes(b"not a folder")
+    caplog.set_level(logging.WARNING)
+    Workdir(root).prepare()
+    assert (root / folder).is_dir()
+    [aside] = root.glob(f"{folder}.damaged-*")
+    assert aside.read_bytes() == b"not a folder"
+    [line] = [r.getMessage() for r in caplog.records]
+    assert str(root / folder) in line and aside.name in line
