@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from tasks.core.errors import BadInput, MicrostockError, StageStopped, TransientError
-from tasks.core.files import atomic_file, atomic_write_bytes, exclusive_lock, name_max, sha256_file
+from tasks.core.files import atomic_file, atomic_write_bytes, disk_full, disk_of, exclusive_lock, name_max, sha256_file
 from tasks.core.printable import printable
 from tasks.core.records import ACCEPTED_EXTENSIONS, Asset, Made, iter_asset_files, read_sidecar
 from tasks.core.reports import Gathered
@@ -87,6 +87,12 @@ def generate(assets_dir: Path, count: int, prompts: list[DemoPrompt], seed: int,
                     made = _make_with_retries(make, prompt, i, sleep)
                     record_generation(path, made)  # first: an image is never there without its cost
                     atomic_write_bytes(path, made.jpeg)
+                except OSError as exc:
+                    if not disk_full(exc):
+                        raise
+                    result.stopped = disk_full_stop(assets_dir, exc, len(result.assets), count - i)
+                    result.failed[path.name] = "not written: the disk is full"
+                    break
                 except StageStopped as exc:
                     result.stopped = f"generation stopped: {exc.message}"
                     result.failed[path.name] = exc.message
@@ -115,6 +121,15 @@ class IngestReport:
     duplicates: dict[str, str] = field(default_factory=dict)
     #: source name -> the asset's name, when the file's own name could not be the asset's (see asset_name).
     renamed: dict[str, str] = field(default_factory=dict)
+    #: Why ingesting stopped early (the disk is full), if it did: the rest is left for the next run.
+    stopped: str | None = None
+
+
+def disk_full_stop(assets_dir: Path, exc: OSError, kept: int, left: int) -> str:
+    """The one line a full disk stops adding assets with: the disk, what was kept, what the next run does."""
+    disk = disk_of(assets_dir)
+    return (f"disk full: {disk} has no room left for {assets_dir} ({exc.strerror or exc}); {kept} asset(s) added "
+            f"and kept, {left} file(s) left for the next run — free space on {disk} and run again")
 
 
 def shown(name: str) -> str:
@@ -205,7 +220,7 @@ def ingest(source: Path, assets_dir: Path) -> IngestReport:
     limit = name_max(assets_dir)
     with os.scandir(source) as listing:
         entries = sorted(listing, key=lambda e: os.fsencode(e.name))
-    for entry in entries:
+    for at, entry in enumerate(entries):
         name = entry.name
         if name.startswith("."):
             continue
@@ -217,7 +232,10 @@ def ingest(source: Path, assets_dir: Path) -> IngestReport:
             if why is not None or not image_like:
                 continue
             _ingest_one(Path(entry.path), assets_dir, known, taken, limit, report)
-        except Exception as exc:  # one file never stops the others
+        except Exception as exc:  # one file never stops the others; a full disk stops them all
+            if disk_full(exc):
+                report.stopped = disk_full_stop(assets_dir, exc, len(report.added), len(entries) - at)
+                break
             log.exception("ingesting %s failed", shown(name))
             report.rejected[shown(name)] = f"unexpected error ({type(exc).__name__}: {exc}); not ingested"
     return report
@@ -323,9 +341,10 @@ def gather(assets_dir: Path, count: int, source: Path | None, prompts: list[Demo
                         "name each)", printable(old), printable(new))
         before = {p.name for p in iter_asset_files(assets_dir)}
         rejected: dict[str, str] = {}
-        generated = Generated()
+        generated, ingest_stopped = Generated(), None
         if source is not None:
             ingested = ingest(source, assets_dir)
+            ingest_stopped = ingested.stopped
             rejected = {**ingested.rejected, **ingested.duplicates}
             for old, new in ingested.renamed.items():
                 log.warning("ingested %s as assets/%s (asset names: NFC, UTF-8, one per stem, within the disk's "
@@ -342,7 +361,7 @@ def gather(assets_dir: Path, count: int, source: Path | None, prompts: list[Demo
     rejected.update({**unreadable, **small})  # the names above are the source folder's: only these are assets
     return Gathered(assets=[a for a in assets if a.name not in small],
                     new=[a.name for a in assets if a.name not in before], rejected=rejected,
-                    not_generated=generated.failed, stopped=generated.stopped)
+                    not_generated=generated.failed, stopped=generated.stopped or ingest_stopped)
 
 
 def too_small_for_all(assets: list[Asset], rules: list[ImageRules]) -> dict[str, str]:

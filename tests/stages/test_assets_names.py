@@ -227,3 +227,38 @@ def test_two_runs_ingesting_the_same_source_at_once_make_each_asset_once(folders
     assert sorted(p.name for p in iter_asset_files(assets)) == names
     assert sorted(len(r.new) for r in results) == [0, 6]  # each asset new in exactly one of the runs
     assert all(r.rejected == {} for r in results)
+
+
+def test_a_full_disk_stops_ingest_with_one_line_and_the_rerun_adds_the_rest_once(folders, monkeypatch):
+    """A full disk cannot be made here without root (no tmpfs of our own), so ENOSPC is injected where ingest
+    writes (``atomic_file``, the copy into ``assets/``) from the third file on."""
+    import errno
+    from contextlib import contextmanager
+
+    import tasks.stages.assets as assets_stage
+    from tasks.core.files import disk_of
+
+    src, assets = folders
+    names = [f"pic{i}.jpg" for i in range(4)]
+    for i, name in enumerate(names):
+        Image.new("RGB", (1600, 1250), (60 * i, 90, 200)).save(src / name, "JPEG")
+    real, copied = assets_stage.atomic_file, []
+
+    @contextmanager
+    def small_disk(path):
+        if len(copied) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        with real(path) as fh:
+            yield fh
+        copied.append(path.name)
+
+    monkeypatch.setattr(assets_stage, "atomic_file", small_disk)
+    first = gather(assets, 0, src, [], 0, None, [])
+    assert first.stopped == (f"disk full: {disk_of(assets)} has no room left for {assets} (No space left on device); "
+                             f"2 asset(s) added and kept, 2 file(s) left for the next run — free space on "
+                             f"{disk_of(assets)} and run again")
+    assert first.rejected == {} and [a.name for a in first.assets] == names[:2]
+    monkeypatch.setattr(assets_stage, "atomic_file", real)  # space freed
+    again = gather(assets, 0, src, [], 0, None, [])
+    assert again.stopped is None and again.new == names[2:]
+    assert sorted(p.name for p in iter_asset_files(assets)) == names  # each once, no twin
