@@ -27,6 +27,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TypeVar
 
+from pydantic import ValidationError
+
 from tasks.core.printable import printable
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,10 @@ def _why(exc: BaseException) -> str:
         return f"cannot be read ({exc.strerror or exc})"
     if isinstance(exc, UnicodeDecodeError):
         return f"not UTF-8 (byte {exc.start})"
+    if isinstance(exc, ValidationError):  # the schema says where: ``agencies: Input should be a valid dictionary``
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        return printable(f"{where}: {first['msg']}" if where else first["msg"])[:200]
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return printable(f"{type(exc).__name__}: {text}")[:200]
 
