@@ -8,7 +8,7 @@ CLUSTER_HOME ?= .cluster
 
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 
-.PHONY: demo test bench clean postgres exiftool redis cluster cluster-down test-cluster
+.PHONY: demo test bench clean postgres exiftool icc-profiles redis cluster cluster-down test-cluster
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,7 +36,7 @@ demo: $(VENV)/.installed
 # and 4:55 with -n 4, same tree, quiet machine). Work stealing: the slow tests sort late, and with xdist's default
 # chunks they ran last on one worker while the others sat idle (4:38 against 3:36 with --dist worksteal, same tree,
 # 2026-12-01). ruff first: a finding fails `make test`.
-test: $(VENV)/.installed-test exiftool
+test: $(VENV)/.installed-test exiftool icc-profiles
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n 3 --dist worksteal -m "not cluster"
 
@@ -48,6 +48,16 @@ exiftool:
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q libimage-exiftool-perl; \
 	else \
 		echo "exiftool is not installed: sudo apt-get install libimage-exiftool-perl" >&2; exit 1; \
+	fi
+
+# An Adobe RGB-compatible ICC profile (Debian's icc-profiles-free): photos a camera shot in Adobe RGB carry no
+# profile, and are read with this one (tasks/images/camera_colour.py). As root (CI) this installs it if missing.
+icc-profiles:
+	@if [ -f /usr/share/color/icc/compatibleWithAdobeRGB1998.icc ]; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q icc-profiles-free; \
+	else \
+		echo "icc-profiles-free is not installed: sudo apt-get install icc-profiles-free" >&2; exit 1; \
 	fi
 
 # PostgreSQL's server programs (Debian's package): the tests and `make cluster` run initdb/pg_ctl

@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.screenshots            # writes docs/screenshots/*.png (about a minute)
     .venv/bin/python -m bench.screenshots --out /tmp/shots
+    .venv/bin/python -m bench.screenshots --only morning   # the morning after only (about 40 s)
 
 Starts ``prefect server start`` on a free port in a temporary PREFECT_HOME
 (``PREFECT_UI_API_URL`` pointed at it), runs ``microstock run`` on a small
@@ -14,6 +15,12 @@ files and a correction's text boxes, the run once answered (``Incomplete``
 and its message), its ``batch-assets`` table, the dashboard, and a describe
 task run's page (its retry settings). The answer
 is given through Prefect's API as ``microstock review reject`` gives it.
+
+``morning``: the morning after, as a contributor lives it on the workdir's own
+server (no ``PREFECT_API_URL``): ``microstock run`` at night, its server stopped
+once idle, ``microstock server start`` in the morning, and the address the run
+printed at night opened again, logged in with the server's auth string
+(``morning-run-page.png``).
 Every process it starts is stopped before it returns. Rerun it whenever the
 UI side changes, then look at the PNGs.
 """
@@ -163,12 +170,58 @@ def wait_for_run(api_url: str, state_type: str, timeout_s: float = 240) -> dict:
     raise RuntimeError(f"no stock-batch run became {state_type}")
 
 
+def morning(out: Path, tmp: Path) -> None:
+    """The night's run on the workdir's own server, that server stopped once idle, brought back in the morning by
+    ``microstock server start``, and the address the run printed at night opened in the UI (docs/OPERATIONS.md,
+    "Every night, and the morning after"). The server is stopped before it returns."""
+    wd = tmp / "night"
+    cli = [sys.executable, "-c", "from flows.cli import main; main()"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "GOOGLE_", "MICROSTOCK_", "PREFECT_"))}
+    env.update(PREFECT_SERVER_ANALYTICS_ENABLED="false", COLUMNS="200")
+    night = subprocess.run(cli + ["run", "--workdir", str(wd), "--count", "3"], capture_output=True, text=True,
+                           timeout=600, env=dict(env, MICROSTOCK_SERVER_IDLE_SECONDS="5"))
+    print(night.stdout[-600:])
+    url = night.stdout.strip().splitlines()[-1].rsplit(" ", 1)[1]
+    health = url.split("/runs/")[0] + "/api/health"  # not `server status`: that counts as a use of the server
+    deadline = time.monotonic() + 120  # the night's server stops 5 s after the run: the page no longer opens
+    while True:
+        try:
+            urllib.request.urlopen(health, timeout=2).close()
+        except OSError:
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError("the night's server did not stop when idle")
+        time.sleep(2)
+    try:
+        back = subprocess.run(cli + ["server", "start", "--workdir", str(wd)], capture_output=True, text=True,
+                              timeout=300, env=dict(env, MICROSTOCK_SERVER_IDLE_SECONDS="600"))
+        print(back.stdout)
+        auth = (wd / ".prefect" / "server.auth").read_text(encoding="utf-8").strip()
+        browser = Browser(tmp / "chromium-morning")
+        try:
+            browser.call("Page.navigate", url=url.split("/runs/")[0] + "/")
+            time.sleep(2)  # the UI keeps the login in localStorage, base64 (its Unauthenticated page does the same)
+            browser.evaluate(f"localStorage.setItem('prefect-password', btoa({json.dumps(auth)}))")
+            browser.open(url, "Completed")
+            browser.shot(out / "morning-run-page.png")
+        finally:
+            browser.close()
+    finally:
+        subprocess.run(cli + ["server", "stop", "--workdir", str(wd)], capture_output=True, env=env, timeout=120)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.screenshots", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=OUT, help=f"where the PNGs go (default: {OUT})")
+    ap.add_argument("--only", choices=["morning"], help="take only these shots")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="microstock-shots-"))
+    if args.only == "morning":
+        try:
+            return morning(args.out, tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     port = free_port()
     saved = dict(os.environ)
     os.environ.update(PREFECT_UI_API_URL=f"http://127.0.0.1:{port}/api", PREFECT_SERVER_ANALYTICS_ENABLED="false")

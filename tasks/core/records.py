@@ -23,7 +23,7 @@ from tasks.core.state_files import read_file
 from tasks.core.workdir import Workdir
 
 #: The image files an asset can be (what ingest accepts and every stage lists).
-ACCEPTED_EXTENSIONS = {".jpg", ".jpeg", ".png"}
+ACCEPTED_EXTENSIONS = {".jpg", ".jpeg", ".mpo", ".png"}
 
 
 class Asset(BaseModel, frozen=True):

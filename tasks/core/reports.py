@@ -24,6 +24,8 @@ class Gathered:
     #: Generated images that could not be made this run (name -> reason); tried again next run.
     not_generated: dict[str, str] = field(default_factory=dict)
     stopped: str | None = None
+    #: Assets ingested now whose upload-ready copy leaves something out (name -> what, in words).
+    left_out: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

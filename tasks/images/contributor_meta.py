@@ -1,7 +1,8 @@
 """What the contributor's file already says, and what of it the upload-ready copy keeps.
 
 Reading (:func:`read_embedded`): title, description and keywords from XMP,
-then IPTC IIM, then EXIF, each block read on its own, so a damaged one is
+then IPTC IIM, then EXIF (a camera's default caption, "OLYMPUS DIGITAL CAMERA",
+counts as none: :mod:`tasks.images.boilerplate`), each block read on its own, so a damaged one is
 skipped with a note and never discards what the others hold (a corrupt EXIF
 block leaves the XMP title; Latin-1 IIM is read as Latin-1,
 :mod:`tasks.images.iim`). Reading never raises for content.
@@ -9,9 +10,13 @@ block leaves the XMP title; Latin-1 IIM is read as Latin-1,
 Keeping (:func:`kept_segments`): the source's XMP packet and IIM block go into
 the upload-ready JPEG as they are — creator, rights, credit, source, location,
 instructions, By-line, Copyright Notice, every field the project does not own —
-the IIM re-encoded as UTF-8 (1:90 says so). :func:`tasks.images.embed.embed_metadata`
-then replaces only the fields the project owns. With ``strip_location`` the
-XMP's GPS coordinates go, as the EXIF GPS block does (place names stay).
+the IIM re-encoded as UTF-8 (1:90 says so), a Photoshop block split over
+several APP13 segments carried whole (split again the same way). Extended XMP
+(the ``xmpNote:HasExtendedXMP`` segments a packet over 64 KB continues in) is
+not carried: the main packet is, without its pointer to them. :func:`tasks.images.embed.embed_metadata`
+then replaces only the fields the project owns. The XMP's ``tiff:Orientation``
+always goes (the pixels are made upright). With ``strip_location`` the XMP's
+GPS coordinates go, as the EXIF GPS block does (place names stay).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from pathlib import Path
 from PIL import Image
 
 from tasks.images import iim
+from tasks.images.boilerplate import is_boilerplate
 from tasks.images.inspect import WARNINGS_LOCK
 from tasks.images.jpeg_segments import app_segment, metadata_segments
 
@@ -37,8 +43,21 @@ _RDF = "{http://www.w3.org/1999/02/22-rdf-syntax-ns#}"
 _DC = "{http://purl.org/dc/elements/1.1/}"
 _XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 _IMAGE_DESCRIPTION, _SOFTWARE = 0x010E, 0x0131
+
+
+def _xmp_property(name: bytes) -> re.Pattern[bytes]:
+    """One XMP property ``name`` (``prefix:Name``), as an element or an attribute, with the space before it."""
+    return re.compile(rb"\s*<" + name + rb"(?:\s[^>]*)?(?:/>|>.*?</" + name + rb">)|\s+" + name
+                      + rb"""=(?:"[^"]*"|'[^']*')""", re.DOTALL)
+
+
 #: XMP GPS properties (``exif:GPSLatitude`` …), as elements or as attributes.
 _GPS_XMP = re.compile(rb'\s*<exif:GPS\w+(?:\s[^>]*)?(?:/>|>.*?</exif:GPS\w+>)|\s+exif:GPS\w+="[^"]*"', re.DOTALL)
+#: XMP ``tiff:Orientation`` (Bridge, Lightroom, digiKam, PNG editors write it), as an element or an attribute:
+#: the upload-ready pixels are upright, so no orientation may stay for a reader to apply a second time.
+_ORIENTATION_XMP = _xmp_property(rb"tiff:Orientation")
+#: The main packet's pointer to extended XMP, which is not carried (the module says why).
+_EXTENDED_XMP = _xmp_property(rb"xmpNote:HasExtendedXMP")
 
 
 @dataclass
@@ -80,6 +99,14 @@ def _split(values: list[str]) -> list[str]:
     return [k for k in out if k]
 
 
+def _caption(text: str, notes: list[str]) -> str:
+    """``text`` stripped, or "" (with a note) when it is a camera's default caption."""
+    if is_boilerplate(text):
+        notes.append(f"{text.strip()!r} is the caption the camera writes by default: counted as none")
+        return ""
+    return text.strip()
+
+
 def read_embedded(path: Path) -> Embedded:
     """Title, description and keywords embedded in ``path`` (XMP, then IIM, then EXIF), notes for damage."""
     found = Embedded()
@@ -88,12 +115,13 @@ def read_embedded(path: Path) -> Embedded:
     except OSError as exc:
         found.notes.append(f"cannot read the file ({exc.strerror or exc})")
         return found
-    packet, iim_block = b"", b""
-    for marker, payload in metadata_segments(data):
+    packet = b""
+    segments = metadata_segments(data)
+    for marker, payload in segments:
         if marker == _APP1 and payload.startswith(XMP_HEADER) and not packet:  # the first: extended XMP is not read
             packet = payload[len(XMP_HEADER):]
-        elif marker == _APP13:
-            iim_block = next((r.data for r in iim.resources(payload) if r.id == iim.IIM_RESOURCE), iim_block)
+    photoshop = iim.photoshop_block([payload for marker, payload in segments if marker == _APP13])
+    iim_block = next((r.data for r in iim.resources(photoshop) if r.id == iim.IIM_RESOURCE), b"")
     exif_text = ""
     try:
         with WARNINGS_LOCK, warnings.catch_warnings(record=True) as caught, Image.open(path) as im:
@@ -117,7 +145,8 @@ def read_embedded(path: Path) -> Embedded:
         found.title = found.title or next(iter(fields.get((2, 5), [])), "")
         found.description = found.description or next(iter(fields.get((2, 120), [])), "")
         found.keywords = found.keywords or _split(fields.get((2, 25), []))
-    found.description = found.description or exif_text.strip()
+    found.title, found.description = _caption(found.title, found.notes), _caption(found.description, found.notes)
+    found.description = found.description or _caption(exif_text, found.notes)
     for note in found.notes:
         log.info("%s: %s", path.name, note)
     return found
@@ -126,6 +155,7 @@ def read_embedded(path: Path) -> Embedded:
 def _xmp_segment(packet: bytes | str, strip_location: bool) -> bytes | None:
     if isinstance(packet, str):
         packet = packet.encode("utf-8")
+    packet = _EXTENDED_XMP.sub(b"", _ORIENTATION_XMP.sub(b"", packet))
     if strip_location:
         packet = _GPS_XMP.sub(b"", packet)
     try:
@@ -143,23 +173,19 @@ def kept_segments(data: bytes, info_xmp: bytes | str | None, strip_location: boo
     """
     out: list[bytes] = []
     xmp_seen = False
-    for marker, payload in metadata_segments(data):
+    segments = metadata_segments(data)
+    for marker, payload in segments:
         if marker == _APP1 and payload.startswith(XMP_HEADER) and not xmp_seen:
             xmp_seen = True
             segment = _xmp_segment(payload[len(XMP_HEADER):], strip_location)
             if segment:
                 out.append(segment)
-        elif marker == _APP13:
-            kept = [r for r in iim.resources(payload) if r.id != iim.IIM_DIGEST]
-            for i, r in enumerate(kept):
-                if r.id == iim.IIM_RESOURCE:
-                    utf8 = iim.as_utf8(iim.datasets(r.data))
-                    kept[i] = iim.Resource(r.id, r.name, iim.encode_datasets(utf8))
-            if kept:
-                try:
-                    out.append(app_segment(_APP13, iim.app13_payload(kept)))
-                except ValueError:
-                    continue  # larger than one segment: not carried
+    photoshop = iim.photoshop_block([payload for marker, payload in segments if marker == _APP13])
+    kept = [r for r in iim.resources(photoshop) if r.id != iim.IIM_DIGEST]
+    for i, r in enumerate(kept):
+        if r.id == iim.IIM_RESOURCE:
+            kept[i] = iim.Resource(r.id, r.name, iim.encode_datasets(iim.as_utf8(iim.datasets(r.data))))
+    out += [app_segment(_APP13, payload) for payload in iim.app13_payloads(kept)]  # split again when large
     if info_xmp and not xmp_seen:
         segment = _xmp_segment(info_xmp, strip_location)
         if segment:

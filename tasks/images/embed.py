@@ -1,4 +1,4 @@
-"""Title, description and keywords embedded in a JPEG (XMP and IPTC), with exiv2.
+"""Title, description and keywords embedded in a JPEG (XMP and IPTC): XMP and EXIF with exiv2, IPTC here.
 
 Agencies (Adobe Stock first) read embedded metadata on upload, so the
 upload-ready copy carries the same words as the CSV. This module works on
@@ -19,7 +19,9 @@ The digital source type (an IPTC NewsCodes URI, :mod:`tasks.images.provenance`)
 is written only when given: it tells agencies and buyers an image was made by
 a model.
 
-IPTC 1:90 ``CodedCharacterSet`` is set to UTF-8 (``ESC % G``). IPTC values
+IPTC 1:90 ``CodedCharacterSet`` is set to UTF-8 (``ESC % G``). The IIM is
+written here, not by exiv2 (which would give a TimeCreated a time zone it
+never had), in the Photoshop block the file already has. IPTC values
 longer than the IIM standard's byte limits are shortened at a word boundary
 (never inside a UTF-8 character); XMP has no limits and carries the full
 values. Earlier values of these fields (other languages, old keywords) are
@@ -43,13 +45,14 @@ import pyexiv2
 
 from tasks.agencies.text import clean_cell, shorten
 from tasks.core.errors import BadInput
+from tasks.images import iim
+from tasks.images.jpeg_segments import app_segment, metadata_segments, with_segments
 
 #: IPTC IIM 4.2 maximum lengths in bytes.
 IPTC_OBJECT_NAME_BYTES = 64
 IPTC_CAPTION_BYTES = 2000
 IPTC_KEYWORD_BYTES = 64
-#: IPTC 1:90 value announcing UTF-8.
-IPTC_UTF8 = "\x1b%G"
+_APP13 = 0xED
 
 _SUBJECT_SEQ = re.compile(r"(<dc:subject>\s*)<rdf:Seq>(.*?)</rdf:Seq>(\s*</dc:subject>)", re.DOTALL)
 
@@ -81,13 +84,13 @@ def embed_metadata(jpeg: bytes, title: str, description: str, keywords: Sequence
     """
     title, description = clean_cell(title), clean_cell(description)
     keywords = [k for k in (clean_cell(k) for k in keywords) if k]
-    # None deletes the field, so an empty value leaves no empty dataset or container behind.
+    # An empty list removes the dataset, so an empty value leaves no empty dataset behind.
     iptc = {
-        "Iptc.Envelope.CharacterSet": IPTC_UTF8,
-        "Iptc.Application2.ObjectName": fit_bytes(title, IPTC_OBJECT_NAME_BYTES) or None,
-        "Iptc.Application2.Caption": fit_bytes(description, IPTC_CAPTION_BYTES) or None,
-        "Iptc.Application2.Keywords": [fit_bytes(k, IPTC_KEYWORD_BYTES) for k in keywords] or None,
+        (2, 5): [fit_bytes(title, IPTC_OBJECT_NAME_BYTES)] if title else [],
+        (2, 120): [fit_bytes(description, IPTC_CAPTION_BYTES)] if description else [],
+        (2, 25): [fit_bytes(k, IPTC_KEYWORD_BYTES) for k in keywords],
     }
+    # None deletes the field, so an empty value leaves no empty container behind.
     xmp = {
         "Xmp.dc.title": {'lang="x-default"': title} if title else None,
         "Xmp.dc.description": {'lang="x-default"': description} if description else None,
@@ -101,7 +104,6 @@ def embed_metadata(jpeg: bytes, title: str, description: str, keywords: Sequence
         with pyexiv2.ImageData(jpeg) as img:
             if img.get_mime_type() != "image/jpeg":
                 raise BadInput(name, f"cannot embed metadata: not a JPEG ({img.get_mime_type()})")
-            img.modify_iptc(iptc)
             img.modify_xmp(xmp)
             img.modify_exif(exif)
             # pyexiv2 writes every XMP array as rdf:Seq; dc:subject is an rdf:Bag in the
@@ -110,6 +112,21 @@ def embed_metadata(jpeg: bytes, title: str, description: str, keywords: Sequence
             fixed = _SUBJECT_SEQ.sub(r"\1<rdf:Bag>\2</rdf:Bag>\3", packet, count=1)
             if fixed != packet:
                 img.modify_raw_xmp(fixed)
-            return img.get_bytes()
+            written = img.get_bytes()
     except RuntimeError as exc:
         raise BadInput(name, f"cannot embed metadata ({exc})") from exc
+    return with_segments(written, _APP13, _iim_segments(jpeg, iptc))
+
+
+def _iim_segments(jpeg: bytes, fields: dict[tuple[int, int], list[str]]) -> list[bytes]:
+    """The APP13 segments of ``jpeg``'s Photoshop block with ``fields`` in its IIM (every other resource and
+    dataset byte for byte; exiv2 would rewrite a TimeCreated ``132723`` as ``132723+0000``, a zone it never had)."""
+    block = iim.photoshop_block([payload for marker, payload in metadata_segments(jpeg) if marker == _APP13])
+    found = iim.resources(block)
+    old = next((r for r in found if r.id == iim.IIM_RESOURCE), None)
+    new = iim.Resource(iim.IIM_RESOURCE, old.name if old else b"",
+                       iim.encode_datasets(iim.with_fields(iim.datasets(old.data) if old else [], fields)))
+    kept = [new if r.id == iim.IIM_RESOURCE else r for r in found if r.id != iim.IIM_DIGEST]
+    if old is None:
+        kept.append(new)
+    return [app_segment(_APP13, payload) for payload in iim.app13_payloads(kept)]

@@ -18,6 +18,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from tasks.images.jpeg_segments import MAX_PAYLOAD
+
 PHOTOSHOP = b"Photoshop 3.0\x00"
 IIM_RESOURCE = 0x0404
 #: Photoshop's MD5 of the IIM block: stale once the block changes, so it is dropped then.
@@ -58,8 +60,26 @@ def resources(payload: bytes) -> list[Resource]:
     return found
 
 
+def photoshop_block(payloads: list[bytes]) -> bytes:
+    """The Photoshop block held by a JPEG's APP13 payloads, in file order (b"" when none holds one).
+
+    A block larger than one segment is split over several, each starting with
+    the ``Photoshop 3.0`` signature, the data running on from one to the next
+    (as Photoshop and exiftool write it): joined here, it is read whole.
+    """
+    parts = [p[len(PHOTOSHOP):] for p in payloads if p.startswith(PHOTOSHOP)]
+    return PHOTOSHOP + b"".join(parts) if parts else b""
+
+
+def app13_payloads(kept: list[Resource]) -> list[bytes]:
+    """``kept`` as APP13 payloads: one when it fits, else split as :func:`photoshop_block` joins them."""
+    body = app13_payload(kept)[len(PHOTOSHOP):]
+    room = MAX_PAYLOAD - len(PHOTOSHOP)
+    return [PHOTOSHOP + body[i:i + room] for i in range(0, len(body), room)]
+
+
 def app13_payload(kept: list[Resource]) -> bytes:
-    """An APP13 payload holding ``kept``, in order."""
+    """The Photoshop block holding ``kept``, in order (one APP13 payload when it fits one segment)."""
     out = [PHOTOSHOP]
     for r in kept:
         name = bytes((len(r.name),)) + r.name
@@ -136,6 +156,20 @@ def text_fields(items: list[tuple[int, int, bytes]]) -> dict[tuple[int, int], li
         if (record, number) not in BINARY:
             fields.setdefault((record, number), []).append(decode(value, codec).strip())
     return fields
+
+
+def with_fields(items: list[tuple[int, int, bytes]],
+                fields: dict[tuple[int, int], list[str]]) -> list[tuple[int, int, bytes]]:
+    """``items`` in UTF-8 (:func:`as_utf8`) with the datasets named in ``fields`` replaced by its values (an
+    empty list removes them); 2:00 RecordVersion added when missing; datasets in number order within each record,
+    repeated ones (keywords) in their order. Every other dataset keeps its bytes (a TimeCreated without a time
+    zone stays without one)."""
+    out = [item for item in as_utf8(items) if (item[0], item[1]) not in fields]
+    out += [(record, number, value.encode("utf-8")) for (record, number), values in fields.items() for value in values]
+    if any(record == 2 for record, _, _ in out) and not any((r, n) == (2, 0) for r, n, _ in out):
+        out.append((2, 0, (4).to_bytes(2, "big")))  # IIM 4
+    out.sort(key=lambda item: (item[0], item[1]))
+    return out
 
 
 def as_utf8(items: list[tuple[int, int, bytes]]) -> list[tuple[int, int, bytes]]:

@@ -21,15 +21,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, PngImagePlugin, UnidentifiedImageError
 
 from tasks.agencies.catalog import catalog
 from tasks.core.errors import BadInput
 from tasks.core.workdir import Workdir
 
 SUPPORTED_FORMATS = {"JPEG", "PNG"}
+#: Pillow's names for a JPEG: "MPO" when its MPF index lists more images (:mod:`tasks.images.mpf`); its
+#: primary image is an ordinary JPEG, and only that one is read.
+JPEG_FORMATS = {"JPEG", "MPO"}
 #: Extensions that look like images; anything else in a source folder is ignored.
-IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".tif", ".tiff", ".webp", ".gif", ".bmp", ".heic", ".heif", ".avif"}
+IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".mpo", ".png", ".tif", ".tiff", ".webp", ".gif", ".bmp", ".heic", ".heif",
+                    ".avif"}
 
 
 # --- what the agencies take ------------------------------------------------------
@@ -112,7 +116,12 @@ def pillow_errors(name: str) -> Iterator[None]:
         raise BadInput(name, "not an image (the content is no JPEG or PNG, whatever the extension says)") from exc
     except MemoryError as exc:
         raise BadInput(name, "too large to decode in the memory available") from exc
-    except (OSError, SyntaxError, ValueError, EOFError, IndexError, KeyError, TypeError) as exc:
+    except ValueError as exc:
+        if str(exc).startswith("Decompressed data too large"):  # Pillow's guard on PNG text and ICC chunks
+            raise BadInput(name, f"decompression bomb refused: a PNG chunk inflates past Pillow's limit "
+                                 f"({exc})") from exc
+        raise BadInput(name, f"truncated or corrupt image data ({exc})") from exc
+    except (OSError, SyntaxError, EOFError, IndexError, KeyError, TypeError) as exc:
         # Pillow reports truncated and corrupt streams with any of these.
         raise BadInput(name, f"truncated or corrupt image data ({exc})") from exc
 
@@ -143,9 +152,13 @@ def open_image(path: Path, *, max_pixels: int | None = None) -> Image.Image:
         # Pillow warns (not raises) between its limit and twice its limit;
         # we decide with our own limit below, so the warning is not shown.
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-        im = Image.open(path)
+        try:
+            im = Image.open(path)
+        except UnidentifiedImageError:
+            _png_reason(path)
+            raise
     fmt = im.format or "?"
-    if fmt not in SUPPORTED_FORMATS:
+    if fmt not in SUPPORTED_FORMATS | JPEG_FORMATS:
         im.close()
         raise BadInput(name, f"unsupported format {fmt} (only JPEG and PNG are accepted)")
     if im.width * im.height > max_pixels:
@@ -154,6 +167,22 @@ def open_image(path: Path, *, max_pixels: int | None = None) -> Image.Image:
         raise BadInput(name, f"decompression bomb refused: {w}×{h} = {w * h / 1e6:.0f} MP, "
                              f"above every agency's maximum ({_mp(max_pixels)})")
     return im
+
+
+def _png_reason(path: Path) -> None:
+    """Raise the reason Pillow's PNG reader gives for ``path`` when it is a PNG (``Image.open`` only says it
+    cannot identify it); nothing when it is no PNG."""
+    with open(path, "rb") as fp:
+        if fp.read(8) != b"\x89PNG\r\n\x1a\n":
+            return
+        fp.seek(0)
+        try:
+            PngImagePlugin.PngImageFile(fp).close()
+        except SyntaxError as exc:
+            if "compression method" in str(exc):  # PNG defines one method, 0 (deflate)
+                raise BadInput(path.name, f"PNG uses an unknown compression method ({exc}): re-save it "
+                                          f"as PNG or JPEG from an image editor") from exc
+            raise BadInput(path.name, f"a damaged PNG ({exc})") from exc
 
 
 def inspect_image(path: Path, *, min_pixels: int | None = None, max_pixels: int | None = None) -> ImageFacts:
@@ -168,10 +197,16 @@ def inspect_image(path: Path, *, min_pixels: int | None = None, max_pixels: int 
         min_pixels = pixel_range()[0]
     with open_image(path, max_pixels=max_pixels) as im:
         facts = ImageFacts(im.width, im.height, im.format or "?", im.mode)
-        with pillow_errors(name):
-            if facts.format == "JPEG":
-                im.draft(None, (max(1, im.width // 8), max(1, im.height // 8)))
-            im.load()
+        try:
+            with pillow_errors(name):
+                if facts.format in JPEG_FORMATS:
+                    im.draft(None, (max(1, im.width // 8), max(1, im.height // 8)))
+                im.load()
+        except BadInput as exc:
+            if "mp" in im.info:  # Pillow's copy of the MPF index: the other images are no stand-in for the first
+                raise BadInput(name, f"its primary image is unusable, so there is nothing to deliver (the other "
+                                     f"images its MPF index lists are never delivered): {exc.reason}") from exc
+            raise
     if facts.width * facts.height < min_pixels:
         raise too_small(name, facts.width, facts.height, min_pixels)
     return facts

@@ -16,13 +16,14 @@ _STANDALONE = {0x01, *range(0xD0, 0xD8)}
 #: In entropy-coded data, 0xFF is followed by 0x00 (stuffing), a restart
 #: marker or more 0xFF fill; anything else starts the next marker.
 _NEXT_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")
-_MAX_SEGMENT = 65533
+#: The most payload one marker segment holds (its 2-byte length counts itself).
+MAX_PAYLOAD = 65533
 
 
 def app_segment(marker: int, payload: bytes) -> bytes:
     """One marker segment (``0xFF``, marker, 2-byte length, payload); ValueError if too long."""
-    if len(payload) > _MAX_SEGMENT:
-        raise ValueError(f"segment payload of {len(payload)} bytes exceeds {_MAX_SEGMENT}")
+    if len(payload) > MAX_PAYLOAD:
+        raise ValueError(f"segment payload of {len(payload)} bytes exceeds {MAX_PAYLOAD}")
     return bytes((0xFF, marker)) + (len(payload) + 2).to_bytes(2, "big") + payload
 
 
@@ -64,6 +65,42 @@ def metadata_segments(data: bytes) -> list[tuple[int, bytes]]:
             found.append((marker, data[pos + 2:pos + length]))
         pos += length
     return found
+
+
+def with_segments(data: bytes, marker: int, segments: list[bytes]) -> bytes:
+    """``data`` with its ``marker`` segments (before the first scan) replaced by ``segments``: where the first
+    was, else after the last APPn (else right after SOI). Every other byte is kept; a damaged header ends the
+    search (what follows is kept as it is)."""
+    spans: list[tuple[int, int]] = []
+    after_app = pos = 2
+    n = len(data)
+    while pos + 4 <= n and data[pos] == 0xFF:
+        start = pos
+        while pos < n and data[pos] == 0xFF:
+            pos += 1
+        if pos >= n:
+            break
+        found = data[pos]
+        pos += 1
+        if found in _STANDALONE:
+            continue
+        if found in (_SOS, _EOI) or pos + 2 > n:
+            break
+        length = int.from_bytes(data[pos:pos + 2], "big")
+        if length < 2 or pos + length > n:
+            break
+        pos += length
+        if found == marker:
+            spans.append((start, pos))
+        elif 0xE0 <= found <= 0xEF:
+            after_app = pos
+    at = spans[0][0] if spans else after_app
+    kept, cur = [], 0
+    for start, end in spans:
+        kept.append(data[cur:start])
+        cur = end
+    stripped = b"".join([*kept, data[cur:]])
+    return stripped[:at] + b"".join(segments) + stripped[at:]
 
 
 def replace_metadata(data: bytes, segments: list[bytes]) -> bytes:

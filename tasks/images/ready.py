@@ -27,8 +27,9 @@ from typing import NamedTuple
 from PIL import Image, ImageCms, ImageOps
 
 from tasks.core.settings import PackSettings
+from tasks.images.camera_colour import assumed_profile
 from tasks.images.contributor_meta import kept_segments
-from tasks.images.inspect import open_image, pillow_errors
+from tasks.images.inspect import JPEG_FORMATS, open_image, pillow_errors
 from tasks.images.jpeg_segments import exif_segment, icc_segment, replace_metadata
 from tasks.images.pixels import flatten_on_white, has_alpha
 from tasks.images.similar import Looks, looks
@@ -49,6 +50,7 @@ ORIENTATION = 0x0112
 _EXIF_IFD, _GPS_IFD, _INTEROP_IFD = 0x8769, 0x8825, 0xA005
 _MAKER_NOTE = 0x927C
 _PIXEL_X, _PIXEL_Y = 0xA002, 0xA003
+_COLOR_SPACE, _SRGB = 0xA001, 1
 #: IFD0 tags never copied: TIFF layout, the orientation (applied to the
 #: pixels), and other metadata blocks (XMP, IPTC, Photoshop, ICC) that can
 #: hold a location and are replaced by our own anyway.
@@ -79,14 +81,15 @@ def _is_srgb(profile: ImageCms.ImageCmsProfile) -> bool:
     return "srgb" in (profile.profile.profile_description or "").lower()
 
 
-def to_srgb(im: Image.Image) -> Image.Image:
+def to_srgb(im: Image.Image, assumed_icc: bytes | None = None) -> Image.Image:
     """8-bit RGB in sRGB: 16-bit scaled down, palette expanded, alpha on white, ICC converted.
 
     An embedded profile other than sRGB (Adobe RGB, a CMYK press profile, a
     grey gamma) is converted to sRGB with LittleCMS; CMYK without a profile
-    gets Pillow's plain conversion.
+    gets Pillow's plain conversion. ``assumed_icc``: the profile the pixels are
+    in when none is embedded (:func:`tasks.images.camera_colour.assumed_profile`).
     """
-    icc = im.info.get("icc_profile")
+    icc = im.info.get("icc_profile") or assumed_icc
     if im.mode.startswith("I;16") or im.mode == "I":
         im = im.convert("I").point(lambda v: v / 257).convert("L")
     if has_alpha(im):
@@ -110,10 +113,29 @@ def _read_ifd(exif: Image.Exif, tag: int) -> dict:
         return {}
 
 
+class _AsRead(str):
+    """EXIF text that Pillow writes back as the bytes it was read from.
+
+    Pillow reads an ASCII-typed value (Artist, Copyright, Make, LensModel …)
+    as Latin-1, one character per byte, and writes it back with
+    ``encode("ascii", "replace")``: every byte above 127 becomes ``?``. Tools
+    write UTF-8 there (exiftool by default; docs/INTERFACE.md, "Your own photo
+    library"), so the bytes are kept as they were and a reader reads back the
+    same characters.
+    """
+
+    def encode(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:  # the bytes read, whatever is asked
+        return str.encode(self, "latin-1", "replace")
+
+
+def _as_read(tags: dict) -> dict:
+    return {tag: _AsRead(value) if isinstance(value, str) else value for tag, value in tags.items()}
+
+
 def _writable(tags: dict) -> dict:
-    """The tags whose values Pillow can write back (odd camera values are dropped, not fatal)."""
+    """The tags whose values Pillow can write back (odd camera values are dropped, not fatal), text as read."""
     kept = {}
-    for tag, value in tags.items():
+    for tag, value in _as_read(tags).items():
         probe = Image.Exif()
         probe[tag] = value
         try:
@@ -129,9 +151,10 @@ def clean_exif(exif: Image.Exif, size: tuple[int, int], strip_location: bool) ->
 
     Keeps camera data (Make, Model, exposure, lens, dates) from IFD0 and the
     Exif IFD; drops the orientation (the pixels are upright), the maker note
-    (vendor blob with offsets that break on rewrite), the embedded thumbnail,
-    and — when ``strip_location`` — the GPS IFD. Pixel dimensions are set to
-    ``size``.
+    (vendor blob with offsets that break on rewrite), the Interop IFD (its
+    InteropIndex names the camera's colour space, no longer the file's), the
+    embedded thumbnail, and — when ``strip_location`` — the GPS IFD. Pixel
+    dimensions are set to ``size`` and ColorSpace to sRGB.
     """
     out = Image.Exif()
     for tag, value in _writable({t: v for t, v in exif.items() if t not in _IFD0_DROP}).items():
@@ -139,6 +162,7 @@ def clean_exif(exif: Image.Exif, size: tuple[int, int], strip_location: bool) ->
     sub = {t: v for t, v in _read_ifd(exif, _EXIF_IFD).items() if t not in (_MAKER_NOTE, _INTEROP_IFD)}
     if sub:
         sub[_PIXEL_X], sub[_PIXEL_Y] = size
+        sub[_COLOR_SPACE] = _SRGB  # what every upload-ready file is (a camera's "Uncalibrated" was converted)
         out[_EXIF_IFD] = _writable(sub)
     if not strip_location:
         gps = _writable(_read_ifd(exif, _GPS_IFD))
@@ -166,9 +190,10 @@ class ReadyImage:
     upscaled_from: tuple[int, int] | None = None
 
 
-def _keeps_pixels(im: Image.Image, orientation: int) -> bool:
-    """A JPEG that is already upright RGB in sRGB (or untagged) needs no new encode."""
-    if im.format != "JPEG" or im.mode != "RGB" or orientation in range(2, 9):
+def _keeps_pixels(im: Image.Image, orientation: int, assumed_icc: bytes | None) -> bool:
+    """A JPEG that is already upright RGB in sRGB (or untagged, with no camera saying otherwise) needs no new
+    encode."""
+    if im.format not in JPEG_FORMATS or im.mode != "RGB" or orientation in range(2, 9) or assumed_icc:
         return False
     profile = _profile(im.info.get("icc_profile"))
     return profile is None or _is_srgb(profile)
@@ -194,7 +219,8 @@ def ready_jpeg(path: Path, settings: PackSettings, min_pixels: int = 0) -> Ready
         exif = im.getexif()
         source = path.read_bytes()
         kept = kept_segments(source, im.info.get("xmp"), settings.strip_location)  # the contributor's XMP and IIM
-        if _keeps_pixels(im, exif.get(ORIENTATION, 1)) and im.width * im.height >= min_pixels:
+        assumed = assumed_profile(im, exif)
+        if _keeps_pixels(im, exif.get(ORIENTATION, 1), assumed) and im.width * im.height >= min_pixels:
             meta = [icc_segment(SRGB_ICC), *kept]
             exif_bytes = clean_exif(exif, im.size, settings.strip_location)
             if exif_bytes:
@@ -205,7 +231,7 @@ def ready_jpeg(path: Path, settings: PackSettings, min_pixels: int = 0) -> Ready
             im.load()
             ImageOps.exif_transpose(im, in_place=True)
             upright_exif = im.getexif()
-            rgb = to_srgb(im)
+            rgb = to_srgb(im, assumed)
             if rgb is not im:
                 im.close()  # frees the source pixels before the encode
             before = rgb.size
@@ -252,11 +278,12 @@ def preview_jpegs(path: Path, preview_px: int, thumbnail_px: int) -> Previews:
     preview, so they cost no decode of their own.
     """
     with open_image(path) as im, pillow_errors(path.name):
-        if im.format == "JPEG":
+        if im.format in JPEG_FORMATS:
             im.draft("RGB", fit(im.size, preview_px))
+        assumed = assumed_profile(im, im.getexif())
         im.load()
         ImageOps.exif_transpose(im, in_place=True)
-        rgb = to_srgb(im)
+        rgb = to_srgb(im, assumed)
     preview = rgb.resize(fit(rgb.size, preview_px), Image.Resampling.LANCZOS) if max(rgb.size) > preview_px else rgb
     thumb = preview.resize(fit(preview.size, thumbnail_px), Image.Resampling.LANCZOS)
     return Previews(_encode(preview, PREVIEW_QUALITY), _encode(thumb, PREVIEW_QUALITY), looks(preview))

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from tasks.core.printable import printable
 from tasks.core.reports import CsvReport
-from tasks.observe.summary import BatchSummary, listed
+from tasks.observe.summary import REJECTED_IN, BatchSummary, listed
 
 
 def md_cell(text: object) -> str:
@@ -61,7 +61,7 @@ def summary_markdown(s: BatchSummary) -> str:
     if s.in_batch:
         lines.append(f"| in batch jobs | {s.in_batch} | {s.batch_jobs_submitted} job(s) submitted this run; "
                      "collected by the next run or collect-batches |")
-    lines.append(f"| rejected | {len(s.rejected)} | {m(listed(s.rejected))} |")
+    lines.append(f"| rejected | {len(s.rejected)} | {m(listed(s.rejected, REJECTED_IN))} |")
     if s.upscaled:
         lines.append(f"| upscaled | {len(s.upscaled)} | {m(listed(s.upscaled))} (enlarged to the agencies' minimum) |")
     for agency, rows in s.csv_rows.items():

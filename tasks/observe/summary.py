@@ -236,11 +236,18 @@ def brief(why: str, limit: int = 120) -> str:
 LISTED = 10
 
 
-def listed(reasons: dict[str, str]) -> str:
-    """``name: reason; …`` for the first :data:`LISTED` names, then ``… and N more``."""
+#: Where every rejected file is listed with its reason (and, for the assets stage, what to do).
+REJECTED_IN = "reports/ingest.json and reports/pack.json"
+
+
+def listed(reasons: dict[str, str], every_one_in: str = "") -> str:
+    """``name: reason; …`` for the first :data:`LISTED` names, then ``… and N more`` (``: every one in …`` when
+    a report lists them all)."""
     names = sorted(reasons)
     text = "; ".join(f"{printable(k)}: {printable(reasons[k])}" for k in names[:LISTED])
-    return text + (f"; … and {len(names) - LISTED} more" if len(names) > LISTED else "")
+    if len(names) <= LISTED:
+        return text
+    return text + f"; … and {len(names) - LISTED} more" + (f": every one in {every_one_in}" if every_one_in else "")
 
 
 def needs_ai_tick(wd: Workdir, uploads: Mapping[str, AgencyUpload]) -> dict[str, tuple[str, list[str]]]:

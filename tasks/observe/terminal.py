@@ -13,7 +13,7 @@ from tasks.core.printable import printable
 from tasks.core.reports import CsvReport
 from tasks.observe import progress as stage_progress
 from tasks.observe.markdown import next_steps
-from tasks.observe.summary import BatchSummary, listed
+from tasks.observe.summary import REJECTED_IN, BatchSummary, listed
 
 
 @contextmanager
@@ -102,7 +102,7 @@ def summary_table(s: BatchSummary) -> Table:
     if s.stopped and not s.pending:
         t.add_row("stopped", "", s.stopped)
     if s.rejected:
-        t.add_row("rejected", str(len(s.rejected)), listed(s.rejected))
+        t.add_row("rejected", str(len(s.rejected)), listed(s.rejected, REJECTED_IN))
     if s.upscaled:
         t.add_row("upscaled", str(len(s.upscaled)), listed(s.upscaled) + " · enlarged to the agencies' minimum")
     for agency, rows in s.csv_rows.items():

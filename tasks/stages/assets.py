@@ -27,9 +27,11 @@ from tasks.core.retry import delay_before_retry
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.images.demo import DemoPrompt, demo_jpeg_bytes, generated_name, prompts_from
-from tasks.images.inspect import IMAGE_EXTENSIONS, ImageRules, image_rules, inspect_image, open_image
+from tasks.images.inspect import IMAGE_EXTENSIONS, JPEG_FORMATS, ImageRules, image_rules, inspect_image, open_image
+from tasks.images.mpf import left_out
 from tasks.images.provenance import record_generation
 from tasks.observe.progress import StageProgress
+from tasks.stages.ingest_report import write_ingest_report
 from tasks.stages.run_context import RunContext
 
 log = logging.getLogger(__name__)
@@ -123,6 +125,8 @@ class IngestReport:
     renamed: dict[str, str] = field(default_factory=dict)
     #: Why ingesting stopped early (the disk is full), if it did: the rest is left for the next run.
     stopped: str | None = None
+    #: asset name -> what its upload-ready copy leaves out (the other images of a JPEG's MPF index).
+    left_out: dict[str, str] = field(default_factory=dict)
 
 
 def disk_full_stop(assets_dir: Path, exc: OSError, kept: int, left: int) -> str:
@@ -247,7 +251,7 @@ def _ingest_one(path: Path, assets_dir: Path, known: dict[str, str], taken: dict
     try:
         if path.suffix.lower() not in ACCEPTED_EXTENSIONS:
             raise BadInput(name, f"unsupported file type {path.suffix} (only JPEG and PNG are accepted)")
-        inspect_image(path)
+        facts = inspect_image(path)
     except BadInput as exc:
         report.rejected[name] = exc.reason
         return
@@ -269,6 +273,9 @@ def _ingest_one(path: Path, assets_dir: Path, known: dict[str, str], taken: dict
     known[digest] = target.name
     taken[stem_key(target.name)] = target.name
     report.added.append(Asset(name=target.name, asset_id=digest, path=target))
+    note = left_out(target) if facts.format in JPEG_FORMATS else None
+    if note:
+        report.left_out[target.name] = note
 
 
 def settle_asset_names(assets_dir: Path) -> dict[str, str]:
@@ -341,10 +348,10 @@ def gather(assets_dir: Path, count: int, source: Path | None, prompts: list[Demo
                         "name each)", printable(old), printable(new))
         before = {p.name for p in iter_asset_files(assets_dir)}
         rejected: dict[str, str] = {}
-        generated, ingest_stopped = Generated(), None
+        generated = Generated()
+        ingested = IngestReport()
         if source is not None:
             ingested = ingest(source, assets_dir)
-            ingest_stopped = ingested.stopped
             rejected = {**ingested.rejected, **ingested.duplicates}
             for old, new in ingested.renamed.items():
                 log.warning("ingested %s as assets/%s (asset names: NFC, UTF-8, one per stem, within the disk's "
@@ -361,7 +368,8 @@ def gather(assets_dir: Path, count: int, source: Path | None, prompts: list[Demo
     rejected.update({**unreadable, **small})  # the names above are the source folder's: only these are assets
     return Gathered(assets=[a for a in assets if a.name not in small],
                     new=[a.name for a in assets if a.name not in before], rejected=rejected,
-                    not_generated=generated.failed, stopped=generated.stopped or ingest_stopped)
+                    not_generated=generated.failed, stopped=generated.stopped or ingested.stopped,
+                    left_out=ingested.left_out)
 
 
 def too_small_for_all(assets: list[Asset], rules: list[ImageRules]) -> dict[str, str]:
@@ -401,5 +409,8 @@ def gather_assets(ctx: RunContext, count: int, source: str | None) -> Gathered:
                  len(list(iter_asset_files(wd.assets))), wd.assets)
     for name, reason in sorted(gathered.rejected.items()):
         log.warning("rejected %s: %s", printable(name), printable(reason))
+    for name, note in sorted(gathered.left_out.items()):
+        log.warning("ingested %s: %s", printable(name), note)
+    write_ingest_report(wd, gathered)
     log.info("%d assets (%d new)", len(gathered.assets), len(gathered.new))
     return gathered

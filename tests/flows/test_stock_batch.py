@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import pyexiv2
@@ -110,6 +111,8 @@ def test_ingest_processes_only_new_images_and_rejects_bad_ones(prefect_harness, 
     assert first["described_now"] == 2
     assert set(first["rejected"]) == {"empty.jpg", "notes.png"}
     assert "empty" in first["rejected"]["empty.jpg"]
+    listed = json.loads((wd.reports / "ingest.json").read_text(encoding="utf-8"))["rejected"]  # issue 37 item 6
+    assert {row["file"] for row in listed} == {"empty.jpg", "notes.png"} and all(row["what_to_do"] for row in listed)
 
     _photo(source / "green_field.jpg", "green", KEYWORDS)
     second = run_batch(wd, source=str(source))
