@@ -48,7 +48,9 @@ def set_aside(path: Path) -> Path:
     return aside
 
 
-def _why(exc: BaseException) -> str:
+def what_is_wrong(exc: BaseException) -> str:
+    """What a reader's exception says is wrong with a file or a line, in a few words (the schema's field and
+    complaint for a ValidationError)."""
     if isinstance(exc, IsADirectoryError):
         return "a folder, not a file"
     if isinstance(exc, OSError):
@@ -79,7 +81,7 @@ def read_file(path: Path, parse: Callable[[bytes], T], instead: str) -> T | None
     except FileNotFoundError:
         return None
     except (OSError, *DAMAGE) as exc:
-        _set_aside_saying(path, _why(exc), instead)
+        _set_aside_saying(path, what_is_wrong(exc), instead)
         return None
 
 
@@ -97,7 +99,7 @@ def parse_in_place(path: Path, raw: bytes, parse: Callable[[bytes], T], instead:
             kept = f"its bytes kept as {aside.name}"
         except OSError as err:
             kept = f"its bytes could not be kept ({err.strerror or err})"
-        log.warning("%s is damaged (%s): %s; %s", path, _why(exc), kept, instead)
+        log.warning("%s is damaged (%s): %s; %s", path, what_is_wrong(exc), kept, instead)
         return None
 
 
@@ -127,8 +129,8 @@ def read_lines(path: Path, parse: Callable[[dict], T], *, stop: Callable[[str], 
         return []
     except OSError as exc:
         if stop is not None:
-            raise stop(_why(exc)) from exc
-        _set_aside_saying(path, _why(exc), instead)
+            raise stop(what_is_wrong(exc)) from exc
+        _set_aside_saying(path, what_is_wrong(exc), instead)
         return []
     found, skipped = [], []
     for n, line in enumerate(raw.splitlines(), 1):
@@ -137,7 +139,7 @@ def read_lines(path: Path, parse: Callable[[dict], T], *, stop: Callable[[str], 
         try:
             found.append(parse(json.loads(line.decode("utf-8"))))
         except DAMAGE as exc:
-            skipped.append(f"{n} ({_why(exc)})")
+            skipped.append(f"{n} ({what_is_wrong(exc)})")
     if skipped:
         log.warning("%s: line %s skipped: not read", path, "; ".join(skipped[:5])
                     + (f"; … and {len(skipped) - 5} more" if len(skipped) > 5 else ""))

@@ -25,7 +25,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from tasks.core.files import atomic_write_bytes, exclusive_lock
-from tasks.core.state_files import read_file
+from tasks.core.state_files import read_file, what_is_wrong
 from tasks.core.workdir import Workdir
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ def _releases(raw: bytes, path: Path) -> list[Release]:
         try:
             kept.append(Release.model_validate(entry))
         except ValidationError as exc:
-            skipped.append(f"{n} ({exc.errors()[0]['loc']}: {exc.errors()[0]['msg']})")
+            skipped.append(f"{n} ({what_is_wrong(exc)})")
     if skipped:
         log.warning("%s: release %s skipped (of the wrong shape): release it again with "
                     "`microstock similar release`", path, "; ".join(skipped))
