@@ -113,9 +113,9 @@ def run(
     own_server = wd_path if workdir_server.wanted() else None  # before prefect_env sets PREFECT_API_URL
     prefect_env(wd_path, verbose, new_workdir=True)
     from flows.stock_batch import stock_batch
-    from tasks.core.reports import CsvReport
     from tasks.observe.summary import INCOMPLETE, BatchSummary
     from tasks.observe.terminal import skip_notes, stage_bars, summary_table, validation_table
+    from tasks.stores.pending import last_csvs
 
     with stage_bars(console):
         state = stock_batch(
@@ -131,7 +131,7 @@ def run(
     summary = BatchSummary.model_validate(state.result(raise_on_failure=False))
     validation = Workdir(wd_path).reports / "validation.json"
     if validation.is_file():  # this run's CSV validation report: rows, fixes, skipped assets with the rule
-        console.print(validation_table(CsvReport.model_validate_json(validation.read_text(encoding="utf-8"))))
+        console.print(validation_table(last_csvs(Workdir(wd_path))))  # a damaged one: set aside, one line
     console.print(summary_table(summary))
     for line in skip_notes(summary) + summary.ai_tick_notes():
         console.print(line, highlight=False)

@@ -19,6 +19,7 @@ from typing import Optional
 import typer
 
 from flows.cli_common import WorkdirOpt, console, err, fail, resolve_workdir
+from tasks.core.printable import printable
 
 similar_app = typer.Typer(help="Similar-content risk: list it, set alike assets apart, release a held-back asset.",
                           no_args_is_help=True)
@@ -37,7 +38,8 @@ def similar_list(workdir: Optional[Path] = WorkdirOpt) -> None:
         return
     for agency, per in risks.items():
         for name, risk in per.items():
-            console.print(f"{name}  {agency}  {risk_words(risk)}", highlight=False, soft_wrap=True, markup=False)
+            console.print(f"{printable(name)}  {agency}  {printable(risk_words(risk))}", highlight=False,
+                          soft_wrap=True, markup=False)
 
 
 @similar_app.command("release")
@@ -59,8 +61,9 @@ def similar_release(names: list[str] = typer.Argument(..., help="Asset file name
             err.print(f"[red]error:[/red] {exc.reason}: nothing changed", highlight=False, soft_wrap=True)
             code = 1
             continue
-        console.print(f"{name}: released for {', '.join(done)}; the next run sends it there" if done
-                      else f"{name}: nothing to release (not held back, or released already)", highlight=False)
+        console.print(f"{printable(name)}: released for {', '.join(done)}; the next run sends it there" if done
+                      else f"{printable(name)}: nothing to release (not held back, or released already)",
+                      highlight=False)
     raise typer.Exit(code)
 
 
@@ -88,7 +91,8 @@ def similar_distinct(names: Optional[list[str]] = typer.Argument(None, help="Ass
     if not done:
         console.print("nothing to set apart: no asset of the last run was found alike another")
     for name, change in done.items():
-        console.print(f"{name}: «{change['before']['title']}» → «{change['after']['title']}»; first keywords now "
+        console.print(f"{printable(name)}: «{change['before']['title']}» → «{change['after']['title']}»; "
+                      "first keywords now "
                       f"{', '.join(change['after']['keywords'])}", highlight=False, soft_wrap=True, markup=False)
     if done:
         console.print("the next run packs them again and checks them again", highlight=False)

@@ -34,7 +34,8 @@ StageStopped       ``quota:daily``, ``quota:wait`` (the run's 429 waits used up)
                    ``location``, ``request_shape``, ``account``, ``host_key`` (unknown or changed),
                    ``tls:certificate``, ``tls:changed`` (not the pinned certificate), ``key_file``,
                    ``unconfirmed`` (stored, then gone), ``busy`` (another run holds the agency),
-                   ``target:<error_class of the cause>``
+                   ``target:<error_class of the cause>``, ``disk_full`` (the workdir's disk has no room:
+                   the stage stops with one line naming the disk and what it kept)
 =================  ==========================================================================
 
 ``error_class`` (stored in the dead-letter store, shown in messages) is

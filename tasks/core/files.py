@@ -91,6 +91,32 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+@contextmanager
+def exclusive_lock(path: Path, what: str, *, waiting: Callable[[], None] | None = None) -> Iterator[None]:
+    """Hold an exclusive ``fcntl`` lock on ``path`` (created when missing) while ``what`` is done.
+
+    When another process holds it, ``waiting()`` is called once (to say so)
+    and this one waits its turn. Closing the file releases the lock, so a
+    crash never leaves it held. StoreUnavailable naming ``path`` and ``what``
+    when the lock file cannot be opened.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise StoreUnavailable(f"{path}: cannot open the lock for {what} ({exc.strerror or exc})") from exc
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if waiting is not None:
+                waiting()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def locked_append(path: Path, record: bytes, what: str, *, before: Callable[[int, int], bytes]) -> None:
     """Append ``record`` to ``path`` as one ``write`` under an exclusive ``fcntl`` lock, then ``fsync``.
 
@@ -127,3 +153,22 @@ def locked_append(path: Path, record: bytes, what: str, *, before: Callable[[int
         os.close(fd)
     if size == 0:
         fsync_dir(path.parent)
+
+
+#: What ``errno`` says when a write finds no room: the disk is full, or the user's quota on it is used up.
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Did this write fail for want of room on the disk (ENOSPC, EDQUOT)?"""
+    return isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS
+
+
+def disk_of(path: Path) -> Path:
+    """The mount point of the disk ``path`` is on (the nearest existing folder's when it does not exist yet)."""
+    at = Path(os.path.abspath(path))
+    while not at.exists() and at != at.parent:
+        at = at.parent
+    while not os.path.ismount(at) and at != at.parent:
+        at = at.parent
+    return at

@@ -16,9 +16,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from tasks.core.files import atomic_write_bytes, sha256_file
+from tasks.core.state_files import read_file
 from tasks.core.workdir import Workdir
 
 #: The image files an asset can be (what ingest accepts and every stage lists).
@@ -144,11 +145,10 @@ def write_sidecar(path: Path, asset: Asset, metadata: Metadata, provenance: Prov
 
 
 def read_sidecar(path: Path) -> Sidecar | None:
-    """The sidecar at ``path``, or None when it is missing or unreadable (then the asset is pending)."""
-    try:
-        return Sidecar.model_validate_json(path.read_bytes())  # pydantic parses the JSON itself: half the time
-    except (OSError, ValueError, ValidationError):
-        return None
+    """The sidecar at ``path``, or None when it is missing or damaged (then set aside, named in one warning, and
+    the asset is pending: described again)."""
+    # pydantic parses the JSON itself: half the time of json.loads first
+    return read_file(path, Sidecar.model_validate_json, "the asset is described again")
 
 
 def record_review(path: Path, decision: Literal["approved", "rejected"] | None, by: str = "review") -> Sidecar | None:

@@ -6,11 +6,15 @@ here, never from memory of an earlier run (INTERFACE.md lists the layout).
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from tasks.core.errors import ConfigError
+from tasks.core.state_files import set_aside
+
+log = logging.getLogger(__name__)
 
 DEFAULT_WORKDIR = "./microstock-data"
 
@@ -75,9 +79,12 @@ class Workdir:
         return self.assets / (Path(asset_name).stem + ".json")
 
     def prepare(self) -> "Workdir":
-        """Create the folders every stage expects; ConfigError if the workdir is unusable."""
+        """Create the folders every stage expects; ConfigError if the workdir is unusable. A file where one of
+        its folders belongs is set aside (``<name>.damaged-<UTC>``, one warning) and the folder made."""
         try:
             for d in (self.root, self.assets, self.csv, self.packs, self.reports):
+                if d != self.root and (d.is_file() or d.is_symlink() and not d.is_dir()):
+                    log.warning("%s is a file where a folder belongs: set aside as %s", d, set_aside(d).name)
                 d.mkdir(parents=True, exist_ok=True)
             probe = self.root / ".write-test"
             probe.write_bytes(b"")

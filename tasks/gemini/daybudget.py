@@ -18,18 +18,26 @@ from __future__ import annotations
 
 import datetime as dt
 import fcntl
-import json
-import os
 import threading
 from pathlib import Path
 from typing import Callable
 from zoneinfo import ZoneInfo
 
+from pydantic import BaseModel, Field
+
 from tasks.core.errors import StageStopped
+from tasks.core.state_files import open_in_place, parse_in_place
 
 #: Where Google's day ends.
 PACIFIC = ZoneInfo("America/Los_Angeles")
 FILE_NAME = "gemini-requests.json"
+
+
+class DayCount(BaseModel):
+    """The file: the Pacific day and each model's requests on it."""
+
+    day: str = ""
+    models: dict[str, int] = Field(default_factory=dict)
 
 
 def pacific_day(now: dt.datetime | None = None) -> str:
@@ -54,14 +62,13 @@ class DailyBudget:
         if self.per_day == 0:
             return
         day = pacific_day(self._now())
-        with self._lock, open(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644), "r+", encoding="utf-8") as fh:
+        with self._lock, open(open_in_place(self.path), "r+b") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                data = json.loads(fh.read() or "{}")
-            except ValueError:  # a torn or foreign file: start the day's count again
-                data = {}
-            counts = data.get("models", {}) if data.get("day") == day else {}
-            used = int(counts.get(self.model, 0))
+            # a torn or foreign file: its bytes kept aside, the day's count starts again
+            kept = parse_in_place(self.path, fh.read() or b"{}", DayCount.model_validate_json,
+                                  "the day's request count starts again") or DayCount()
+            counts = kept.models if kept.day == day else {}
+            used = counts.get(self.model, 0)
             if used >= self.per_day:
                 raise StageStopped(f"{used} requests to {self.model} today (Pacific time) reach "
                                    f"`gemini.requests_per_day = {self.per_day}`: the rest waits for the next run "
@@ -70,5 +77,5 @@ class DailyBudget:
             counts[self.model] = used + 1
             fh.seek(0)
             fh.truncate()
-            fh.write(json.dumps({"day": day, "models": counts}, sort_keys=True))
+            fh.write(DayCount(day=day, models=counts).model_dump_json().encode())
             fh.flush()

@@ -24,15 +24,16 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
-import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Callable
 
 from google import genai
+from pydantic import BaseModel
 
 from tasks.core.errors import ConfigError, MicrostockError
 from tasks.core.files import atomic_write_bytes
 from tasks.core.settings import GeminiSettings
+from tasks.core.state_files import read_file
 from tasks.core.workdir import Workdir
 from tasks.gemini.client import Target, gemini_client, map_gemini_errors
 from tasks.gemini.models import ModelInfo, known_models, retired_refusal
@@ -95,15 +96,21 @@ def ask_gemini(client: genai.Client, target: Target, api_key: str) -> tuple[Serv
                      for m in client.models.list(config={"page_size": PAGE_SIZE}))
 
 
+class ServedFile(BaseModel):
+    """``gemini-models.json``: one UTC day's list, written and read by this schema (a wrong type anywhere, such
+    as ``methods`` as a string, is damage: the file is set aside and Gemini asked again)."""
+
+    day: str
+    api_version: str
+    asked_at: str = ""
+    models: tuple[ServedModel, ...]
+
+
 def _read_day(wd: Workdir, day: dt.date, api_version: str) -> ServedList | None:
-    try:
-        data = json.loads(wd.gemini_models.read_text(encoding="utf-8"))
-        if data.get("day") != day.isoformat() or data.get("api_version") != api_version:
-            return None
-        return ServedList(day, tuple(ServedModel(**{**m, "methods": tuple(m.get("methods", ()))})
-                                     for m in data["models"]))
-    except (OSError, ValueError, TypeError, KeyError):  # absent, torn or of another shape: ask again
+    kept = read_file(wd.gemini_models, ServedFile.model_validate_json, "Gemini's list of models is asked again")
+    if kept is None or kept.day != day.isoformat() or kept.api_version != api_version:
         return None
+    return ServedList(day, kept.models)
 
 
 def served_today(wd: Workdir, settings: GeminiSettings, api_key: str, *, refresh: bool = False,
@@ -117,10 +124,10 @@ def served_today(wd: Workdir, settings: GeminiSettings, api_key: str, *, refresh
     quick = settings.model_copy(update={"timeout_s": min(settings.timeout_s, LIST_TIMEOUT_S)})
     client = gemini_client(quick, api_key)
     models = ask_gemini(client, Target("gemini.model", settings.model, "describe", settings.api_version), api_key)
-    record = {"day": day.isoformat(), "api_version": settings.api_version, "asked_at": now().isoformat(),
-              "models": [asdict(m) for m in models]}
+    record = ServedFile(day=day.isoformat(), api_version=settings.api_version, asked_at=now().isoformat(),
+                        models=models)
     try:
-        atomic_write_bytes(wd.gemini_models, json.dumps(record, indent=1).encode())
+        atomic_write_bytes(wd.gemini_models, record.model_dump_json(indent=1).encode())
     except OSError:  # keeping the list saves a call; a workdir that cannot hold it only costs the next run one
         pass
     return ServedList(day, models, fresh=True)

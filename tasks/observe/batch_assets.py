@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from prefect.artifacts import create_table_artifact
 
 from tasks.core.errors import StoreUnavailable, fails_again_unchanged
+from tasks.core.printable import printable
 from tasks.core.records import ready_name
 from tasks.core.reports import AgencyUpload, CsvReport, DescribeReport, Gathered, PackReport
 from tasks.core.workdir import Workdir
@@ -110,7 +111,7 @@ def asset_rows(gathered: Gathered, described: DescribeReport, csvs: CsvReport, p
     agencies = list(csvs.agencies) or list(uploads)
     rows = []
     for name in sorted({a.name for a in gathered.assets}):
-        row = {"asset": name}
+        row = {"asset": printable(name)}
         if name in packed.rejected:
             row["describe"] = f"rejected: {packed.rejected[name]}"
         else:
@@ -123,7 +124,8 @@ def asset_rows(gathered: Gathered, described: DescribeReport, csvs: CsvReport, p
                 row[agency] = not_tried_cell(row["describe"])
         rows.append(row)
     for name, reason in sorted(gathered.rejected.items()):
-        rows.append({"asset": name, "describe": f"rejected: {reason}", **{a: "not tried: rejected" for a in agencies}})
+        rows.append({"asset": printable(name), "describe": f"rejected: {reason}",
+                     **{a: "not tried: rejected" for a in agencies}})
     return rows
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
+from tasks.core.printable import printable
 from tasks.core.reports import CsvReport
 from tasks.observe.summary import REJECTED_IN, BatchSummary, listed
 
@@ -12,13 +13,13 @@ from tasks.observe.summary import REJECTED_IN, BatchSummary, listed
 def md_cell(text: object) -> str:
     """Text safe inside a markdown table cell (file names and reasons are the contributor's, not ours); a URL
     in it (``sftp://host``) is not made a link (the UI would link only its ``ftp://`` tail)."""
-    return (str(text).replace("\\", "\\\\").replace("|", "\\|").replace("`", "'").replace("\n", " ")
+    return (printable(str(text).replace("\n", " ")).replace("\\", "\\\\").replace("|", "\\|").replace("`", "'")
             .replace("://", ":\\/\\/"))
 
 
 def md_code(text: object) -> str:
     """Text as inline code: a URL (``sftp://…``) is shown as written, never turned into a link."""
-    return "`" + str(text).replace("`", "'").replace("\n", " ").replace("|", "\\|") + "`"
+    return "`" + printable(str(text).replace("\n", " ")).replace("`", "'").replace("|", "\\|") + "`"
 
 
 def next_steps(report: CsvReport, stopped: Mapping[str, str] | None = None) -> list[str]:

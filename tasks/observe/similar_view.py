@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from tasks.core.printable import printable
 from tasks.core.records import ready_name
 from tasks.core.workdir import Workdir
 from tasks.observe.thumbnails import inline_thumbnail
@@ -58,7 +59,8 @@ def summary_notes(risks: Mapping[str, Mapping[str, Risk]]) -> dict[str, str]:
         if not risky:
             continue
         pairs = [(n, r) for n, r in risky if not (r.nearest in per and per[r.nearest].nearest == n and r.nearest < n)]
-        shown = ", ".join(f"{n} ~ {r.nearest} {r.score:.2f}" for n, r in pairs[:3]) + (", …" if len(pairs) > 3 else "")
+        shown = ", ".join(f"{printable(n)} ~ {printable(r.nearest)} {r.score:.2f}"
+                          for n, r in pairs[:3]) + (", …" if len(pairs) > 3 else "")
         counts = [f"{sum(1 for _, r in risky if r.outcome == o)} {o}" for o in ("held back", "released")
                   if any(r.outcome == o for _, r in risky)]
         out[agency] = (f"{len(risky)} alike (score ≥ {risky[0][1].threshold:.2f}): {shown}"

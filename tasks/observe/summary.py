@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from tasks.agencies.catalog import catalog
 from tasks.core.errors import BadInput
+from tasks.core.printable import printable
 from tasks.core.records import described_sidecars, ready_name
 from tasks.core.reports import AgencyUpload, CsvReport, DescribeReport, Gathered, PackReport
 from tasks.core.workdir import Workdir
@@ -243,7 +244,7 @@ def listed(reasons: dict[str, str], every_one_in: str = "") -> str:
     """``name: reason; …`` for the first :data:`LISTED` names, then ``… and N more`` (``: every one in …`` when
     a report lists them all)."""
     names = sorted(reasons)
-    text = "; ".join(f"{k}: {reasons[k]}" for k in names[:LISTED])
+    text = "; ".join(f"{printable(k)}: {printable(reasons[k])}" for k in names[:LISTED])
     if len(names) <= LISTED:
         return text
     return text + f"; … and {len(names) - LISTED} more" + (f": every one in {every_one_in}" if every_one_in else "")

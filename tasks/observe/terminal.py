@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from rich.console import Console, Group
 from rich.table import Table
 
+from tasks.core.printable import printable
 from tasks.core.reports import CsvReport
 from tasks.observe import progress as stage_progress
 from tasks.observe.markdown import next_steps
@@ -57,7 +58,7 @@ def validation_table(report: CsvReport) -> Group:
         for column in ("asset", "agency", "rule", "problem"):
             problems.add_column(column, overflow="fold")
         for p in report.problems:
-            problems.add_row(p.asset or "(all)", p.agency, p.rule, p.message)
+            problems.add_row(printable(p.asset or "(all)"), p.agency, p.rule, printable(p.message))
         parts.append(problems)
     parts.extend(next_steps(report))
     return Group(*parts)

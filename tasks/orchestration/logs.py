@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import logging
 
+from tasks.core.errors import StageStopped
+
 
 class NoRepeatedFailedState(logging.Filter):
     """Drop Prefect's "Task run failed with state: …" (a task returned a failed-type state and is not retried):
@@ -29,8 +31,23 @@ class NoRepeatedFailedState(logging.Filter):
         return not (isinstance(record.msg, str) and record.msg.startswith("Task run failed with state: "))
 
 
+class NoTracebackForAStop(logging.Filter):
+    """A stage that stopped on purpose (:class:`~tasks.core.errors.StageStopped`: a full disk, the day's quota)
+    said why in its one line: Prefect's "Task run failed with exception: StageStopped(…)" and "Encountered
+    exception during execution: StageStopped(…)" keep that line, without the traceback under it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], StageStopped):
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
 def drop_repeated_failed_state() -> None:
-    """Put :class:`NoRepeatedFailedState` on Prefect's ``prefect.task_runs`` logger (once; safe to call again)."""
+    """Put :class:`NoRepeatedFailedState` on Prefect's ``prefect.task_runs`` logger, and :class:`NoTracebackForAStop`
+    on it and on ``prefect.flow_runs`` (once; safe to call again)."""
     task_runs = logging.getLogger("prefect.task_runs")
     if not any(isinstance(f, NoRepeatedFailedState) for f in task_runs.filters):
         task_runs.addFilter(NoRepeatedFailedState())
+    for runs in (task_runs, logging.getLogger("prefect.flow_runs")):
+        if not any(isinstance(f, NoTracebackForAStop) for f in runs.filters):
+            runs.addFilter(NoTracebackForAStop())

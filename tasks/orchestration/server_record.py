@@ -36,6 +36,7 @@ from typing import Iterator
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tasks.core.errors import ConfigError
+from tasks.core.state_files import set_aside
 from tasks.orchestration.local_server import HOST, new_auth_string
 
 #: The keeper's module, as it appears on its command line (how a live keeper is told from a reused pid).
@@ -87,14 +88,6 @@ def lock_path(home: Path) -> Path:
 def stopped_path(home: Path) -> Path:
     """Written by a forced ``server stop`` under running commands: they end instead of bringing it back."""
     return home / "server.stopped"
-
-
-def set_aside(path: Path) -> Path:
-    """Rename a damaged file (or a folder where a file belongs) to ``<name>.damaged-<UTC>``; the new path."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
-    aside = path.with_name(f"{path.name}.damaged-{stamp}")
-    os.replace(path, aside)
-    return aside
 
 
 def _not_a_file(path: Path) -> bool:

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Callable
 
 from tasks.core.errors import BadInput, MicrostockError, StageStopped, TransientError
-from tasks.core.files import atomic_file, atomic_write_bytes, name_max, sha256_file
+from tasks.core.files import atomic_file, atomic_write_bytes, disk_full, disk_of, exclusive_lock, name_max, sha256_file
+from tasks.core.printable import printable
 from tasks.core.records import ACCEPTED_EXTENSIONS, Asset, Made, iter_asset_files, read_sidecar
 from tasks.core.reports import Gathered
 from tasks.core.retry import delay_before_retry
@@ -34,6 +35,9 @@ from tasks.stages.ingest_report import write_ingest_report
 from tasks.stages.run_context import RunContext
 
 log = logging.getLogger(__name__)
+
+#: Held in ``assets/`` while a run ingests or generates: one run at a time adds assets.
+GATHER_LOCK = ".gather.lock"
 
 #: Makes image ``index`` for a prompt (offline or with Gemini): its JPEG and what making it cost.
 ImageMaker = Callable[[DemoPrompt, int], Made]
@@ -85,6 +89,12 @@ def generate(assets_dir: Path, count: int, prompts: list[DemoPrompt], seed: int,
                     made = _make_with_retries(make, prompt, i, sleep)
                     record_generation(path, made)  # first: an image is never there without its cost
                     atomic_write_bytes(path, made.jpeg)
+                except OSError as exc:
+                    if not disk_full(exc):
+                        raise
+                    result.stopped = disk_full_stop(assets_dir, exc, len(result.assets), count - i)
+                    result.failed[path.name] = "not written: the disk is full"
+                    break
                 except StageStopped as exc:
                     result.stopped = f"generation stopped: {exc.message}"
                     result.failed[path.name] = exc.message
@@ -113,19 +123,38 @@ class IngestReport:
     duplicates: dict[str, str] = field(default_factory=dict)
     #: source name -> the asset's name, when the file's own name could not be the asset's (see asset_name).
     renamed: dict[str, str] = field(default_factory=dict)
+    #: Why ingesting stopped early (the disk is full), if it did: the rest is left for the next run.
+    stopped: str | None = None
     #: asset name -> what its upload-ready copy leaves out (the other images of a JPEG's MPF index).
     left_out: dict[str, str] = field(default_factory=dict)
 
 
+def disk_full_stop(assets_dir: Path, exc: OSError, kept: int, left: int) -> str:
+    """The one line a full disk stops adding assets with: the disk, what was kept, what the next run does."""
+    disk = disk_of(assets_dir)
+    return (f"disk full: {disk} has no room left for {assets_dir} ({exc.strerror or exc}); {kept} asset(s) added "
+            f"and kept, {left} file(s) left for the next run — free space on {disk} and run again")
+
+
 def shown(name: str) -> str:
-    """A file name as it can be printed: bytes that are not UTF-8 as ``\\xNN``."""
-    return os.fsencode(name).decode("utf-8", errors="backslashreplace")
+    """A file name as it can be printed and kept in a report: control characters and bytes that are not
+    UTF-8 as ``\\xNN`` (:func:`tasks.core.printable.printable`)."""
+    return printable(name)
 
 
 def stem_key(name: str) -> str:
     """What two asset names must not share: the stem, in NFC and case-folded (one sidecar ``<stem>.json``
     and one upload-ready ``<stem>.jpg`` per stem, on case-sensitive and case-insensitive disks alike)."""
     return unicodedata.normalize("NFC", Path(name).stem).casefold()
+
+
+def _utf8(name: str) -> bool:
+    """Is the name on disk UTF-8 (not bytes read as surrogate escapes)?"""
+    try:
+        os.fsencode(name).decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _readable_name(name: str) -> str:
@@ -195,7 +224,7 @@ def ingest(source: Path, assets_dir: Path) -> IngestReport:
     limit = name_max(assets_dir)
     with os.scandir(source) as listing:
         entries = sorted(listing, key=lambda e: os.fsencode(e.name))
-    for entry in entries:
+    for at, entry in enumerate(entries):
         name = entry.name
         if name.startswith("."):
             continue
@@ -207,7 +236,10 @@ def ingest(source: Path, assets_dir: Path) -> IngestReport:
             if why is not None or not image_like:
                 continue
             _ingest_one(Path(entry.path), assets_dir, known, taken, limit, report)
-        except Exception as exc:  # one file never stops the others
+        except Exception as exc:  # one file never stops the others; a full disk stops them all
+            if disk_full(exc):
+                report.stopped = disk_full_stop(assets_dir, exc, len(report.added), len(entries) - at)
+                break
             log.exception("ingesting %s failed", shown(name))
             report.rejected[shown(name)] = f"unexpected error ({type(exc).__name__}: {exc}); not ingested"
     return report
@@ -257,7 +289,7 @@ def settle_asset_names(assets_dir: Path) -> dict[str, str]:
     renamed: dict[str, str] = {}
     limit = name_max(assets_dir)
     for path in iter_asset_files(assets_dir):
-        if shown(path.name) != path.name:  # not UTF-8
+        if not _utf8(path.name):
             taken = {stem_key(p.name): p.name for p in iter_asset_files(assets_dir)}
             new = assets_dir / asset_name(path.name, sha256_file(path), taken, limit)
             os.rename(path, new)
@@ -304,22 +336,28 @@ def gather(assets_dir: Path, count: int, source: Path | None, prompts: list[Demo
     An asset below the minimum size of every agency in ``rules`` (the chosen
     agencies) is rejected here, before anything is spent on it: it stays in
     ``assets/`` and is never described while those are the agencies chosen.
+
+    One run at a time adds to ``assets/`` (``assets/.gather.lock``): a second
+    run waits, then finds what the first added (the same bytes are never two
+    assets, the same image is never made twice).
     """
-    for old, new in settle_asset_names(assets_dir).items():
-        log.warning("renamed assets/%s to %s: not UTF-8, or a stem another asset has (one sidecar, one upload "
-                    "name each)", old, new)
-    before = {p.name for p in iter_asset_files(assets_dir)}
-    rejected: dict[str, str] = {}
-    generated = Generated()
-    ingested = IngestReport()
-    if source is not None:
-        ingested = ingest(source, assets_dir)
-        rejected = {**ingested.rejected, **ingested.duplicates}
-        for old, new in ingested.renamed.items():
-            log.warning("ingested %s as assets/%s (asset names: NFC, UTF-8, one per stem, within the disk's limit)",
-                        old, new)
-    elif count > 0:
-        generated = generate(assets_dir, count, prompts, seed, make)
+    with exclusive_lock(assets_dir / GATHER_LOCK, "adding assets", waiting=lambda: log.warning(
+            "another run is adding assets to %s: waiting for it to finish", assets_dir)):
+        for old, new in settle_asset_names(assets_dir).items():
+            log.warning("renamed assets/%s to %s: not UTF-8, or a stem another asset has (one sidecar, one upload "
+                        "name each)", printable(old), printable(new))
+        before = {p.name for p in iter_asset_files(assets_dir)}
+        rejected: dict[str, str] = {}
+        generated = Generated()
+        ingested = IngestReport()
+        if source is not None:
+            ingested = ingest(source, assets_dir)
+            rejected = {**ingested.rejected, **ingested.duplicates}
+            for old, new in ingested.renamed.items():
+                log.warning("ingested %s as assets/%s (asset names: NFC, UTF-8, one per stem, within the disk's "
+                            "limit)", printable(old), printable(new))
+        elif count > 0:
+            generated = generate(assets_dir, count, prompts, seed, make)
     assets, unreadable = [], {}
     for path in iter_asset_files(assets_dir):
         try:
@@ -330,7 +368,8 @@ def gather(assets_dir: Path, count: int, source: Path | None, prompts: list[Demo
     rejected.update({**unreadable, **small})  # the names above are the source folder's: only these are assets
     return Gathered(assets=[a for a in assets if a.name not in small],
                     new=[a.name for a in assets if a.name not in before], rejected=rejected,
-                    not_generated=generated.failed, stopped=generated.stopped, left_out=ingested.left_out)
+                    not_generated=generated.failed, stopped=generated.stopped or ingested.stopped,
+                    left_out=ingested.left_out)
 
 
 def too_small_for_all(assets: list[Asset], rules: list[ImageRules]) -> dict[str, str]:
@@ -345,7 +384,7 @@ def too_small_for_all(assets: list[Asset], rules: list[ImageRules]) -> dict[str,
             small[asset.name] = exc.reason
             continue
         except Exception as exc:  # one file never stops the others
-            log.exception("reading %s failed", asset.name)
+            log.exception("reading %s failed", printable(asset.name))
             small[asset.name] = f"unexpected error reading it ({type(exc).__name__}: {exc}); not described"
             continue
         if width * height < floor:
@@ -369,9 +408,9 @@ def gather_assets(ctx: RunContext, count: int, source: str | None) -> Gathered:
         log.info("nothing generated (no --count): finishing the %d assets already in %s",
                  len(list(iter_asset_files(wd.assets))), wd.assets)
     for name, reason in sorted(gathered.rejected.items()):
-        log.warning("rejected %s: %s", name, reason)
+        log.warning("rejected %s: %s", printable(name), printable(reason))
     for name, note in sorted(gathered.left_out.items()):
-        log.warning("ingested %s: %s", name, note)
+        log.warning("ingested %s: %s", printable(name), note)
     write_ingest_report(wd, gathered)
     log.info("%d assets (%d new)", len(gathered.assets), len(gathered.new))
     return gathered

@@ -42,6 +42,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 
 from tasks.core.errors import StoreUnavailable
+from tasks.core.files import exclusive_lock
 from tasks.core.records import Asset, Usage
 from tasks.core.reports import DescribeReport
 from tasks.observe.progress import StageProgress
@@ -128,12 +129,26 @@ class DescribeWith:
     describer: Describer | None = None
 
 
+#: Held in ``assets/`` while a run describes: two runs on one workdir never pay for the same asset twice.
+DESCRIBE_LOCK = ".describe.lock"
+
+
 def describe_stage(ctx: RunContext, assets: list[Asset], how: DescribeWith = DescribeWith()) -> DescribeReport:
     """Describe every asset that has no sidecar and is not parked; never raises for one job's failure.
 
     With ``gemini.mode = "batch"`` (and a key) :func:`~tasks.stages.batch_describe.describe_in_batches`
     does it instead: collect the finished batch jobs, submit the rest.
+
+    One run at a time describes a workdir's assets (``assets/.describe.lock``): a second run says so and
+    waits, then finds the first one's sidecars and parked jobs and describes only what is left.
     """
+    with exclusive_lock(ctx.wd.assets / DESCRIBE_LOCK, "describing", waiting=lambda: log.warning(
+            "another run is describing the assets of %s: waiting for it, then describing what it left",
+            ctx.wd.assets)):
+        return _describe_what_is_left(ctx, assets, how)
+
+
+def _describe_what_is_left(ctx: RunContext, assets: list[Asset], how: DescribeWith) -> DescribeReport:
     report = DescribeReport()
     try:
         parked = {job.job_id for job in ctx.store.list(status="parked")}

@@ -28,17 +28,21 @@ import json
 import logging
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import BaseModel, Field, ValidationError
+
 from tasks.agencies.catalog import catalog
 from tasks.agencies.rows import EmbeddedFields, embedded_fields
-from tasks.core.errors import BadInput
-from tasks.core.files import atomic_write_bytes, sha256_file
+from tasks.core.errors import BadInput, StageStopped
+from tasks.core.files import atomic_write_bytes, disk_full, disk_of, sha256_file
+from tasks.core.printable import printable
 from tasks.core.records import Sidecar, Upscaled, described_sidecars, ready_name, record_upscaled
 from tasks.core.reports import PackReport
 from tasks.core.settings import PackSettings
+from tasks.core.state_files import read_file
 from tasks.core.workdir import Workdir
 from tasks.images.batch_zip import write_zip
 from tasks.images.embed import embed_metadata
@@ -193,16 +197,62 @@ def _manifest_path(wd: Workdir) -> Path:
     return wd.packs / "manifest.json"
 
 
+class ManifestEntry(BaseModel):
+    """What an asset's manifest entry must hold to be used (it holds more: the looks, ``upscaled_from``)."""
+
+    key: str
+    source: dict
+    width: int
+    height: int
+    sizes: list[int] = Field(alias="bytes", min_length=3, max_length=3)
+
+
+def _manifest(raw: bytes) -> dict:
+    """The manifest of the file's bytes: an asset's entry of the wrong shape is dropped (that asset is packed
+    again) and named; TypeError or ValueError when the file itself is damaged."""
+    data = json.loads(raw)
+    if not isinstance(data.get("assets"), dict):
+        raise TypeError("no assets table")
+    dropped = []
+    for name, entry in list(data["assets"].items()):
+        try:
+            ManifestEntry.model_validate(entry)
+        except ValidationError:
+            dropped.append(printable(name))
+            del data["assets"][name]
+    if not isinstance(data.get("zip", {}), dict):
+        del data["zip"]
+    if dropped:
+        log.warning("packs/manifest.json: the entries of %s are of the wrong shape: packed again", ", ".join(dropped))
+    return data
+
+
 def _load_manifest(wd: Workdir) -> dict:
-    try:
-        data = json.loads(_manifest_path(wd).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {"assets": {}}
-    return data if isinstance(data, dict) and isinstance(data.get("assets"), dict) else {"assets": {}}
+    return read_file(_manifest_path(wd), _manifest, "every asset is checked and packed again") or {"assets": {}}
 
 
 def _save_manifest(wd: Workdir, manifest: dict) -> None:
     atomic_write_bytes(_manifest_path(wd), json.dumps(manifest, indent=1, sort_keys=True).encode())
+
+
+def _save_or_full(wd: Workdir, manifest: dict) -> OSError | None:
+    """Save the manifest; the error when the disk is full (the manifest on disk stays the last whole one)."""
+    try:
+        _save_manifest(wd, manifest)
+    except OSError as exc:
+        if not disk_full(exc):
+            raise
+        return exc
+    return None
+
+
+def _pack_stopped(wd: Workdir, exc: OSError, *, kept: int, recorded: bool, left: int) -> StageStopped:
+    """The one line a full disk stops packing with: the disk, what was kept, what the next run does."""
+    disk = disk_of(wd.packs)
+    kept_where = "kept in packs/manifest.json" if recorded else "on disk, but packs/manifest.json could not be saved"
+    return StageStopped(f"disk full: {disk} has no room left for {wd.packs} ({exc.strerror or exc}); pack stopped "
+                        f"with {kept} asset(s) packed ({kept_where}) and {left} left for the next run — free space "
+                        f"on {disk} and run again", kind="disk_full")
 
 
 def _remove_outputs(wd: Workdir, asset_name: str) -> None:
@@ -218,7 +268,10 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
     files; tests pass small ones). An image below every agency's minimum is
     rejected; one that breaks a rule of some agencies is held back for those.
     Never raises for one file: a file that cannot be packed is rejected with
-    its reason, its old packed files are removed, and the rest go on.
+    its reason, its old packed files are removed, and the rest go on. A full
+    disk stops the stage (StageStopped ``disk_full``, one line naming the disk
+    and what was kept): no file is rejected for it, what was packed is kept in
+    the manifest, and the next run packs only the rest.
     """
     _return_freed_images_to_the_os()
     known = catalog(wd)  # the shipped agencies and the workdir's own
@@ -243,6 +296,14 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
                           settings, entries.get(s.name), min_pixels=min_pixels, source_type=source_type,
                           upscale_to=upscale_to)
 
+    full: OSError | None = None  # the disk filled up: no further asset is started
+
+    def stop_for(exc: OSError) -> None:
+        nonlocal full
+        full = full or exc
+        for pending in futures:
+            pending.cancel()
+
     with StageProgress("pack", len(sidecars)) as progress, ThreadPoolExecutor(max(1, workers)) as pool:
         futures = {pool.submit(one, s): s.name for s in sidecars}
         futures_sidecar = {s.name: s for s in sidecars}
@@ -250,10 +311,16 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
             name = futures[future]
             try:
                 entry, written = future.result()
+            except CancelledError:  # never started: the disk is full, it waits for the next run
+                continue
             except BadInput as exc:
                 report.rejected[name] = exc.reason
             except Exception as exc:  # never contagious: an unforeseen failure rejects this file only
-                log.exception("packing %s failed unexpectedly", name)
+                if disk_full(exc):  # not this file's fault: its partial files go, the next run packs it
+                    stop_for(exc)
+                    _remove_outputs(wd, name)
+                    continue
+                log.exception("packing %s failed unexpectedly", printable(name))
                 report.rejected[name] = f"could not be packed ({type(exc).__name__}: {exc})"
             else:
                 entries[name] = entry
@@ -268,17 +335,30 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
                     upscaled = Upscaled(from_size=(w, h), to_size=(entry["width"], entry["height"]),
                                         agencies=sorted(upscaled_for))
                 if futures_sidecar[name].upscaled != upscaled:  # the sidecar says it too
-                    record_upscaled(wd.sidecar(name), upscaled)
+                    try:
+                        record_upscaled(wd.sidecar(name), upscaled)
+                    except OSError as exc:  # written whole or not at all: the next run writes it
+                        if not disk_full(exc):
+                            raise
+                        stop_for(exc)
                 for agency, rule in held_back_for(entry, checked, upscaled_for).items():
                     report.held_back.setdefault(agency, {})[name] = rule
             if name in report.rejected:
                 _remove_outputs(wd, name)
                 entries.pop(name, None)
             progress.advance()
-            if progress.done % _SAVE_EVERY == 0:
-                _save_manifest(wd, manifest)
-    _save_manifest(wd, manifest)
-    hold_back_similar(wd, report, entries, {s.name: s for s in sidecars}, checked, settings.similar_max_distance)
+            if progress.done % _SAVE_EVERY == 0 and full is None and (unsaved := _save_or_full(wd, manifest)):
+                stop_for(unsaved)
+    unsaved = _save_or_full(wd, manifest)  # after a full disk too: what was packed is kept
+    if full or unsaved:
+        raise _pack_stopped(wd, full or unsaved, kept=len(report.ready), recorded=unsaved is None,
+                            left=len(sidecars) - len(report.ready) - len(report.rejected))
+    try:
+        hold_back_similar(wd, report, entries, {s.name: s for s in sidecars}, checked, settings.similar_max_distance)
+    except OSError as exc:
+        if not disk_full(exc):
+            raise
+        raise _pack_stopped(wd, exc, kept=len(report.ready), recorded=True, left=0) from None
     # Workers finish in any order; the report does not show it.
     report.ready = dict(sorted(report.ready.items()))
     report.rejected = dict(sorted(report.rejected.items()))
@@ -314,16 +394,25 @@ def write_batch_zip(wd: Workdir, report: PackReport) -> Path:
 
 def finish_batch(wd: Workdir, report: PackReport) -> PackReport:
     """Log each rejected and held-back asset, write the batch ZIP (with the CSVs as they are now) and
-    ``reports/pack.json``; returns ``report`` with ``zip_path`` set."""
+    ``reports/pack.json``; returns ``report`` with ``zip_path`` set. A full disk: StageStopped ``disk_full``
+    (each is written whole or not at all; the packed files are kept)."""
     log.info("%d packed now, %d already current from an earlier run", len(report.packed_now), len(report.reused))
     for name, reason in report.rejected.items():
-        log.warning("rejected %s: %s", name, reason)
+        log.warning("rejected %s: %s", printable(name), printable(reason))
     for agency, held in report.held_back.items():
         for name, rule in held.items():
-            log.warning("held back from %s: %s: %s", agency, name, rule)
-    report.zip_path = write_batch_zip(wd, report)
-    atomic_write_bytes(wd.reports / "pack.json",
-                       json.dumps(report.as_json(), indent=2, ensure_ascii=False).encode("utf-8"))
+            log.warning("held back from %s: %s: %s", agency, printable(name), rule)
+    try:
+        report.zip_path = write_batch_zip(wd, report)
+        atomic_write_bytes(wd.reports / "pack.json",
+                           json.dumps(report.as_json(), indent=2, ensure_ascii=False).encode("utf-8"))
+    except OSError as exc:
+        if not disk_full(exc):
+            raise
+        disk = disk_of(wd.packs)
+        raise StageStopped(f"disk full: {disk} has no room left for {wd.packs / 'batch.zip'} ({exc.strerror or exc});"
+                           f" the {len(report.ready)} packed asset(s) are kept, the ZIP and reports/pack.json not "
+                           f"written — free space on {disk} and run again", kind="disk_full") from None
     return report
 
 

@@ -38,9 +38,13 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Literal
+
+from pydantic import BaseModel, Field, model_validator
 
 from tasks.core.errors import StoreUnavailable
 from tasks.core.files import locked_append
+from tasks.core.state_files import read_lines
 from tasks.core.workdir import Workdir
 
 FILE_NAME = "batch_jobs.jsonl"
@@ -74,6 +78,28 @@ def _after_torn_line(fd: int, size: int) -> bytes:
 
 def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class JobLine(BaseModel):
+    """One line of ``batch_jobs.jsonl`` as :class:`BatchJobs` appends it: an ``intent`` (``assets``, ``try``),
+    a ``submitted`` (``job``) or an ``end`` (``state``, ``counts``) of the job ``display_name``."""
+
+    event: Literal["intent", "submitted", "end"]
+    display_name: str
+    at: str
+    assets: dict[str, str] | None = None
+    try_number: int = Field(0, alias="try")
+    job: str | None = None
+    state: str | None = None
+    counts: dict[str, int] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _whole(self) -> "JobLine":
+        what, value = {"intent": ("assets", self.assets), "submitted": ("job", self.job),
+                       "end": ("state", self.state)}[self.event]
+        if value is None:
+            raise ValueError(f"an {self.event} line without its {what}")
+        return self
 
 
 @dataclass
@@ -111,26 +137,21 @@ class BatchJobs:
 
     def records(self) -> list[JobRecord]:
         """Every job ever recorded, in the order of their intents (a missing file: none)."""
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            raise StoreUnavailable(f"{self.path}: cannot read the batch jobs ({exc.strerror or exc})") from exc
+        def unreadable(why: str) -> StoreUnavailable:  # jobs paid for are in it: never set aside, never rebuilt
+            return StoreUnavailable(f"{self.path}: cannot read the batch jobs ({why}) — make it a readable file again "
+                                    "(never delete it: it names the jobs Gemini has)")
+
         found: dict[str, JobRecord] = {}
-        for line in text.splitlines():
-            try:
-                item = json.loads(line)
-                name = item["display_name"]
-                if item["event"] == "intent":
-                    found[name] = JobRecord(name, dict(item["assets"]), int(item["try"]), item["at"])
-                elif name in found and item["event"] == "submitted":
-                    found[name].job_name, found[name].submitted_at = item["job"], item["at"]
-                elif name in found and item["event"] == "end":
-                    found[name].ended, found[name].ended_at = item["state"], item["at"]
-                    found[name].counts = dict(item.get("counts") or {})
-            except (ValueError, KeyError, TypeError):  # a torn last line, or a hand edit: not a record
-                continue
+        # a torn last line or a hand edit is skipped and named: not a record
+        for line in read_lines(self.path, JobLine.model_validate, stop=unreadable):
+            name = line.display_name
+            if line.event == "intent":
+                found[name] = JobRecord(name, line.assets or {}, line.try_number, line.at)
+            elif name in found and line.event == "submitted":
+                found[name].job_name, found[name].submitted_at = line.job, line.at
+            elif name in found and line.event == "end":
+                found[name].ended, found[name].ended_at = line.state, line.at
+                found[name].counts = line.counts
         return list(found.values())
 
     def live(self) -> list[JobRecord]:

@@ -15,16 +15,18 @@ Free of Prefect and of the transports (paramiko, ftplib, TLS), so the
 
 from __future__ import annotations
 
-import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import BaseModel, Field
+
 from tasks.core.errors import BadInput
 from tasks.core.files import sha256_file
 from tasks.core.records import UploadItem, described_sidecars, iter_asset_files, ready_name
 from tasks.core.reports import CsvReport
+from tasks.core.state_files import read_file
 from tasks.core.workdir import Workdir
 from tasks.stores.ledger import Entry, Ledger, LedgerState
 
@@ -68,12 +70,19 @@ def held_back(wd: Workdir) -> dict[str, dict[str, str]]:
     there, under :data:`EVERY_ASSET`.
     """
     held: dict[str, dict[str, str]] = {}
-    for agency, rules in (_report(wd, "pack.json").get("held_back") or {}).items():
+    packed = read_file(wd.reports / "pack.json", PackHeldBack.model_validate_json,
+                       "`ledger status` shows no asset held back by the image rules until the next run")
+    for agency, rules in (packed.held_back if packed else {}).items():
         held.setdefault(agency, {}).update(rules)
-    for problem in _report(wd, "validation.json").get("problems") or []:
-        held.setdefault(problem["agency"], {}).setdefault(problem.get("asset") or EVERY_ASSET,
-                                                          problem.get("message", ""))
+    for problem in last_csvs(wd).problems:
+        held.setdefault(problem.agency, {}).setdefault(problem.asset or EVERY_ASSET, problem.message)
     return held
+
+
+class PackHeldBack(BaseModel):
+    """What ``ledger status`` reads of ``reports/pack.json`` (:meth:`PackReport.as_json` writes it)."""
+
+    held_back: dict[str, dict[str, str]] = Field(default_factory=dict)
 
 
 #: The key under which :func:`held_back` records a reason that holds back every asset of an agency.
@@ -87,8 +96,10 @@ def uploadable(wd: Workdir, agencies: list[str], csvs: CsvReport | None = None) 
 
 
 def last_csvs(wd: Workdir) -> CsvReport:
-    """The last run's CSV report (``reports/validation.json``); empty when missing or unreadable."""
-    return CsvReport.model_validate(_report(wd, "validation.json"))
+    """The last run's CSV report (``reports/validation.json``); empty when missing or damaged (then set aside:
+    nothing counts as pending until the next run's CSV stage writes it again)."""
+    return read_file(wd.reports / "validation.json", CsvReport.model_validate_json,
+                     "nothing counts as pending until the next run writes it again") or CsvReport()
 
 
 def _taken(packed: list[tuple[str, UploadItem]], csvs: CsvReport, agencies: list[str]) -> dict[str, list[UploadItem]]:
@@ -97,15 +108,6 @@ def _taken(packed: list[tuple[str, UploadItem]], csvs: CsvReport, agencies: list
         accepted = set(csvs.agencies[agency].accepted) if agency in csvs.agencies else set()  # one set, not a scan
         taken[agency] = [item for asset, item in packed if asset in accepted]
     return taken
-
-
-def _report(wd: Workdir, name: str) -> dict:
-    """A JSON report of the last run from ``reports/``; empty when missing or unreadable."""
-    try:
-        found = json.loads((wd.reports / name).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return found if isinstance(found, dict) else {}
 
 
 def ledger_overview(wd: Workdir, agencies: list[str]) -> tuple[list[AgencyLedger], LedgerState]:

@@ -28,8 +28,11 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-from tasks.core.files import atomic_write_bytes
+from pydantic import BaseModel
+
+from tasks.core.files import atomic_write_bytes, exclusive_lock
 from tasks.core.records import ready_name
+from tasks.core.state_files import read_lines
 from tasks.core.workdir import Workdir
 from tasks.images.likeness import Likeness, Signature, likeness
 from tasks.images.similar import Looks, small_thumbnail
@@ -60,38 +63,43 @@ def _line(sig: Signature) -> dict:
             "keywords": list(sig.keywords)}
 
 
+class PortfolioLine(BaseModel):
+    """One line of ``packs/portfolio.jsonl``, as :func:`_line` writes it (the hashes as ``Looks`` keeps them)."""
+
+    sha256: str
+    name: str
+    title: str = ""
+    keywords: tuple[str, ...] = ()
+
+
+def _signature(d: dict) -> Signature:
+    """One line's signature; ValueError when it is of the wrong shape or its hashes are missing."""
+    line = PortfolioLine.model_validate(d)
+    looks = Looks.from_manifest(d)
+    if looks is None:
+        raise ValueError("hashes missing")
+    return Signature(line.name, line.sha256, looks, line.title, line.keywords)
+
+
 def read_portfolio(wd: Workdir) -> dict[str, Signature]:
-    """sha256 -> the asset's signature, for every asset the portfolio holds (a bad line is skipped)."""
-    try:
-        text = portfolio_path(wd).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    out: dict[str, Signature] = {}
-    for n, raw in enumerate(text.splitlines(), 1):
-        try:
-            d = json.loads(raw)
-            looks = Looks.from_manifest(d)
-            if looks is None:
-                raise ValueError("hashes missing")
-            out[d["sha256"]] = Signature(d["name"], d["sha256"], looks, d.get("title", ""),
-                                         tuple(d.get("keywords", ())))
-        except (ValueError, KeyError, TypeError) as exc:
-            log.warning("%s line %d skipped: %s", portfolio_path(wd).name, n, exc)
-    return out
+    """sha256 -> the asset's signature, for every asset the portfolio holds (a damaged line is skipped and
+    named; a file that cannot be read is set aside and the portfolio starts again from this batch)."""
+    return {sig.sha256: sig for sig in read_lines(portfolio_path(wd), _signature,
+                                                  instead="the portfolio starts again from this batch")}
 
 
 def add_to_portfolio(wd: Workdir, known: dict[str, Signature], batch: Iterable[Signature]) -> dict[str, Signature]:
     """``known`` with the batch's signatures added (a changed title or keywords replaces the line).
 
     Keeps a 96 px copy of each new asset's thumbnail (``packs/portfolio/``) and rewrites the file only when
-    something changed.
+    something changed: under ``packs/.portfolio.lock``, over the file as it is then, so what another run
+    added meanwhile is kept.
     """
-    changed = False
+    changed: dict[str, Signature] = {}
     out = dict(known)
     for sig in batch:
         if out.get(sig.sha256) != sig:
-            out[sig.sha256] = sig
-            changed = True
+            out[sig.sha256] = changed[sig.sha256] = sig
         kept = portfolio_thumb(wd, sig.sha256)
         if not kept.exists():
             small = small_thumbnail(wd.packs / "thumbs" / ready_name(sig.name))
@@ -99,9 +107,11 @@ def add_to_portfolio(wd: Workdir, known: dict[str, Signature], batch: Iterable[S
                 kept.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write_bytes(kept, small)
     if changed:
-        data = "".join(json.dumps(_line(s), ensure_ascii=False) + "\n"
-                       for s in sorted(out.values(), key=lambda s: (s.name, s.sha256)))
-        atomic_write_bytes(portfolio_path(wd), data.encode("utf-8"))
+        with exclusive_lock(wd.packs / ".portfolio.lock", "the portfolio"):
+            out = {**read_portfolio(wd), **changed}
+            data = "".join(json.dumps(_line(s), ensure_ascii=False) + "\n"
+                           for s in sorted(out.values(), key=lambda s: (s.name, s.sha256)))
+            atomic_write_bytes(portfolio_path(wd), data.encode("utf-8"))
     return out
 
 

@@ -30,3 +30,24 @@ def test_a_returned_failed_state_is_logged_once_without_a_traceback(prefect_harn
     final = [line for line in saying if "Retry" not in line]
     assert len(final) == 1 and final[0].startswith("Finished in state Failed("), saying
     assert not any("NoneType: None" in line or "Retries are exhausted" in line for line in lines)
+
+
+def test_a_stage_that_stopped_on_purpose_keeps_its_line_without_a_traceback():
+    """Pack on a full disk raises StageStopped ``disk_full``: Prefect's task and flow run loggers log it with
+    ``exc_info``; the line stays, the traceback goes. Any other exception keeps its traceback."""
+    import sys
+
+    from tasks.core.errors import StageStopped
+
+    for name in ("prefect.task_runs", "prefect.flow_runs"):
+        logger = logging.getLogger(name)
+        for exc, keeps in ((StageStopped("disk full: / has no room left", kind="disk_full"), False),
+                           (RuntimeError("a bug"), True)):
+            try:
+                raise exc
+            except Exception:
+                record = logger.makeRecord(name, logging.ERROR, __file__, 0, "Task run failed with exception: %r",
+                                           (exc,), sys.exc_info())
+            assert logger.filter(record)
+            assert (record.exc_info is not None) is keeps, (name, exc)
+            assert repr(exc) in record.getMessage()

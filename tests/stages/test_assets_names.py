@@ -170,3 +170,95 @@ def test_an_asset_that_cannot_be_read_is_named_and_the_others_go_on(folders, mon
     got = gather(assets, 0, None, [], 0, None, [])
     assert [a.name for a in got.assets] == ["fine.jpg"]
     assert "Permission denied" in got.rejected["locked.jpg"]
+
+
+def test_a_name_with_an_escape_sequence_and_a_newline_is_printed_escaped(folders):
+    """A source file's name is untrusted: the OSC title sequence, the screen clear, CR, LF and a bidi override
+    in it reach neither the terminal tables, the logs' names nor the UI's markdown raw — written out as ``\\x1b``."""
+    from rich.console import Console
+
+    from tasks.core.reports import CsvReport, DescribeReport, PackReport
+    from tasks.core.workdir import Workdir
+    from tasks.observe.batch_assets import asset_rows
+    from tasks.observe.markdown import summary_markdown
+    from tasks.observe.summary import BatchSummary
+    from tasks.observe.terminal import summary_table
+
+    src, assets = folders
+    evil = "\x1b]0;PWNED\x07sea\nview\u202egpj.jpg"
+    Image.new("RGB", (1600, 1250), "blue").save(src / evil, "JPEG")  # 2 MP: the smallest an agency takes
+    (src / "\x1b[2Jbroken\r.jpg").write_bytes(b"not a picture")
+    got = gather(assets, 0, src, [], 0, None, [])
+    assert [a.name for a in got.assets] == [evil]  # the file keeps its name on disk: only printing escapes it
+    s = BatchSummary.from_stages(Workdir(assets.parent), got, DescribeReport(), CsvReport(), PackReport(), {})
+    console = Console(record=True, width=400)
+    console.print(summary_table(s))
+    shown = {"terminal": console.export_text(), "markdown": summary_markdown(s),
+             "batch-assets": repr([row["asset"] for row in asset_rows(got, DescribeReport(), CsvReport(),
+                                                                       PackReport(), {}, [])])}
+    for where, text in shown.items():
+        assert "\x1b" not in text and "\r" not in text and "\u202e" not in text, where
+    assert "\\x1b[2Jbroken\\x0d.jpg" in shown["terminal"]
+    assert "\\\\x1b[2Jbroken\\\\x0d.jpg" in shown["markdown"]  # the backslash itself escaped for markdown
+    assert "\\\\x1b]0;PWNED\\\\x07sea\\\\x0aview\\\\u202egpj.jpg" in shown["batch-assets"]
+
+
+def test_two_runs_ingesting_the_same_source_at_once_make_each_asset_once(folders):
+    """Two runs of ``run --source SRC`` on one workdir (threads here: the lock is a per-file ``flock``, which
+    two threads' opens contend for as two processes' do): the second waits for the first and finds its assets,
+    so no identical bytes become a ``<stem>_<8 hex>`` twin and nothing is new twice."""
+    import threading
+
+    src, assets = folders
+    names = [f"pic{i}.jpg" for i in range(6)]
+    for i, name in enumerate(names):
+        Image.new("RGB", (1600, 1250), (40 * i, 90, 200)).save(src / name, "JPEG")
+    start, results = threading.Barrier(2), []
+
+    def one_run():
+        start.wait()
+        results.append(gather(assets, 0, src, [], 0, None, []))
+
+    runs = [threading.Thread(target=one_run) for _ in range(2)]
+    for t in runs:
+        t.start()
+    for t in runs:
+        t.join()
+    assert sorted(p.name for p in iter_asset_files(assets)) == names
+    assert sorted(len(r.new) for r in results) == [0, 6]  # each asset new in exactly one of the runs
+    assert all(r.rejected == {} for r in results)
+
+
+def test_a_full_disk_stops_ingest_with_one_line_and_the_rerun_adds_the_rest_once(folders, monkeypatch):
+    """A full disk cannot be made here without root (no tmpfs of our own), so ENOSPC is injected where ingest
+    writes (``atomic_file``, the copy into ``assets/``) from the third file on."""
+    import errno
+    from contextlib import contextmanager
+
+    import tasks.stages.assets as assets_stage
+    from tasks.core.files import disk_of
+
+    src, assets = folders
+    names = [f"pic{i}.jpg" for i in range(4)]
+    for i, name in enumerate(names):
+        Image.new("RGB", (1600, 1250), (60 * i, 90, 200)).save(src / name, "JPEG")
+    real, copied = assets_stage.atomic_file, []
+
+    @contextmanager
+    def small_disk(path):
+        if len(copied) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        with real(path) as fh:
+            yield fh
+        copied.append(path.name)
+
+    monkeypatch.setattr(assets_stage, "atomic_file", small_disk)
+    first = gather(assets, 0, src, [], 0, None, [])
+    assert first.stopped == (f"disk full: {disk_of(assets)} has no room left for {assets} (No space left on device); "
+                             f"2 asset(s) added and kept, 2 file(s) left for the next run — free space on "
+                             f"{disk_of(assets)} and run again")
+    assert first.rejected == {} and [a.name for a in first.assets] == names[:2]
+    monkeypatch.setattr(assets_stage, "atomic_file", real)  # space freed
+    again = gather(assets, 0, src, [], 0, None, [])
+    assert again.stopped is None and again.new == names[2:]
+    assert sorted(p.name for p in iter_asset_files(assets)) == names  # each once, no twin

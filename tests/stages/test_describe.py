@@ -401,3 +401,36 @@ def test_a_bug_in_the_describer_is_parked_once_with_its_traceback_and_the_others
     (parked,) = [r for r in records if "parked" in r.getMessage()]
     assert parked.getMessage() == "parked buggy.jpg as unknown:RuntimeError after 1 attempt(s)"
     assert str(parked.exc_info[1]) == "a bug in a describer", "the traceback goes with the line"
+
+
+def test_two_runs_describing_one_workdir_at_once_pay_for_each_asset_once(prefect_harness, tmp_path):
+    """Two runs on one workdir reach describe together (threads here: the lock is a per-file ``flock``, which two
+    threads' opens contend for as two processes' do): the second waits, then finds the first one's sidecars, so
+    no asset's describe call is made twice."""
+    from tasks.stages.describe import DescribeWith
+    from tasks.stages.offline_describer import OfflineDescriber
+
+    calls: list[str] = []
+
+    class Counting(OfflineDescriber):
+        def describe(self, asset):
+            calls.append(asset.name)
+            time.sleep(0.02)  # long enough for the other run to arrive while this one describes
+            return super().describe(asset)
+
+    wd = Workdir(tmp_path / "w").prepare()
+    assets = make_assets(wd, ["a.jpg", "b.jpg", "c.jpg"])
+    start, reports = threading.Barrier(2), []
+
+    def one_run():
+        start.wait()
+        reports.append(describe_stage(RunContext(wd, fast_settings()), assets, DescribeWith(describer=Counting())))
+
+    runs = [threading.Thread(target=one_run) for _ in range(2)]
+    for t in runs:
+        t.start()
+    for t in runs:
+        t.join()
+    assert sorted(calls) == ["a.jpg", "b.jpg", "c.jpg"]
+    assert sorted((sorted(r.described), sorted(r.already)) for r in reports) == [
+        ([], ["a.jpg", "b.jpg", "c.jpg"]), (["a.jpg", "b.jpg", "c.jpg"], [])]

@@ -289,3 +289,49 @@ def test_split_use_packs_first_and_zips_the_csvs_written_after(tmp_path):
         assert zf.read("csv/dreamstime.csv") == b"Filename,Image Name\n"
         assert sorted(n for n in zf.namelist() if n.startswith("ready/")) == sorted(
             f"ready/{pack.ready_name(n)}" for n in names)
+
+
+# --- a full disk -------------------------------------------------------------------------------
+
+
+def test_a_full_disk_stops_pack_with_one_line_and_the_rerun_packs_each_asset_once(tmp_path, monkeypatch):
+    """A full disk cannot be made here without root (no tmpfs of our own), so ENOSPC is injected where pack
+    writes: the upload-ready, preview and thumbnail files (``atomic_write_bytes``) after the first two assets'
+    six, then the batch ZIP. The small manifest still fits, as it does when the images filled the disk."""
+    import errno
+
+    from tasks.core.errors import StageStopped
+    from tasks.core.files import disk_of
+
+    wd = workdir(tmp_path)
+    names = good_batch(wd)
+    real_write, images_written = pack.atomic_write_bytes, []
+
+    def small_disk(path, data):
+        if path.name != "manifest.json":
+            if len(images_written) == 6:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            images_written.append(path)
+        real_write(path, data)
+
+    monkeypatch.setattr(pack, "atomic_write_bytes", small_disk)
+    with pytest.raises(StageStopped) as stop:
+        run(wd, names, workers=1)
+    line = stop.value.message
+    assert stop.value.kind == "disk_full" and "\n" not in line
+    assert line.startswith(f"disk full: {disk_of(wd.packs)} has no room left for {wd.packs}")
+    assert "pack stopped with 2 asset(s) packed (kept in packs/manifest.json) and 3 left for the next run" in line
+    assert not PackedFiles.of(wd, names[2]).ready.exists()  # the asset the disk filled on left nothing half
+
+    monkeypatch.setattr(pack, "atomic_write_bytes", real_write)  # space freed
+    monkeypatch.setattr(pack, "write_zip", lambda target, entries: (_ for _ in ()).throw(
+        OSError(errno.ENOSPC, "No space left on device")))
+    again = pack_assets(wd, SETTINGS, [sidecar(n) for n in names], rules=SMALL_RULES, workers=1)
+    assert again.reused == names[:2] and again.packed_now == names[2:]  # each asset packed exactly once
+    with pytest.raises(StageStopped) as zip_stop:
+        finish_batch(wd, again)
+    assert "the 5 packed asset(s) are kept, the ZIP and reports/pack.json not written" in zip_stop.value.message
+
+    monkeypatch.undo()
+    last = run(wd, names, workers=1)
+    assert last.packed_now == [] and last.reused == names and last.zip_path.is_file()

@@ -1,0 +1,198 @@
+"""Every state file of a workdir, damaged every way, read by its real reader (plain Python, no Prefect).
+
+Each case gives its one warning line (or one MicrostockError line where nothing can rebuild the file) and goes
+on: a damaged line skipped and named, a damaged file set aside as ``<name>.damaged-<UTC>`` (never deleted) and
+read as missing, a read-only file read as it is. The list of files is docs/INTERFACE.md's "State files".
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+import pytest
+
+from tasks.core.errors import MicrostockError, StoreUnavailable
+from tasks.core.records import Asset, Metadata, read_sidecar, write_sidecar
+from tasks.core.workdir import Workdir
+from tasks.gemini import served
+from tasks.gemini.daybudget import DailyBudget, pacific_day
+from tasks.stages import pack
+from tasks.stores.batch_jobs import BatchJobs
+from tasks.stores.pending import held_back, last_csvs
+from tasks.stores.portfolio import read_portfolio
+from tasks.stores.similar_risks import read_distinct, read_risks, released
+
+TODAY = dt.datetime.now(dt.UTC).date()
+SHA = "a" * 64
+
+
+def _json(data) -> bytes:
+    return json.dumps(data, indent=1).encode()
+
+
+def _sidecar_bytes(wd: Workdir) -> bytes:
+    path = wd.assets / "a.json"
+    write_sidecar(path, Asset(name="a.jpg", asset_id=SHA, path=wd.assets / "a.jpg"),
+                  Metadata(title="A red square", description="A red square on white", keywords=["red"]))
+    return path.read_bytes()
+
+
+@dataclass(frozen=True)
+class StateFile:
+    """One state file: where it is, good bytes and bytes of the wrong type, its reader, and what a read of the
+    good file and of nothing look like."""
+
+    path: str
+    good: Callable[[Workdir], bytes]
+    wrong_type: bytes
+    read: Callable[[Workdir], object]
+    read_good: Callable[[object], bool]
+    read_nothing: Callable[[object], bool]
+    #: JSON lines: damage is one line's (the second); the first is still read.
+    lines: bool = False
+    #: An unreadable file stops cleanly with this error (nothing can rebuild it), instead of being set aside.
+    stops: type[MicrostockError] | None = None
+    #: Of the wrong type, one entry of the file is skipped and named so (the file is kept), not the file set aside.
+    entries: str = ""
+    #: Read and rewritten in place under its lock: damaged bytes are kept beside it, the file stays.
+    in_place: bool = False
+
+
+PORTFOLIO_LINE = {"sha256": SHA, "name": "a.jpg", "dhash": "0" * 16, "phash": "f" * 16, "colour": "00" * 48,
+                  "title": "A red square", "keywords": ["red"]}
+INTENT = {"event": "intent", "display_name": "job-1", "assets": {SHA: "a.jpg"}, "try": 1, "at": "2026-12-03"}
+
+FILES = [
+    StateFile("packs/portfolio.jsonl", lambda wd: _json(PORTFOLIO_LINE).replace(b"\n", b"") + b"\n",
+              b'{"sha256": ["a"], "name": "b.jpg"}', read_portfolio,
+              lambda got: set(got) == {SHA}, lambda got: got == {}, lines=True),
+    StateFile("batch_jobs.jsonl", lambda wd: json.dumps(INTENT).encode() + b"\n",
+              b'{"event": "intent", "display_name": "job-2", "assets": "a.jpg", "try": 1, "at": "x"}',
+              lambda wd: BatchJobs(wd).records(), lambda got: [r.display_name for r in got] == ["job-1"],
+              lambda got: got == [], lines=True, stops=StoreUnavailable),
+    StateFile("similar_released.json",
+              lambda wd: _json({"released": [{"agency": "adobe", "asset": "a.jpg", "sha256": SHA, "at": "x"}]}),
+              _json({"released": [{"agency": ["adobe"], "asset": "a.jpg", "sha256": SHA}]}), released,
+              lambda got: got == {("adobe", SHA)}, lambda got: got == set(), entries="release 1"),
+    StateFile("reports/similarity.json",
+              lambda wd: _json({"agencies": {"adobe": {"a.jpg": {"score": 0.8, "nearest": "b.jpg",
+                                                                  "threshold": 0.4, "outcome": "held back"}}}}),
+              _json({"agencies": []}), read_risks,
+              lambda got: got["adobe"]["a.jpg"].outcome == "held back", lambda got: got == {}),
+    StateFile("reports/distinct.json",
+              lambda wd: _json({"a.jpg": {"before": {"title": "t", "keywords": ["k"]},
+                                          "after": {"title": "u", "keywords": ["k"]}, "by": "offline"}}),
+              _json({"a.jpg": "set apart"}), read_distinct,
+              lambda got: got["a.jpg"]["after"]["title"] == "u", lambda got: got == {}),
+    StateFile("gemini-models.json",
+              lambda wd: _json({"day": TODAY.isoformat(), "api_version": "v1beta", "asked_at": "",
+                                "models": [{"name": "gemini-2.5-flash", "methods": ["generateContent"]}]}),
+              _json({"day": TODAY.isoformat(), "api_version": "v1beta",
+                     "models": [{"name": "gemini-2.5-flash", "methods": "generateContent"}]}),
+              lambda wd: served._read_day(wd, TODAY, "v1beta"),
+              lambda got: [m.name for m in got.models] == ["gemini-2.5-flash"], lambda got: got is None),
+    StateFile("packs/manifest.json",
+              lambda wd: _json({"assets": {"a.jpg": {"key": "k", "source": {}, "width": 80, "height": 60,
+                                                     "bytes": [1, 2, 3]}}}),
+              _json({"assets": []}), pack._load_manifest,
+              lambda got: set(got["assets"]) == {"a.jpg"}, lambda got: got == {"assets": {}}),
+    StateFile("assets/a.json", _sidecar_bytes, _json({"asset_id": SHA, "name": ["a.jpg"], "metadata": {}}),
+              lambda wd: read_sidecar(wd.assets / "a.json"),
+              lambda got: got.metadata.title == "A red square", lambda got: got is None),
+    StateFile("reports/validation.json",
+              lambda wd: _json({"problems": [{"agency": "adobe", "asset": "a.jpg", "rule": "title",
+                                              "message": "too long"}]}),
+              _json({"problems": "too long"}), last_csvs,
+              lambda got: [p.asset for p in got.problems] == ["a.jpg"], lambda got: got.problems == []),
+    StateFile("reports/pack.json", lambda wd: _json({"held_back": {"adobe": {"a.jpg": "too small"}}}),
+              _json({"held_back": []}), lambda wd: held_back(wd),
+              lambda got: got == {"adobe": {"a.jpg": "too small"}}, lambda got: got == {}),
+    StateFile("gemini-requests.json", lambda wd: _json({"day": pacific_day(), "models": {"m": 3}}),
+              _json({"day": pacific_day(), "models": []}),
+              lambda wd: (DailyBudget(wd.root / "gemini-requests.json", "m", 100).take(),
+                          json.loads((wd.root / "gemini-requests.json").read_bytes()))[1],
+              lambda got: got["models"] == {"m": 4}, lambda got: got["models"] == {"m": 1}, in_place=True),
+]
+
+DAMAGES = ["bad byte", "wrong type", "truncated", "folder", "read-only"]
+
+
+def _damage(damage: str, good: bytes, wrong_type: bytes) -> bytes:
+    if damage == "bad byte":
+        at = good.index(b'"') + 1
+        return good[:at] + b"\xff" + good[at:]
+    if damage == "truncated":
+        return good[: len(good) // 2]
+    return wrong_type
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+@pytest.mark.parametrize("state", FILES, ids=[f.path for f in FILES])
+def test_a_damaged_state_file_costs_one_line_never_a_traceback(tmp_path, caplog, state, damage):
+    wd = Workdir(tmp_path / "wd").prepare()
+    path = wd.root / state.path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    good = state.good(wd)
+    path.unlink(missing_ok=True)
+    if damage == "folder":
+        path.mkdir()
+        (path / "inside").write_bytes(b"kept")
+    elif damage == "read-only":
+        path.write_bytes(good)
+        os.chmod(path, 0o444)
+    elif state.lines:  # the first line whole, the second damaged
+        path.write_bytes(good + _damage(damage, good.strip(), state.wrong_type) + b"\n")
+    else:
+        path.write_bytes(_damage(damage, good, state.wrong_type))
+
+    caplog.set_level(logging.WARNING)
+    if damage == "folder" and state.stops:
+        with pytest.raises(state.stops) as stop:
+            state.read(wd)
+        assert str(path) in stop.value.message and "\n" not in stop.value.message
+        assert (path / "inside").read_bytes() == b"kept"  # stopped: nothing moved
+        return
+    got = state.read(wd)
+
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    if damage == "read-only":
+        assert state.read_good(got) and warnings == []
+        return
+    assert len(warnings) == 1 and "\n" not in warnings[0] and str(path) in warnings[0], warnings
+    aside = sorted(path.parent.glob(path.name + ".damaged-*"))
+    if state.lines and damage != "folder":
+        assert state.read_good(got), got  # the good line read
+        assert "line 2" in warnings[0] and aside == []
+    elif state.entries and damage == "wrong type":
+        assert state.read_nothing(got), got
+        assert state.entries in warnings[0] and aside == [] and path.is_file()
+    else:
+        assert state.read_nothing(got), got
+        assert len(aside) == 1 and aside[0].name in warnings[0]  # set aside, never deleted
+        if damage == "folder":
+            assert (aside[0] / "inside").read_bytes() == b"kept"
+        elif state.in_place:
+            assert path.is_file()  # rewritten whole, the damaged bytes beside it
+        else:
+            assert not path.exists()  # read as missing: its owner writes it again
+
+
+@pytest.mark.parametrize("folder", ["reports", "packs", "assets", "csv"])
+def test_a_file_where_a_workdir_folder_belongs_is_set_aside_and_the_folder_made(tmp_path, caplog, folder):
+    """``reports`` as a file was rc 1 and a Prefect traceback: now one warning, the file kept aside, the run
+    goes on with the folder."""
+    root = tmp_path / "wd"
+    root.mkdir()
+    (root / folder).write_bytes(b"not a folder")
+    caplog.set_level(logging.WARNING)
+    Workdir(root).prepare()
+    assert (root / folder).is_dir()
+    [aside] = root.glob(f"{folder}.damaged-*")
+    assert aside.read_bytes() == b"not a folder"
+    [line] = [r.getMessage() for r in caplog.records]
+    assert str(root / folder) in line and aside.name in line
