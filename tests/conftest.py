@@ -31,6 +31,27 @@ route_run_logs()  # the stages' module loggers reach the runs' logs, as for a `m
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _prefects_default_port_is_taken():
+    """Hold Prefect's port 4200 for the session, as another program on a contributor's machine may: a workdir
+    server with no kept port then takes a free port, so the tests' servers (several xdist workers start them at
+    once) never contend for 4200. Contending, one test's server came back on another port after another
+    test's took 4200 meanwhile (a flaky CI failure, 2026-12-03). A worker that cannot bind it: another worker
+    holds it."""
+    import socket
+
+    from tasks.orchestration.local_server import DEFAULT_PORT, HOST
+
+    holder = socket.socket()
+    try:
+        holder.bind((HOST, DEFAULT_PORT))
+        holder.listen()
+    except OSError:
+        pass
+    yield
+    holder.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _no_workdir_server_outlives_the_session(tmp_path_factory):
     """A command run without the ephemeral setting (a subprocess with a cleaned environment) starts a workdir
     server that would outlive the tests for its idle time: stop every one whose home is in this session's

@@ -13,6 +13,7 @@ environment before Prefect is imported by the serving process.
 
 from __future__ import annotations
 
+import base64
 import os
 import secrets
 import signal
@@ -50,13 +51,27 @@ def new_auth_string() -> str:
     return f"microstock:{secrets.token_urlsafe(24)}"
 
 
-def healthy(api_url: str, timeout_s: float = 2.0) -> bool:
-    """True when ``<api_url>/health`` answers 200 (with an auth string on, Prefect still answers ``GET /health``
-    without credentials, and only it and ``/ready``: this needs none)."""
+def healthy(api_url: str, timeout_s: float = 2.0, auth: str | None = None) -> bool:
+    """True when ``<api_url>/health`` answers 200, and with ``auth`` (a server's auth string) an authenticated
+    ``GET <api_url>/admin/version`` too.
+
+    Why both: with an auth string on, Prefect answers ``GET /health`` (and ``/ready``) without credentials, so
+    ``/health`` alone cannot tell a server from another one on the same port. Two workdirs' servers started at
+    once both chose the free port 4200; the one that lost the bind saw the winner's ``/health`` answer, took it
+    for its own, and its command got 401 from the other server (a CI run, 2026-12-03). Only the server holding
+    this auth string answers the second request.
+    """
     try:
         with urllib.request.urlopen(f"{api_url}/health", timeout=timeout_s) as resp:
+            if resp.status != 200:
+                return False
+        if auth is None:
+            return True
+        token = base64.b64encode(auth.encode()).decode()
+        request = urllib.request.Request(f"{api_url}/admin/version", headers={"Authorization": f"Basic {token}"})
+        with urllib.request.urlopen(request, timeout=timeout_s) as resp:
             return resp.status == 200
-    except (urllib.error.URLError, OSError, ValueError):
+    except (urllib.error.URLError, OSError, ValueError):  # HTTPError (a 401 from another server) is a URLError
         return False
 
 
@@ -76,12 +91,14 @@ def log_tail(log: Path, lines: int = 5) -> str:
     return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:] if line.strip())
 
 
-def wait_healthy(proc: subprocess.Popen, api_url: str, log: Path, timeout_s: float, what: str) -> None:
-    """Return once ``api_url`` answers; ConfigError with the log's last lines when ``proc`` (the server, or the
-    process that runs it) exits first or ``timeout_s`` passes (``prefect server start --background`` returns
-    before its server answers and never says whether it did)."""
+def wait_healthy(proc: subprocess.Popen, api_url: str, log: Path, timeout_s: float, what: str,
+                 auth: str | None = None) -> None:
+    """Return once ``api_url`` answers (with ``auth``: as the server holding that auth string, :func:`healthy`);
+    ConfigError with the log's last lines when ``proc`` (the server, or the process that runs it) exits first or
+    ``timeout_s`` passes (``prefect server start --background`` returns before its server answers and never says
+    whether it did)."""
     deadline = time.monotonic() + timeout_s
-    while not healthy(api_url):
+    while not healthy(api_url, auth=auth):
         if proc.poll() is not None:
             raise ConfigError(f"{what} did not start on {api_url.removesuffix('/api')} (it exited with code "
                               f"{proc.returncode}): {log_tail(log)} (log: {log})")
@@ -159,7 +176,8 @@ class LocalServer:
                 preexec_fn=_die_with_parent,
             )
         try:
-            wait_healthy(self.proc, self.api_url, self.log_path, self.startup_timeout_s, "the local Prefect server")
+            wait_healthy(self.proc, self.api_url, self.log_path, self.startup_timeout_s, "the local Prefect server",
+                         self.auth_string)
         except BaseException:  # also Ctrl-C / SIGTERM while waiting: __exit__ does not run when __enter__ raises
             self.stop()
             raise

@@ -116,7 +116,10 @@ def keep(home: Path, port: int, idle_s: float) -> None:
     try:
         with server:
             _say(f"workdir server on {server.url}, stops after {idle_s:.0f} s without a command")
-            os.utime(record_path(home))  # the idle time counts from now, not from before its start-up
+            try:
+                os.utime(record_path(home))  # the idle time counts from now, not from before its start-up
+            except OSError:  # set aside as damaged this moment by a command that rebuilds it (fresh: now)
+                pass
             try:
                 if marked := crash_orphans(home, server.api_url, auth):
                     _say(f"{len(marked)} run(s) that lost their command marked Crashed: {', '.join(marked)}")

@@ -143,7 +143,7 @@ def running(home: Path) -> ServerRecord | None:
     check_home(home)
     with locked(home):
         record = _current(home)
-    return record if record and healthy(record.api_url) else None
+    return record if record and healthy(record.api_url, auth=auth_string(home)) else None
 
 
 def touch(home: Path) -> None:
@@ -186,7 +186,7 @@ def ensure(home: Path, port: int | None = None, *, startup_timeout_s: float = 18
         record = _current(home)
         if record:
             deadline = time.monotonic() + startup_timeout_s
-            while not healthy(record.api_url):
+            while not healthy(record.api_url, auth=auth_string(home)):
                 if not is_keeper(record.pid, home):
                     break  # it died while we waited: start a new one below
                 if time.monotonic() > deadline:
@@ -200,26 +200,62 @@ def ensure(home: Path, port: int | None = None, *, startup_timeout_s: float = 18
                 return record, False
             record_path(home).unlink(missing_ok=True)
         stopped_path(home).unlink(missing_ok=True)  # a command asks for a server again
-        port = _port_for(home, port)
         make_private(home)
         ensure_auth(home)
-        idle_s = idle_seconds()
-        with open(log_path(home), "ab") as out:
-            proc = subprocess.Popen([sys.executable, "-m", KEEPER, str(home), str(port), str(idle_s)],
-                                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True, close_fds=True, env=server_environment(dict(os.environ)))
-        record = ServerRecord(pid=proc.pid, port=port, idle_s=idle_s,
-                              started=datetime.now(timezone.utc).isoformat(timespec="seconds"))
-        write_record(home, record)
-        remember(home)
+        chosen = _port_for(home, port)
+        log_start = _log_size(home)
         try:
-            wait_healthy(proc, record.api_url, log_path(home), startup_timeout_s, "the workdir's Prefect server")
-        except BaseException:  # also Ctrl-C / SIGTERM while it starts: no half-started server is left behind
-            proc.kill()  # its server child follows (PR_SET_PDEATHSIG), even before the keeper's name is in /proc
-            proc.wait()
-            _stop_keeper(home)
-            raise
-        return record, True
+            return _start(home, chosen, startup_timeout_s), True
+        except ConfigError:
+            if port is not None or not _lost_the_port(home, log_start):
+                raise
+        # Another program took the port between the check and the server's bind (two workdirs' servers starting
+        # at once both found 4200 free): once more on a free port, saying so.
+        moved = free_port()
+        log.warning("port %d was taken while this workdir's server started: it starts on port %d instead",
+                    chosen, moved)
+        return _start(home, moved, startup_timeout_s), True
+
+
+def _log_size(home: Path) -> int:
+    try:
+        return log_path(home).stat().st_size
+    except OSError:
+        return 0
+
+
+def _lost_the_port(home: Path, since: int) -> bool:
+    """True when the server's log, from byte ``since``, says its port was taken: another program had it (the
+    other one may be gone again by now, so the port's state cannot say)."""
+    try:
+        with open(log_path(home), "rb") as log:
+            log.seek(since)
+            return b"already in use" in log.read()  # uvicorn's bind error, or the keeper's own check
+    except OSError:
+        return False
+
+
+def _start(home: Path, port: int, startup_timeout_s: float) -> ServerRecord:
+    """With the lock held: start the keeper on ``port`` and return its record once its server answers as this
+    home's (its auth string); ConfigError, and nothing left running, when it does not."""
+    idle_s = idle_seconds()
+    with open(log_path(home), "ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", KEEPER, str(home), str(port), str(idle_s)],
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True, close_fds=True, env=server_environment(dict(os.environ)))
+    record = ServerRecord(pid=proc.pid, port=port, idle_s=idle_s,
+                          started=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    write_record(home, record)
+    remember(home)
+    try:
+        wait_healthy(proc, record.api_url, log_path(home), startup_timeout_s, "the workdir's Prefect server",
+                     auth_string(home))
+    except BaseException:  # also Ctrl-C / SIGTERM while it starts: no half-started server is left behind
+        proc.kill()  # its server child follows (PR_SET_PDEATHSIG), even before the keeper's name is in /proc
+        proc.wait()
+        _stop_keeper(home)
+        raise
+    return record
 
 
 def attach(home: Path, record: ServerRecord) -> None:

@@ -49,9 +49,10 @@ def test_commands_share_one_server_that_outlives_them_until_stopped(tmp_path, ru
     secrets = {"GEMINI_API_KEY": "gem-key-lifecycle-1", "MICROSTOCK_ADOBE_PASSWORD": "adobe-pw-lifecycle-2",
                "FTP_PASS": "unrelated-ftp-pw-3", "PREFECT_API_KEY": "prefect-cloud-key-4"}
     starters = [subprocess.Popen([sys.executable, "-c", ENSURE, str(home)], env=dict(env, **secrets),
-                                 stdout=subprocess.PIPE, text=True) for _ in range(2)]
-    outs = [p.communicate(timeout=240)[0].split() for p in starters]
-    assert [p.returncode for p in starters] == [0, 0]
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    said = [p.communicate(timeout=240) for p in starters]
+    assert [p.returncode for p in starters] == [0, 0], [err[-1500:] for _, err in said]
+    outs = [out.split() for out, _ in said]
     assert outs[0][:2] == outs[1][:2], "two commands starting at once share one server"
     assert sorted(o[2] for o in outs) == ["False", "True"]
     pid, port = int(outs[0][0]), int(outs[0][1])
@@ -105,8 +106,14 @@ def test_a_stale_record_misleads_nobody_and_an_idle_server_stops_itself(tmp_path
         (home / "server.json").write_text(json.dumps({"pid": os.getpid(), "port": busy,
                                                       "started": "2026-01-01T00:00:00+00:00", "idle_s": 60}))
         monkeypatch.setenv(workdir_server.IDLE_ENV, "3")
+        # And the port looked free when chosen, then another program took it before the server's bind (two
+        # workdirs' servers starting at once both choose 4200): the server starts on a free port instead, and
+        # is never taken for the other program (only its own server answers with its auth string).
+        monkeypatch.setattr(workdir_server, "_port_for", lambda home, asked: busy)
         record, started = workdir_server.ensure(home)
         assert started and record.port != busy and record.pid != os.getpid() and healthy(record.api_url)
+        auth = server_record.auth_string(home)
+        assert healthy(record.api_url, auth=auth) and not healthy(record.api_url, auth="microstock:another-one")
         assert server_record.read_record(home) == record
         assert workdir_server.ensure(home) == (record, False), "the next command uses it"
     # Nobody uses it: it stops by itself and drops its record.
