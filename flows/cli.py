@@ -131,7 +131,8 @@ def run(
     summary = BatchSummary.model_validate(state.result(raise_on_failure=False))
     validation = Workdir(wd_path).reports / "validation.json"
     if validation.is_file():  # this run's CSV validation report: rows, fixes, skipped assets with the rule
-        console.print(validation_table(CsvReport.model_validate_json(validation.read_text(encoding="utf-8"))))
+        console.print(validation_table(CsvReport.model_validate_json(validation.read_text(encoding="utf-8")),
+                                       summary.upload_stopped))
     console.print(summary_table(summary))
     for line in skip_notes(summary) + summary.ai_tick_notes():
         console.print(line, highlight=False)

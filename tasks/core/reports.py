@@ -191,8 +191,10 @@ class AgencyUpload:
     already: list[str] = field(default_factory=list)
     #: Left pending: name -> why.
     failed: dict[str, str] = field(default_factory=dict)
-    #: Left pending without being tried, because the agency stopped.
+    #: Left pending without being tried, because the agency stopped (and the file it stopped on, see below).
     not_tried: list[str] = field(default_factory=list)
+    #: The file being sent when the agency stopped: tried (maybe several times), not sent, left pending.
+    stopped_on: str | None = None
     #: Why the agency stopped early, if it did.
     stopped: str | None = None
     #: Where the files went (no password).

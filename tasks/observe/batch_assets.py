@@ -28,7 +28,7 @@ from tasks.core.errors import StoreUnavailable, fails_again_unchanged
 from tasks.core.records import ready_name
 from tasks.core.reports import AgencyUpload, CsvReport, DescribeReport, Gathered, PackReport
 from tasks.core.workdir import Workdir
-from tasks.observe.markdown import md_cell, next_steps
+from tasks.observe.markdown import md_cell, md_code, next_steps
 from tasks.observe.run_names import when
 from tasks.observe.similar_view import add_risk_column
 from tasks.observe.summary import BatchSummary, brief
@@ -135,7 +135,7 @@ def assets_description(headline: str, rows: int, csvs: CsvReport, packed: PackRe
     if rows > MAX_ASSET_ROWS:
         lines.append(f"The first {MAX_ASSET_ROWS} of {rows} assets, by name.")
     if packed.zip_path:
-        lines.append(f"Batch ZIP: `{md_cell(packed.zip_path)}`")
+        lines.append(f"Batch ZIP: {md_code(packed.zip_path)}")
     steps = next_steps(csvs, stopped)
     if steps:
         lines += ["Next steps:"] + [f"- {md_cell(step)}" for step in steps]

@@ -61,6 +61,8 @@ class BatchSummary(BaseModel):
     upload_stopped: dict[str, str] = Field(default_factory=dict)
     #: Files left pending without being tried because their agency stopped: agency -> count.
     upload_not_tried: dict[str, int] = Field(default_factory=dict)
+    #: The file each stopped agency was sending when it stopped (tried, not sent; counted in upload_not_tried).
+    upload_stopped_on: dict[str, str] = Field(default_factory=dict)
     held_back: dict[str, dict[str, str]] = Field(default_factory=dict)
     #: Enlarged to the agencies' minimum (``pack.upscale_to_minimum``): name -> "W×H → W×H".
     upscaled: dict[str, str] = Field(default_factory=dict)
@@ -108,6 +110,7 @@ class BatchSummary(BaseModel):
             upload_failed={a: u.failed for a, u in uploads.items() if u.failed},
             upload_stopped={a: u.stopped for a, u in uploads.items() if u.stopped},
             upload_not_tried={a: len(u.not_tried) for a, u in uploads.items() if u.not_tried},
+            upload_stopped_on={a: u.stopped_on for a, u in uploads.items() if u.stopped_on},
             targets={a: u.target or str(wd.outbox(a)) for a, u in uploads.items()},
             zip_path=str(packed.zip_path) if packed.zip_path else None,
             in_review=dict(in_review or {}),
@@ -115,6 +118,21 @@ class BatchSummary(BaseModel):
             similar=summary_notes(read_risks(wd)) if packed.ready else {},
             **generation_costs(wd, gathered.new),
         )
+
+    def stopped_note(self, agency: str) -> str:
+        """What a stopped agency left: ``sunset.jpg tried, 3 not tried, all 4 left pending`` (the file it stopped on
+        was tried — its stop reason says how often — the others never were)."""
+        left = self.upload_not_tried.get(agency, 0)
+        tried = self.upload_stopped_on.get(agency)
+        if tried is None:
+            return f"{left} not tried, left pending"
+        return f"{tried} tried, {left - 1} not tried, " + ("left pending" if left == 1 else f"all {left} left pending")
+
+    def described_note(self) -> str:
+        """``12 this run by gemini-2.5-flash``; ``none this run`` when everything was described before."""
+        if not self.described_now:
+            return "none this run" + (" (all described by earlier runs)" if self.described else "")
+        return f"{self.described_now} this run by {self.describer or 'the describer'}"
 
     def review_count(self, prefix: str) -> int:
         """Assets whose review cell starts with ``prefix`` (``rejected in review``, ``waiting for review``)."""

@@ -55,7 +55,7 @@ from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.observe import events
 from tasks.observe import progress as stage_progress
-from tasks.observe.markdown import md_cell
+from tasks.observe.markdown import md_cell, md_code
 from tasks.observe.similar_view import review_cell
 from tasks.observe.thumbnails import inline_thumbnail
 from tasks.stores.similar_risks import read_distinct, read_risks
@@ -186,7 +186,7 @@ def review_description(wd: Workdir, waiting: list[Sidecar], csvs: CsvReport, set
         goes = "; ".join(f"{a}: {agency_verdict(s.name, a, csvs)}" for a in csvs.agencies)
         similar = review_cell(wd, risks, changes, s.name, m, i < MAX_THUMBNAILS)
         # a list item, the details a line each: the UI's form is a narrow modal, and a table's cells do not wrap
-        lines.append(f"- {thumb + ' ' if thumb else ''}`{m(s.name)}` — **{m(md.title)}**<br>keywords: "
+        lines.append(f"- {thumb + ' ' if thumb else ''}{md_code(s.name)} — **{m(md.title)}**<br>keywords: "
                      f"{m(', '.join(md.keywords[:6]))}<br>categories: {m(categories)}<br>goes: {m(goes)}"
                      + (f"<br>similar to: {similar}" if similar else ""))
     if len(waiting) > MAX_LISTED:

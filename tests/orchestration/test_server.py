@@ -198,7 +198,7 @@ def test_replay_through_the_api_completes_and_leaves_artifacts_and_events(served
     run = run_and_wait(url, replay["id"], {"dry_run": False})
     assert run["state"]["type"] == "COMPLETED", run["state"]
     assert "1 recovered" in run["state"]["message"] and "1 still failing" in run["state"]["message"]
-    assert re.fullmatch(r"replay-dead-letters \d{4}-\d\d-\d\d \d\d:\d\d UTC", run["name"]), run["name"]
+    assert re.fullmatch(r"replay-dead-letters \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", run["name"]), run["name"]
     assert open_store(wd, Settings()).get(barn).status == "recovered"
     assert (wd.assets / "red_barn.json").is_file()
 
@@ -551,7 +551,7 @@ def test_a_parked_job_reads_as_parked_and_the_batch_has_one_row_per_asset(server
     microstock_run(env, wd, "--count", "0")
 
     (run,) = stock_batch_runs(srv.api_url, wd)
-    assert re.fullmatch(r"stock-batch \d{4}-\d\d-\d\d \d\d:\d\d UTC", run["name"]), run["name"]
+    assert re.fullmatch(r"stock-batch \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", run["name"]), run["name"]
     assert run["state"]["type"] == "COMPLETED" and run["state"]["message"] == "1 described · 1 parked · 1 uploaded"
     by_name = wait_until("both describe task runs, final", lambda: (lambda t: t if all(
         t.get(n, {}).get("state", {}).get("type") in ("COMPLETED", "FAILED")
@@ -583,7 +583,7 @@ def test_a_parked_job_reads_as_parked_and_the_batch_has_one_row_per_asset(server
     assert summary.returncode == 0, summary.stderr[-2000:]
     (daily,) = [r for r in api(srv.api_url, "POST", "/flow_runs/filter", {
         "flows": {"name": {"any_": ["dead-letter-summary"]}}}) if r["parameters"].get("workdir") == str(wd.root)]
-    assert re.fullmatch(r"dead-letter-summary \d{4}-\d\d-\d\d \d\d:\d\d UTC", daily["name"]), daily["name"]
+    assert re.fullmatch(r"dead-letter-summary \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", daily["name"]), daily["name"]
     assert re.fullmatch(r"dead-letter: 1 parked \(1 blocked:SAFETY\) · "
                         r"oldest parked since \d{4}-\d\d-\d\d \d\d:\d\d UTC",
                         daily["state"]["message"]), daily["state"]
