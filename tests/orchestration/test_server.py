@@ -721,6 +721,12 @@ def test_the_terminal_answers_a_run_paused_for_review(server, tmp_path):
         assert said, "the terminal says where to answer while the run waits"
         review = terminal(env, wd, "reject", names[0])
         assert review.returncode == 0, review.stdout + review.stderr
+        said = " ".join(review.stdout.split())
+        assert f"the run {paused['id']} waits for review: 1 asset(s) not decided yet ({names[1]})" in said, \
+            "a reject approves nothing else (issue 35): the other asset still waits"
+        assert api(srv.api_url, "GET", f"/flow_runs/{paused['id']}")["state"]["type"] == "PAUSED"
+        review = terminal(env, wd, "approve", names[1])  # decisions accumulate; the last one answers the run
+        assert review.returncode == 0, review.stdout + review.stderr
         assert f"answered the paused run {paused['id']}" in review.stdout.replace("\n", " ")
         finish(proc)
     finally:
