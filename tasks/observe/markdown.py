@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from tasks.core.reports import CsvReport
-from tasks.observe.summary import BatchSummary, listed
+from tasks.core.reports import SIMILAR_CONTENT, CsvReport
+from tasks.observe.summary import BatchSummary, held_label, held_rules, listed
 
 
 def md_cell(text: object) -> str:
@@ -27,6 +27,7 @@ def next_steps(report: CsvReport, stopped: Mapping[str, str] | None = None) -> l
     why) is fixed before anything else, and its portal CSV waits for its images; then the CSVs to upload in
     a portal (Adobe and Vecteezy) for the agencies whose images went."""
     stopped = stopped or {}
+    held = held_rules(report, {})
     steps = [f"Fix first — {agency} stopped: {why.splitlines()[0].removeprefix(agency + ': ')}. Then run again: "
              "its files are pending and go with the next run." for agency, why in stopped.items()]
     for result in report.agencies.values():
@@ -39,7 +40,33 @@ def next_steps(report: CsvReport, stopped: Mapping[str, str] | None = None) -> l
             files = ", ".join(result.files)
             steps.append(f"{result.display_name}: upload {files} in the contributor portal after its images: "
                          "each row names a file already uploaded there")
+    for agency, rules in held.items():
+        steps.append(held_step(report.agencies[agency].display_name if agency in report.agencies else agency,
+                               agency, rules))
     return steps
+
+
+#: What the contributor can do about a hold, by its rule (rules not named here: the reason says it).
+HELD_HOW = {
+    SIMILAR_CONTENT: "`microstock similar release NAME --agency {agency}` sends one anyway",
+    "keywords.min": "`microstock review edit NAME --keywords …` gives it more; the next run writes its row",
+}
+
+
+def held_step(display_name: str, agency: str, rules: Mapping[str, str]) -> str:
+    """``Adobe Stock: 16 held back, not sent there — similar content: a.jpg, b.jpg, … (`microstock similar
+    release …` sends one anyway)``."""
+    by_rule: dict[str, list[str]] = {}
+    for name, rule in sorted(rules.items()):
+        by_rule.setdefault(rule, []).append(name)
+    parts = []
+    for rule, names in by_rule.items():
+        shown = ", ".join(names[:5]) + (f" … and {len(names) - 5} more" if len(names) > 5 else "")
+        how = HELD_HOW.get(rule, "").format(agency=agency)
+        label = held_label(rule) + (f" (versions of one motif beyond {agency}'s cap)" if rule == SIMILAR_CONTENT
+                                    else "")
+        parts.append(f"{label}: {shown}" + (f" ({how})" if how else ""))
+    return f"{display_name}: {len(rules)} held back, not sent there — " + "; ".join(parts)
 
 
 def summary_markdown(s: BatchSummary) -> str:

@@ -4,6 +4,7 @@ final state message."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 
 from pydantic import BaseModel, Field
@@ -64,6 +65,10 @@ class BatchSummary(BaseModel):
     #: The file each stopped agency was sending when it stopped (tried, not sent; counted in upload_not_tried).
     upload_stopped_on: dict[str, str] = Field(default_factory=dict)
     held_back: dict[str, dict[str, str]] = Field(default_factory=dict)
+    #: Every asset this run kept from an agency, by the rule of the CSV report: agency -> asset -> rule (similar
+    #: content and image size from pack, a metadata rule such as ``keywords.min`` from the CSV stage; not the
+    #: assets rejected for every agency nor review's, counted apart).
+    held_rules: dict[str, dict[str, str]] = Field(default_factory=dict)
     #: Enlarged to the agencies' minimum (``pack.upscale_to_minimum``): name -> "W×H → W×H".
     upscaled: dict[str, str] = Field(default_factory=dict)
     targets: dict[str, str] = Field(default_factory=dict)
@@ -94,6 +99,7 @@ class BatchSummary(BaseModel):
             not_generated=gathered.not_generated,
             rejected={**gathered.rejected, **packed.rejected},
             held_back=packed.held_back,
+            held_rules=held_rules(csvs, {**gathered.rejected, **packed.rejected}),
             upscaled=packed.upscaled,
             stopped="; ".join(filter(None, [gathered.stopped, described.stopped])) or None,
             describer=described.describer,
@@ -231,7 +237,19 @@ class BatchSummary(BaseModel):
         if self.review_count_now("rejected in review"):
             parts.append(f"{self.review_count_now('rejected in review')} rejected in review")
         parts.append(f"{sum(self.uploaded_now.values())} uploaded")
+        if self.held_rules:
+            parts.append(self.held_note())
         return " · ".join(parts + self.undone(reasons))
+
+    def held_note(self) -> str:
+        """``held back: adobe 16 (similar content), vecteezy 1 (below the keyword minimum)``: what was kept from
+        each agency this run, and why (not undone: sending it would break the agency's rule)."""
+        per_agency = []
+        for agency, rules in self.held_rules.items():
+            counts = Counter(held_label(rule) for rule in rules.values())
+            why = ", ".join(label if len(counts) == 1 else f"{n} {label}" for label, n in counts.most_common())
+            per_agency.append(f"{agency} {len(rules)} ({why})")
+        return "held back: " + ", ".join(per_agency)
 
 
 #: The name of a stock-batch run's final state when it left work undone: a Failed-type state, so the UI shows it
@@ -247,6 +265,25 @@ def brief(why: str, limit: int = 120) -> str:
     if len(text) <= limit:
         return text
     return text[:limit].rsplit(" ", 1)[0] + "…"
+
+
+#: Readable words for the rules that hold an asset back most often (any other rule is shown by its name).
+HELD_LABELS = {"keywords.min": "below the keyword minimum", "ai.refused": "AI-generated not accepted"}
+
+
+def held_label(rule: str) -> str:
+    """A hold's rule in words: ``similar content``, ``image size``, ``below the keyword minimum``, …"""
+    return HELD_LABELS.get(rule, rule)
+
+
+def held_rules(csvs: CsvReport, rejected: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """agency -> asset -> the first rule that kept it from that agency (the CSV report's problems), leaving out
+    review's and the assets in ``rejected`` (kept from every agency, and counted as rejected)."""
+    held: dict[str, dict[str, str]] = {}
+    for p in csvs.problems:
+        if p.asset and p.rule not in ("review", "image") and p.asset not in rejected:
+            held.setdefault(p.agency, {}).setdefault(p.asset, p.rule)
+    return held
 
 
 #: Names listed in a summary row; a batch of thousands shows the first ones and a count.

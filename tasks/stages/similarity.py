@@ -146,6 +146,7 @@ def hold_back_similar(wd: Workdir, report: PackReport, entries: Mapping[str, dic
     for agency, per in risks.items():
         for name, risk in per.items():
             if risk.outcome == "held back":
+                report.similar_held.setdefault(agency, set()).add(name)
                 report.held_back.setdefault(agency, {})[name] = (
                     f"one of {risk.versions} versions of one motif (with {risk.motif}); "
                     f"{agency} takes at most {caps[agency]} per motif; closest: {risk.nearest} "
