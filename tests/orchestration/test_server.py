@@ -712,6 +712,10 @@ def test_the_terminal_answers_a_run_paused_for_review(server, tmp_path):
     srv, env = server
     wd = review_workdir(tmp_path, "timeout_hours = 1")
     env = dict(env, PREFECT_API_URL=srv.api_url)
+    _Hook.received.clear()
+    hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    install_example_automation(srv.api_url, env, tmp_path, "notify-run-paused.yaml", hook.server_port)
     proc = start_run(env, wd, "--count", "2")
     try:
         paused = paused_run(srv.api_url, wd)
@@ -719,6 +723,11 @@ def test_the_terminal_answers_a_run_paused_for_review(server, tmp_path):
         said = wait_until("the terminal to say what the run waits for",
                           lambda: "waiting for review — answer in the Prefect UI" in proc.args_log.read_text())
         assert said, "the terminal says where to answer while the run waits"
+        form = f"/runs/flow-run/{paused['id']}"  # its address, printed as it pauses (the output is a file here)
+        wait_until("the form's address on the terminal", lambda: form in proc.args_log.read_text(), timeout_s=30)
+        (message,) = wait_until("the paused-run notification", lambda: list(_Hook.received), timeout_s=120)
+        assert message["subject"] == f"microstock: {paused['name']} waits for review", message
+        assert form in message["body"] and "2 asset(s) waiting for review" in message["body"], message
         review = terminal(env, wd, "reject", names[0])
         assert review.returncode == 0, review.stdout + review.stderr
         said = " ".join(review.stdout.split())
@@ -732,6 +741,7 @@ def test_the_terminal_answers_a_run_paused_for_review(server, tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+        hook.shutdown()
     run = api(srv.api_url, "GET", f"/flow_runs/{paused['id']}")
     assert run["state"]["type"] == "COMPLETED" and "1 rejected in review" in run["state"]["message"], run["state"]
     assert adobe_csv_files(wd) == names[1:] and outbox_files(wd) == names[1:]
