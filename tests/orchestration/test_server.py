@@ -207,6 +207,8 @@ def test_replay_through_the_api_completes_and_leaves_artifacts_and_events(served
     assert table["type"] == "table"
     rows = json.loads(table["data"]) if isinstance(table["data"], str) else table["data"]
     assert [r["asset"] for r in rows] == ["lost_lake.jpg"], "only the job that still fails is left"
+    assert "**Deployments → replay-dead-letters → Run → Custom run**" in table["description"], \
+        "under `microstock serve` the deployment exists: the UI's way is said, with the terminal's"
     assert "no longer in assets" in rows[0]["message"]
 
     def replay_events():
@@ -574,7 +576,9 @@ def test_a_parked_job_reads_as_parked_and_the_batch_has_one_row_per_asset(server
     assert re.fullmatch(r"parked: blocked:SAFETY since \d{4}-\d\d-\d\d \d\d:\d\d UTC", rows["red_fox.jpg"]["describe"])
     assert rows["red_fox.jpg"]["adobe"] == "not tried: not described (parked)"
     description = arts["batch-assets"]["description"]
-    assert "`replay-dead-letters` deployment" in description and "`microstock replay --apply`" in description
+    assert "`microstock replay --apply`" in description
+    deployed = "replay-dead-letters" in deployments_by_name(srv.api_url)  # when the documented deploy ran first
+    assert ("→ Run → Custom run" in description) == deployed, "the UI's way only where it works"
     assert "will fail again if replayed unchanged" in description and str(wd.csv / "adobe.csv") in description
 
     summary = subprocess.run([sys.executable, "-c", "from flows.dead_letter_summary import dead_letter_summary; "
