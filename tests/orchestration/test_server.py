@@ -234,7 +234,9 @@ def test_batch_through_the_api_tells_the_story_in_names_artifacts_and_events(ser
 
     run = run_and_wait(url, batch["id"], {"count": 1, "agencies": ["adobe", "vecteezy"]})
     assert run["state"]["type"] == "COMPLETED", run["state"]
-    assert re.fullmatch(r"[12] described · 0 parked · \d+ uploaded", run["state"]["message"])  # + red_barn if alone
+    # + red_barn if alone; a generated photo's few offline keywords are below Vecteezy's minimum (named, issue 35)
+    assert re.fullmatch(r"[12] described · 0 parked · \d+ uploaded( · held back: vecteezy \d \(below the keyword "
+                        r"minimum\))?", run["state"]["message"]), run["state"]["message"]
 
     def task_runs():
         found = api(url, "POST", "/task_runs/filter", {"flow_runs": {"id": {"any_": [run["id"]]}}})
