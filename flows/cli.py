@@ -137,7 +137,7 @@ def run(
     for line in skip_notes(summary) + summary.ai_tick_notes():
         console.print(line, highlight=False)
     run_url(state, own_server)
-    if summary.upload_stopped:  # the run completed, but an agency's uploads stopped early: cron should know
+    if summary.stopped_early():  # the run completed, but an agency or a stage stopped early: cron should know
         raise typer.Exit(3)
 
 

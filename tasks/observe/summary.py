@@ -216,6 +216,11 @@ class BatchSummary(BaseModel):
             parts.append(f"stopped: {self.stopped.splitlines()[0][:200]}" if reasons else "describe stopped")
         return parts
 
+    def stopped_early(self) -> bool:
+        """Whether an agency's uploads or a stage (the describe service unreachable, the day's quota, …) stopped
+        before the end: ``microstock run`` exits 3 then (docs/INTERFACE.md), so a cron job knows."""
+        return bool(self.upload_stopped or self.stopped)
+
     def state_name(self) -> str:
         """The final state's name: :data:`INCOMPLETE` when something is left undone (:meth:`undone`), else
         ``Completed`` — parked jobs alone keep a run Completed."""

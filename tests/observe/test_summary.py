@@ -101,6 +101,7 @@ def test_a_run_that_left_uploads_pending_is_named_incomplete_and_says_why():
 def test_parked_jobs_alone_keep_the_run_completed_and_the_message_names_them():
     s = BatchSummary(workdir="/w", described_now=11, parked=1, uploaded_now={"adobe": 11})
     assert s.state_name() == "Completed" and s.headline() == "11 described · 1 parked · 11 uploaded"
+    assert not s.stopped_early() and stopped_run().stopped_early(), "exit 0 for parked jobs, 3 for a stop"
 
 
 def test_the_headline_counts_only_this_runs_review_rejections():
