@@ -130,13 +130,13 @@ def run(
         fail(f"the run failed: {state.message}", code=1)
     summary = BatchSummary.model_validate(state.result(raise_on_failure=False))
     validation = Workdir(wd_path).reports / "validation.json"
-    if validation.is_file():  # this run's CSV validation report: rows, fixes, skipped assets with the rule
-        console.print(validation_table(last_csvs(Workdir(wd_path))))  # a damaged one: set aside, one line
+    if validation.is_file():  # this run's CSV validation report (a damaged one: set aside, one line)
+        console.print(validation_table(last_csvs(Workdir(wd_path)), summary.upload_stopped))
     console.print(summary_table(summary))
     for line in skip_notes(summary) + summary.ai_tick_notes():
         console.print(line, highlight=False)
     run_url(state, own_server)
-    if summary.upload_stopped:  # the run completed, but an agency's uploads stopped early: cron should know
+    if summary.stopped_early():  # the run completed, but an agency or a stage stopped early: cron should know
         raise typer.Exit(3)
 
 

@@ -11,8 +11,22 @@ from rich.markup import escape
 
 from tasks.core.workdir import default_workdir
 
-console = Console(stderr=False)
-err = Console(stderr=True)
+#: The width of a console whose output goes to a pipe or a file (cron's log): wide enough that no table cell, path
+#: or line is ever cut or wrapped; a terminal keeps its own width.
+PIPE_WIDTH = 10_000
+
+
+def command_console(stderr: bool) -> Console:
+    """A console for a command's output: on a terminal, its width; to a pipe or a file, no cut at 80 columns
+    (a cell ending in ``…/microstock-data/c…`` tells the log's reader nothing), every line as long as it is."""
+    out = Console(stderr=stderr)
+    if out.is_terminal:
+        return out
+    return Console(stderr=stderr, width=PIPE_WIDTH, soft_wrap=True)
+
+
+console = command_console(stderr=False)
+err = command_console(stderr=True)
 
 WorkdirOpt = typer.Option(None, "--workdir", help="Workdir (default: $MICROSTOCK_WORKDIR, else ./microstock-data).")
 

@@ -2,13 +2,18 @@
 
 Decisions and corrections go into the assets' sidecars, where the next run
 takes them up. When a stock-batch run of the workdir is paused for review on
-the Prefect server of ``PREFECT_API_URL``, ``approve`` (every asset) and
-``reject NAME…`` answer its form through Prefect's API instead: the rejected
-ones are left out, every other asset it asked about is approved, and the run
-goes on. ``edit NAME`` does not answer it (an edit is not a decision about
-the other assets): the paused run takes the correction up when it is
+the Prefect server of ``PREFECT_API_URL``, decisions accumulate the same way
+across commands (``approve a b``, later ``reject c``): nothing is approved
+that nobody approved. Once no asset is left undecided, the command that made
+the last decision answers the run's form through Prefect's API and the run
+goes on with those decisions; ``approve`` without names approves every asset
+still waiting, and so answers it. ``edit NAME`` does not answer it (an edit
+is not a decision): the paused run takes the correction up when it is
 answered, and packs and writes the CSVs again for it before anything leaves.
-A name that is no described asset changes nothing and exits with status 1.
+A name that is no described asset changes nothing and exits with status 1,
+with the names it is close to ("did you mean"). Rejecting an asset the
+ledger records as uploaded says plainly that it cannot be unsent, and where
+it went.
 Registered on the ``microstock`` app by :mod:`flows.cli`; Prefect is imported
 only inside the commands, after the environment is set.
 """
@@ -43,11 +48,31 @@ def _described_or_exit(wd: Workdir, names: list[str]) -> None:
     from tasks.stages.review import not_described
 
     missing = not_described(wd, names)
-    for name in missing:
-        err.print(f"[red]error:[/red] {name}: no such described asset in {wd.assets}: nothing changed",
-                  highlight=False, soft_wrap=True)
+    for name, close in missing.items():
+        hint = f" — did you mean {' or '.join(close)}?" if close else ""
+        err.print(f"[red]error:[/red] {escape(name)}: no such described asset in {escape(str(wd.assets))}: "
+                  f"nothing changed{escape(hint)}", highlight=False, soft_wrap=True)
     if missing:
         raise typer.Exit(1)
+
+
+def _answer_once_all_decided(wd: Workdir, paused: str) -> None:
+    """Answer the paused run when nothing it waits for is left undecided; else say what still waits."""
+    from tasks.orchestration.review_pause import answer_paused_run
+    from tasks.stages.review import review_overview
+
+    still = review_overview(wd)[0]
+    if still:
+        console.print(f"the run {paused} waits for review: {len(still)} asset(s) not decided yet ({', '.join(still)})"
+                      "; it goes on once each one is (`microstock review approve NAME…` / `reject NAME…`; "
+                      "`microstock review approve` approves all of them)", highlight=False, soft_wrap=True)
+        return
+    refused = answer_paused_run(paused, [])  # the run keeps every decision recorded while it waited
+    if refused:
+        fail(f"the paused run {paused} refused the answer: {refused}. The decisions are recorded in the sidecars; "
+             "`microstock review list` shows what waits", code=1)
+    console.print(f"answered the paused run {paused}: every asset it asked about is decided, it goes on with "
+                  "these decisions", highlight=False, soft_wrap=True)
 
 
 @review_app.command("list")
@@ -68,48 +93,43 @@ def review_list(workdir: Optional[Path] = WorkdirOpt) -> None:
 def review_approve(names: Optional[list[str]] = typer.Argument(None,
                                                                help="Asset file names (none: every waiting asset)."),
                    workdir: Optional[Path] = WorkdirOpt) -> None:
-    """Approve NAME… (or, without names, everything waiting — answering a paused run when one waits)."""
-    from tasks.orchestration.review_pause import answer_paused_run, paused_review_run
+    """Approve NAME… (or, without names, everything waiting). A paused run is answered once nothing it waits for
+    is left undecided."""
+    from tasks.orchestration.review_pause import paused_review_run
     from tasks.stages.review import decide, review_overview
 
     wd = _workdir(workdir)
-    paused = paused_review_run(wd)
-    if paused and not names:
-        refused = answer_paused_run(paused, [])
-        if refused:
-            fail(f"the paused run {paused} refused the answer: {refused}", code=1)
-        console.print(f"answered the paused run {paused}: every asset it asked about is approved", highlight=False)
-        return
     chosen = list(names or review_overview(wd)[0])
     _described_or_exit(wd, chosen)
+    paused = paused_review_run(wd)
     decide(wd, chosen, "approved")
-    console.print(f"approved {len(chosen)} asset(s); the next run sends them", highlight=False)
     if paused:
-        console.print(f"a run waits for review ({paused}): it asked about its own list; answer it with "
-                      "`microstock review approve` (all) or `microstock review reject NAME…`", highlight=False)
+        console.print(f"approved {len(chosen)} asset(s)", highlight=False)
+        _answer_once_all_decided(wd, paused)
+    else:
+        console.print(f"approved {len(chosen)} asset(s); the next run sends them", highlight=False)
 
 
 @review_app.command("reject")
 def review_reject(names: list[str] = typer.Argument(..., help="Asset file names to leave out for good."),
                   workdir: Optional[Path] = WorkdirOpt) -> None:
-    """Reject NAME…: no CSV row, never uploaded. A paused run is answered: every other asset it asked about is
-    approved."""
-    from tasks.orchestration.review_pause import answer_paused_run, paused_review_run
-    from tasks.stages.review import decide
+    """Reject NAME…: no CSV row, never uploaded from now on (what the ledger records as sent stays sent). A paused
+    run is answered once nothing it waits for is left undecided; no other asset is approved by this."""
+    from tasks.orchestration.review_pause import paused_review_run
+    from tasks.stages.review import already_sent, decide
 
     wd = _workdir(workdir)
     _described_or_exit(wd, names)
     paused = paused_review_run(wd)
-    if paused:  # the run decides and records: a name it is not waiting for refuses the whole answer
-        refused = answer_paused_run(paused, list(names))
-        if refused:
-            fail(f"the paused run {paused} refused the answer, nothing changed: {refused}. "
-                 "`microstock review list` shows what waits", code=1)
-        console.print(f"answered the paused run {paused}: these are left out, every other asset it asked about is "
-                      "approved", highlight=False)
-        return
     decide(wd, names, "rejected")
-    console.print(f"rejected {len(names)} asset(s)", highlight=False)
+    sent = already_sent(wd, names)
+    console.print(f"rejected {len(names)} asset(s): no CSV row, not uploaded again", highlight=False)
+    for name, agencies in sent.items():
+        console.print(f"{name} was already uploaded to {', '.join(agencies)} (the ledger records it): a reject "
+                      "cannot unsend it (microstock never deletes at an agency); it only keeps it from being sent "
+                      "again", highlight=False, soft_wrap=True)
+    if paused:
+        _answer_once_all_decided(wd, paused)
 
 
 @review_app.command("reopen")

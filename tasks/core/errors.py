@@ -35,7 +35,8 @@ StageStopped       ``quota:daily``, ``quota:wait`` (the run's 429 waits used up)
                    ``tls:certificate``, ``tls:changed`` (not the pinned certificate), ``key_file``,
                    ``unconfirmed`` (stored, then gone), ``busy`` (another run holds the agency),
                    ``target:<error_class of the cause>``, ``disk_full`` (the workdir's disk has no room:
-                   the stage stops with one line naming the disk and what it kept)
+                   the stage stops with one line naming the disk and what it kept), ``unreachable`` (the
+                   describe service never answered one call of the run: :func:`unreachable`)
 =================  ==========================================================================
 
 ``error_class`` (stored in the dead-letter store, shown in messages) is
@@ -255,6 +256,16 @@ def error_class_of_parked(exc: BaseException) -> str:
     if isinstance(exc, MicrostockError):
         return exc.error_class
     return f"unknown:{type(exc).__name__}"
+
+
+#: The kinds of a failure to reach a service at all (connection refused or dropped, host name not found, TLS,
+#: no answer in time): the network's or the service's, never the file's.
+UNREACHABLE_KINDS = ("network", "timeout")
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the service could not be reached (:data:`UNREACHABLE_KINDS`), not that it answered."""
+    return isinstance(exc, TransientError) and not isinstance(exc, ReplyOverdue) and exc.kind in UNREACHABLE_KINDS
 
 
 #: Parked classes a replay cannot fix unless something changes first (the image, the prompt, the model).

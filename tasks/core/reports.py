@@ -162,6 +162,8 @@ class PackReport:
     #: asset names packed this run, and those whose files were already current
     packed_now: list[str] = field(default_factory=list)
     reused: list[str] = field(default_factory=list)
+    #: agency -> the assets of ``held_back`` held there as too many versions of one motif (similar content)
+    similar_held: dict[str, set[str]] = field(default_factory=dict)
 
     def keeping(self, names: set[str]) -> "PackReport":
         """This report with only the upload-ready files of ``names``."""
@@ -171,6 +173,14 @@ class PackReport:
         """Assets that must not reach ``agency`` (its CSV or its upload): rejected, or held back for it."""
         return {**self.rejected, **self.held_back.get(agency, {})}
 
+    def left_out_rule(self, agency: str, name: str) -> str:
+        """The rule an asset of :meth:`left_out` is left out of ``agency`` by, as the CSV report names it:
+        ``similar content`` (too many versions of one motif), ``image size`` (the agency's pixel, side or file
+        size rules), ``image`` (rejected for every agency)."""
+        if name in self.similar_held.get(agency, ()):
+            return SIMILAR_CONTENT
+        return "image size" if name in self.held_back.get(agency, {}) else "image"
+
     def as_json(self) -> dict:
         return {
             "packed": sorted(self.ready),
@@ -179,6 +189,10 @@ class PackReport:
             "upscaled": dict(sorted(self.upscaled.items())),
             "zip": self.zip_path.name if self.zip_path else None,
         }
+
+
+#: The CSV report's rule for an asset held back as one version too many of one motif (``PackReport.similar_held``).
+SIMILAR_CONTENT = "similar content"
 
 
 @dataclass
@@ -193,8 +207,10 @@ class AgencyUpload:
     already: list[str] = field(default_factory=list)
     #: Left pending: name -> why.
     failed: dict[str, str] = field(default_factory=dict)
-    #: Left pending without being tried, because the agency stopped.
+    #: Left pending without being tried, because the agency stopped (and the file it stopped on, see below).
     not_tried: list[str] = field(default_factory=list)
+    #: The file being sent when the agency stopped: tried (maybe several times), not sent, left pending.
+    stopped_on: str | None = None
     #: Why the agency stopped early, if it did.
     stopped: str | None = None
     #: Where the files went (no password).

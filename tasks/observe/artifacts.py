@@ -39,8 +39,9 @@ from tasks.core.errors import StoreUnavailable, fails_again_unchanged
 from tasks.core.records import FileOutcome
 from tasks.core.reports import AgencyUpload, CsvReport
 from tasks.core.workdir import Workdir
-from tasks.observe.batch_assets import REPLAY_HOW, unchanged_warning
+from tasks.observe.batch_assets import unchanged_warning
 from tasks.observe.markdown import summary_markdown, validation_markdown
+from tasks.observe.replay_advice import replay_deployed, replay_how, ui_replay_note
 from tasks.observe.run_names import when
 from tasks.observe.summary import BatchSummary
 from tasks.stores.dead_letter import DeadLetterStore, ParkedJob, Summary
@@ -154,11 +155,12 @@ def dead_letter_key(wd: Workdir) -> str:
     return f"{DEAD_LETTER_JOBS}-{folder}-{digest}"
 
 
-def dead_letters_description(jobs: list[ParkedJob], wd: Workdir) -> str:
-    """The markdown above the ``dead-letter-jobs`` table: how many, how to replay, which will fail again."""
+def dead_letters_description(jobs: list[ParkedJob], wd: Workdir, deployed: bool | None = None) -> str:
+    """The markdown above the ``dead-letter-jobs`` table: how many, how to replay (from the UI only where the
+    server has the replay deployment: ``deployed``), which will fail again."""
     if not jobs:
         return f"Nothing parked in `{wd.root}`."
-    return "\n\n".join([f"{len(jobs)} parked describe job(s) in `{wd.root}`; {REPLAY_HOW}.",
+    return "\n\n".join([f"{len(jobs)} parked describe job(s) in `{wd.root}`; {replay_how(deployed)}.",
                          *unchanged_warning(jobs)])
 
 
@@ -175,7 +177,7 @@ def publish_dead_letters(wd: Workdir, store: Callable[[], DeadLetterStore]) -> i
         log.warning("dead-letter table not published: %s", exc.message)
         return None
     create_table_artifact(dead_letter_rows(jobs), key=dead_letter_key(wd),
-                          description=dead_letters_description(jobs, wd))
+                          description=dead_letters_description(jobs, wd, replay_deployed() if jobs else None))
     return len(jobs)
 
 
@@ -183,8 +185,7 @@ def publish_dead_letter_summary(summary: Summary, wd: Workdir) -> None:
     """The ``dead-letter-summary`` markdown of the daily flow."""
     text = summary.markdown(wd.dead_letter_db)  # it says how to replay from the terminal
     if summary.oldest_first_seen is not None:
-        text += (f"\n\nOldest parked since {when(summary.oldest_first_seen)}. From the UI: **Deployments → "
-                 "replay-dead-letters → Run → Custom run**, switch `dry_run` off.")
+        text += f"\n\nOldest parked since {when(summary.oldest_first_seen)}. {ui_replay_note(replay_deployed())}"
     create_markdown_artifact(text, key=DEAD_LETTER_SUMMARY,
                              description="Parked describe jobs by error class")
 

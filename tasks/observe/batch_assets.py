@@ -29,7 +29,8 @@ from tasks.core.printable import printable
 from tasks.core.records import ready_name
 from tasks.core.reports import AgencyUpload, CsvReport, DescribeReport, Gathered, PackReport
 from tasks.core.workdir import Workdir
-from tasks.observe.markdown import md_cell, next_steps
+from tasks.observe.markdown import md_cell, md_code, next_steps
+from tasks.observe.replay_advice import replay_deployed, replay_how
 from tasks.observe.run_names import when
 from tasks.observe.similar_view import add_risk_column
 from tasks.observe.summary import BatchSummary, brief
@@ -43,9 +44,6 @@ BATCH_ASSETS = "batch-assets"
 #: At most this many rows (a batch of thousands shows the first ones, in name order; the description says so).
 MAX_ASSET_ROWS = 1000
 
-#: How to replay parked jobs, from the UI and from the terminal (every artifact that mentions replay says both).
-REPLAY_HOW = ("replay with the `replay-dead-letters` deployment (**Deployments → replay-dead-letters → Run → "
-              "Custom run**, switch `dry_run` off) or `microstock replay --apply`")
 
 def describe_cell(name: str, described: DescribeReport, parked: dict[str, ParkedJob],
                   in_review: Mapping[str, str]) -> str:
@@ -130,19 +128,21 @@ def asset_rows(gathered: Gathered, described: DescribeReport, csvs: CsvReport, p
 
 
 def assets_description(headline: str, rows: int, csvs: CsvReport, packed: PackReport,
-                       parked: list[ParkedJob], stopped: Mapping[str, str] | None = None) -> str:
+                       parked: list[ParkedJob], stopped: Mapping[str, str] | None = None,
+                       deployed: bool | None = None) -> str:
     """The markdown above the table: headline, ZIP, next steps by hand (a stopped agency first: ``stopped``,
-    agency -> why), how to replay."""
+    agency -> why), how to replay (from the UI only where the server has the replay deployment: ``deployed``,
+    :func:`tasks.observe.replay_advice.replay_deployed`)."""
     lines = [f"**stock-batch: {md_cell(headline)}**"]
     if rows > MAX_ASSET_ROWS:
         lines.append(f"The first {MAX_ASSET_ROWS} of {rows} assets, by name.")
     if packed.zip_path:
-        lines.append(f"Batch ZIP: `{md_cell(packed.zip_path)}`")
+        lines.append(f"Batch ZIP: {md_code(packed.zip_path)}")
     steps = next_steps(csvs, stopped)
     if steps:
         lines += ["Next steps:"] + [f"- {md_cell(step)}" for step in steps]
     if parked:
-        lines.append(f"{len(parked)} parked job(s): {REPLAY_HOW}.")
+        lines.append(f"{len(parked)} parked job(s): {replay_how(deployed)}.")
         lines += unchanged_warning(parked)
     return "\n\n".join(lines)
 
@@ -171,4 +171,5 @@ def publish_batch_assets(wd: Workdir, store: Callable[[], DeadLetterStore], summ
     add_risk_column(rows, read_risks(wd))  # the similarity risk (docs/AGENCIES.md, "Similar content")
     create_table_artifact(rows[:MAX_ASSET_ROWS], key=BATCH_ASSETS,
                           description=assets_description(summary.headline(), len(rows), csvs, packed, parked,
-                                                         summary.upload_stopped))
+                                                         summary.upload_stopped,
+                                                         replay_deployed() if parked else None))

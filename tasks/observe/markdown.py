@@ -6,15 +6,16 @@ from collections import Counter
 from collections.abc import Mapping
 
 from tasks.core.printable import printable
-from tasks.core.reports import CsvReport
-from tasks.observe.summary import REJECTED_IN, BatchSummary, listed
+from tasks.core.reports import SIMILAR_CONTENT, CsvReport
+from tasks.observe.summary import REJECTED_IN, BatchSummary, held_label, held_rules, listed
 
 
 def md_cell(text: object) -> str:
     """Text safe inside a markdown table cell (file names and reasons are the contributor's, not ours); a URL
-    in it (``sftp://host``) is not made a link (the UI would link only its ``ftp://`` tail)."""
+    in it (``sftp://host``) is not made a link (the UI would link only its ``ftp://`` tail), nor is a user at a
+    host (``sftp://me@host`` would become a ``mailto:`` link: ``@`` is escaped)."""
     return (printable(str(text).replace("\n", " ")).replace("\\", "\\\\").replace("|", "\\|").replace("`", "'")
-            .replace("://", ":\\/\\/"))
+            .replace("://", ":\\/\\/").replace("@", "\\@"))
 
 
 def md_code(text: object) -> str:
@@ -27,6 +28,7 @@ def next_steps(report: CsvReport, stopped: Mapping[str, str] | None = None) -> l
     why) is fixed before anything else, and its portal CSV waits for its images; then the CSVs to upload in
     a portal (Adobe and Vecteezy) for the agencies whose images went."""
     stopped = stopped or {}
+    held = held_rules(report, {})
     steps = [f"Fix first — {agency} stopped: {why.splitlines()[0].removeprefix(agency + ': ')}. Then run again: "
              "its files are pending and go with the next run." for agency, why in stopped.items()]
     for result in report.agencies.values():
@@ -37,17 +39,43 @@ def next_steps(report: CsvReport, stopped: Mapping[str, str] | None = None) -> l
             continue
         if result.written and result.rows and result.csv_upload == "portal":
             files = ", ".join(result.files)
-            steps.append(f"{result.display_name}: upload {files} in the contributor portal "
-                         "once the images have arrived")
+            steps.append(f"{result.display_name}: upload {files} in the contributor portal after its images: "
+                         "each row names a file already uploaded there")
+    for agency, rules in held.items():
+        steps.append(held_step(report.agencies[agency].display_name if agency in report.agencies else agency,
+                               agency, rules))
     return steps
+
+
+#: What the contributor can do about a hold, by its rule (rules not named here: the reason says it).
+HELD_HOW = {
+    SIMILAR_CONTENT: "`microstock similar release NAME --agency {agency}` sends one anyway",
+    "keywords.min": "`microstock review edit NAME --keywords …` gives it more; the next run writes its row",
+}
+
+
+def held_step(display_name: str, agency: str, rules: Mapping[str, str]) -> str:
+    """``Adobe Stock: 16 held back, not sent there — similar content: a.jpg, b.jpg, … (`microstock similar
+    release …` sends one anyway)``."""
+    by_rule: dict[str, list[str]] = {}
+    for name, rule in sorted(rules.items()):
+        by_rule.setdefault(rule, []).append(name)
+    parts = []
+    for rule, names in by_rule.items():
+        shown = ", ".join(names[:5]) + (f" … and {len(names) - 5} more" if len(names) > 5 else "")
+        how = HELD_HOW.get(rule, "").format(agency=agency)
+        label = held_label(rule) + (f" (versions of one motif beyond {agency}'s cap)" if rule == SIMILAR_CONTENT
+                                    else "")
+        parts.append(f"{label}: {shown}" + (f" ({how})" if how else ""))
+    return f"{display_name}: {len(rules)} held back, not sent there — " + "; ".join(parts)
 
 
 def summary_markdown(s: BatchSummary) -> str:
     """The batch summary as markdown, for the ``batch-summary`` artifact."""
     m = md_cell
-    lines = [f"# stock-batch: {s.headline()}", "", "| what | count | detail |", "|---|---:|---|"]
-    lines.append(f"| assets | {s.assets} | `{m(s.workdir)}/assets` |")
-    lines.append(f"| described | {s.described} | {s.described_now} this run ({s.describer or '—'})"
+    lines = [f"# stock-batch: {m(s.headline())}", "", "| what | count | detail |", "|---|---:|---|"]
+    lines.append(f"| assets | {s.assets} | {md_code(s.workdir + '/assets')} |")
+    lines.append(f"| described | {s.described} | {m(s.described_note())}"
                  f"{', ' + s.tokens_note() if s.tokens else ''} |")
     if s.usage_note():
         lines.append(f"| tokens and cost | {s.prompt_tokens + s.output_tokens + s.thought_tokens} | "
@@ -65,10 +93,11 @@ def summary_markdown(s: BatchSummary) -> str:
     if s.upscaled:
         lines.append(f"| upscaled | {len(s.upscaled)} | {m(listed(s.upscaled))} (enlarged to the agencies' minimum) |")
     for agency, rows in s.csv_rows.items():
-        files = ", ".join(f"`{m(f)}`" for f in s.csv_files.get(agency, []))
+        files = ", ".join(md_code(f) for f in s.csv_files.get(agency, []))
         lines.append(f"| CSV rows · {agency} | {rows} | {files} |")
     for agency, total in s.uploaded_total.items():
-        stopped = f" · **stopped**: {m(s.upload_stopped[agency])}" if agency in s.upload_stopped else ""
+        stopped = (f" · **stopped**: {m(s.upload_stopped[agency])} ({m(s.stopped_note(agency))})"
+                   if agency in s.upload_stopped else "")
         lines.append(f"| uploads · {agency} | {total} | {s.uploaded_now.get(agency, 0)} this run → "
                      f"{md_code(s.targets.get(agency, ''))}{stopped} |")
     if s.ai_ticks:
@@ -81,7 +110,7 @@ def validation_markdown(report: CsvReport) -> str:
     lines = ["## Agency CSVs", "", "| agency | rows | fixed | skipped | files |", "|---|---:|---:|---:|---|"]
     skipped = Counter(p.agency for p in report.problems if p.asset)
     for agency, result in report.agencies.items():
-        files = ", ".join(f"`{md_cell(f)}`" for f in result.files) if result.written else "not written"
+        files = ", ".join(md_code(f) for f in result.files) if result.written else "not written"
         lines.append(f"| {md_cell(result.display_name)} | {result.rows} | {sum(result.fixes.values())} "
                      f"| {skipped[agency]} | {files} |")
     fixes = Counter()
@@ -91,7 +120,7 @@ def validation_markdown(report: CsvReport) -> str:
         lines += ["", "Fixed automatically: " + ", ".join(f"{md_cell(k)} ×{n}" for k, n in sorted(fixes.items()))]
     if report.problems:
         lines += ["", "### Skipped for an agency", "", "| asset | agency | rule | problem |", "|---|---|---|---|"]
-        lines += [f"| {md_cell(p.asset or '(all)')} | {p.agency} | `{md_cell(p.rule)}` | {md_cell(p.message)} |"
+        lines += [f"| {md_cell(p.asset or '(all)')} | {p.agency} | {md_code(p.rule)} | {md_cell(p.message)} |"
                   for p in report.problems]
     steps = next_steps(report)
     if steps:

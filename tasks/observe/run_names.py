@@ -2,8 +2,10 @@
 
 Prefect names a flow run with two random words; the contributor scanning the
 runs list wants to see which night a run was for. :func:`dated_run_name` is
-given as ``flow_run_name`` to every flow: ``stock-batch 2026-11-30 02:00 UTC``
-(the run's scheduled start, so a late nightly run still names its night).
+given as ``flow_run_name`` to every flow: ``stock-batch 2026-11-30 02:00:00 UTC``
+(the run's scheduled start, so a late nightly run still names its night; to
+the second, so two runs started in the same minute — a cron line and a
+manual run — do not share a name in the runs list or a log).
 """
 
 from __future__ import annotations
@@ -22,9 +24,14 @@ def when(moment: datetime | float) -> str:
     return f"{moment.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC"
 
 
+def run_name(flow_name: str, start: datetime) -> str:
+    """``stock-batch 2026-11-30 02:00:07 UTC``: the flow and its start, to the second."""
+    return f"{flow_name} {start.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
+
+
 def dated_run_name() -> str:
-    """``<flow name> <scheduled start, UTC>``."""
-    return f"{runtime.flow_run.flow_name} {when(runtime.flow_run.scheduled_start_time)}"
+    """``<flow name> <scheduled start, UTC, to the second>``."""
+    return run_name(runtime.flow_run.flow_name, runtime.flow_run.scheduled_start_time)
 
 
 def replay_run_name() -> str:

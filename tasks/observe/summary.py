@@ -4,6 +4,7 @@ final state message."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 
 from pydantic import BaseModel, Field
@@ -62,7 +63,13 @@ class BatchSummary(BaseModel):
     upload_stopped: dict[str, str] = Field(default_factory=dict)
     #: Files left pending without being tried because their agency stopped: agency -> count.
     upload_not_tried: dict[str, int] = Field(default_factory=dict)
+    #: The file each stopped agency was sending when it stopped (tried, not sent; counted in upload_not_tried).
+    upload_stopped_on: dict[str, str] = Field(default_factory=dict)
     held_back: dict[str, dict[str, str]] = Field(default_factory=dict)
+    #: Every asset this run kept from an agency, by the rule of the CSV report: agency -> asset -> rule (similar
+    #: content and image size from pack, a metadata rule such as ``keywords.min`` from the CSV stage; not the
+    #: assets rejected for every agency nor review's, counted apart).
+    held_rules: dict[str, dict[str, str]] = Field(default_factory=dict)
     #: Enlarged to the agencies' minimum (``pack.upscale_to_minimum``): name -> "W×H → W×H".
     upscaled: dict[str, str] = Field(default_factory=dict)
     targets: dict[str, str] = Field(default_factory=dict)
@@ -93,6 +100,7 @@ class BatchSummary(BaseModel):
             not_generated=gathered.not_generated,
             rejected={**gathered.rejected, **packed.rejected},
             held_back=packed.held_back,
+            held_rules=held_rules(csvs, {**gathered.rejected, **packed.rejected}),
             upscaled=packed.upscaled,
             stopped="; ".join(filter(None, [gathered.stopped, described.stopped])) or None,
             describer=described.describer,
@@ -109,6 +117,7 @@ class BatchSummary(BaseModel):
             upload_failed={a: u.failed for a, u in uploads.items() if u.failed},
             upload_stopped={a: u.stopped for a, u in uploads.items() if u.stopped},
             upload_not_tried={a: len(u.not_tried) for a, u in uploads.items() if u.not_tried},
+            upload_stopped_on={a: u.stopped_on for a, u in uploads.items() if u.stopped_on},
             targets={a: u.target or str(wd.outbox(a)) for a, u in uploads.items()},
             zip_path=str(packed.zip_path) if packed.zip_path else None,
             in_review=dict(in_review or {}),
@@ -116,6 +125,21 @@ class BatchSummary(BaseModel):
             similar=summary_notes(read_risks(wd)) if packed.ready else {},
             **generation_costs(wd, gathered.new),
         )
+
+    def stopped_note(self, agency: str) -> str:
+        """What a stopped agency left: ``sunset.jpg tried, 3 not tried, all 4 left pending`` (the file it stopped on
+        was tried — its stop reason says how often — the others never were)."""
+        left = self.upload_not_tried.get(agency, 0)
+        tried = self.upload_stopped_on.get(agency)
+        if tried is None:
+            return f"{left} not tried, left pending"
+        return f"{tried} tried, {left - 1} not tried, " + ("left pending" if left == 1 else f"all {left} left pending")
+
+    def described_note(self) -> str:
+        """``12 this run by gemini-2.5-flash``; ``none this run`` when everything was described before."""
+        if not self.described_now:
+            return "none this run" + (" (all described by earlier runs)" if self.described else "")
+        return f"{self.described_now} this run by {self.describer or 'the describer'}"
 
     def review_count(self, prefix: str) -> int:
         """Assets whose review cell starts with ``prefix`` (``rejected in review``, ``waiting for review``)."""
@@ -193,6 +217,11 @@ class BatchSummary(BaseModel):
             parts.append(f"stopped: {self.stopped.splitlines()[0][:200]}" if reasons else "describe stopped")
         return parts
 
+    def stopped_early(self) -> bool:
+        """Whether an agency's uploads or a stage (the describe service unreachable, the day's quota, …) stopped
+        before the end: ``microstock run`` exits 3 then (docs/INTERFACE.md), so a cron job knows."""
+        return bool(self.upload_stopped or self.stopped)
+
     def state_name(self) -> str:
         """The final state's name: :data:`INCOMPLETE` when something is left undone (:meth:`undone`), else
         ``Completed`` — parked jobs alone keep a run Completed."""
@@ -214,7 +243,19 @@ class BatchSummary(BaseModel):
         if self.review_count_now("rejected in review"):
             parts.append(f"{self.review_count_now('rejected in review')} rejected in review")
         parts.append(f"{sum(self.uploaded_now.values())} uploaded")
+        if self.held_rules:
+            parts.append(self.held_note())
         return " · ".join(parts + self.undone(reasons))
+
+    def held_note(self) -> str:
+        """``held back: adobe 16 (similar content), vecteezy 1 (below the keyword minimum)``: what was kept from
+        each agency this run, and why (not undone: sending it would break the agency's rule)."""
+        per_agency = []
+        for agency, rules in self.held_rules.items():
+            counts = Counter(held_label(rule) for rule in rules.values())
+            why = ", ".join(label if len(counts) == 1 else f"{n} {label}" for label, n in counts.most_common())
+            per_agency.append(f"{agency} {len(rules)} ({why})")
+        return "held back: " + ", ".join(per_agency)
 
 
 #: The name of a stock-batch run's final state when it left work undone: a Failed-type state, so the UI shows it
@@ -230,6 +271,25 @@ def brief(why: str, limit: int = 120) -> str:
     if len(text) <= limit:
         return text
     return text[:limit].rsplit(" ", 1)[0] + "…"
+
+
+#: Readable words for the rules that hold an asset back most often (any other rule is shown by its name).
+HELD_LABELS = {"keywords.min": "below the keyword minimum", "ai.refused": "AI-generated not accepted"}
+
+
+def held_label(rule: str) -> str:
+    """A hold's rule in words: ``similar content``, ``image size``, ``below the keyword minimum``, …"""
+    return HELD_LABELS.get(rule, rule)
+
+
+def held_rules(csvs: CsvReport, rejected: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """agency -> asset -> the first rule that kept it from that agency (the CSV report's problems), leaving out
+    review's and the assets in ``rejected`` (kept from every agency, and counted as rejected)."""
+    held: dict[str, dict[str, str]] = {}
+    for p in csvs.problems:
+        if p.asset and p.rule not in ("review", "image") and p.asset not in rejected:
+            held.setdefault(p.agency, {}).setdefault(p.asset, p.rule)
+    return held
 
 
 #: Names listed in a summary row; a batch of thousands shows the first ones and a count.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 from rich.console import Console, Group
@@ -42,8 +42,10 @@ def stage_bars(out: Console) -> Iterator[None]:
             stage_progress.remove_notice(notice)
 
 
-def validation_table(report: CsvReport) -> Group:
-    """The validation report for the terminal: rows per agency, then every skipped asset with its rule."""
+def validation_table(report: CsvReport, stopped: Mapping[str, str] | None = None) -> Group:
+    """The validation report for the terminal: rows per agency, then every skipped asset with its rule, then the
+    next steps (an agency that stopped, ``stopped``: agency -> why, is told to fix it first, its portal CSV to wait
+    for the run that sends its images)."""
     summary = Table(title="Agency CSVs", title_justify="left")
     for column in ("agency", "rows", "fixed", "skipped", "files"):
         summary.add_column(column, justify="right" if column in ("rows", "fixed", "skipped") else "left")
@@ -60,7 +62,7 @@ def validation_table(report: CsvReport) -> Group:
         for p in report.problems:
             problems.add_row(printable(p.asset or "(all)"), p.agency, p.rule, printable(p.message))
         parts.append(problems)
-    parts.extend(next_steps(report))
+    parts.extend(next_steps(report, stopped))
     return Group(*parts)
 
 
@@ -84,7 +86,7 @@ def summary_table(s: BatchSummary) -> Table:
     t.add_column("where / detail")
     t.add_row("assets", str(s.assets), f"{s.workdir}/assets")
     t.add_row("described", str(s.described),
-              " · ".join(filter(None, [f"{s.described_now} this run by {s.describer or '—'}", s.tokens_note()])))
+              " · ".join(filter(None, [s.described_note(), s.tokens_note()])))
     if s.usage_note():
         t.add_row("tokens and cost", f"{s.prompt_tokens + s.output_tokens + s.thought_tokens:,}", s.usage_note())
     if s.generation_note():
@@ -116,8 +118,7 @@ def summary_table(s: BatchSummary) -> Table:
         if held:
             detail += f" · {len(held)} held back"
         if agency in s.upload_stopped:
-            detail += (f" · STOPPED: {s.upload_stopped[agency]}"
-                       f" ({s.upload_not_tried.get(agency, 0)} not tried, left pending)")
+            detail += f" · STOPPED: {s.upload_stopped[agency]} ({s.stopped_note(agency)})"
         t.add_row(f"uploads · {agency}", str(total), detail)
     by_note: dict[str, list[str]] = {}  # agencies that see the same look-alikes share one row
     for agency, note in s.similar.items():

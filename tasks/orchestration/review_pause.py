@@ -14,6 +14,7 @@ too, whatever reached the run.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from typing import Literal
@@ -34,13 +35,17 @@ from prefect.context import FlowRunContext
 from prefect.flow_runs import resume_flow_run
 from prefect.input import RunInput, keyset_from_paused_state
 from prefect.states import Paused, Running
+from prefect.utilities.urls import url_for
 from pydantic import BaseModel, Field, create_model
 
 from tasks.core.errors import ConfigError
 from tasks.core.reports import CsvReport, PackReport
 from tasks.core.workdir import Workdir
+from tasks.observe import progress as stage_progress
 from tasks.stages.review import Correction, Question, ReviewReport, review_decisions
 from tasks.stages.run_context import RunContext
+
+log = logging.getLogger(__name__)
 
 #: How often the paused run asks the server whether it was answered.
 POLL_S = 5
@@ -117,8 +122,9 @@ def ask(question: Question) -> Answered | None:
         raise ConfigError("review: a run can only pause for review inside a flow run")
     flow_run_id = context.flow_run.id
     form = answer_form(question.waiting).with_initial_data(description=question.description)
+    url = url_for("flow-run", obj_id=flow_run_id)  # None without a UI to point at
     paused = Paused(timeout_seconds=question.timeout_s, pause_key=f"review-{uuid4().hex[:8]}",
-                    message=question.message)
+                    message=question.message + (f" · the form: {url}" if url else ""))
     keyset = keyset_from_paused_state(paused)
     paused.state_details.run_input_keyset = keyset
     with get_client(sync_client=True) as client:
@@ -128,6 +134,8 @@ def ask(question: Question) -> Answered | None:
             raise ConfigError(f"review: the run could not pause (the server answered {result.status.value}: "
                               f"{getattr(result.details, 'reason', None) or 'no reason given'})")
         form.save(keyset)
+        if url:
+            announce_form(url, question)
         deadline = time.monotonic() + question.timeout_s
         while True:
             time.sleep(max(0.0, min(POLL_S, deadline - time.monotonic())))
@@ -138,6 +146,16 @@ def ask(question: Question) -> Answered | None:
                 break
         client.set_flow_run_state(flow_run_id, Running(message="review: no answer in time"), force=True)
     return None
+
+
+def announce_form(url: str, question: Question) -> None:
+    """Say where the paused run's form is (``url``, the run's page), the moment it is there: on the terminal (a
+    pipe too: a cron log shows it) and in the run's log — not only when the run ends. The Paused state's message
+    ends with it too, so a notification on ``prefect.flow-run.Paused`` carries it
+    (docs/automations/notify-run-paused.yaml)."""
+    line = f"review: the form of this run waits at {url} (Resume) — {len(question.waiting)} asset(s)"
+    log.info(line)
+    stage_progress.notify(line)
 
 
 def review_stage(ctx: RunContext, packed: PackReport, csvs: CsvReport) -> ReviewReport:

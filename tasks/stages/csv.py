@@ -105,6 +105,7 @@ def write_agency_csvs(
     specs: Mapping[str, AgencySpec] | None = None,
     left_out: Mapping[str, Mapping[str, str]] | None = None,
     waiting: Collection[str] = (),
+    left_out_rules: Mapping[str, Mapping[str, str]] | None = None,
 ) -> CsvReport:
     """Regenerate ``csv/<agency>.csv`` (and continuations) for each agency from every sidecar.
 
@@ -112,7 +113,8 @@ def write_agency_csvs(
     workdir's specs (tests use small limits). An agency that takes no CSV
     (``takes_csv = false``) gets its rows checked and reported, and no file. ``left_out[agency]`` maps the
     assets the pack stage rejected or held back for that agency to the reason:
-    they get no row there, and the reason is reported. Assets rejected in review (their
+    they get no row there, and the reason is reported under the rule ``left_out_rules[agency][name]`` gives
+    (``similar content``, ``image size``; ``image`` when none is given). Assets rejected in review (their
     sidecar says so) and those ``waiting`` for a review decision get no row either
     (rule ``review``). Agencies not listed keep their
     files. An agency whose settings are invalid gets no file this run and an
@@ -137,7 +139,8 @@ def write_agency_csvs(
             result.written = False
             continue
         excluded = (left_out or {}).get(agency, {})
-        report.problems.extend(Problem(agency=agency, asset=name, rule="image", message=reason)
+        rules = (left_out_rules or {}).get(agency, {})
+        report.problems.extend(Problem(agency=agency, asset=name, rule=rules.get(name, "image"), message=reason)
                                for name, reason in sorted(excluded.items()))
         report.problems.extend(Problem(agency=agency, asset=name, rule="review", message=reason)
                                for name, reason in sorted(review.items()) if name not in excluded)
@@ -160,5 +163,7 @@ def write_agency_csvs(
 def csvs_for_packed(ctx: RunContext, packed: PackReport, waiting: Collection[str] = ()) -> CsvReport:
     """The CSV stage: every agency's CSVs, leaving out what pack rejected or held back there, what review
     rejected, and what is ``waiting`` for a review decision."""
-    return write_agency_csvs(ctx.wd, ctx.agencies, ctx.settings,
-                             left_out={a: packed.left_out(a) for a in ctx.agencies}, waiting=waiting)
+    left_out = {a: packed.left_out(a) for a in ctx.agencies}
+    return write_agency_csvs(ctx.wd, ctx.agencies, ctx.settings, left_out=left_out, waiting=waiting,
+                             left_out_rules={a: {name: packed.left_out_rule(a, name) for name in names}
+                                             for a, names in left_out.items()})

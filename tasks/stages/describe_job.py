@@ -29,7 +29,14 @@ from typing import Any, Literal
 
 from tasks.agencies.keyword_rules import apply_keyword_rules
 from tasks.agencies.protected import ProtectedNames
-from tasks.core.errors import MicrostockError, StageStopped, StoreUnavailable, TransientError, error_class_of_parked
+from tasks.core.errors import (
+    MicrostockError,
+    StageStopped,
+    StoreUnavailable,
+    TransientError,
+    error_class_of_parked,
+    unreachable,
+)
 from tasks.core.records import Asset, Metadata, read_sidecar, write_sidecar
 from tasks.core.reports import DescribeReport
 from tasks.core.retry import delay_before_retry
@@ -136,6 +143,9 @@ class DescribeRun:
         self.attempts: dict[str, int] = {}
         #: asset name → its job as parked by this run (a job is parked once per run).
         self.parked: dict[str, ParkedJob] = {}
+        #: Whether a call of this run got an answer from the describer (any answer: metadata, a refusal, an
+        #: HTTP error). Until one does, a job that cannot reach it at all stops the stage (:func:`attempt_job`).
+        self.reached = False
         self._park_lock = threading.Lock()
         #: The shipped protected names with the contributor's own, less their allowed ones (read once a run).
         self.names = ProtectedNames.of(settings.keywords)
@@ -237,6 +247,12 @@ def attempt_job(run: DescribeRun, asset: Asset) -> Outcome:
 
     ``described``; ``failed`` for an expected failure not to try again (PermanentError, BadInput, transient ones
     past the attempts); ``pending`` when this job's call stopped the stage or the stage had stopped before it.
+
+    The service unreachable (:func:`~tasks.core.errors.unreachable`: refused, DNS, no answer in time) through every
+    attempt, while no call of this run has reached it, is not the asset's failure: the stage stops
+    (StageStopped ``unreachable``), this job and the rest stay pending for the next run — nothing was answered,
+    so nothing was paid — and the run reads Incomplete. Once the service has answered a call of the run, such a
+    job parks as any other (a blip on one job, the others went through).
     ``run.attempts[asset.name]`` counts the attempts as they start. Anything unexpected (not a
     :class:`~tasks.core.errors.MicrostockError`: a bug) propagates, after the attempt that raised it.
     """
@@ -254,6 +270,16 @@ def attempt_job(run: DescribeRun, asset: Asset) -> Outcome:
         except StageStopped as exc:
             return Outcome(asset, "pending", exc.message, attempt, failure=exc)
         except MicrostockError as exc:
+            if not unreachable(exc):
+                run.reached = True  # the service answered, if only to refuse
+            elif run.gate.stopped is not None:  # stopped meanwhile, by another job that could not reach it either
+                return Outcome(asset, "pending", run.gate.stopped.message, attempt)
+            elif not run.reached and attempt >= gemini.max_attempts:
+                stop = StageStopped(f"{run.describer.name} unreachable ({attempt} attempt(s), no call of this run "
+                                    f"answered): {run.reason(exc)}; the assets not described stay pending for the "
+                                    "next run", kind="unreachable")
+                run.gate.stop(stop)
+                return Outcome(asset, "pending", stop.message, attempt, failure=run.gate.stopped)
             if isinstance(exc, TransientError) and attempt < gemini.max_attempts:
                 delay = delay_before_retry(gemini.retry_delay_s, attempt, exc)
                 log.info("describe %s: attempt %d of %d failed (%s); trying again in %.1f s", asset.name, attempt,
@@ -261,6 +287,7 @@ def attempt_job(run: DescribeRun, asset: Asset) -> Outcome:
                 time.sleep(delay)
                 continue
             return Outcome(asset, "failed", run.reason(exc), attempt, failure=exc)
+        run.reached = True
         run.save(asset, metadata)
         return Outcome(asset, "described", attempts=attempt, metadata=metadata, times=times)
 

@@ -18,6 +18,12 @@ the same agency rules check them (a rule broken holds the asset back there).
 is answered, as the form's are: the run packs and writes the CSVs again for
 every asset whose sidecar changed while it waited.
 
+A decision made from the terminal while the run waits (``microstock review
+approve NAME…`` / ``reject NAME…``, written to the sidecar at once) stands:
+the answer's "every other asset is approved" covers only the assets nobody
+decided (an explicit reject in the answer still wins), and a time-out holds
+or approves only those.
+
 An answer naming anything that is not waiting (a name typed slightly wrong,
 through the API or the terminal) is refused as a whole: nothing is approved,
 and the run asks again with the refusal above the form. The paused run's
@@ -40,6 +46,7 @@ its uploads say.
 
 from __future__ import annotations
 
+import difflib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -56,9 +63,10 @@ from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.observe import events
 from tasks.observe import progress as stage_progress
-from tasks.observe.markdown import md_cell
+from tasks.observe.markdown import md_cell, md_code
 from tasks.observe.similar_view import review_cell
 from tasks.observe.thumbnails import inline_thumbnail
+from tasks.stores.ledger import Ledger
 from tasks.stores.similar_risks import read_distinct, read_risks
 
 log = logging.getLogger(__name__)
@@ -187,7 +195,7 @@ def review_description(wd: Workdir, waiting: list[Sidecar], csvs: CsvReport, set
         goes = "; ".join(f"{a}: {agency_verdict(s.name, a, csvs)}" for a in csvs.agencies)
         similar = review_cell(wd, risks, changes, s.name, m, i < MAX_THUMBNAILS)
         # a list item, the details a line each: the UI's form is a narrow modal, and a table's cells do not wrap
-        lines.append(f"- {thumb + ' ' if thumb else ''}`{m(s.name)}` — **{m(md.title)}**<br>keywords: "
+        lines.append(f"- {thumb + ' ' if thumb else ''}{md_code(s.name)} — **{m(md.title)}**<br>keywords: "
                      f"{m(', '.join(md.keywords[:6]))}<br>categories: {m(categories)}<br>goes: {m(goes)}"
                      + (f"<br>similar to: {similar}" if similar else ""))
     if len(waiting) > MAX_LISTED:
@@ -239,16 +247,30 @@ def review_decisions(wd: Workdir, settings: Settings, packed: PackReport, csvs: 
             if name in corrections:
                 apply_correction(wd, name, corrections[name])
     report.corrected = edited_since(wd, sidecars)
+    meanwhile = decided_while_waiting(wd, report.asked)
     if answer is None and settings.review.on_timeout == "hold":
-        report.held = list(report.asked)
-        log.info(report.message())
-        return report
+        report.held = [name for name in report.asked if name not in meanwhile]
     for name in report.asked:
-        decision = "rejected" if name in rejected else "approved"
-        record_review(wd.sidecar(name), decision, by)
+        if name in rejected:
+            decision = "rejected"
+        elif name in meanwhile:
+            decision = meanwhile[name]  # recorded from the terminal while the run waited: it stands
+        elif name in report.held:
+            continue
+        else:
+            decision = "approved"
+        if meanwhile.get(name) != decision:
+            record_review(wd.sidecar(name), decision, by)
         (report.rejected if decision == "rejected" else report.approved).append(name)
     log.info(report.message())
     return report
+
+
+def decided_while_waiting(wd: Workdir, asked: list[str]) -> dict[str, str]:
+    """The assets of ``asked`` whose sidecar now holds a decision (made from the terminal while the run waited):
+    name -> ``approved`` / ``rejected``."""
+    now = {name: read_sidecar(wd.sidecar(name)) for name in asked}
+    return {name: s.review.decision for name, s in now.items() if s is not None and s.review is not None}
 
 
 def apply_correction(wd: Workdir, name: str, correction: Correction) -> Sidecar | None:
@@ -279,10 +301,23 @@ def review_overview(wd: Workdir) -> tuple[list[str], dict[str, str]]:
     return waiting, {s.name: s.review.at for s in sidecars if s.rejected}
 
 
-def not_described(wd: Workdir, names: list[str]) -> list[str]:
-    """The names that are no described asset of the workdir (no image in ``assets/``, or no sidecar for it)."""
-    known = {s.name for s in described_sidecars(wd)}
-    return [name for name in names if name not in known]
+def not_described(wd: Workdir, names: list[str]) -> dict[str, list[str]]:
+    """The names that are no described asset of the workdir (no image in ``assets/``, or no sidecar for it), each
+    with the described assets it is close to (a name typed slightly wrong: "did you mean …")."""
+    known = [s.name for s in described_sidecars(wd)]
+    return {name: difflib.get_close_matches(name, known, n=3, cutoff=0.8) for name in names if name not in known}
+
+
+def already_sent(wd: Workdir, names: list[str]) -> dict[str, list[str]]:
+    """The named assets the ledger records as uploaded: name -> the agencies it was sent to (a reject cannot
+    unsend them)."""
+    sidecars = {s.name: s for s in described_sidecars(wd) if s.name in names}
+    if not sidecars or not wd.ledger.is_file():
+        return {}
+    state = Ledger(wd.ledger).read()
+    sent = {name: [agency for agency in sorted(state.done) if state.is_done(agency, s.asset_id)]
+            for name, s in sidecars.items()}
+    return {name: agencies for name, agencies in sent.items() if agencies}
 
 
 def decide(wd: Workdir, names: list[str], decision: Literal["approved", "rejected"] | None) -> None:

@@ -208,6 +208,7 @@ def hold_back_similar(wd: Workdir, report: PackReport, entries: Mapping[str, dic
                     f"a duplicate of {risk.nearest}: the same pixels in another file (another encoding, or a copy "
                     "with other metadata); one asset, sent once, never counted as a version")
             if risk.outcome == "held back":
+                report.similar_held.setdefault(agency, set()).add(name)
                 report.held_back.setdefault(agency, {})[name] = (
                     f"one of {risk.versions} versions of one motif (with {risk.motif}); "
                     f"{agency} takes at most {caps[agency]} per motif; closest: {risk.nearest} "

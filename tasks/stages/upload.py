@@ -210,6 +210,7 @@ class _AgencyRun:
             reason = self._explain(exc)
             with self.lock:
                 self.result.not_tried.append(item.name)
+                self.result.stopped_on = self.result.stopped_on or item.name
         except StoreUnavailable as exc:
             reason = (f"{exc.message}; {item.name} may be on the server unrecorded: "
                       "the next run finds it there and records it")

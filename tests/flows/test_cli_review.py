@@ -76,9 +76,18 @@ def test_an_edit_is_checked_at_once_and_the_next_run_packs_and_writes_it_before_
 
 
 def test_an_edit_of_a_rejected_asset_says_it_is_not_sent(review, tmp_path):
+    from tasks.stores.ledger import Ledger
+
     wd = Workdir(tmp_path / "data").prepare()
     described_photos(wd)
-    assert review(wd, "reject", "bay.jpg").exit_code == 0
+    for agency in ("adobe", "dreamstime"):
+        Ledger(wd.ledger).record(agency, "bay.jpg", sha256_file(wd.assets / "bay.jpg"), "/bay.jpg")
+    rejected = review(wd, "reject", "bay.jpg", "alps.jpg")
+    assert rejected.exit_code == 0, rejected.output
+    said = " ".join(rejected.stdout.split())
+    assert ("bay.jpg was already uploaded to adobe, dreamstime (the ledger records it): a reject cannot unsend "
+            "it") in said
+    assert "alps.jpg was already" not in said, "only what the ledger records as sent"
     result = review(wd, "edit", "bay.jpg", "--title", "Still not wanted")
     assert result.exit_code == 0, result.output
     said = " ".join(result.stdout.split())
@@ -95,7 +104,8 @@ def test_an_unknown_name_changes_nothing_and_exits_1(review, tmp_path):
                  ("approve", "alsp.jpg"), ("reopen", "alsp.jpg")):
         result = review(wd, *args)
         assert result.exit_code == 1, (args, result.output)
-        assert f"alsp.jpg: no such described asset in {wd.assets}: nothing changed" in " ".join(result.stderr.split())
+        assert f"alsp.jpg: no such described asset in {wd.assets}: nothing changed — did you mean alps.jpg?" in \
+            " ".join(result.stderr.split())
         assert "Traceback" not in result.stderr
     nothing = review(wd, "edit", "alps.jpg")
     assert nothing.exit_code == 2 and "nothing to change" in nothing.stderr

@@ -60,3 +60,20 @@ def test_each_thing_about_a_file_is_said_once(prefect_harness, tmp_path, monkeyp
         assert len(sent) == 1 and sent[0].startswith(f"{agency}: uploaded green_hill.jpg → "), sent
     described = [line for line in said["green_hill.jpg"] if "described in" in line]
     assert len(described) == 1 and "(Gemini " in described[0]
+
+    # The night Gemini cannot be reached (issue 35): nothing parked, the new asset left pending, the run Incomplete
+    # with the reason in its message — not a green "0 described · 1 parked".
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]  # nothing listens here once closed
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", f"http://127.0.0.1:{closed}")
+    wd.config_file.write_text("[gemini]\nretry_delay_s = 0.05\nmax_attempts = 2\nrequests_per_minute = 6000\n",
+                              encoding="utf-8")
+    Image.new("RGB", (2400, 1800), "blue").save(wd.assets / "blue_lake.jpg")
+    down = stock_batch(workdir=str(wd.root), count=0, agencies=AGENCIES, return_state=True)
+    assert (down.type.value, down.name) == ("FAILED", "Incomplete"), (down.name, down.message)
+    assert down.message.startswith("0 described · 0 parked · 1 pending · 1 rejected · 0 uploaded · stopped: gemini:"), \
+        down.message
+    assert "unreachable" in down.message and "connection to Gemini failed" in down.message

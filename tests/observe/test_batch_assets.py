@@ -89,12 +89,16 @@ def test_an_agency_without_a_csv_holds_back_every_described_asset():
 def test_the_description_gives_the_zip_the_portal_steps_and_both_ways_to_replay():
     gathered, described, csvs, packed, uploads = batch()
     parked = [job("dune.jpg", "blocked:SAFETY"), job("gull.jpg", "exhausted:503")]
-    text = assets_description("2 described · 1 parked · 2 uploaded", 6, csvs, packed, parked)
+    text = assets_description("2 described · 1 parked · 2 uploaded", 6, csvs, packed, parked, deployed=True)
     assert "`/w/packs/batch-2026-11-30.zip`" in text
     assert "Adobe Stock: upload /w/csv/adobe.csv in the contributor portal" in text
     assert "Dreamstime" not in text, "its CSV goes by FTP: nothing to do by hand"
     assert "`replay-dead-letters` deployment" in text and "`microstock replay --apply`" in text
     assert "1 of them (`blocked:SAFETY`) will fail again if replayed unchanged" in text
+    own = assets_description("h", 6, csvs, packed, parked, deployed=False)  # the workdir's own server: no deployments
+    assert "`microstock replay --apply`" in own and "Custom run" not in own, "no UI path that leads nowhere"
+    unknown = assets_description("h", 6, csvs, packed, parked)
+    assert "`microstock replay --apply`; or, on a server under `microstock serve`, from the UI: " in unknown
     assert "first" not in assets_description("h", MAX_ASSET_ROWS, csvs, packed, [])
     assert f"The first {MAX_ASSET_ROWS} of 5000 assets" in assets_description("h", 5000, csvs, packed, [])
 

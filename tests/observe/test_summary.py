@@ -101,6 +101,7 @@ def test_a_run_that_left_uploads_pending_is_named_incomplete_and_says_why():
 def test_parked_jobs_alone_keep_the_run_completed_and_the_message_names_them():
     s = BatchSummary(workdir="/w", described_now=11, parked=1, uploaded_now={"adobe": 11})
     assert s.state_name() == "Completed" and s.headline() == "11 described · 1 parked · 11 uploaded"
+    assert not s.stopped_early() and stopped_run().stopped_early(), "exit 0 for parked jobs, 3 for a stop"
 
 
 def test_the_headline_counts_only_this_runs_review_rejections():
@@ -120,3 +121,39 @@ def test_the_summary_markdown_shows_a_target_as_written_and_its_headline_once():
     assert "`sftp://123@sftp.example:22/` · **stopped**: connection refused" in md
     assert md.count("6 upload(s) left pending") == 1
     assert md_cell("cannot reach sftp://host") == "cannot reach sftp:\\/\\/host"
+
+
+def test_held_back_work_is_in_the_headline_and_the_next_steps_with_readable_reasons(tmp_path):
+    """Regression (issue 35): 16 images held back as versions of one motif, and one below Vecteezy's keyword minimum,
+    were missing from ``28 described · 0 parked · 68 uploaded`` and from "Next steps"; the hold's rule read
+    ``image``."""
+    from tasks.core.reports import AgencyCsv, CsvReport, DescribeReport, Gathered, PackReport, Problem
+    from tasks.core.workdir import Workdir
+    from tasks.observe.markdown import next_steps
+
+    packed = PackReport(held_back={"adobe": {f"motif_{i:02}.jpg": "one of 19 versions of one motif" for i in range(16)}
+                                   | {"small.jpg": "below adobe's minimum of 4 MP"}},
+                        similar_held={"adobe": {f"motif_{i:02}.jpg" for i in range(16)}},
+                        rejected={"broken.jpg": "not an image"})
+    assert packed.left_out_rule("adobe", "motif_03.jpg") == "similar content"
+    assert packed.left_out_rule("adobe", "small.jpg") == "image size"
+    assert packed.left_out_rule("adobe", "broken.jpg") == "image"
+    csvs = CsvReport(agencies={"adobe": AgencyCsv(agency="adobe", display_name="Adobe Stock", csv_upload="none"),
+                               "vecteezy": AgencyCsv(agency="vecteezy", display_name="Vecteezy", csv_upload="none")},
+                     problems=[Problem(agency="adobe", asset=name, rule=packed.left_out_rule("adobe", name),
+                                       message=why) for name, why in packed.left_out("adobe").items()]
+                     + [Problem(agency="vecteezy", asset="sparse.jpg", rule="keywords.min",
+                                message="3 keyword(s); Vecteezy needs at least 5"),
+                        Problem(agency="vecteezy", asset="waits.jpg", rule="review", message="waiting for review")])
+    described = DescribeReport(described=["a.jpg"] * 28)
+    s = BatchSummary.from_stages(Workdir(tmp_path / "w").prepare(), Gathered([]), described, csvs, packed, {})
+    assert s.headline() == ("28 described · 0 parked · 1 rejected · 0 uploaded · held back: adobe 17 "
+                            "(16 similar content, 1 image size), vecteezy 1 (below the keyword minimum)")
+    assert s.state_name() == "Completed", "held back by an agency's rule is no work left undone"
+    steps = next_steps(csvs)
+    (adobe,) = [step for step in steps if step.startswith("Adobe Stock:")]
+    assert adobe == ("Adobe Stock: 17 held back, not sent there — similar content (versions of one motif beyond "
+                     "adobe's cap): motif_00.jpg, motif_01.jpg, motif_02.jpg, motif_03.jpg, motif_04.jpg … and 11 more "
+                     "(`microstock similar release NAME --agency adobe` sends one anyway); image size: small.jpg")
+    assert "Vecteezy: 1 held back, not sent there — below the keyword minimum: sparse.jpg" in " ".join(steps)
+    assert "waits.jpg" not in " ".join(steps) and "broken.jpg" not in " ".join(steps)

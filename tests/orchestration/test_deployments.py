@@ -171,7 +171,8 @@ def test_example_automation_is_valid_and_triggers_on_a_microstock_event_or_state
     automation = AutomationCore.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
     assert isinstance(automation.trigger, EventTrigger)
     known = {events.JOB_PARKED, events.JOB_RECOVERED, events.UPLOAD_COMPLETED, events.BATCH_FINISHED,
-             events.REVIEW_WAITING, f"prefect.flow-run.{INCOMPLETE}"}  # Prefect's own event of that final state
+             events.REVIEW_WAITING, f"prefect.flow-run.{INCOMPLETE}",  # Prefect's own event of that final state
+             "prefect.flow-run.Paused"}  # and of the state a run paused for review is in (review_pause.ask)
     assert automation.trigger.expect and automation.trigger.expect <= known
     assert automation.actions
 

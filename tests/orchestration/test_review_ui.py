@@ -42,8 +42,10 @@ def test_a_stopped_agency_and_a_review_read_true_through_the_api(prefect_harness
             r for r in prefect_api.flow_runs_with("stock-batch", workdir=str(wd.root))
             if r.state and r.state.is_paused()], timeout_s=120)[0]
         beach, cliff = names = sorted(p.name for p in wd.assets.glob("*.jpg"))
-        assert paused.state.message == ("2 asset(s) waiting for review — answer in the Prefect UI (the run → Resume) "
-                                        "or with `microstock review`")
+        said, _, form = paused.state.message.partition(" · the form: ")
+        assert said == ("2 asset(s) waiting for review — answer in the Prefect UI (the run → Resume) "
+                        "or with `microstock review`")
+        assert form.startswith("http://") and form.endswith(f"/runs/flow-run/{paused.id}"), paused.state.message
         keyset = paused.state.state_details.run_input_keyset
 
         def saved_form() -> str | None:  # saved just after the run is Paused (pause_flow_run's order too)

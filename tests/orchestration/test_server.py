@@ -198,7 +198,7 @@ def test_replay_through_the_api_completes_and_leaves_artifacts_and_events(served
     run = run_and_wait(url, replay["id"], {"dry_run": False})
     assert run["state"]["type"] == "COMPLETED", run["state"]
     assert "1 recovered" in run["state"]["message"] and "1 still failing" in run["state"]["message"]
-    assert re.fullmatch(r"replay-dead-letters \d{4}-\d\d-\d\d \d\d:\d\d UTC", run["name"]), run["name"]
+    assert re.fullmatch(r"replay-dead-letters \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", run["name"]), run["name"]
     assert open_store(wd, Settings()).get(barn).status == "recovered"
     assert (wd.assets / "red_barn.json").is_file()
 
@@ -207,6 +207,8 @@ def test_replay_through_the_api_completes_and_leaves_artifacts_and_events(served
     assert table["type"] == "table"
     rows = json.loads(table["data"]) if isinstance(table["data"], str) else table["data"]
     assert [r["asset"] for r in rows] == ["lost_lake.jpg"], "only the job that still fails is left"
+    assert "**Deployments → replay-dead-letters → Run → Custom run**" in table["description"], \
+        "under `microstock serve` the deployment exists: the UI's way is said, with the terminal's"
     assert "no longer in assets" in rows[0]["message"]
 
     def replay_events():
@@ -232,7 +234,9 @@ def test_batch_through_the_api_tells_the_story_in_names_artifacts_and_events(ser
 
     run = run_and_wait(url, batch["id"], {"count": 1, "agencies": ["adobe", "vecteezy"]})
     assert run["state"]["type"] == "COMPLETED", run["state"]
-    assert re.fullmatch(r"[12] described · 0 parked · \d+ uploaded", run["state"]["message"])  # + red_barn if alone
+    # + red_barn if alone; a generated photo's few offline keywords are below Vecteezy's minimum (named, issue 35)
+    assert re.fullmatch(r"[12] described · 0 parked · \d+ uploaded( · held back: vecteezy \d \(below the keyword "
+                        r"minimum\))?", run["state"]["message"]), run["state"]["message"]
 
     def task_runs():
         found = api(url, "POST", "/task_runs/filter", {"flow_runs": {"id": {"any_": [run["id"]]}}})
@@ -551,7 +555,7 @@ def test_a_parked_job_reads_as_parked_and_the_batch_has_one_row_per_asset(server
     microstock_run(env, wd, "--count", "0")
 
     (run,) = stock_batch_runs(srv.api_url, wd)
-    assert re.fullmatch(r"stock-batch \d{4}-\d\d-\d\d \d\d:\d\d UTC", run["name"]), run["name"]
+    assert re.fullmatch(r"stock-batch \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", run["name"]), run["name"]
     assert run["state"]["type"] == "COMPLETED" and run["state"]["message"] == "1 described · 1 parked · 1 uploaded"
     by_name = wait_until("both describe task runs, final", lambda: (lambda t: t if all(
         t.get(n, {}).get("state", {}).get("type") in ("COMPLETED", "FAILED")
@@ -574,7 +578,9 @@ def test_a_parked_job_reads_as_parked_and_the_batch_has_one_row_per_asset(server
     assert re.fullmatch(r"parked: blocked:SAFETY since \d{4}-\d\d-\d\d \d\d:\d\d UTC", rows["red_fox.jpg"]["describe"])
     assert rows["red_fox.jpg"]["adobe"] == "not tried: not described (parked)"
     description = arts["batch-assets"]["description"]
-    assert "`replay-dead-letters` deployment" in description and "`microstock replay --apply`" in description
+    assert "`microstock replay --apply`" in description
+    deployed = "replay-dead-letters" in deployments_by_name(srv.api_url)  # when the documented deploy ran first
+    assert ("→ Run → Custom run" in description) == deployed, "the UI's way only where it works"
     assert "will fail again if replayed unchanged" in description and str(wd.csv / "adobe.csv") in description
 
     summary = subprocess.run([sys.executable, "-c", "from flows.dead_letter_summary import dead_letter_summary; "
@@ -583,7 +589,7 @@ def test_a_parked_job_reads_as_parked_and_the_batch_has_one_row_per_asset(server
     assert summary.returncode == 0, summary.stderr[-2000:]
     (daily,) = [r for r in api(srv.api_url, "POST", "/flow_runs/filter", {
         "flows": {"name": {"any_": ["dead-letter-summary"]}}}) if r["parameters"].get("workdir") == str(wd.root)]
-    assert re.fullmatch(r"dead-letter-summary \d{4}-\d\d-\d\d \d\d:\d\d UTC", daily["name"]), daily["name"]
+    assert re.fullmatch(r"dead-letter-summary \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", daily["name"]), daily["name"]
     assert re.fullmatch(r"dead-letter: 1 parked \(1 blocked:SAFETY\) · "
                         r"oldest parked since \d{4}-\d\d-\d\d \d\d:\d\d UTC",
                         daily["state"]["message"]), daily["state"]
@@ -712,6 +718,10 @@ def test_the_terminal_answers_a_run_paused_for_review(server, tmp_path):
     srv, env = server
     wd = review_workdir(tmp_path, "timeout_hours = 1")
     env = dict(env, PREFECT_API_URL=srv.api_url)
+    _Hook.received.clear()
+    hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    install_example_automation(srv.api_url, env, tmp_path, "notify-run-paused.yaml", hook.server_port)
     proc = start_run(env, wd, "--count", "2")
     try:
         paused = paused_run(srv.api_url, wd)
@@ -719,13 +729,25 @@ def test_the_terminal_answers_a_run_paused_for_review(server, tmp_path):
         said = wait_until("the terminal to say what the run waits for",
                           lambda: "waiting for review — answer in the Prefect UI" in proc.args_log.read_text())
         assert said, "the terminal says where to answer while the run waits"
+        form = f"/runs/flow-run/{paused['id']}"  # its address, printed as it pauses (the output is a file here)
+        wait_until("the form's address on the terminal", lambda: form in proc.args_log.read_text(), timeout_s=30)
+        (message,) = wait_until("the paused-run notification", lambda: list(_Hook.received), timeout_s=120)
+        assert message["subject"] == f"microstock: {paused['name']} waits for review", message
+        assert form in message["body"] and "2 asset(s) waiting for review" in message["body"], message
         review = terminal(env, wd, "reject", names[0])
+        assert review.returncode == 0, review.stdout + review.stderr
+        said = " ".join(review.stdout.split())
+        assert f"the run {paused['id']} waits for review: 1 asset(s) not decided yet ({names[1]})" in said, \
+            "a reject approves nothing else (issue 35): the other asset still waits"
+        assert api(srv.api_url, "GET", f"/flow_runs/{paused['id']}")["state"]["type"] == "PAUSED"
+        review = terminal(env, wd, "approve", names[1])  # decisions accumulate; the last one answers the run
         assert review.returncode == 0, review.stdout + review.stderr
         assert f"answered the paused run {paused['id']}" in review.stdout.replace("\n", " ")
         finish(proc)
     finally:
         if proc.poll() is None:
             proc.kill()
+        hook.shutdown()
     run = api(srv.api_url, "GET", f"/flow_runs/{paused['id']}")
     assert run["state"]["type"] == "COMPLETED" and "1 rejected in review" in run["state"]["message"], run["state"]
     assert adobe_csv_files(wd) == names[1:] and outbox_files(wd) == names[1:]

@@ -434,3 +434,44 @@ def test_two_runs_describing_one_workdir_at_once_pay_for_each_asset_once(prefect
     assert sorted(calls) == ["a.jpg", "b.jpg", "c.jpg"]
     assert sorted((sorted(r.described), sorted(r.already)) for r in reports) == [
         ([], ["a.jpg", "b.jpg", "c.jpg"]), (["a.jpg", "b.jpg", "c.jpg"], [])]
+
+
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # nothing listens here once closed
+
+
+def test_gemini_unreachable_for_every_job_stops_the_stage_and_parks_nothing(prefect_harness, gemini_key, tmp_path,
+                                                                              monkeypatch):
+    """Regression (issue 35): Gemini at a closed port parked every job and the night read Completed. The service
+    never answered: the jobs stay pending for the next run (nothing was paid), the stage says why, and the run's
+    summary reads Incomplete with that reason."""
+    from tasks.core.reports import CsvReport, Gathered, PackReport
+    from tasks.observe.summary import BatchSummary
+
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", f"http://127.0.0.1:{closed_port()}")
+    wd = Workdir(tmp_path / "w").prepare()
+    names = ["fox.jpg", "hill.jpg", "lake.jpg"]
+    assets = make_assets(wd, names)
+    report = describe_stage(RunContext(wd, fast_settings(concurrency=2)), assets)
+    assert report.parked == {} and report.described == [] and sorted(report.pending) == names
+    assert "unreachable" in report.stopped and "connection to Gemini failed" in report.stopped, report.stopped
+    assert open_store(wd, Settings()).list() == [], "nothing parked: a re-run finishes them"
+    summary = BatchSummary.from_stages(wd, Gathered(assets), report, CsvReport(), PackReport(), {})
+    assert summary.state_name() == "Incomplete" and summary.stopped_early(), "`microstock run` exits 3 on it"
+    assert summary.headline().startswith("0 described · 0 parked · 3 pending · 0 uploaded · stopped: gemini:")
+    assert "unreachable" in summary.headline()
+
+
+def test_once_gemini_answered_a_job_that_cannot_reach_it_parks_as_its_own(prefect_harness, fake_gemini, gemini_key,
+                                                                           tmp_path):
+    wd = Workdir(tmp_path / "w").prepare()
+    assets = make_assets(wd, ["first.jpg", "cut_off.jpg"])
+    script = Script(fake_gemini, [a.name for a in assets])
+    script.set("cut_off.jpg", drop(), drop(), drop())
+    report = describe_stage(RunContext(wd, fast_settings(concurrency=1)), assets)
+    assert report.described == ["first.jpg"] and report.parked == {"cut_off.jpg": "exhausted:network"}
+    assert report.stopped is None and report.pending == []

@@ -8,12 +8,13 @@ from PIL import Image
 
 from tasks.core.files import sha256_file
 from tasks.core.records import Asset, Metadata, described_sidecars, read_sidecar, write_sidecar
-from tasks.core.settings import PackSettings
+from tasks.core.settings import PackSettings, Settings
 from tasks.core.workdir import Workdir
 from tasks.images.demo import DEMO_PROMPTS, render_demo_image
 from tasks.images.inspect import ImageRules
-from tasks.stages.csv import write_agency_csvs
+from tasks.stages.csv import csvs_for_packed, write_agency_csvs
 from tasks.stages.pack import finish_batch, pack_assets
+from tasks.stages.run_context import RunContext
 from tasks.stages.upload import upload_agency
 from tasks.stores.pending import uploadable
 from tests.images.test_similar import cropped, noisy
@@ -57,6 +58,10 @@ def test_a_capped_agency_gets_at_most_its_cap_of_one_motif_and_every_distinct_im
     held = report.held_back["adobe"]
     assert sorted(held) == versions[3:]
     assert all("one of 6 versions of one motif (with sunset_v0.jpg); adobe takes at most 3" in r for r in held.values())
+    assert report.similar_held == {"adobe": set(versions[3:])}
+    assert {report.left_out_rule("adobe", name) for name in held} == {"similar content"}, "not just `image`"
+    csvs = csvs_for_packed(RunContext(wd, Settings()), report)  # the CSV stage names the rule in its report
+    assert {p.rule for p in csvs.problems if p.agency == "adobe" and p.asset in held} == {"similar content"}
 
     add_assets(wd, range(6, 7), distinct=False)  # a later batch with one more version of the motif
     report, sent = pack_and_upload(wd)

@@ -258,3 +258,41 @@ def test_timing_out_after_a_refused_answer_approves_nothing_the_hold_way(workdir
     report = review_decisions(workdir, review_on(), packed, CsvReport(), ask)
     assert report.timed_out and report.held == NAMES and report.approved == []
     assert all(read_sidecar(workdir.sidecar(n)).review is None for n in NAMES)
+
+
+class DecidedFromTheTerminal(Answered):
+    """An ``ask`` during which the contributor decides some assets from the terminal (``microstock review approve
+    / reject NAME…`` write the sidecar at once), then the form is answered (or not, in time)."""
+
+    def __init__(self, wd, decisions: dict[str, str], **answer) -> None:
+        super().__init__(**answer)
+        self.wd, self.decisions = wd, decisions
+
+    def __call__(self, question):
+        for name, decision in self.decisions.items():
+            record_review(self.wd.sidecar(name), decision, "microstock review")
+        return super().__call__(question)
+
+
+def test_a_decision_made_from_the_terminal_while_the_run_waits_stands(workdir, waiting_events):
+    """Regression (issue 35): ``review reject c`` after ``review approve a b`` approved every other asset, including
+    ones nobody decided; and the form's "every other asset is approved" overrode a reject from the terminal."""
+    packed = described(workdir)
+    ask = DecidedFromTheTerminal(workdir, {"bay.jpg": "rejected"})  # then the form: nothing picked in reject
+    report = review_decisions(workdir, review_on(), packed, CsvReport(), ask)
+    assert (report.approved, report.rejected) == (["alps.jpg", "cove.jpg"], ["bay.jpg"])
+    bay = read_sidecar(workdir.sidecar("bay.jpg")).review
+    assert (bay.decision, bay.by) == ("rejected", "microstock review"), "the terminal's reject is kept as made"
+
+
+def test_a_time_out_holds_only_what_nobody_decided_meanwhile(workdir, waiting_events):
+    packed = described(workdir)
+    ask = DecidedFromTheTerminal(workdir, {"cove.jpg": "approved"}, timed_out=True)
+    report = review_decisions(workdir, review_on(), packed, CsvReport(), ask)
+    assert report.held == ["alps.jpg", "bay.jpg"] and report.approved == ["cove.jpg"]
+    assert read_sidecar(workdir.sidecar("alps.jpg")).review is None, "asked again next run"
+    rejected = described(workdir)  # fresh sidecars: nothing decided
+    ask = DecidedFromTheTerminal(workdir, {"alps.jpg": "rejected"}, timed_out=True)
+    report = review_decisions(workdir, review_on(on_timeout="approve"), rejected, CsvReport(), ask)
+    assert (report.approved, report.rejected) == (["bay.jpg", "cove.jpg"], ["alps.jpg"]), \
+        "a time-out that approves leaves the terminal's reject alone"

@@ -297,6 +297,7 @@ def test_an_unreachable_server_stops_the_agency_after_one_files_attempts(workdir
                            sleep=sleeps)
     assert "cannot connect after 3 attempts" in report.stopped and "refused" in report.stopped
     assert sorted(report.not_tried) == [i.name for i in items] and report.failed == {}
+    assert report.stopped_on in report.not_tried, "the file tried three times is told apart from the three never tried"
     assert len(sleeps) == 2  # one file's backoff, not four
 
 
