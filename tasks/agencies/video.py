@@ -35,6 +35,9 @@ class VideoRules(BaseModel):
     codecs: tuple[str, ...] = ()
     #: ``landscape``: a vertical or square clip is held back (Adobe: "avoid vertical or square framing").
     orientation: Literal["any", "landscape"] = "any"
+    #: True: the agency takes clips by the same file transfer as its images (its page says so), and a clip its
+    #: rules take is uploaded there; False: checked only, not sent (how clips reach it is not confirmed).
+    by_transfer: bool = False
     #: Where the agency says so (one line; the details are in docs/AGENCIES.md).
     source: str = ""
 
@@ -47,23 +50,23 @@ class VideoRules(BaseModel):
             return "no published video rules confirmed (docs/AGENCIES.md, \"Video clips\"); not sent"
         checks = (
             (self.containers and container not in self.containers,
-             f"container {container.upper()} not taken (takes {', '.join(c.upper() for c in self.containers)})"),
+             lambda: f"container {container.upper()} not taken (takes {', '.join(self.containers).upper()})"),
             (self.codecs and codec not in self.codecs,
-             f"codec {codec} not taken (takes {', '.join(self.codecs)})"),
+             lambda: f"codec {codec} not taken (takes {', '.join(self.codecs)})"),
             (self.max_seconds is not None and seconds > self.max_seconds,
-             f"{seconds:g} s is longer than the {self.max_seconds:g} s maximum"),
+             lambda: f"{seconds:g} s is longer than the {self.max_seconds:g} s maximum"),
             (self.min_seconds is not None and seconds < self.min_seconds,
-             f"{seconds:g} s is shorter than the {self.min_seconds:g} s minimum"),
+             lambda: f"{seconds:g} s is shorter than the {self.min_seconds:g} s minimum"),
             (self.max_bytes is not None and size > self.max_bytes,
-             f"{size / 1e6:.0f} MB is over the {self.max_bytes / 1e6:.0f} MB maximum"),
+             lambda: f"{size / 1e6:.0f} MB is over the {self.max_bytes / 1e6:.0f} MB maximum"),
             (self.orientation == "landscape" and width <= height,
-             f"frame {width}×{height} is {'square' if width == height else 'vertical'} "
+             lambda: f"frame {width}×{height} is {'square' if width == height else 'vertical'} "
              "(the agency says to avoid vertical or square framing)"),
             (self.min_width is not None and width < self.min_width,
-             f"frame {width}×{height} is narrower than the {self.min_width} px minimum width"),
+             lambda: f"frame {width}×{height} is narrower than the {self.min_width} px minimum width"),
             (self.min_short_side is not None and min(width, height) < self.min_short_side,
-             f"frame {width}×{height}: its shorter side is below {self.min_short_side} px"),
+             lambda: f"frame {width}×{height}: its shorter side is below {self.min_short_side} px"),
             (self.frame_rates and not any(abs(fps - r) <= FRAME_RATE_TOLERANCE for r in self.frame_rates),
-             f"{fps:g} fps is not a frame rate taken ({', '.join(f'{r:g}' for r in self.frame_rates)})"),
+             lambda: f"{fps:g} fps is not a frame rate taken ({', '.join(f'{r:g}' for r in self.frame_rates)})"),
         )
-        return next((reason for broken, reason in checks if broken), None)
+        return next((reason() for broken, reason in checks if broken), None)

@@ -15,9 +15,8 @@ import av
 
 from tasks.core.errors import BadInput
 
-#: The clip containers taken from ``--source`` (MP4 and QuickTime MOV: FFmpeg's one "mov,mp4" demuxer reads both).
-CLIP_EXTENSIONS = {".mp4", ".mov"}
-#: The demuxer that must read a clip with one of :data:`CLIP_EXTENSIONS` (a renamed file of another kind is not one).
+#: The demuxer that must read a clip (MP4 and MOV: FFmpeg's one "mov,mp4" demuxer reads both; a renamed file of
+#: another kind is not a clip).
 _MP4_DEMUXER = "mp4"
 
 

@@ -12,13 +12,15 @@ def make_clip(path: Path, width: int = 1920, height: int = 1080, seconds: int = 
               rotation: int = 0) -> Path:
     """Write a ``seconds``-long H.264 clip of ``width``×``height`` at ``fps`` (each second a new colour)."""
     with av.open(str(path), "w") as out:
-        stream = out.add_stream("h264", rate=fps, options={"crf": "45", "preset": "ultrafast"})
+        stream = out.add_stream("h264", rate=fps, options={"crf": "51", "preset": "ultrafast", "tune": "zerolatency"})
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
         if rotation:
             stream.set_display_rotation(rotation)
-        colours = [Image.new("RGB", (width, height), (40 * i, 90, 160)) for i in range(min(6, seconds * fps))]
+        colours = [av.VideoFrame.from_image(Image.new("RGB", (width, height), (40 * i, 90, 160))).reformat(
+            format="yuv420p") for i in range(6)]  # six frames converted once, sent again and again
         for i in range(seconds * fps):
-            for packet in stream.encode(av.VideoFrame.from_image(colours[i % len(colours)])):
+            colours[i // fps % 6].pts = None
+            for packet in stream.encode(colours[i // fps % 6]):
                 out.mux(packet)
         for packet in stream.encode():
             out.mux(packet)

@@ -11,7 +11,7 @@ def test_a_clip_is_probed_for_what_agencies_check(clips):
     facts = probe_clip(clips["hd"])
     assert (facts.container, facts.width, facts.height, facts.codec) == ("mp4", 1920, 1080, "h264")
     assert facts.duration_s == pytest.approx(5, abs=0.1)
-    assert facts.frame_rate == 1
+    assert facts.frame_rate == 25
     assert facts.audio is None and facts.rotation == 0
     assert facts.bytes == clips["hd"].stat().st_size
 
