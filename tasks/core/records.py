@@ -214,7 +214,9 @@ def described_sidecars(wd: Workdir) -> list[Sidecar]:
 
 
 def ready_name(asset_name: str) -> str:
-    """The upload-ready file name: the asset's stem with ``.jpg``."""
+    """The upload-ready file name: the asset's stem with ``.jpg``; a clip's is its own (it is sent as it is)."""
+    if Path(asset_name).suffix.lower() in CLIP_EXTENSIONS:
+        return asset_name
     return Path(asset_name).stem + ".jpg"
 
 

@@ -89,8 +89,9 @@ def upload_agencies(ctx: RunContext, csvs: CsvReport) -> dict[str, AgencyUpload]
     """Every agency's upload stage at once, one task run each: what ``csvs`` accepted there
     (:func:`tasks.stores.pending.uploadable`)."""
     clips = clip_uploads(ctx.wd, ctx.agencies)  # the clips each agency's video rules take (reports/clips.json)
-    futures = {agency: upload_stage.submit(ctx.wd, agency, agency_items + clips.get(agency, []),
-                                           ctx.settings.agency(agency))
+    futures = {agency: upload_stage.submit(
+                   ctx.wd, agency, agency_items + [c for c in clips.get(agency, []) if csvs.accepted(agency, c.name)],
+                   ctx.settings.agency(agency))
                for agency, agency_items in uploadable(ctx.wd, ctx.agencies, csvs).items()}
     uploads = {agency: future.result(raise_on_failure=False) for agency, future in futures.items()}  # Stopped too
     for result in uploads.values():

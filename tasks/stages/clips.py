@@ -17,12 +17,24 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tasks.agencies.catalog import catalog
+from tasks.agencies.keyword_rules import apply_keyword_rules
+from tasks.agencies.protected import ProtectedNames
 from tasks.core.errors import BadInput
 from tasks.core.files import atomic_write_bytes, sha256_file
-from tasks.core.records import CLIP_EXTENSIONS, UploadItem, iter_asset_files
+from tasks.core.records import (
+    CLIP_EXTENSIONS,
+    Asset,
+    Sidecar,
+    UploadItem,
+    iter_asset_files,
+    read_sidecar,
+    write_sidecar,
+)
+from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.images.clip_poster import poster_jpegs
 from tasks.images.clip_probe import ClipFacts, probe_clip
+from tasks.stages.offline_describer import OfflineDescriber
 from tasks.stages.run_context import RunContext
 
 log = logging.getLogger(__name__)
@@ -103,10 +115,40 @@ def clip_uploads(wd: Workdir, agencies: list[str]) -> dict[str, list[UploadItem]
             for agency in agencies}
 
 
+def describe_clips(wd: Workdir, report: ClipsReport, settings: Settings) -> list[str]:
+    """Describe every probed clip that has no sidecar yet with the offline describer (from its file name and what
+    its file holds), the contributor's keyword rules applied as for images; the clips described now.
+
+    Gemini does not describe clips in this version, with a key or without (docs/INTERFACE.md, "Video clips").
+    """
+    described, describer = [], OfflineDescriber()
+    names = ProtectedNames.of(settings.keywords)
+    for name, asset_id in sorted(report.asset_ids.items()):
+        sidecar = read_sidecar(wd.sidecar(name))
+        if sidecar is not None and sidecar.name == name:
+            continue
+        asset = Asset(name=name, asset_id=asset_id, path=wd.assets / name)
+        metadata, _ = apply_keyword_rules(describer.describe(asset), settings.keywords, names)
+        ai = settings.pack.label_own_files_ai  # own footage; generated clips are not made in this version
+        write_sidecar(wd.sidecar(name), asset, metadata.model_copy(update={"ai_generated": ai}))
+        described.append(name)
+    return described
+
+
+def clip_sidecars(wd: Workdir) -> list[Sidecar]:
+    """The sidecars of the described clips in ``assets/``, in file-name order (the CSV stage's clip rows)."""
+    found = (read_sidecar(wd.sidecar(p.name)) for p in iter_asset_files(wd.assets, CLIP_EXTENSIONS))
+    return [s for s in found if s is not None and (wd.assets / s.name).is_file()
+            and Path(s.name).suffix.lower() in CLIP_EXTENSIONS]
+
+
 def clips_stage(ctx: RunContext) -> ClipsReport:
     """The clips of the run's workdir checked against the run's agencies; each outcome logged."""
     pack = ctx.settings.pack
     report = check_clips(ctx.wd, list(ctx.agencies), pack.preview_px, pack.thumbnail_px)
+    described = describe_clips(ctx.wd, report, ctx.settings)
+    if described:
+        log.info("%d clips described offline (from their names): %s", len(described), ", ".join(described))
     for name, reason in sorted(report.rejected.items()):
         log.warning("clip %s: %s", name, reason)
     for agency, held in sorted(report.held_back.items()):

@@ -121,6 +121,10 @@ def test_ingest_processes_only_new_images_and_rejects_bad_ones(prefect_harness, 
     assert {row["file"] for row in listed} == {"empty.jpg", "notes.png", "broken.mov"}
     assert all(row["what_to_do"] for row in listed)
     assert (wd.outbox("adobe") / "harbour.mp4").read_bytes() == clips["hd"].read_bytes()
+    _, adobe_rows = csv_rows(wd.csv / "adobe.csv")
+    assert {r["Filename"]: r["Title"] for r in adobe_rows}["harbour.mp4"] == "Harbour"  # the clip's row, its name
+    assert "tower.mp4" not in {r["Filename"] for r in adobe_rows}
+    assert "harbour.mp4" not in {r["Filename"] for r in csv_rows(wd.csv / "vecteezy.csv")[1]}
     assert not (wd.outbox("adobe") / "tower.mp4").exists()
     assert not any(p.suffix == ".mp4" for a in ("vecteezy", "dreamstime") for p in wd.outbox(a).iterdir())
     checked = {c["file"]: c for c in json.loads((wd.reports / "clips.json").read_text(encoding="utf-8"))["clips"]}
