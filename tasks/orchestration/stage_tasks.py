@@ -25,7 +25,6 @@ from tasks.core.workdir import Workdir
 from tasks.observe import events
 from tasks.observe.artifacts import publish_upload, upload_message
 from tasks.stages.assets import gather_assets
-from tasks.stages.clips import clip_uploads
 from tasks.stages.csv import csvs_for_packed
 from tasks.stages.pack import finish_batch, pack_described
 from tasks.stages.run_context import RunContext
@@ -88,10 +87,7 @@ def upload_stage(wd: Workdir, agency: str, items: list[UploadItem], settings: Ag
 def upload_agencies(ctx: RunContext, csvs: CsvReport) -> dict[str, AgencyUpload]:
     """Every agency's upload stage at once, one task run each: what ``csvs`` accepted there
     (:func:`tasks.stores.pending.uploadable`)."""
-    clips = clip_uploads(ctx.wd, ctx.agencies)  # the clips each agency's video rules take (reports/clips.json)
-    futures = {agency: upload_stage.submit(
-                   ctx.wd, agency, agency_items + [c for c in clips.get(agency, []) if csvs.accepted(agency, c.name)],
-                   ctx.settings.agency(agency))
+    futures = {agency: upload_stage.submit(ctx.wd, agency, agency_items, ctx.settings.agency(agency))
                for agency, agency_items in uploadable(ctx.wd, ctx.agencies, csvs).items()}
     uploads = {agency: future.result(raise_on_failure=False) for agency, future in futures.items()}  # Stopped too
     for result in uploads.values():

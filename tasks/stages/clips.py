@@ -25,7 +25,6 @@ from tasks.core.records import (
     CLIP_EXTENSIONS,
     Asset,
     Sidecar,
-    UploadItem,
     iter_asset_files,
     read_sidecar,
     write_sidecar,
@@ -100,19 +99,6 @@ def check_clips(wd: Workdir, agencies: list[str], poster_px: int, thumbnail_px: 
                 report.held_back.setdefault(agency, {})[path.name] = broken
     atomic_write_bytes(wd.reports / FILE_NAME, json.dumps(report.as_json(), indent=2, ensure_ascii=False).encode())
     return report
-
-
-def clip_uploads(wd: Workdir, agencies: list[str]) -> dict[str, list[UploadItem]]:
-    """agency -> the clips the last clips check (``reports/clips.json``) found it takes, as upload items: the clip
-    file itself from ``assets/`` under its own name, its identity its content (the ledger's never-twice key, as
-    for an image). A clip no longer in ``assets/`` is not sent."""
-    try:
-        found = json.loads((wd.reports / FILE_NAME).read_text(encoding="utf-8")).get("clips") or []
-    except (OSError, ValueError, AttributeError):
-        return {}
-    return {agency: [UploadItem(c["file"], wd.assets / c["file"], c["asset_id"]) for c in found
-                     if agency in c.get("taken_by", ()) and (wd.assets / c["file"]).is_file()]
-            for agency in agencies}
 
 
 def describe_clips(wd: Workdir, report: ClipsReport, settings: Settings) -> list[str]:

@@ -70,6 +70,9 @@ def held_back(wd: Workdir) -> dict[str, dict[str, str]]:
     held: dict[str, dict[str, str]] = {}
     for agency, rules in (_report(wd, "pack.json").get("held_back") or {}).items():
         held.setdefault(agency, {}).update(rules)
+    for clip in _report(wd, "clips.json").get("clips") or []:  # a clip's video rule, as an image's rule
+        for agency, rule in (clip.get("held_back") or {}).items():
+            held.setdefault(agency, {})[clip["file"]] = rule
     for problem in _report(wd, "validation.json").get("problems") or []:
         held.setdefault(problem["agency"], {}).setdefault(problem.get("asset") or EVERY_ASSET,
                                                           problem.get("message", ""))
@@ -81,9 +84,22 @@ EVERY_ASSET = ""
 
 
 def uploadable(wd: Workdir, agencies: list[str], csvs: CsvReport | None = None) -> dict[str, list[UploadItem]]:
-    """agency -> the upload items it takes: packed, and accepted by its CSV (``csvs``, else the last run's
-    ``reports/validation.json``; an agency it does not name takes nothing); the ledger not asked."""
-    return _taken(packed_assets(wd), csvs if csvs is not None else last_csvs(wd), agencies)
+    """agency -> the upload items it takes: packed (or a clip, sent as it is), and accepted by its CSV (``csvs``,
+    else the last run's ``reports/validation.json``; an agency it does not name takes nothing); the ledger not
+    asked. A clip has a row only where its agency's video rules take it (:mod:`tasks.stages.clips`)."""
+    clips = [(name, item) for name, item, _ in taken_clips(wd)]
+    return _taken(packed_assets(wd) + clips, csvs if csvs is not None else last_csvs(wd), agencies)
+
+
+def taken_clips(wd: Workdir) -> list[tuple[str, UploadItem, set[str]]]:
+    """(clip name, upload item, the agencies whose video rules take it) of every clip the last clips check
+    (``reports/clips.json``) read, still in ``assets/``: the clip file itself, its identity its content."""
+    found = []
+    for clip in _report(wd, "clips.json").get("clips") or []:
+        path = wd.assets / clip["file"]
+        if path.is_file():
+            found.append((clip["file"], UploadItem(clip["file"], path, clip["asset_id"]), set(clip["taken_by"])))
+    return found
 
 
 def last_csvs(wd: Workdir) -> CsvReport:

@@ -4,7 +4,8 @@ import shutil
 
 from PIL import Image
 
-from tasks.stages.clips import FILE_NAME, check_clips, clip_uploads, poster_paths
+from tasks.stages.clips import FILE_NAME, check_clips, poster_paths
+from tasks.stores.pending import held_back, taken_clips
 
 AGENCIES = ["adobe", "shutterstock", "dreamstime"]
 
@@ -26,14 +27,16 @@ def test_a_clip_over_adobes_limit_is_held_back_there_with_the_rule_and_its_value
     assert listed["tide.mov"]["duration_s"] > 60 and listed["harbour.mp4"]["taken_by"] == ["adobe"]
 
 
-def test_only_the_clips_an_agency_takes_are_its_upload_items(workdir, clips):
+def test_the_clip_is_its_own_upload_item_and_ledger_status_shows_the_held_back_ones(workdir, clips):
     report = _with_clips(workdir, clips, "hd", "long")
-    items = clip_uploads(workdir, AGENCIES)
-    assert [(i.name, i.path, i.sha256) for i in items["adobe"]] == [
-        ("harbour.mp4", workdir.assets / "harbour.mp4", report.asset_ids["harbour.mp4"])]
-    assert items["shutterstock"] == [] and items["dreamstime"] == []
+    found = {name: (item, agencies) for name, item, agencies in taken_clips(workdir)}
+    item, agencies = found["harbour.mp4"]
+    assert (item.name, item.path, item.sha256) == ("harbour.mp4", workdir.assets / "harbour.mp4",
+                                                   report.asset_ids["harbour.mp4"])
+    assert agencies == {"adobe"} and found["tide.mov"][1] == set()
+    assert held_back(workdir)["adobe"] == {"tide.mov": "61 s is longer than the 60 s maximum"}
     (workdir.assets / "harbour.mp4").unlink()
-    assert clip_uploads(workdir, ["adobe"]) == {"adobe": []}
+    assert "harbour.mp4" not in {name for name, _, _ in taken_clips(workdir)}
 
 
 def test_the_poster_is_the_middle_frame_made_once(workdir, clips):
