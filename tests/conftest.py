@@ -117,5 +117,5 @@ def clips(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("clips")
     return {"hd": make_clip(folder / "harbour.mp4", fps=25),
-            "vertical": make_clip(folder / "tower.mp4", width=1080, height=1920, fps=25),
+            "vertical": make_clip(folder / "tower.mp4", width=1080, height=1920),  # 1 fps: the framing is named first
             "long": make_clip(folder / "tide.mov", width=640, height=360, seconds=61)}
