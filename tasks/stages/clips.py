@@ -1,9 +1,9 @@
 """The batch's video clips after ingest: probed, a poster and thumbnail each, and per agency taken or held back.
 
 A clip is an asset like an image (``asset_id`` = SHA-256 of the file, in ``assets/``), but it takes its own
-path: it is not described by the image describer, not packed into an upload-ready JPEG and not put in the batch
-ZIP. Each agency's ``[video]`` rules (:mod:`tasks.agencies.video`) say whether it is taken; a clip breaking one
-is held back for that agency with the rule and its value, as an image breaking an image rule is
+path: it is described by the offline describer only (from its name; Gemini does not see clips yet), not packed
+into an upload-ready JPEG and not put in the batch ZIP; it is uploaded as it is, where its CSV row is. Each
+agency's ``[video]`` rules (:mod:`tasks.agencies.video`) say whether it is taken; a clip breaking one is held back for that agency with the rule and its value, as an image breaking an image rule is
 (``PackReport.held_back``'s shape: agency → clip → rule). An agency without confirmed video rules gets no clip.
 Everything is written to ``reports/clips.json`` each run; the poster and thumbnail to
 ``packs/clips/<stem>.poster.jpg`` and ``<stem>.thumb.jpg`` (made once, kept).
@@ -83,6 +83,10 @@ def check_clips(wd: Workdir, agencies: list[str], poster_px: int, thumbnail_px: 
         except BadInput as exc:
             report.rejected[path.name] = exc.reason
             continue
+        except Exception as exc:  # one clip never stops the others, nor the images
+            log.exception("checking clip %s failed", path.name)
+            report.rejected[path.name] = f"unexpected error ({type(exc).__name__}: {exc}); not sent"
+            continue
         report.facts[path.name] = facts
         report.asset_ids[path.name] = sha256_file(path)
         for agency in agencies:
@@ -114,7 +118,11 @@ def describe_clips(wd: Workdir, report: ClipsReport, settings: Settings) -> list
         if sidecar is not None and sidecar.name == name:
             continue
         asset = Asset(name=name, asset_id=asset_id, path=wd.assets / name)
-        metadata, _ = apply_keyword_rules(describer.describe(asset), settings.keywords, names)
+        try:
+            metadata, _ = apply_keyword_rules(describer.describe(asset), settings.keywords, names)
+        except Exception:  # one clip never stops the others; without a sidecar it has no row, so it is not sent
+            log.exception("describing clip %s failed; it gets no CSV row this run", name)
+            continue
         ai = settings.pack.label_own_files_ai  # own footage; generated clips are not made in this version
         write_sidecar(wd.sidecar(name), asset, metadata.model_copy(update={"ai_generated": ai}))
         described.append(name)
