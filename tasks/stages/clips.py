@@ -2,8 +2,10 @@
 
 A clip is an asset like an image (``asset_id`` = SHA-256 of the file, in ``assets/``), but it takes its own
 path: it is described by the offline describer only (from its name; Gemini does not see clips yet), not packed
-into an upload-ready JPEG and not put in the batch ZIP; it is uploaded as it is, where its CSV row is. Each
-agency's ``[video]`` rules (:mod:`tasks.agencies.video`) say whether it is taken; a clip breaking one is held back for that agency with the rule and its value, as an image breaking an image rule is
+into an upload-ready JPEG and not put in the batch ZIP; it is uploaded as it is, where its CSV row is.
+
+Each agency's ``[video]`` rules (:mod:`tasks.agencies.video`) say whether it is taken; a clip breaking one is
+held back for that agency with the rule and its value, as an image breaking an image rule is
 (``PackReport.held_back``'s shape: agency → clip → rule). An agency without confirmed video rules gets no clip.
 Everything is written to ``reports/clips.json`` each run; the poster and thumbnail to
 ``packs/clips/<stem>.poster.jpg`` and ``<stem>.thumb.jpg`` (made once, kept).
