@@ -82,7 +82,8 @@ def run(
     config: Optional[Path] = typer.Option(None, "--config", help="Config file (default: <workdir>/microstock.toml)."),
     count: int = typer.Option(0, "--count", min=0, help="Generate images 0…N-1 (without --source). Without it "
                                                         "nothing is generated: the run finishes the workdir's assets."),
-    source: Optional[Path] = typer.Option(None, "--source", help="Ingest the JPEG/PNG images of this folder."),
+    source: Optional[Path] = typer.Option(None, "--source",
+                                          help="Ingest the JPEG/PNG images and MP4/MOV clips of this folder."),
     agency: Optional[list[str]] = typer.Option(None, "--agency", help="Limit to these agencies (repeatable)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's task logs on the terminal."),
 ) -> None:

@@ -129,3 +129,14 @@ def _environment_is_left_as_found(request):
     after = {k: os.environ.get(k) for k in _GUARDED_ENV}
     leaked = sorted(k for k in _GUARDED_ENV if before[k] != after[k])
     assert not leaked, f"{request.node.nodeid} left the environment changed: {leaked}"
+
+
+@pytest.fixture(scope="session")
+def clips(tmp_path_factory):
+    """The test clips, made once a session: a 5 s 1920×1080 25 fps one Adobe takes, a vertical one, a small 61 s one."""
+    from tests.fakes.clips import make_clip
+
+    folder = tmp_path_factory.mktemp("clips")
+    return {"hd": make_clip(folder / "harbour.mp4", fps=25),
+            "vertical": make_clip(folder / "tower.mp4", width=1080, height=1920),  # 1 fps: the framing is named first
+            "long": make_clip(folder / "tide.mov", width=640, height=360, seconds=61)}

@@ -26,6 +26,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from tasks.agencies.video import VideoRules
 from tasks.core.errors import ConfigError
 from tasks.core.settings import invalid
 
@@ -303,6 +304,8 @@ class AgencySpec(_Spec):
     similarity: SimilarityPolicy = SimilarityPolicy()
     names: NamesPolicy = NamesPolicy()
     uploads: UploadLimits = UploadLimits()
+    #: What the agency takes as a video clip (:mod:`tasks.agencies.video`); absent: no published rules confirmed.
+    video: VideoRules = VideoRules()
     transport: TransportHint
 
     @model_validator(mode="after")

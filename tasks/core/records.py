@@ -24,6 +24,8 @@ from tasks.core.workdir import Workdir
 
 #: The image files an asset can be (what ingest accepts and every stage lists).
 ACCEPTED_EXTENSIONS = {".jpg", ".jpeg", ".mpo", ".png"}
+#: The video clips taken from ``--source`` (MP4 and QuickTime MOV); they sit in ``assets/`` next to the images.
+CLIP_EXTENSIONS = {".mp4", ".mov"}
 
 
 class Asset(BaseModel, frozen=True):
@@ -178,8 +180,9 @@ def record_upscaled(path: Path, upscaled: Upscaled | None) -> None:
         save_sidecar(path, sidecar)
 
 
-def iter_asset_files(assets_dir: Path) -> list[Path]:
-    """The image files in ``assets_dir``, sorted by name (sidecars and temp files excluded).
+def iter_asset_files(assets_dir: Path, extensions: set[str] = ACCEPTED_EXTENSIONS) -> list[Path]:
+    """The image files in ``assets_dir`` (or, with ``extensions=CLIP_EXTENSIONS``, the clips), sorted by name
+    (sidecars and temp files excluded).
 
     One ``scandir`` (its entries know their type without a stat each): at
     thousands of assets this listing is part of every ``ledger`` command.
@@ -187,7 +190,7 @@ def iter_asset_files(assets_dir: Path) -> list[Path]:
     try:
         with os.scandir(assets_dir) as entries:
             names = sorted(e.name for e in entries
-                           if not e.name.startswith(".") and os.path.splitext(e.name)[1].lower() in ACCEPTED_EXTENSIONS
+                           if not e.name.startswith(".") and os.path.splitext(e.name)[1].lower() in extensions
                            and e.is_file())
     except FileNotFoundError:
         return []
@@ -211,7 +214,9 @@ def described_sidecars(wd: Workdir) -> list[Sidecar]:
 
 
 def ready_name(asset_name: str) -> str:
-    """The upload-ready file name: the asset's stem with ``.jpg``."""
+    """The upload-ready file name: the asset's stem with ``.jpg``; a clip's is its own (it is sent as it is)."""
+    if Path(asset_name).suffix.lower() in CLIP_EXTENSIONS:
+        return asset_name
     return Path(asset_name).stem + ".jpg"
 
 

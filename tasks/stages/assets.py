@@ -21,16 +21,18 @@ from typing import Callable
 from tasks.core.errors import BadInput, MicrostockError, StageStopped, TransientError
 from tasks.core.files import atomic_file, atomic_write_bytes, disk_full, disk_of, exclusive_lock, name_max, sha256_file
 from tasks.core.printable import printable
-from tasks.core.records import ACCEPTED_EXTENSIONS, Asset, Made, iter_asset_files, read_sidecar
+from tasks.core.records import ACCEPTED_EXTENSIONS, CLIP_EXTENSIONS, Asset, Made, iter_asset_files, read_sidecar
 from tasks.core.reports import Gathered
 from tasks.core.retry import delay_before_retry
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
+from tasks.images.clip_probe import probe_clip
 from tasks.images.demo import DemoPrompt, demo_jpeg_bytes, generated_name, prompts_from
 from tasks.images.inspect import IMAGE_EXTENSIONS, JPEG_FORMATS, ImageRules, image_rules, inspect_image, open_image
 from tasks.images.mpf import left_out
 from tasks.images.provenance import record_generation
 from tasks.observe.progress import StageProgress
+from tasks.stages.clips import clips_stage
 from tasks.stages.ingest_report import write_ingest_report
 from tasks.stages.run_context import RunContext
 
@@ -208,7 +210,8 @@ def _not_a_file(entry: os.DirEntry) -> str | None:
 
 
 def ingest(source: Path, assets_dir: Path) -> IngestReport:
-    """Copy the usable JPEG/PNG files of ``source`` into ``assets_dir``, unchanged.
+    """Copy the usable JPEG/PNG files and MP4/MOV clips (ones FFmpeg can read) of ``source`` into ``assets_dir``,
+    unchanged.
 
     A file whose content is already an asset (under any name) is not copied
     again; one that was ingested under another name is named as a duplicate.
@@ -218,7 +221,7 @@ def ingest(source: Path, assets_dir: Path) -> IngestReport:
     with one file rejects that file. None of them stops the others.
     """
     report = IngestReport()
-    existing = iter_asset_files(assets_dir)
+    existing = iter_asset_files(assets_dir) + iter_asset_files(assets_dir, CLIP_EXTENSIONS)
     known = {sha256_file(p): p.name for p in existing}
     taken = {stem_key(p.name): p.name for p in existing}
     limit = name_max(assets_dir)
@@ -229,7 +232,7 @@ def ingest(source: Path, assets_dir: Path) -> IngestReport:
         if name.startswith("."):
             continue
         try:
-            image_like = os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS
+            image_like = os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS | CLIP_EXTENSIONS
             why = _not_a_file(entry)
             if why is not None and (image_like or not entry.is_dir(follow_symlinks=False)):
                 report.rejected[shown(name)] = why  # a plain sub-folder is not named: it is no file of the batch
@@ -249,9 +252,12 @@ def _ingest_one(path: Path, assets_dir: Path, known: dict[str, str], taken: dict
                 report: IngestReport) -> None:
     name = shown(path.name)
     try:
-        if path.suffix.lower() not in ACCEPTED_EXTENSIONS:
+        clip = path.suffix.lower() in CLIP_EXTENSIONS
+        if not clip and path.suffix.lower() not in ACCEPTED_EXTENSIONS:
             raise BadInput(name, f"unsupported file type {path.suffix} (only JPEG and PNG are accepted)")
-        facts = inspect_image(path)
+        facts = None if clip else inspect_image(path)
+        if clip:
+            probe_clip(path)  # a clip FFmpeg cannot read is rejected here, naming the file and the reason
     except BadInput as exc:
         report.rejected[name] = exc.reason
         return
@@ -260,7 +266,8 @@ def _ingest_one(path: Path, assets_dir: Path, known: dict[str, str], taken: dict
         report.already.append(name)
         earlier = known[digest]
         if earlier != _readable_name(path.name) and digest[:8] not in earlier:
-            report.duplicates[name] = f"the same picture as {earlier}, already an asset; ingested once"
+            what = "clip" if clip else "picture"
+            report.duplicates[name] = f"the same {what} as {earlier}, already an asset; ingested once"
         return
     target_name = asset_name(path.name, digest, taken, limit)
     target = assets_dir / target_name
@@ -273,7 +280,7 @@ def _ingest_one(path: Path, assets_dir: Path, known: dict[str, str], taken: dict
     known[digest] = target.name
     taken[stem_key(target.name)] = target.name
     report.added.append(Asset(name=target.name, asset_id=digest, path=target))
-    note = left_out(target) if facts.format in JPEG_FORMATS else None
+    note = left_out(target) if facts is not None and facts.format in JPEG_FORMATS else None
     if note:
         report.left_out[target.name] = note
 
@@ -412,5 +419,6 @@ def gather_assets(ctx: RunContext, count: int, source: str | None) -> Gathered:
     for name, note in sorted(gathered.left_out.items()):
         log.warning("ingested %s: %s", printable(name), note)
     write_ingest_report(wd, gathered)
+    clips_stage(ctx)  # the clips take their own way: probed, a poster each, checked per agency (tasks/stages/clips.py)
     log.info("%d assets (%d new)", len(gathered.assets), len(gathered.new))
     return gathered

@@ -32,7 +32,9 @@ from tasks.core.records import Sidecar, described_sidecars, ready_name
 from tasks.core.reports import AgencyCsv, CsvReport, PackReport, Problem
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
+from tasks.stages.clips import clip_sidecars
 from tasks.stages.run_context import RunContext
+from tasks.stores.pending import taken_clips
 
 
 def agency_rows(spec: AgencySpec, sidecars: list[Sidecar], csv_defaults: Mapping[str, str],
@@ -123,6 +125,7 @@ def write_agency_csvs(
     settings = settings or Settings()
     names = ProtectedNames.of(settings.keywords)
     sidecars = described_sidecars(wd)
+    clips, clips_taken = clip_sidecars(wd), taken_clips(wd)  # a clip's row goes only where its rules take it
     review = {s.name: f"rejected in review ({s.review.at})" for s in sidecars if s.rejected}
     review.update({name: "waiting for review" for name in waiting if name not in review})
     report = CsvReport()
@@ -144,8 +147,10 @@ def write_agency_csvs(
                                for name, reason in sorted(excluded.items()))
         report.problems.extend(Problem(agency=agency, asset=name, rule="review", message=reason)
                                for name, reason in sorted(review.items()) if name not in excluded)
-        rows = agency_rows(spec, [s for s in sidecars if s.name not in excluded and s.name not in review], defaults,
-                           names)
+        taken = {name for name, _, agencies_taking in clips_taken if agency in agencies_taking}
+        rows = agency_rows(spec, sorted([s for s in sidecars if s.name not in excluded and s.name not in review]
+                                        + [s for s in clips if s.name in taken], key=lambda s: s.name),
+                           defaults, names)
         fixes: Counter[str] = Counter(f.rule for r in rows for f in r.fixes)
         valid = [r for r in rows if r.ok]
         report.problems.extend(p for r in rows for p in r.problems)

@@ -20,6 +20,9 @@ FILE_NAME = "ingest.json"
 #: (words the reason starts with or holds, what the contributor can do), first match wins.
 _WHAT_TO_DO = (
     ("the same picture as", "nothing: the picture is already an asset under the other name"),
+    ("the same clip as", "nothing: the clip is already an asset under the other name"),
+    ("video clip", "play it in a video player; if it plays, re-export it from your editor as MP4 (H.264) or MOV"),
+    ("no frame that can be decoded", "re-export the clip from your editor as MP4 (H.264) or MOV"),
     ("too small", "use a larger original, or let the pack stage enlarge it (pack.upscale_to_minimum, "
                   "docs/AGENCIES.md says what agencies think of it)"),
     ("decompression bomb", "check the file: a real photo this large or with such a chunk is rare; reduce or "

@@ -74,6 +74,9 @@ def held_back(wd: Workdir) -> dict[str, dict[str, str]]:
                        "`ledger status` shows no asset held back by the image rules until the next run")
     for agency, rules in (packed.held_back if packed else {}).items():
         held.setdefault(agency, {}).update(rules)
+    for clip in _last_clips(wd).clips:  # a clip's video rule, as an image's rule
+        for agency, rule in clip.held_back.items():
+            held.setdefault(agency, {})[clip.file] = rule
     for problem in last_csvs(wd).problems:
         held.setdefault(problem.agency, {}).setdefault(problem.asset or EVERY_ASSET, problem.message)
     return held
@@ -90,9 +93,42 @@ EVERY_ASSET = ""
 
 
 def uploadable(wd: Workdir, agencies: list[str], csvs: CsvReport | None = None) -> dict[str, list[UploadItem]]:
-    """agency -> the upload items it takes: packed, and accepted by its CSV (``csvs``, else the last run's
-    ``reports/validation.json``; an agency it does not name takes nothing); the ledger not asked."""
-    return _taken(packed_assets(wd), csvs if csvs is not None else last_csvs(wd), agencies)
+    """agency -> the upload items it takes: packed (or a clip, sent as it is), and accepted by its CSV (``csvs``,
+    else the last run's ``reports/validation.json``; an agency it does not name takes nothing); the ledger not
+    asked. A clip has a row only where its agency's video rules take it (:mod:`tasks.stages.clips`)."""
+    clips = [(name, item) for name, item, _ in taken_clips(wd)]
+    return _taken(packed_assets(wd) + clips, csvs if csvs is not None else last_csvs(wd), agencies)
+
+
+def taken_clips(wd: Workdir) -> list[tuple[str, UploadItem, set[str]]]:
+    """(clip name, upload item, the agencies whose video rules take it) of every clip the last clips check
+    (``reports/clips.json``) read, still in ``assets/``: the clip file itself, its identity its content."""
+    found = []
+    for clip in _last_clips(wd).clips:
+        path = wd.assets / clip.file
+        if path.is_file():
+            found.append((clip.file, UploadItem(clip.file, path, clip.asset_id), set(clip.taken_by)))
+    return found
+
+
+class ClipLine(BaseModel):
+    """What is read back of one clip in ``reports/clips.json`` (:meth:`ClipsReport.as_json` writes it)."""
+
+    file: str
+    asset_id: str
+    taken_by: list[str] = Field(default_factory=list)
+    held_back: dict[str, str] = Field(default_factory=dict)
+
+
+class ClipsRead(BaseModel):
+    clips: list[ClipLine] = Field(default_factory=list)
+
+
+def _last_clips(wd: Workdir) -> ClipsRead:
+    """The last run's clips check; empty when missing or damaged (then set aside: no clip is pending or held
+    back until the next run checks them again)."""
+    return read_file(wd.reports / "clips.json", ClipsRead.model_validate_json,
+                     "no clip counts as pending or held back until the next run checks them again") or ClipsRead()
 
 
 def last_csvs(wd: Workdir) -> CsvReport:

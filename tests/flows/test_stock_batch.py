@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
 import pyexiv2
@@ -98,21 +99,39 @@ def test_generated_images_say_where_they_came_from_in_the_sidecar_and_the_embedd
         assert not read_sidecar(wd.sidecar(path.name)).metadata.ai_generated  # drawn by an algorithm, no model
 
 
-def test_ingest_processes_only_new_images_and_rejects_bad_ones(prefect_harness, tmp_path):
+def test_ingest_processes_only_new_images_and_rejects_bad_ones(prefect_harness, tmp_path, clips):
     source = tmp_path / "photos"
     source.mkdir()
     _photo(source / "red_barn.jpg", "red", KEYWORDS)
     _photo(source / "blue_lake.jpg", "blue", KEYWORDS)
     (source / "empty.jpg").write_bytes(b"")
     (source / "notes.png").write_text("not an image")
+    shutil.copy(clips["hd"], source / "harbour.mp4")  # issue 38: a clip Adobe takes, one it does not, a broken one
+    shutil.copy(clips["vertical"], source / "tower.mp4")
+    (source / "broken.mov").write_bytes(b"\0" * 4096)
     wd = Workdir(tmp_path / "work").prepare()
 
     first = run_batch(wd, source=str(source))
     assert first["described_now"] == 2
-    assert set(first["rejected"]) == {"empty.jpg", "notes.png"}
+    assert set(first["rejected"]) == {"empty.jpg", "notes.png", "broken.mov"}
     assert "empty" in first["rejected"]["empty.jpg"]
+    assert "broken.mov: cannot be read as a video clip" not in first["rejected"]["broken.mov"]
+    assert "cannot be read as a video clip" in first["rejected"]["broken.mov"]
     listed = json.loads((wd.reports / "ingest.json").read_text(encoding="utf-8"))["rejected"]  # issue 37 item 6
-    assert {row["file"] for row in listed} == {"empty.jpg", "notes.png"} and all(row["what_to_do"] for row in listed)
+    assert {row["file"] for row in listed} == {"empty.jpg", "notes.png", "broken.mov"}
+    assert all(row["what_to_do"] for row in listed)
+    assert (wd.outbox("adobe") / "harbour.mp4").read_bytes() == clips["hd"].read_bytes()
+    _, adobe_rows = csv_rows(wd.csv / "adobe.csv")
+    assert {r["Filename"]: r["Title"] for r in adobe_rows}["harbour.mp4"] == "Harbour"  # the clip's row, its name
+    assert "tower.mp4" not in {r["Filename"] for r in adobe_rows}
+    assert "harbour.mp4" not in {r["Filename"] for r in csv_rows(wd.csv / "vecteezy.csv")[1]}
+    assert not (wd.outbox("adobe") / "tower.mp4").exists()
+    assert not any(p.suffix == ".mp4" for a in ("vecteezy", "dreamstime") for p in wd.outbox(a).iterdir())
+    checked = {c["file"]: c for c in json.loads((wd.reports / "clips.json").read_text(encoding="utf-8"))["clips"]}
+    assert checked["harbour.mp4"]["taken_by"] == ["adobe"]
+    assert "1080×1920 is vertical" in checked["tower.mp4"]["held_back"]["adobe"]
+    assert Image.open(wd.packs / "clips" / "harbour.poster.jpg").size == (1000, 562)
+    assert "harbour.mp4" not in {p.name for p in wd.packs.rglob("*.zip")} and not list(wd.packs.glob("ready/*.mp4"))
 
     _photo(source / "green_field.jpg", "green", KEYWORDS)
     second = run_batch(wd, source=str(source))
@@ -120,6 +139,7 @@ def test_ingest_processes_only_new_images_and_rejects_bad_ones(prefect_harness, 
     assert second["uploaded_now"] == {"adobe": 1, "vecteezy": 1, "dreamstime": 1}
     assert sorted(p.name for p in wd.outbox("vecteezy").iterdir()) == ["blue_lake.jpg", "green_field.jpg",
                                                                        "red_barn.jpg"]
+    assert [(e.agency, e.filename) for e in ledger_entries(wd.ledger)].count(("adobe", "harbour.mp4")) == 1
     own = read_sidecar(wd.sidecar("red_barn.jpg")).provenance
     assert own.source == "own" and own.model == "" and own.prompt == ""
     assert xmp_source_type((wd.packs / "ready" / "red_barn.jpg").read_bytes()) is None  # not labelled AI

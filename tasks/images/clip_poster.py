@@ -1,0 +1,54 @@
+"""A clip's poster frame and thumbnail (JPEG): the frame at the middle of the clip, found by seeking.
+
+The seek lands on the key frame before the middle; only the frames from there to the middle are decoded, never
+the whole clip. The frame is turned upright as the clip's display matrix says, and sized like an image's
+preview and thumbnail (:func:`tasks.images.ready.fit`).
+"""
+
+from __future__ import annotations
+
+from io import BytesIO
+from pathlib import Path
+from typing import NamedTuple
+
+import av
+from PIL import Image
+
+from tasks.core.errors import BadInput
+from tasks.images.ready import PREVIEW_QUALITY, fit
+
+
+class Poster(NamedTuple):
+    poster: bytes
+    thumb: bytes
+
+
+def poster_jpegs(path: Path, poster_px: int, thumbnail_px: int) -> Poster:
+    """The poster (long side at most ``poster_px``) and thumbnail JPEGs of the clip at ``path``."""
+    try:
+        with av.open(str(path), mode="r") as container:
+            video = container.streams.video[0]
+            middle_s = (container.duration or 0) / av.time_base / 2
+            container.seek(int(middle_s * av.time_base))  # the key frame at or before the middle
+            frame = None
+            for frame in container.decode(video):
+                if frame.time is None or frame.time >= middle_s - 1e-3:
+                    break
+            if frame is None:
+                raise BadInput(path.name, "no frame to make a poster from")
+            picture = frame.to_image()
+            rotation = int(frame.rotation or 0)
+    except (av.FFmpegError, IndexError) as exc:
+        raise BadInput(path.name, f"cannot be read as a video clip ({getattr(exc, 'strerror', None) or exc})") \
+            from exc
+    if rotation:
+        picture = picture.rotate(rotation, expand=True)  # PyAV's rotation is counter-clockwise, as Pillow's
+    poster = picture.resize(fit(picture.size, poster_px), Image.Resampling.LANCZOS)
+    thumb = poster.resize(fit(poster.size, thumbnail_px), Image.Resampling.LANCZOS)
+    return Poster(_jpeg(poster), _jpeg(thumb))
+
+
+def _jpeg(im: Image.Image) -> bytes:
+    out = BytesIO()
+    im.convert("RGB").save(out, "JPEG", quality=PREVIEW_QUALITY)
+    return out.getvalue()

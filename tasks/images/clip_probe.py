@@ -1,0 +1,79 @@
+"""What a video clip is: its container, duration, frame size, frame rate, codec, audio and rotation (PyAV).
+
+PyAV is the FFmpeg boundary, as Pillow is the image one (:mod:`tasks.images.inspect`): any error FFmpeg raises
+reading a clip becomes one BadInput naming the file and the reason. FFmpeg reads the file in packets, so a clip
+is never in memory whole; the probe decodes one frame only (the display matrix, which says the rotation, is
+side data of a decoded frame).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import av
+
+from tasks.core.errors import BadInput
+
+#: The demuxer that must read a clip (MP4 and MOV: FFmpeg's one "mov,mp4" demuxer reads both; a renamed file of
+#: another kind is not a clip).
+_MP4_DEMUXER = "mp4"
+
+
+@dataclass(frozen=True)
+class ClipFacts:
+    """One clip as an agency's rules look at it. ``width``/``height`` as shown (after ``rotation``)."""
+
+    container: str  # the extension, lower case, no dot: "mp4", "mov"
+    bytes: int
+    duration_s: float
+    width: int
+    height: int
+    frame_rate: float
+    codec: str  # FFmpeg's codec name: h264, hevc, prores, mpeg4, mjpeg …
+    audio: str | None  # the first audio stream's codec, None without sound
+    rotation: int  # degrees, from the display matrix (0 when there is none)
+
+    @property
+    def frame_size(self) -> str:
+        return f"{self.width}×{self.height}"
+
+
+def probe_clip(path: Path) -> ClipFacts:
+    """The facts of the clip at ``path``; BadInput (naming the file) when FFmpeg cannot read it as a clip."""
+    name = path.name
+    try:
+        with av.open(str(path), mode="r") as container:
+            if _MP4_DEMUXER not in container.format.name.split(","):
+                raise BadInput(name, f"not an MP4 or MOV clip (FFmpeg reads it as {container.format.name})")
+            if not container.streams.video:
+                raise BadInput(name, "a clip without a video stream (sound only?)")
+            video = container.streams.video[0]
+            duration = _duration_s(container, video)
+            if duration <= 0:
+                raise BadInput(name, "a clip whose duration cannot be read (no frames?)")
+            rate = video.average_rate or video.guessed_rate
+            audio = container.streams.audio[0].codec_context.name if container.streams.audio else None
+            first = next(container.decode(video), None)
+            if first is None:
+                raise BadInput(name, "a clip with no frame that can be decoded")
+            rotation = int(first.rotation or 0)
+            width, height = video.codec_context.width, video.codec_context.height
+    except BadInput:
+        raise
+    except (av.FFmpegError, StopIteration, UnicodeDecodeError, ValueError) as exc:
+        raise BadInput(name, f"cannot be read as a video clip ({getattr(exc, 'strerror', None) or exc})") from exc
+    if rotation % 180:
+        width, height = height, width
+    return ClipFacts(container=path.suffix.lower().lstrip("."), bytes=path.stat().st_size,
+                     duration_s=round(duration, 3), width=width, height=height,
+                     frame_rate=round(float(rate), 3) if rate else 0.0, codec=video.codec_context.name,
+                     audio=audio, rotation=rotation)
+
+
+def _duration_s(container, video) -> float:
+    if container.duration:
+        return container.duration / av.time_base
+    if video.duration and video.time_base:
+        return float(video.duration * video.time_base)
+    return 0.0

@@ -1,0 +1,156 @@
+"""The batch's video clips after ingest: probed, a poster and thumbnail each, and per agency taken or held back.
+
+A clip is an asset like an image (``asset_id`` = SHA-256 of the file, in ``assets/``), but it takes its own
+path: it is described by the offline describer only (from its name; Gemini does not see clips yet), not packed
+into an upload-ready JPEG and not put in the batch ZIP; it is uploaded as it is, where its CSV row is.
+
+Each agency's ``[video]`` rules (:mod:`tasks.agencies.video`) say whether it is taken; a clip breaking one is
+held back for that agency with the rule and its value, as an image breaking an image rule is
+(``PackReport.held_back``'s shape: agency → clip → rule). An agency without confirmed video rules gets no clip.
+Everything is written to ``reports/clips.json`` each run; the poster and thumbnail to
+``packs/clips/<stem>.poster.jpg`` and ``<stem>.thumb.jpg`` (made once, kept).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tasks.agencies.catalog import catalog
+from tasks.agencies.keyword_rules import apply_keyword_rules
+from tasks.agencies.protected import ProtectedNames
+from tasks.core.errors import BadInput
+from tasks.core.files import atomic_write_bytes, sha256_file
+from tasks.core.records import (
+    CLIP_EXTENSIONS,
+    Asset,
+    Sidecar,
+    iter_asset_files,
+    read_sidecar,
+    write_sidecar,
+)
+from tasks.core.settings import Settings
+from tasks.core.workdir import Workdir
+from tasks.images.clip_poster import poster_jpegs
+from tasks.images.clip_probe import ClipFacts, probe_clip
+from tasks.stages.offline_describer import OfflineDescriber
+from tasks.stages.run_context import RunContext
+
+log = logging.getLogger(__name__)
+
+FILE_NAME = "clips.json"
+
+
+@dataclass
+class ClipsReport:
+    """What the clips of the workdir are, and where each may go."""
+
+    facts: dict[str, ClipFacts] = field(default_factory=dict)
+    asset_ids: dict[str, str] = field(default_factory=dict)
+    #: agency -> clips taken there (every rule of its ``[video]`` table met)
+    taken: dict[str, list[str]] = field(default_factory=dict)
+    #: agency -> clip -> the rule it breaks there (held back for that agency only)
+    held_back: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: clip -> why nothing is done with it (it cannot be read any more)
+    rejected: dict[str, str] = field(default_factory=dict)
+
+    def as_json(self) -> dict:
+        return {"clips": [{"file": name, "asset_id": self.asset_ids[name], **asdict(facts),
+                           "taken_by": sorted(a for a, names in self.taken.items() if name in names),
+                           "held_back": {a: held[name] for a, held in sorted(self.held_back.items()) if name in held}}
+                          for name, facts in sorted(self.facts.items())],
+                "rejected": dict(sorted(self.rejected.items()))}
+
+
+def poster_paths(wd: Workdir, clip_name: str) -> tuple[Path, Path]:
+    """Where a clip's poster and thumbnail JPEGs are kept."""
+    stem = Path(clip_name).stem
+    return wd.packs / "clips" / f"{stem}.poster.jpg", wd.packs / "clips" / f"{stem}.thumb.jpg"
+
+
+def check_clips(wd: Workdir, agencies: list[str], poster_px: int, thumbnail_px: int) -> ClipsReport:
+    """Probe every clip in ``assets/``, make its poster once, and check it against each agency's video rules."""
+    report = ClipsReport()
+    specs = catalog(wd)
+    for path in iter_asset_files(wd.assets, CLIP_EXTENSIONS):
+        try:
+            facts = probe_clip(path)
+            poster, thumb = poster_paths(wd, path.name)
+            if not (poster.exists() and thumb.exists()):
+                made = poster_jpegs(path, poster_px, thumbnail_px)
+                atomic_write_bytes(poster, made.poster)
+                atomic_write_bytes(thumb, made.thumb)
+        except BadInput as exc:
+            report.rejected[path.name] = exc.reason
+            continue
+        except Exception as exc:  # one clip never stops the others, nor the images
+            log.exception("checking clip %s failed", path.name)
+            report.rejected[path.name] = f"unexpected error ({type(exc).__name__}: {exc}); not sent"
+            continue
+        report.facts[path.name] = facts
+        report.asset_ids[path.name] = sha256_file(path)
+        for agency in agencies:
+            spec = specs.spec(agency)
+            broken = spec.video.broken_by(
+                container=facts.container, size=facts.bytes, seconds=facts.duration_s, width=facts.width,
+                height=facts.height, fps=facts.frame_rate, codec=facts.codec)
+            if broken is None and not spec.video.by_transfer:
+                broken = (f"its video rules are met, but how clips reach {spec.display_name} is not confirmed "
+                          "(docs/AGENCIES.md, \"Video clips\"); not sent")
+            if broken is None:
+                report.taken.setdefault(agency, []).append(path.name)
+            else:
+                report.held_back.setdefault(agency, {})[path.name] = broken
+    atomic_write_bytes(wd.reports / FILE_NAME, json.dumps(report.as_json(), indent=2, ensure_ascii=False).encode())
+    return report
+
+
+def describe_clips(wd: Workdir, report: ClipsReport, settings: Settings) -> list[str]:
+    """Describe every probed clip that has no sidecar yet with the offline describer (from its file name and what
+    its file holds), the contributor's keyword rules applied as for images; the clips described now.
+
+    Gemini does not describe clips in this version, with a key or without (docs/INTERFACE.md, "Video clips").
+    """
+    described, describer = [], OfflineDescriber()
+    names = ProtectedNames.of(settings.keywords)
+    for name, asset_id in sorted(report.asset_ids.items()):
+        sidecar = read_sidecar(wd.sidecar(name))
+        if sidecar is not None and sidecar.name == name:
+            continue
+        asset = Asset(name=name, asset_id=asset_id, path=wd.assets / name)
+        try:
+            metadata, _ = apply_keyword_rules(describer.describe(asset), settings.keywords, names)
+        except Exception:  # one clip never stops the others; without a sidecar it has no row, so it is not sent
+            log.exception("describing clip %s failed; it gets no CSV row this run", name)
+            continue
+        ai = settings.pack.label_own_files_ai  # own footage; generated clips are not made in this version
+        write_sidecar(wd.sidecar(name), asset, metadata.model_copy(update={"ai_generated": ai}))
+        described.append(name)
+    return described
+
+
+def clip_sidecars(wd: Workdir) -> list[Sidecar]:
+    """The sidecars of the described clips in ``assets/``, in file-name order (the CSV stage's clip rows)."""
+    found = (read_sidecar(wd.sidecar(p.name)) for p in iter_asset_files(wd.assets, CLIP_EXTENSIONS))
+    return [s for s in found if s is not None and (wd.assets / s.name).is_file()
+            and Path(s.name).suffix.lower() in CLIP_EXTENSIONS]
+
+
+def clips_stage(ctx: RunContext) -> ClipsReport:
+    """The clips of the run's workdir checked against the run's agencies; each outcome logged."""
+    pack = ctx.settings.pack
+    report = check_clips(ctx.wd, list(ctx.agencies), pack.preview_px, pack.thumbnail_px)
+    described = describe_clips(ctx.wd, report, ctx.settings)
+    if described:
+        log.info("%d clips described offline (from their names): %s", len(described), ", ".join(described))
+    for name, reason in sorted(report.rejected.items()):
+        log.warning("clip %s: %s", name, reason)
+    for agency, held in sorted(report.held_back.items()):
+        for name, reason in sorted(held.items()):
+            log.warning("clip %s held back for %s: %s", name, agency, reason)
+    if report.facts:
+        log.info("%d clips; taken: %s", len(report.facts),
+                 ", ".join(f"{a} {len(n)}" for a, n in sorted(report.taken.items())) or "by no agency")
+    return report

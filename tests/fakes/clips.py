@@ -1,0 +1,27 @@
+"""Small real clips made with PyAV (H.264 at a low frame rate and a tiny bitrate): a few kB each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import av
+from PIL import Image
+
+
+def make_clip(path: Path, width: int = 1920, height: int = 1080, seconds: int = 5, fps: int = 1,
+              rotation: int = 0) -> Path:
+    """Write a ``seconds``-long H.264 clip of ``width``×``height`` at ``fps`` (each second a new colour)."""
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("h264", rate=fps, options={"crf": "51", "preset": "ultrafast", "tune": "zerolatency"})
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        if rotation:
+            stream.set_display_rotation(rotation)
+        colours = [av.VideoFrame.from_image(Image.new("RGB", (width, height), (40 * i, 90, 160))).reformat(
+            format="yuv420p") for i in range(6)]  # six frames converted once, sent again and again
+        for i in range(seconds * fps):
+            colours[i // fps % 6].pts = None
+            for packet in stream.encode(colours[i // fps % 6]):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    return path
