@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import tempfile
 import time
 from datetime import timedelta
@@ -79,6 +80,7 @@ def main(argv: list[str] | None = None) -> dict:
                 print(f"{key}: lost {result['lost'][key]} of {args.events} each round", flush=True)
     finally:
         stop_redis(pid)
+        shutil.rmtree(redis.home, ignore_errors=True)
         os.environ.clear()
         os.environ.update(saved)
     result["load_1min_end"] = os.getloadavg()[0]
