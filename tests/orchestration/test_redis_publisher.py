@@ -39,6 +39,6 @@ def test_each_event_is_in_the_stream_when_its_publish_returns_and_no_timer_runs(
                     lengths.append(await client.xlen("events"))
             return lengths
 
-        assert asyncio.run(publish(200)) == list(range(1, 201)), "an event waited in the batch"
+        assert asyncio.run(publish(100)) == list(range(1, 101)), "an event waited in the batch"
     finally:
         stop_redis(pid)
