@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.cluster_accounts                      # 4 × 1,000, 600 RPM shared, 250 ms per call
     .venv/bin/python -m bench.cluster_accounts --accounts 2 --assets 50 --rpm 120   # a quick look
     .venv/bin/python -m bench.cluster_accounts --redis     # the server's messaging on Redis (`redis` extra)
+    .venv/bin/python -m bench.cluster_accounts --redis --accounts 1 --assets 400 --prefect-redis-timer 1
 
 ``microstock cluster up`` (PostgreSQL, a Prefect server on it, two process
 workers; harness/cluster.py) in a fresh folder, then
@@ -19,7 +20,9 @@ all and reads back:
 
 - per account: described (sidecars), parked (the shared dead-letter store),
   files in the outboxes, ledger lines and distinct ledger entries (every
-  file once), task runs recorded and not finished;
+  file once), task runs recorded and not finished, and task-run state events
+  in the server's event store by name (an event lost before Redis is
+  missing there too);
 - at the test Gemini server: requests, the most in any 60 s window (must be
   ≤ the quota), and the share of the quota used while calling (requests
   after the first per minute between the first and the last, / quota);
@@ -74,6 +77,15 @@ class Api:
             body["task_runs"] = {"state": {"type": {"any_": list(states)}}}
         return self("POST", "/task_runs/count", body)
 
+    def task_run_events(self, run: dict) -> dict[str, int]:
+        """The flow run's task-run state events in the server's event store, by name (each task run's Pending,
+        Running and Completed: one fewer than its task runs is an event lost on its way)."""
+        until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 60))
+        occurred = {"since": run["created"], "until": until}
+        body = {"filter": {"occurred": occurred, "event": {"prefix": ["prefect.task-run."]},
+                           "related": {"id": [f"prefect.flow-run.{run['id']}"]}}}
+        return {c["value"]: c["count"] for c in self("POST", "/events/count-by/event", body)}
+
 
 def write_accounts(home: Path, accounts: int, assets: int, rpm: int, concurrency: int,
                    dead_letter_url: str) -> list[str]:
@@ -105,6 +117,7 @@ def account_figures(api: Api, wd: Path, name: str, run: dict, dead_letter_url: s
         "task_runs": api.task_runs(run["id"]),
         "task_runs_not_finished": api.task_runs(run["id"], ("PENDING", "RUNNING", "SCHEDULED", "PAUSED")),
         "task_runs_not_completed": api.task_runs(run["id"]) - api.task_runs(run["id"], ("COMPLETED",)),
+        "task_run_events": api.task_run_events(run),
     }
 
 
@@ -118,6 +131,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=5400)
     ap.add_argument("--redis", action="store_true", help="the cluster's messaging on Redis (cluster up --redis)")
+    ap.add_argument("--prefect-redis-timer", type=int, default=None, metavar="SECONDS",
+                    help="with --redis, for comparison: the server's event publisher as prefect-redis ships it "
+                         "(batch of 5, timed publish every SECONDS; 10 is its default) instead of "
+                         "tasks/orchestration/redis_publisher.py's settings")
     args = ap.parse_args(argv)
 
     from tests.fakes.gemini import FAKE_KEY, FakeGemini, answer_json, slow
@@ -141,6 +158,13 @@ def main(argv: list[str] | None = None) -> dict:
     result: dict = {"started": started, "accounts": args.accounts, "assets_each": args.assets, "rpm": args.rpm,
                     "concurrency": args.concurrency, "latency_s": args.latency, "workers": args.workers,
                     "messaging": "redis" if args.redis else "in-memory"}
+    if args.prefect_redis_timer is not None:  # what harness.redis.RedisServer.prefect_server_env gives the server
+        import harness.redis
+
+        harness.redis.REDIS_PUBLISHER_SETTINGS = {
+            "PREFECT_REDIS_MESSAGING_PUBLISHER_BATCH_SIZE": "5",
+            "PREFECT_REDIS_MESSAGING_PUBLISHER_PUBLISH_EVERY": str(args.prefect_redis_timer)}
+        result["redis_publisher"] = f"prefect-redis's: batch of 5, timed publish every {args.prefect_redis_timer} s"
     try:
         t0 = time.monotonic()
         cluster.up(workers=args.workers, redis=args.redis, say=lambda line: print(line, flush=True))

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from tasks.core.errors import ConfigError
 from tasks.orchestration.local_server import HOST
+from tasks.orchestration.redis_publisher import REDIS_PUBLISHER_SETTINGS
 
 
 def find_redis_server() -> str | None:
@@ -54,8 +55,9 @@ class RedisServer:
         return self.home / "redis.pid"
 
     def prefect_server_env(self) -> dict[str, str]:
-        """What a Prefect server needs to use this Redis for its messaging (contains the password)."""
-        return {"PREFECT_MESSAGING_BROKER": "prefect_redis.messaging",
+        """What a Prefect server needs to use this Redis for its messaging (contains the password), its events
+        published one at a time (:data:`~tasks.orchestration.redis_publisher.REDIS_PUBLISHER_SETTINGS`)."""
+        return {**REDIS_PUBLISHER_SETTINGS, "PREFECT_MESSAGING_BROKER": "prefect_redis.messaging",
                 "PREFECT_MESSAGING_CACHE": "prefect_redis.messaging",
                 "PREFECT_REDIS_MESSAGING_HOST": HOST, "PREFECT_REDIS_MESSAGING_PORT": str(self.port),
                 "PREFECT_REDIS_MESSAGING_DB": "0", "PREFECT_REDIS_MESSAGING_PASSWORD": self.password}
