@@ -32,8 +32,6 @@ from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, Field, ValidationError
-
 from tasks.agencies.catalog import catalog
 from tasks.agencies.rows import EmbeddedFields, embedded_fields
 from tasks.core.errors import BadInput, StageStopped
@@ -42,7 +40,6 @@ from tasks.core.printable import printable
 from tasks.core.records import Sidecar, Upscaled, described_sidecars, ready_name, record_upscaled
 from tasks.core.reports import PackReport
 from tasks.core.settings import PackSettings
-from tasks.core.state_files import read_file
 from tasks.core.workdir import Workdir
 from tasks.images.batch_zip import write_zip
 from tasks.images.embed import embed_metadata
@@ -50,6 +47,7 @@ from tasks.images.inspect import ImageRules, image_rules, too_small
 from tasks.images.provenance import digital_source_type, provenance_of
 from tasks.images.ready import preview_jpegs, ready_jpeg
 from tasks.observe.progress import StageProgress
+from tasks.stages.pack_manifest import load_manifest, save_manifest, save_or_full
 from tasks.stages.run_context import RunContext
 from tasks.stages.similarity import hold_back_similar
 
@@ -193,59 +191,6 @@ def held_back_for(entry: dict, rules: list[ImageRules], upscaled_for: set[str]) 
 # --- the batch ---------------------------------------------------------------------------
 
 
-def _manifest_path(wd: Workdir) -> Path:
-    return wd.packs / "manifest.json"
-
-
-class ManifestEntry(BaseModel):
-    """What an asset's manifest entry must hold to be used (it holds more: the looks, ``upscaled_from``)."""
-
-    key: str
-    source: dict
-    width: int
-    height: int
-    sizes: list[int] = Field(alias="bytes", min_length=3, max_length=3)
-
-
-def _manifest(raw: bytes) -> dict:
-    """The manifest of the file's bytes: an asset's entry of the wrong shape is dropped (that asset is packed
-    again) and named; TypeError or ValueError when the file itself is damaged."""
-    data = json.loads(raw)
-    if not isinstance(data.get("assets"), dict):
-        raise TypeError("no assets table")
-    dropped = []
-    for name, entry in list(data["assets"].items()):
-        try:
-            ManifestEntry.model_validate(entry)
-        except ValidationError:
-            dropped.append(printable(name))
-            del data["assets"][name]
-    if not isinstance(data.get("zip", {}), dict):
-        del data["zip"]
-    if dropped:
-        log.warning("packs/manifest.json: the entries of %s are of the wrong shape: packed again", ", ".join(dropped))
-    return data
-
-
-def _load_manifest(wd: Workdir) -> dict:
-    return read_file(_manifest_path(wd), _manifest, "every asset is checked and packed again") or {"assets": {}}
-
-
-def _save_manifest(wd: Workdir, manifest: dict) -> None:
-    atomic_write_bytes(_manifest_path(wd), json.dumps(manifest, indent=1, sort_keys=True).encode())
-
-
-def _save_or_full(wd: Workdir, manifest: dict) -> OSError | None:
-    """Save the manifest; the error when the disk is full (the manifest on disk stays the last whole one)."""
-    try:
-        _save_manifest(wd, manifest)
-    except OSError as exc:
-        if not disk_full(exc):
-            raise
-        return exc
-    return None
-
-
 def _pack_stopped(wd: Workdir, exc: OSError, *, kept: int, recorded: bool, left: int) -> StageStopped:
     """The one line a full disk stops packing with: the disk, what was kept, what the next run does."""
     disk = disk_of(wd.packs)
@@ -281,7 +226,7 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
     upscaled_for = {r.agency for r in checked if settings.upscales(r.agency)}
     upscale_to = max((r.min_pixels for r in checked if r.agency in upscaled_for), default=0)
     specs = list(known.specs.values())  # one file goes to every agency: the strictest text limits apply
-    manifest = _load_manifest(wd)
+    manifest = load_manifest(wd)
     entries: dict = manifest["assets"]
     report = PackReport()
     wanted = {s.name for s in sidecars}
@@ -347,9 +292,9 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
                 _remove_outputs(wd, name)
                 entries.pop(name, None)
             progress.advance()
-            if progress.done % _SAVE_EVERY == 0 and full is None and (unsaved := _save_or_full(wd, manifest)):
+            if progress.done % _SAVE_EVERY == 0 and full is None and (unsaved := save_or_full(wd, manifest)):
                 stop_for(unsaved)
-    unsaved = _save_or_full(wd, manifest)  # after a full disk too: what was packed is kept
+    unsaved = save_or_full(wd, manifest)  # after a full disk too: what was packed is kept
     if full or unsaved:
         raise _pack_stopped(wd, full or unsaved, kept=len(report.ready), recorded=unsaved is None,
                             left=len(sidecars) - len(report.ready) - len(report.rejected))
@@ -370,7 +315,7 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
 
 def write_batch_zip(wd: Workdir, report: PackReport) -> Path:
     """``packs/batch.zip``: every packed ready image and preview, and the CSVs; rewritten only when changed."""
-    manifest = _load_manifest(wd)
+    manifest = load_manifest(wd)
     entries: dict[str, Path] = {}
     identity: dict[str, str] = {}
     for name in report.ready:
@@ -388,7 +333,7 @@ def write_batch_zip(wd: Workdir, report: PackReport) -> Path:
     if not (done.get("key") == key and target.exists() and target.stat().st_size == done.get("bytes")):
         write_zip(target, entries)
         manifest["zip"] = {"key": key, "bytes": target.stat().st_size}
-        _save_manifest(wd, manifest)
+        save_manifest(wd, manifest)
     return target
 
 

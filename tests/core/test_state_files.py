@@ -21,7 +21,7 @@ from tasks.core.records import Asset, Metadata, read_sidecar, write_sidecar
 from tasks.core.workdir import Workdir
 from tasks.gemini import served
 from tasks.gemini.daybudget import DailyBudget, pacific_day
-from tasks.stages import pack
+from tasks.stages import pack_manifest
 from tasks.stores.batch_jobs import BatchJobs
 from tasks.stores.pending import held_back, last_csvs
 from tasks.stores.portfolio import read_portfolio
@@ -99,7 +99,7 @@ FILES = [
     StateFile("packs/manifest.json",
               lambda wd: _json({"assets": {"a.jpg": {"key": "k", "source": {}, "width": 80, "height": 60,
                                                      "bytes": [1, 2, 3]}}}),
-              _json({"assets": []}), pack._load_manifest,
+              _json({"assets": []}), pack_manifest.load_manifest,
               lambda got: set(got["assets"]) == {"a.jpg"}, lambda got: got == {"assets": {}}),
     StateFile("assets/a.json", _sidecar_bytes, _json({"asset_id": SHA, "name": ["a.jpg"], "metadata": {}}),
               lambda wd: read_sidecar(wd.assets / "a.json"),

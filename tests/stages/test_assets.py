@@ -11,7 +11,8 @@ from PIL import Image
 
 from tasks.core.records import Asset, Made, list_assets
 from tasks.images.demo import DEMO_PROMPTS, demo_jpeg_bytes, generated_name
-from tasks.stages.assets import generate, ingest
+from tasks.stages.assets import generate
+from tasks.stages.ingest import ingest
 from tasks.stages.offline_describer import OfflineDescriber
 
 

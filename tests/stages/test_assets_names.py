@@ -12,7 +12,8 @@ from PIL import Image
 
 from tasks.core.files import atomic_write_bytes, name_max
 from tasks.core.records import Asset, Metadata, iter_asset_files, ready_name, write_sidecar
-from tasks.stages.assets import gather, ingest, settle_asset_names, stem_key
+from tasks.stages.assets import gather
+from tasks.stages.ingest import ingest, settle_asset_names, stem_key
 
 
 def _photo(path: Path | str, colour) -> Path:
@@ -134,7 +135,7 @@ def test_links_folders_fifos_and_duplicates_are_named_with_their_reason(folders,
 
 
 def test_an_unexpected_error_with_one_file_rejects_that_file_only(folders, monkeypatch):
-    from tasks.stages import assets as stage
+    from tasks.stages import ingest as stage
 
     src, assets = folders
     _photo(src / "a.jpg", "red")
@@ -235,14 +236,14 @@ def test_a_full_disk_stops_ingest_with_one_line_and_the_rerun_adds_the_rest_once
     import errno
     from contextlib import contextmanager
 
-    import tasks.stages.assets as assets_stage
+    import tasks.stages.ingest as ingest_stage
     from tasks.core.files import disk_of
 
     src, assets = folders
     names = [f"pic{i}.jpg" for i in range(4)]
     for i, name in enumerate(names):
         Image.new("RGB", (1600, 1250), (60 * i, 90, 200)).save(src / name, "JPEG")
-    real, copied = assets_stage.atomic_file, []
+    real, copied = ingest_stage.atomic_file, []
 
     @contextmanager
     def small_disk(path):
@@ -252,13 +253,13 @@ def test_a_full_disk_stops_ingest_with_one_line_and_the_rerun_adds_the_rest_once
             yield fh
         copied.append(path.name)
 
-    monkeypatch.setattr(assets_stage, "atomic_file", small_disk)
+    monkeypatch.setattr(ingest_stage, "atomic_file", small_disk)
     first = gather(assets, 0, src, [], 0, None, [])
     assert first.stopped == (f"disk full: {disk_of(assets)} has no room left for {assets} (No space left on device); "
                              f"2 asset(s) added and kept, 2 file(s) left for the next run — free space on "
                              f"{disk_of(assets)} and run again")
     assert first.rejected == {} and [a.name for a in first.assets] == names[:2]
-    monkeypatch.setattr(assets_stage, "atomic_file", real)  # space freed
+    monkeypatch.setattr(ingest_stage, "atomic_file", real)  # space freed
     again = gather(assets, 0, src, [], 0, None, [])
     assert again.stopped is None and again.new == names[2:]
     assert sorted(p.name for p in iter_asset_files(assets)) == names  # each once, no twin
