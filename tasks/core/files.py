@@ -92,13 +92,16 @@ def fsync_dir(folder: Path) -> None:
 
 
 @contextmanager
-def exclusive_lock(path: Path, what: str, *, waiting: Callable[[], None] | None = None) -> Iterator[None]:
+def exclusive_lock(path: Path, what: str, *, waiting: Callable[[], None] | None = None,
+                   busy: Exception | None = None) -> Iterator[None]:
     """Hold an exclusive ``fcntl`` lock on ``path`` (created when missing) while ``what`` is done.
 
-    When another process holds it, ``waiting()`` is called once (to say so)
-    and this one waits its turn. Closing the file releases the lock, so a
-    crash never leaves it held. StoreUnavailable naming ``path`` and ``what``
-    when the lock file cannot be opened.
+    When another process holds it: ``busy`` is raised at once when given (a
+    second run must not wait: it leaves the work to the first), else
+    ``waiting()`` is called once (to say so) and this one waits its turn.
+    Closing the file releases the lock, so a crash never leaves it held.
+    StoreUnavailable naming ``path`` and ``what`` when the lock file cannot
+    be opened.
     """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -109,6 +112,8 @@ def exclusive_lock(path: Path, what: str, *, waiting: Callable[[], None] | None 
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            if busy is not None:
+                raise busy from None
             if waiting is not None:
                 waiting()
             fcntl.flock(fd, fcntl.LOCK_EX)

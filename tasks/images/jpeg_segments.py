@@ -8,6 +8,7 @@ encode, no full decode. Only the metadata around it is replaced.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 _SOI, _EOI, _SOS = 0xD8, 0xD9, 0xDA
 _APP0, _APP14, _COM = 0xE0, 0xEE, 0xFE
@@ -43,28 +44,33 @@ def metadata_segments(data: bytes) -> list[tuple[int, bytes]]:
     Never raises: a damaged stream gives the segments before the damage
     (a picture's metadata is read for what it has, not judged here).
     """
-    found: list[tuple[int, bytes]] = []
     if data[:2] != b"\xff\xd8":
-        return found
+        return []
+    return [(marker, data[body:end]) for _, marker, body, end in _header_segments(data)
+            if 0xE0 <= marker <= 0xEF or marker == _COM]
+
+
+def _header_segments(data: bytes) -> Iterator[tuple[int, int, int, int]]:
+    """``(start, marker, body start, end)`` of each segment before the first scan (after SOI; fill bytes and
+    standalone markers skipped); a damaged header ends the walk."""
     pos, n = 2, len(data)
     while pos + 4 <= n and data[pos] == 0xFF:
+        start = pos
         while pos < n and data[pos] == 0xFF:
             pos += 1
         if pos >= n:
-            break
+            return
         marker = data[pos]
         pos += 1
         if marker in _STANDALONE:
             continue
         if marker in (_SOS, _EOI) or pos + 2 > n:
-            break
+            return
         length = int.from_bytes(data[pos:pos + 2], "big")
         if length < 2 or pos + length > n:
-            break
-        if 0xE0 <= marker <= 0xEF or marker == _COM:
-            found.append((marker, data[pos + 2:pos + length]))
+            return
+        yield start, marker, pos + 2, pos + length
         pos += length
-    return found
 
 
 def with_segments(data: bytes, marker: int, segments: list[bytes]) -> bytes:
@@ -72,28 +78,12 @@ def with_segments(data: bytes, marker: int, segments: list[bytes]) -> bytes:
     was, else after the last APPn (else right after SOI). Every other byte is kept; a damaged header ends the
     search (what follows is kept as it is)."""
     spans: list[tuple[int, int]] = []
-    after_app = pos = 2
-    n = len(data)
-    while pos + 4 <= n and data[pos] == 0xFF:
-        start = pos
-        while pos < n and data[pos] == 0xFF:
-            pos += 1
-        if pos >= n:
-            break
-        found = data[pos]
-        pos += 1
-        if found in _STANDALONE:
-            continue
-        if found in (_SOS, _EOI) or pos + 2 > n:
-            break
-        length = int.from_bytes(data[pos:pos + 2], "big")
-        if length < 2 or pos + length > n:
-            break
-        pos += length
+    after_app = 2
+    for start, found, _, end in _header_segments(data):
         if found == marker:
-            spans.append((start, pos))
+            spans.append((start, end))
         elif 0xE0 <= found <= 0xEF:
-            after_app = pos
+            after_app = end
     at = spans[0][0] if spans else after_app
     kept, cur = [], 0
     for start, end in spans:

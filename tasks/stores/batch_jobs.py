@@ -30,7 +30,6 @@ next append starts on a line of its own.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -43,7 +42,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, model_validator
 
 from tasks.core.errors import StoreUnavailable
-from tasks.core.files import locked_append
+from tasks.core.files import exclusive_lock, locked_append
 from tasks.core.state_files import read_lines
 from tasks.core.workdir import Workdir
 
@@ -200,18 +199,8 @@ class BatchJobs:
 
         The lock dies with the process, so a crash never leaves it held.
         """
-        lock_path = self.wd.root / LOCK_NAME
-        try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise StoreUnavailable(f"{lock_path}: cannot open the batch lock ({exc.strerror or exc})") from exc
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError as exc:
-                raise StoreUnavailable("another run is collecting and submitting batch jobs right now; "
-                                       "this run leaves them to it") from exc
+        busy = StoreUnavailable("another run is collecting and submitting batch jobs right now; this run leaves "
+                                "them to it")
+        with exclusive_lock(self.wd.root / LOCK_NAME, "collecting and submitting batch jobs", busy=busy):
             yield
-        finally:
-            os.close(fd)
 

@@ -31,7 +31,6 @@ at once (the lock dies with the process, so a crash never leaves it held).
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import threading
@@ -45,7 +44,7 @@ from typing import BinaryIO
 
 from tasks.agencies.catalog import agency_names
 from tasks.core.errors import StageStopped, StoreUnavailable
-from tasks.core.files import locked_append
+from tasks.core.files import exclusive_lock, locked_append
 from tasks.core.workdir import Workdir
 from tasks.stores.ledger_index import (
     DoneDigests,
@@ -343,20 +342,10 @@ class Ledger:
         Raises StageStopped ``busy`` at once when another run holds it: two runs
         uploading the same pending files would post them twice.
         """
-        lock_path = self.path.parent / f".upload-{agency}.lock"
-        try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise StoreUnavailable(f"{lock_path}: cannot open the upload lock ({exc.strerror or exc})") from exc
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError as exc:
-                raise StageStopped(f"another run is uploading to {agency} right now; this run leaves {agency} to it",
-                                   kind="busy") from exc
+        busy = StageStopped(f"another run is uploading to {agency} right now; this run leaves {agency} to it",
+                            kind="busy")
+        with exclusive_lock(self.path.parent / f".upload-{agency}.lock", f"uploading to {agency}", busy=busy):
             yield
-        finally:
-            os.close(fd)
 
 
 def _all_hex(text: str) -> bool:

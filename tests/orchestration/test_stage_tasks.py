@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 from tasks.core.workdir import Workdir
 from tests.fakes import prefect_api
@@ -129,6 +130,10 @@ def test_parallel_file_workers_log_each_file_once_in_the_agencys_run_and_its_tab
 
     class CountedFolder(targets.LocalFolder):  # the real local target, its connections counted: one per worker
         def connect(self):
+            # A worker connects when it takes its first file. A local folder answers at once, so under load one
+            # worker sent two files before the third thread started, which then had none and opened nothing
+            # (CI, 2026-12-03): a connection takes as long as a server's login, so each worker has a file.
+            time.sleep(0.3)
             super().connect()
             opened.append(self.folder)
 
