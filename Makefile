@@ -8,7 +8,7 @@ CLUSTER_HOME ?= .cluster
 
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 
-.PHONY: demo test bench clean postgres exiftool icc-profiles redis cluster cluster-down test-cluster
+.PHONY: demo test bench clean postgres exiftool exiv2 icc-profiles redis cluster cluster-down test-cluster
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,7 +36,7 @@ demo: $(VENV)/.installed
 # and 4:55 with -n 4, same tree, quiet machine). Work stealing: the slow tests sort late, and with xdist's default
 # chunks they ran last on one worker while the others sat idle (4:38 against 3:36 with --dist worksteal, same tree,
 # 2026-12-01). ruff first: a finding fails `make test`.
-test: $(VENV)/.installed-test exiftool icc-profiles
+test: $(VENV)/.installed-test exiftool exiv2 icc-profiles
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n 3 --dist worksteal -m "not cluster"
 
@@ -58,6 +58,16 @@ icc-profiles:
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q icc-profiles-free; \
 	else \
 		echo "icc-profiles-free is not installed: sudo apt-get install icc-profiles-free" >&2; exit 1; \
+	fi
+
+# exiv2 (Debian's package): the second reader the photo corpus test reads the delivered JPEGs back with.
+# As root (CI) this installs the package if missing.
+exiv2:
+	@if command -v exiv2 >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q exiv2; \
+	else \
+		echo "exiv2 is not installed: sudo apt-get install exiv2" >&2; exit 1; \
 	fi
 
 # PostgreSQL's server programs (Debian's package): the tests and `make cluster` run initdb/pg_ctl

@@ -1,6 +1,6 @@
 """Files that cameras, phones and editing tools made (tests/images/corpus/README.md), through the upload-ready path
-(issue 37): read back with exiftool, the independent reader. exiftool starts twice for the whole module: once to
-make the edited copies a case needs, once to read every delivered file."""
+(issue 37): read back with exiftool and exiv2, the independent readers. exiftool starts twice for the whole module:
+once to make the edited copies a case needs, once to read every delivered file; exiv2 once, to read them all."""
 
 from __future__ import annotations
 
@@ -59,9 +59,24 @@ def _exiftool(args: list[str]) -> str:
     return subprocess.run(["exiftool", *args], capture_output=True, text=True, check=True).stdout
 
 
+def _exiv2(paths: list[Path]) -> dict[str, dict[str, str]]:
+    """Path -> key -> value of every Exif, IPTC and XMP key exiv2 reads (``-PEIXkv``: raw values; the first of a
+    repeated key), in one exiv2 run for every file."""
+    if shutil.which("exiv2") is None:
+        pytest.fail("exiv2 is not installed: `make test` installs it (Debian's exiv2)")
+    out = subprocess.run(["exiv2", "-q", "-PEIXkv", *map(str, paths)], capture_output=True, text=True,
+                         errors="replace").stdout
+    found: dict[str, dict[str, str]] = {str(p): {} for p in paths}
+    for line in out.splitlines():
+        path, key, *value = line.split(maxsplit=2)
+        found[path].setdefault(key, value[0] if value else "")
+    return found
+
+
 @pytest.fixture(scope="module")
 def delivered(tmp_path_factory) -> dict[str, dict]:
-    """Source name -> every tag exiftool reads in its upload-ready JPEG (``-G1 -a``), and ``path`` to it."""
+    """Source name -> every tag exiftool reads in its upload-ready JPEG (``-G1 -a``), ``path`` to it, and under
+    ``exiv2`` every key exiv2 reads there."""
     root = tmp_path_factory.mktemp("corpus")
     args: list[str] = []
     for name, (source, edits) in EDITED.items():
@@ -77,8 +92,9 @@ def delivered(tmp_path_factory) -> dict[str, dict]:
         jpeg = embed_metadata(ready.jpeg, "A title", DESCRIPTION, ["one", "two"], name=source.name)
         (out / f"{source.name}.jpg").write_bytes(jpeg)
     read = json.loads(_exiftool(["-j", "-G1", "-a", *sorted(map(str, out.iterdir()))]))
-    return {Path(tags["SourceFile"]).name.removesuffix(".jpg"): {**tags, "path": tags["SourceFile"]}
-            for tags in read}
+    seen = _exiv2(sorted(out.iterdir()))
+    return {Path(tags["SourceFile"]).name.removesuffix(".jpg"):
+            {**tags, "path": tags["SourceFile"], "exiv2": seen[tags["SourceFile"]]} for tags in read}
 
 
 def test_a_jpeg_with_an_mpf_index_delivers_its_primary_image_as_an_ordinary_jpeg(delivered):
@@ -104,6 +120,7 @@ def test_orientation_is_in_one_place_after_the_pixels_are_upright(delivered):
     for name in [*DELIVERED, *EDITED]:
         tags = delivered[name]
         assert not [k for k in tags if k.endswith(":Orientation")], name  # EXIF, XMP, any other group
+        assert not [k for k in tags["exiv2"] if k.endswith(".Orientation")], name  # the second reader agrees
         with Image.open(tags["path"]) as im:
             turned = ImageOps.exif_transpose(im)
             assert (turned.size, turned.tobytes()) == (im.size, im.tobytes()), name
@@ -119,6 +136,10 @@ def test_non_ascii_exif_text_reads_back_as_written_and_xmp_and_iptc_agree(delive
     assert (tags["IFD0:Make"], tags["IFD0:Model"]) == ("Canon", "测试-相机")
     assert tags["ExifIFD:LensModel"] == "Objektiv Ä"
     assert tags["IFD0:ImageDescription"] == tags["IPTC:Caption-Abstract"] == tags["XMP-dc:Description"] == DESCRIPTION
+    seen = tags["exiv2"]  # the second reader reads the same characters
+    assert seen["Exif.Image.Artist"] == seen["Iptc.Application2.Byline"] == "José Müller"
+    assert (seen["Exif.Image.Copyright"], seen["Exif.Image.Model"]) == ("© 2024 José Müller", "测试-相机")
+    assert seen["Exif.Image.ImageDescription"] == seen["Iptc.Application2.Caption"] == DESCRIPTION
 
 
 
