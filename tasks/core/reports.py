@@ -164,6 +164,8 @@ class PackReport:
     reused: list[str] = field(default_factory=list)
     #: agency -> the assets of ``held_back`` held there as too many versions of one motif (similar content)
     similar_held: dict[str, set[str]] = field(default_factory=dict)
+    #: agency -> the assets of ``held_back`` held there as duplicates (the same pixels as another asset)
+    duplicate_held: dict[str, set[str]] = field(default_factory=dict)
 
     def keeping(self, names: set[str]) -> "PackReport":
         """This report with only the upload-ready files of ``names``."""
@@ -175,10 +177,12 @@ class PackReport:
 
     def left_out_rule(self, agency: str, name: str) -> str:
         """The rule an asset of :meth:`left_out` is left out of ``agency`` by, as the CSV report names it:
-        ``similar content`` (too many versions of one motif), ``image size`` (the agency's pixel, side or file
-        size rules), ``image`` (rejected for every agency)."""
+        ``similar content`` (too many versions of one motif), ``duplicate`` (the same pixels as another asset),
+        ``image size`` (the agency's pixel, side or file size rules), ``image`` (rejected for every agency)."""
         if name in self.similar_held.get(agency, ()):
             return SIMILAR_CONTENT
+        if name in self.duplicate_held.get(agency, ()):
+            return DUPLICATE
         return "image size" if name in self.held_back.get(agency, {}) else "image"
 
     def as_json(self) -> dict:
@@ -193,6 +197,8 @@ class PackReport:
 
 #: The CSV report's rule for an asset held back as one version too many of one motif (``PackReport.similar_held``).
 SIMILAR_CONTENT = "similar content"
+#: The CSV report's rule for an asset held back as a duplicate of another (``PackReport.duplicate_held``).
+DUPLICATE = "duplicate"
 
 
 @dataclass

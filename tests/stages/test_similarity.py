@@ -108,3 +108,35 @@ def test_a_series_named_alike_on_different_images_is_found_and_offered_to_simila
     assert same_words([c, b, a]) == {"b.jpg": "a.jpg"}  # c shares the title but not its first keywords
     risks = {"adobe": {"a.jpg": Risk(0.3), "b.jpg": Risk(0.3, same_words_as="a.jpg"), "c.jpg": Risk(0.2)}}
     assert alike_assets(risks) == ["b.jpg"]
+
+
+def test_many_copies_of_one_picture_are_one_asset_and_only_it_is_sent(tmp_path):
+    """Regression (the cluster benchmark, 2026-12-03): a thousand copies of one picture, each with its own EXIF,
+    sent 998 to Adobe. The portfolio index keeps one copy for all that look the same, so pair by pair only two
+    were found duplicates, and the rest, kept out of the version groups as copies, were neither held nor capped.
+    Copies are grouped by their pixels: one asset, the others held back as its duplicates everywhere."""
+    wd = Workdir(tmp_path / "w").prepare()
+    (original,) = add_renders(wd, range(1, 2))
+    copies = [f"copy_{i}.jpg" for i in range(6)]
+    with Image.open(wd.assets / original) as im:
+        im.save(wd.assets / copies[0], quality=95, exif=Image.Exif())
+    # One encoding, each copy with an EXIF description of its own (other bytes, other content id, the same
+    # pixels), as the benchmark's assets are
+    body = (wd.assets / copies[0]).read_bytes()
+    for i, name in enumerate(copies):
+        exif = Image.Exif()
+        exif[0x010E] = f"copy number {i}"
+        segment = exif.tobytes()
+        start = body.index(b"\xff\xe1")
+        end = start + 2 + int.from_bytes(body[start + 2:start + 4], "big")
+        (wd.assets / name).write_bytes(body[:start] + b"\xff\xe1" + (len(segment) + 2).to_bytes(2, "big") + segment
+                                       + body[end:])
+        write_sidecar(wd.sidecar(name), Asset(name=name, asset_id=sha256_file(wd.assets / name),
+                                              path=wd.assets / name),
+                      Metadata(title=f"Copy {i}", description="d", keywords=["other", "words", str(i)]))
+    report, sent = pack_and_upload(wd)
+    for agency in ("adobe", "dreamstime"):
+        assert sorted(n for n in sent[agency].uploaded if n.startswith("copy_")) == [copies[0]], agency
+        assert all(report.held_back[agency][n].startswith(f"a duplicate of {copies[0]}: the same pixels")
+                   for n in copies[1:]), agency
+        assert {report.left_out_rule(agency, n) for n in copies[1:]} == {"duplicate"}
