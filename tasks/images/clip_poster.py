@@ -11,7 +11,6 @@ from io import BytesIO
 from pathlib import Path
 from typing import NamedTuple
 
-import av
 from PIL import Image
 
 from tasks.core.errors import BadInput
@@ -25,6 +24,8 @@ class Poster(NamedTuple):
 
 def poster_jpegs(path: Path, poster_px: int, thumbnail_px: int) -> Poster:
     """The poster (long side at most ``poster_px``) and thumbnail JPEGs of the clip at ``path``."""
+    import av  # loaded only when a clip is read (tasks.images.clip_probe)
+
     try:
         with av.open(str(path), mode="r") as container:
             video = container.streams.video[0]

@@ -11,8 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import av
-
 from tasks.core.errors import BadInput
 
 #: The demuxer that must read a clip (MP4 and MOV: FFmpeg's one "mov,mp4" demuxer reads both; a renamed file of
@@ -41,6 +39,8 @@ class ClipFacts:
 
 def probe_clip(path: Path) -> ClipFacts:
     """The facts of the clip at ``path``; BadInput (naming the file) when FFmpeg cannot read it as a clip."""
+    import av  # FFmpeg's libraries load when a clip is read, not with every run (0.14 s to import here)
+
     name = path.name
     try:
         with av.open(str(path), mode="r") as container:
@@ -72,6 +72,8 @@ def probe_clip(path: Path) -> ClipFacts:
 
 
 def _duration_s(container, video) -> float:
+    import av
+
     if container.duration:
         return container.duration / av.time_base
     if video.duration and video.time_base:
