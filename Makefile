@@ -8,7 +8,7 @@ CLUSTER_HOME ?= .cluster
 
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 
-.PHONY: demo test bench clean postgres exiftool exiv2 icc-profiles redis cluster cluster-down test-cluster
+.PHONY: demo test bench clean postgres readers redis cluster cluster-down test-cluster
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,38 +36,26 @@ demo: $(VENV)/.installed
 # and 4:55 with -n 4, same tree, quiet machine). Work stealing: the slow tests sort late, and with xdist's default
 # chunks they ran last on one worker while the others sat idle (4:38 against 3:36 with --dist worksteal, same tree,
 # 2026-12-01). ruff first: a finding fails `make test`.
-test: $(VENV)/.installed-test exiftool exiv2 icc-profiles
+test: $(VENV)/.installed-test readers
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n 3 --dist worksteal -m "not cluster"
 
-# exiftool (Debian's package): the independent reader the metadata tests read the upload-ready JPEGs back with.
-# As root (CI) this installs the package if missing.
-exiftool:
-	@if command -v exiftool >/dev/null 2>&1; then :; \
+# Debian's packages the tests read the delivered files back with, installed (as root, as on CI) in one
+# `apt-get update` for all that are missing (three targets each ran their own update before):
+# - exiftool (libimage-exiftool-perl): the independent reader of the upload-ready JPEGs' metadata;
+# - exiv2: the second reader of the photo corpus (tests/images/test_corpus.py);
+# - icc-profiles-free: an Adobe RGB-compatible ICC profile; photos a camera shot in Adobe RGB carry no profile,
+#   and are read with this one (tasks/images/camera_colour.py).
+readers:
+	@missing=""; \
+	command -v exiftool >/dev/null 2>&1 || missing="$$missing libimage-exiftool-perl"; \
+	command -v exiv2 >/dev/null 2>&1 || missing="$$missing exiv2"; \
+	[ -f /usr/share/color/icc/compatibleWithAdobeRGB1998.icc ] || missing="$$missing icc-profiles-free"; \
+	if [ -z "$$missing" ]; then :; \
 	elif [ "$$(id -u)" = 0 ]; then \
-		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q libimage-exiftool-perl; \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
 	else \
-		echo "exiftool is not installed: sudo apt-get install libimage-exiftool-perl" >&2; exit 1; \
-	fi
-
-# An Adobe RGB-compatible ICC profile (Debian's icc-profiles-free): photos a camera shot in Adobe RGB carry no
-# profile, and are read with this one (tasks/images/camera_colour.py). As root (CI) this installs it if missing.
-icc-profiles:
-	@if [ -f /usr/share/color/icc/compatibleWithAdobeRGB1998.icc ]; then :; \
-	elif [ "$$(id -u)" = 0 ]; then \
-		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q icc-profiles-free; \
-	else \
-		echo "icc-profiles-free is not installed: sudo apt-get install icc-profiles-free" >&2; exit 1; \
-	fi
-
-# exiv2 (Debian's package): the second reader the photo corpus test reads the delivered JPEGs back with.
-# As root (CI) this installs the package if missing.
-exiv2:
-	@if command -v exiv2 >/dev/null 2>&1; then :; \
-	elif [ "$$(id -u)" = 0 ]; then \
-		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q exiv2; \
-	else \
-		echo "exiv2 is not installed: sudo apt-get install exiv2" >&2; exit 1; \
+		echo "missing Debian packages the tests need: sudo apt-get install$$missing" >&2; exit 1; \
 	fi
 
 # PostgreSQL's server programs (Debian's package): the tests and `make cluster` run initdb/pg_ctl
