@@ -26,7 +26,7 @@ desert of the demo generator, 7 bits apart, were one motif to it).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from tasks.images.similar import Looks, colour_difference, distance
@@ -55,6 +55,14 @@ class Signature:
     looks: Looks
     title: str = ""
     keywords: tuple[str, ...] = ()
+    #: A clip's: the looks of its frames in time order (``looks`` is the middle one); () for an image.
+    frames: tuple[Looks, ...] = ()
+    #: A clip's: the digest of those frames' decoded pixels (``tasks.images.clip_signature``); "" for an image.
+    digest: str = field(default="", compare=False)
+
+    @property
+    def is_clip(self) -> bool:
+        return bool(self.frames)
 
     @cached_property  # worked out once per asset, not per pair
     def title_words(self) -> frozenset[str]:
@@ -102,13 +110,25 @@ class Likeness:
 
 def likeness(a: Signature, b: Signature, same_motif_bits: int = 8) -> Likeness:
     """The score (0–1) of two assets, 1 when their dHashes are within ``same_motif_bits`` and their colours
-    are not unrelated."""
-    d = distance(a.looks.dhash, b.looks.dhash)
-    parts = {"dhash": _ramp(d, _SAME_BITS, _RANDOM_BITS),
-             "phash": _ramp(distance(a.looks.phash, b.looks.phash), _SAME_BITS, _RANDOM_BITS),
-             "colour": _ramp(colour_difference(a.looks.colour, b.looks.colour), _SAME_COLOUR, _OTHER_COLOUR),
-             "title": _jaccard(a.title_words, b.title_words),
-             "keywords": _jaccard(a.first_keywords, b.first_keywords)}
-    same = d <= same_motif_bits and parts["colour"] > 0
+    are not unrelated. Two clips are compared frame by frame (the first with the first…): each looks signal is
+    the mean over the frames, and they are the same motif when every frame pair is."""
+    if a.is_clip and b.is_clip:
+        pairs = list(zip(a.frames, b.frames, strict=False))  # a kept signature may have other frames
+        looked = [_looks_parts(x, y) for x, y in pairs]
+        parts = {k: sum(p[k] for p in looked) / len(looked) for k in ("dhash", "phash", "colour")}
+        same = all(distance(x.dhash, y.dhash) <= same_motif_bits and p["colour"] > 0
+                   for (x, y), p in zip(pairs, looked, strict=True))
+    else:
+        parts = _looks_parts(a.looks, b.looks)
+        same = distance(a.looks.dhash, b.looks.dhash) <= same_motif_bits and parts["colour"] > 0
+    parts |= {"title": _jaccard(a.title_words, b.title_words),
+              "keywords": _jaccard(a.first_keywords, b.first_keywords)}
     score = 1.0 if same else sum(WEIGHTS[k] * v for k, v in parts.items())
     return Likeness(round(score, 3), parts)
+
+
+def _looks_parts(a: Looks, b: Looks) -> dict[str, float]:
+    """The similarities of two looks' signals (dHash, pHash, colour layout), each 0–1."""
+    return {"dhash": _ramp(distance(a.dhash, b.dhash), _SAME_BITS, _RANDOM_BITS),
+            "phash": _ramp(distance(a.phash, b.phash), _SAME_BITS, _RANDOM_BITS),
+            "colour": _ramp(colour_difference(a.colour, b.colour), _SAME_COLOUR, _OTHER_COLOUR)}

@@ -35,8 +35,11 @@ from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.images.clip_poster import poster_jpegs
 from tasks.images.clip_probe import ClipFacts, probe_clip
+from tasks.images.clip_signature import ClipSignature, clip_signature
+from tasks.images.likeness import Signature
 from tasks.stages.offline_describer import OfflineDescriber
 from tasks.stages.run_context import RunContext
+from tasks.stages.similarity import hold_back_similar_clips
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +58,8 @@ class ClipsReport:
     held_back: dict[str, dict[str, str]] = field(default_factory=dict)
     #: clip -> why nothing is done with it (it cannot be read any more)
     rejected: dict[str, str] = field(default_factory=dict)
+    #: clip -> its similarity signature (kept in ``packs/clips/<stem>.signature.json``; not in the report)
+    signatures: dict[str, ClipSignature] = field(default_factory=dict)
 
     def as_json(self) -> dict:
         return {"clips": [{"file": name, "asset_id": self.asset_ids[name], **asdict(facts),
@@ -82,6 +87,8 @@ def check_clips(wd: Workdir, agencies: list[str], poster_px: int, thumbnail_px: 
                 made = poster_jpegs(path, poster_px, thumbnail_px)
                 atomic_write_bytes(poster, made.poster)
                 atomic_write_bytes(thumb, made.thumb)
+            asset_id = sha256_file(path)
+            signature = _kept_signature(wd, path, asset_id)
         except BadInput as exc:
             report.rejected[path.name] = exc.reason
             continue
@@ -90,7 +97,7 @@ def check_clips(wd: Workdir, agencies: list[str], poster_px: int, thumbnail_px: 
             report.rejected[path.name] = f"unexpected error ({type(exc).__name__}: {exc}); not sent"
             continue
         report.facts[path.name] = facts
-        report.asset_ids[path.name] = sha256_file(path)
+        report.asset_ids[path.name], report.signatures[path.name] = asset_id, signature
         for agency in agencies:
             spec = specs.spec(agency)
             broken = spec.video.broken_by(
@@ -103,8 +110,44 @@ def check_clips(wd: Workdir, agencies: list[str], poster_px: int, thumbnail_px: 
                 report.taken.setdefault(agency, []).append(path.name)
             else:
                 report.held_back.setdefault(agency, {})[path.name] = broken
-    atomic_write_bytes(wd.reports / FILE_NAME, json.dumps(report.as_json(), indent=2, ensure_ascii=False).encode())
+    _write_report(wd, report)
     return report
+
+
+def _write_report(wd: Workdir, report: ClipsReport) -> None:
+    atomic_write_bytes(wd.reports / FILE_NAME, json.dumps(report.as_json(), indent=2, ensure_ascii=False).encode())
+
+
+def _kept_signature(wd: Workdir, path: Path, asset_id: str) -> ClipSignature:
+    """The clip's similarity signature, made once and kept next to its poster (made again when the clip's
+    content changed or the kept file cannot be read)."""
+    kept = poster_paths(wd, path.name)[0].with_name(f"{path.stem}.signature.json")
+    try:
+        data = json.loads(kept.read_text(encoding="utf-8"))
+        signature = ClipSignature.from_json(data) if data.get("asset_id") == asset_id else None
+    except (OSError, ValueError, AttributeError):
+        signature = None
+    if signature is None:
+        signature = clip_signature(path)
+        atomic_write_bytes(kept, json.dumps({"asset_id": asset_id, **signature.as_json()}).encode())
+    return signature
+
+
+def similar_clips(wd: Workdir, report: ClipsReport, agencies: list[str], same_motif_bits: int) -> None:
+    """The similarity check of the clips (with each other and the clips uploaded before; their titles and
+    keywords from their sidecars): a clip it holds back leaves ``report.taken`` there; the report written again."""
+    batch = []
+    for name, sig in sorted(report.signatures.items()):
+        sidecar = read_sidecar(wd.sidecar(name))
+        md = sidecar.metadata if sidecar is not None and sidecar.name == name else None
+        batch.append(Signature(name, report.asset_ids[name], sig.frames[len(sig.frames) // 2],
+                               md.title if md else "", tuple(md.keywords) if md else (), sig.frames, sig.digest))
+    hold_back_similar_clips(wd, batch, agencies, report.held_back, same_motif_bits,
+                            lambda name: poster_paths(wd, name)[1])
+    for agency, held in report.held_back.items():
+        if agency in report.taken:
+            report.taken[agency] = [n for n in report.taken[agency] if n not in held]
+    _write_report(wd, report)
 
 
 def describe_clips(wd: Workdir, report: ClipsReport, settings: Settings) -> list[str]:
@@ -143,6 +186,7 @@ def clips_stage(ctx: RunContext) -> ClipsReport:
     pack = ctx.settings.pack
     report = check_clips(ctx.wd, list(ctx.agencies), pack.preview_px, pack.thumbnail_px)
     described = describe_clips(ctx.wd, report, ctx.settings)
+    similar_clips(ctx.wd, report, list(ctx.agencies), pack.similar_max_distance)
     if described:
         log.info("%d clips described offline (from their names): %s", len(described), ", ".join(described))
     for name, reason in sorted(report.rejected.items()):

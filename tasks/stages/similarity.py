@@ -22,15 +22,16 @@ and the summary.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from tasks.agencies.catalog import catalog
 from tasks.agencies.spec import SimilarityPolicy
 from tasks.core.errors import BadInput
-from tasks.core.records import Sidecar, read_sidecar
+from tasks.core.records import CLIP_EXTENSIONS, Sidecar, read_sidecar
 from tasks.core.reports import PackReport
 from tasks.core.workdir import Workdir
-from tasks.images.inspect import ImageRules
+from tasks.images.inspect import ImageRules, image_rules
 from tasks.images.likeness import Likeness, Signature, named_alike
 from tasks.images.similar import Looks, pixel_digest
 from tasks.stores.ledger import Ledger
@@ -91,6 +92,8 @@ def duplicates(wd: Workdir, batch: list[Signature], matches: Mapping[str, list[t
     digests: dict[str, str | None] = {}
 
     def digest(x: Signature) -> str | None:
+        if x.digest:  # a clip's: its sampled frames' pixels, from its signature
+            return x.digest
         if x.name not in digests:
             try:
                 digests[x.name] = pixel_digest(wd.assets / x.name)
@@ -137,18 +140,22 @@ def same_words(batch: list[Signature]) -> dict[str, str]:
 
 def assess_similarity(wd: Workdir, batch: list[Signature], rules: list[ImageRules], already_held: Mapping[str, set],
                       same_motif_bits: int, policies: Mapping[str, SimilarityPolicy] | None = None,
-                      ) -> dict[str, dict[str, Risk]]:
+                      thumbs: Callable[[str], Path] | None = None) -> dict[str, dict[str, Risk]]:
     """agency -> asset name -> its risk and outcome, for every asset of ``batch`` and agency of ``rules``.
 
     ``already_held`` (agency -> names) are held back there by another rule: they count in no group's cap.
+    Images are compared with images and clips with clips (``batch`` is one kind): of the portfolio, only the
+    uploaded assets of the batch's kind. ``thumbs``: where the batch's thumbnails are (the portfolio keeps a copy).
     """
     policies = policies if policies is not None else _policies(wd, [r.agency for r in rules])
-    portfolio = add_to_portfolio(wd, read_portfolio(wd), batch)
+    portfolio = add_to_portfolio(wd, read_portfolio(wd), batch, thumbs)
     ledger = Ledger(wd.ledger).read()
     done = {r.agency: ledger.done_for(r.agency) for r in rules}
     in_batch = {s.sha256 for s in batch}
     uploaded_anywhere = set().union(*done.values()) if done else set()
-    earlier = [s for sha, s in portfolio.items() if sha in uploaded_anywhere and sha not in in_batch]
+    clips = any(s.is_clip for s in batch)
+    earlier = [s for sha, s in portfolio.items()
+               if sha in uploaded_anywhere and sha not in in_batch and s.is_clip == clips]
     index = SignatureIndex([*batch, *earlier])
     lowest = min((p.threshold for p in policies.values()), default=1.0)
     matches: dict[str, list[tuple[Signature, Likeness]]] = {
@@ -212,23 +219,66 @@ def hold_back_similar(wd: Workdir, report: PackReport, entries: Mapping[str, dic
     caps = {r.agency: r.max_versions for r in rules}
     for agency, per in risks.items():
         for name, risk in per.items():
-            if risk.outcome == "duplicate":
-                report.duplicate_held.setdefault(agency, set()).add(name)
-                report.held_back.setdefault(agency, {})[name] = (
-                    f"a duplicate of {risk.nearest}: the same pixels in another file (another encoding, or a copy "
-                    "with other metadata); one asset, sent once, never counted as a version")
-            if risk.outcome == "held back":
-                report.similar_held.setdefault(agency, set()).add(name)
-                report.held_back.setdefault(agency, {})[name] = (
-                    f"one of {risk.versions} versions of one motif (with {risk.motif}); "
-                    f"{agency} takes at most {caps[agency]} per motif; closest: {risk.nearest} "
-                    f"(score {risk.score:.2f}: {risk.why}) — `microstock similar release {name} --agency {agency}` "
-                    "sends it anyway")
+            why = held_reason(name, agency, risk, caps[agency])
+            if why is not None:
+                held = report.duplicate_held if risk.outcome == "duplicate" else report.similar_held
+                held.setdefault(agency, set()).add(name)
+                report.held_back.setdefault(agency, {})[name] = why
     named_alike_to = {name: r.same_words_as for per in risks.values() for name, r in per.items() if r.same_words_as}
     for name, first in sorted(named_alike_to.items()):
         log.warning("%s has the title and nearly the first ten keywords of %s, on another image: reviewers read a "
                     "series named alike as spam; `microstock similar distinct %s` sets it apart", name, first, name)
-    write_risks(wd, risks)
+    _write_kind(wd, risks, clips=False)
+    return risks
+
+
+def _is_clip(name: str) -> bool:
+    return Path(name).suffix.lower() in CLIP_EXTENSIONS
+
+
+def _write_kind(wd: Workdir, risks: dict[str, dict[str, Risk]], clips: bool) -> None:
+    """``reports/similarity.json`` with these risks of one kind (the images', from the pack stage, or the clips',
+    from the clips stage) and the other kind's as the file had them."""
+    merged = {a: {n: r for n, r in per.items() if _is_clip(n) != clips} for a, per in read_risks(wd).items()}
+    for agency, per in risks.items():
+        merged.setdefault(agency, {}).update(per)
+    write_risks(wd, {a: per for a, per in merged.items() if per})
+
+
+def held_reason(name: str, agency: str, risk: Risk, cap: int | None) -> str | None:
+    """Why the similarity check holds ``name`` back at ``agency`` (its words for the reports), None when it does not."""
+    if risk.outcome == "duplicate":
+        what = "frames" if _is_clip(name) else "pixels"
+        return (f"a duplicate of {risk.nearest}: the same {what} in another file (another encoding, or a copy "
+                "with other metadata); one asset, sent once, never counted as a version")
+    if risk.outcome == "held back":
+        return (f"one of {risk.versions} versions of one motif (with {risk.motif}); "
+                f"{agency} takes at most {cap} per motif; closest: {risk.nearest} "
+                f"(score {risk.score:.2f}: {risk.why}) — `microstock similar release {name} --agency {agency}` "
+                "sends it anyway")
+    return None
+
+
+def hold_back_similar_clips(wd: Workdir, batch: list[Signature], agencies: list[str],
+                            held_back: dict[str, dict[str, str]], same_motif_bits: int,
+                            thumbs: Callable[[str], Path]) -> dict[str, dict[str, Risk]]:
+    """The clips stage's check: the clips of ``batch`` compared with each other and with the clips uploaded
+    before, with the images' scoring and rules (each agency's ``[similarity]`` and ``max_versions_per_motif``);
+    a clip held back gets its reason in ``held_back`` (agency -> clip -> why, those held by a video rule kept)."""
+    if not batch:  # no clips: nothing to compare (the portfolio is not read), the clips' old risks dropped
+        if any(_is_clip(n) for per in read_risks(wd).values() for n in per):
+            _write_kind(wd, {}, clips=True)
+        return {}
+    rules = [image_rules(a, wd) for a in agencies]
+    risks = assess_similarity(wd, batch, rules, {a: set(h) for a, h in held_back.items()}, same_motif_bits,
+                              thumbs=thumbs)
+    caps = {r.agency: r.max_versions for r in rules}
+    for agency, per in risks.items():
+        for name, risk in per.items():
+            why = held_reason(name, agency, risk, caps[agency])
+            if why is not None:
+                held_back.setdefault(agency, {}).setdefault(name, why)
+    _write_kind(wd, risks, clips=True)
     return risks
 
 

@@ -2,7 +2,8 @@
 
 ``packs/portfolio.jsonl`` has one JSON object per line and asset (its
 content id ``sha256``, name, ``dhash``, ``phash``, ``colour``, title, first
-ten keywords), kept when the asset leaves the batch (the pack manifest drops
+ten keywords; a clip's ``frames`` too, the looks of each frame of its signature), kept
+when the asset leaves the batch (the pack manifest drops
 it then), with a 96 px copy of its thumbnail in ``packs/portfolio/<sha256[:16]>.jpg``
 so the review form can show it later. Which of them were uploaded to an
 agency is the ledger's answer, never this file's. A line that cannot be read
@@ -25,7 +26,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -59,8 +60,9 @@ def portfolio_thumb(wd: Workdir, sha256: str) -> Path:
 
 
 def _line(sig: Signature) -> dict:
+    clip = {"frames": [f.as_manifest() for f in sig.frames]} if sig.is_clip else {}
     return {"sha256": sig.sha256, "name": sig.name, **sig.looks.as_manifest(), "title": sig.title,
-            "keywords": list(sig.keywords)}
+            "keywords": list(sig.keywords), **clip}
 
 
 class PortfolioLine(BaseModel):
@@ -76,9 +78,10 @@ def _signature(d: dict) -> Signature:
     """One line's signature; ValueError when it is of the wrong shape or its hashes are missing."""
     line = PortfolioLine.model_validate(d)
     looks = Looks.from_manifest(d)
-    if looks is None:
+    frames = tuple(Looks.from_manifest(f) for f in d.get("frames") or ())
+    if looks is None or None in frames:
         raise ValueError("hashes missing")
-    return Signature(line.name, line.sha256, looks, line.title, line.keywords)
+    return Signature(line.name, line.sha256, looks, line.title, line.keywords, frames)  # type: ignore[arg-type]
 
 
 def read_portfolio(wd: Workdir) -> dict[str, Signature]:
@@ -88,10 +91,12 @@ def read_portfolio(wd: Workdir) -> dict[str, Signature]:
                                                   instead="the portfolio starts again from this batch")}
 
 
-def add_to_portfolio(wd: Workdir, known: dict[str, Signature], batch: Iterable[Signature]) -> dict[str, Signature]:
+def add_to_portfolio(wd: Workdir, known: dict[str, Signature], batch: Iterable[Signature],
+                     thumbs: Callable[[str], Path] | None = None) -> dict[str, Signature]:
     """``known`` with the batch's signatures added (a changed title or keywords replaces the line).
 
-    Keeps a 96 px copy of each new asset's thumbnail (``packs/portfolio/``) and rewrites the file only when
+    Keeps a 96 px copy of each new asset's thumbnail (``packs/portfolio/``; ``thumbs`` says where an asset's
+    thumbnail is, by name: by default the packed image's) and rewrites the file only when
     something changed: under ``packs/.portfolio.lock``, over the file as it is then, so what another run
     added meanwhile is kept.
     """
@@ -102,7 +107,7 @@ def add_to_portfolio(wd: Workdir, known: dict[str, Signature], batch: Iterable[S
             out[sig.sha256] = changed[sig.sha256] = sig
         kept = portfolio_thumb(wd, sig.sha256)
         if not kept.exists():
-            small = small_thumbnail(wd.packs / "thumbs" / ready_name(sig.name))
+            small = small_thumbnail(thumbs(sig.name) if thumbs else wd.packs / "thumbs" / ready_name(sig.name))
             if small is not None:
                 kept.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write_bytes(kept, small)
@@ -133,9 +138,9 @@ class SignatureIndex:
     """
 
     def __init__(self, signatures: Iterable[Signature], bands: int = BANDS, min_shared: int = MIN_SHARED) -> None:
-        same: dict[Looks, list[Signature]] = {}
+        same: dict[tuple, list[Signature]] = {}
         for sig in signatures:
-            same.setdefault(sig.looks, []).append(sig)
+            same.setdefault((sig.looks, sig.frames), []).append(sig)
         self._copies = list(same.values())
         self.items = [copies[0] for copies in self._copies]
         self.min_shared = min_shared
