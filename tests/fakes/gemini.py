@@ -52,6 +52,7 @@ import pytest
 from PIL import Image
 
 from tests.fakes.gemini_batch import FakeBatches
+from tests.fakes.gemini_files import FakeFiles
 from tests.fakes.gemini_models import FakeModels
 
 #: A key shaped like a real one; tests assert it never leaks past the request header.
@@ -79,6 +80,8 @@ class Reply:
     delay: float = 0.0
     #: Close the connection without sending anything.
     drop: bool = False
+    #: More response headers (the Files API's ``x-goog-upload-url`` / ``x-goog-upload-status``).
+    headers: dict[str, str] | None = None
 
 
 @dataclass
@@ -392,6 +395,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         self._serve("POST")
 
+    def do_DELETE(self):
+        self._serve("DELETE")
+
     def _serve(self, method: str) -> None:
         arrived = time.monotonic()
         length = int(self.headers.get("Content-Length") or 0)
@@ -404,12 +410,13 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.server.fake
         route = method == "POST" and re.match(
             rf"^/{re.escape(fake.api_version)}/models/[^/:?]+:generateContent(\?.*)?$", self.path)
-        refused = refusal(req, fake.api_version) if route else None
+        refused = (refusal(req, fake.api_version) or fake.files.refusal(req)) if route else None
         if route and refused is None:
             reply = fake._next_reply(req)
         else:  # a batch or models path (tests/fakes/gemini_batch.py, gemini_models.py), or what the real
             fake._record(req)  # endpoint says to a path it does not serve or a request it does not take
             reply = (refused or fake.batch.handle(method, self.path, req) or fake.models.handle(method, self.path)
+                     or fake.files.handle(method, self.path, req)
                      or error(404, f"The requested URL {self.path.split('?', 1)[0]} was not found on this server."))
         if reply.delay and fake._stopping.wait(reply.delay):
             self.close_connection = True
@@ -426,6 +433,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_response(reply.status)
             self.send_header("Content-Type", reply.content_type)
             self.send_header("Content-Length", str(len(body)))
+            for name, value in (reply.headers or {}).items():
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.write(body)
         except OSError:  # the client gave up (timeout) and closed the socket
@@ -459,6 +468,8 @@ class FakeGemini:
         #: The Models API: what it lists, scripted failures, records (tests/fakes/gemini_models.py).
         self.models = FakeModels(api_version, SERVED_MODELS, image_models=IMAGE_SIZES, reply_type=Reply,
                                  error=error)
+        #: The Files API: uploads, PROCESSING → ACTIVE, deletion (tests/fakes/gemini_files.py).
+        self.files = FakeFiles(api_version, base=lambda: self.url, reply_type=Reply, error=error)
 
     @property
     def url(self) -> str:
