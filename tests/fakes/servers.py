@@ -78,9 +78,14 @@ class ServerLog:
 
     def add(self, path: str | Path, complete: bool) -> None:
         p = Path(path)
-        data = p.read_bytes() if p.exists() else b""
+        digest, size = hashlib.sha256(), 0
+        if p.exists():  # streamed: a clip of hundreds of MB is never held whole
+            with open(p, "rb") as fh:
+                while block := fh.read(1 << 20):
+                    digest.update(block)
+                    size += len(block)
         with self._lock:
-            self.events.append(Received(p.name, len(data), hashlib.sha256(data).hexdigest(), complete))
+            self.events.append(Received(p.name, size, digest.hexdigest(), complete))
 
     def received(self, name: str | None = None) -> list[Received]:
         """Completed receive events (of ``name``, when given)."""
