@@ -32,7 +32,8 @@ PermanentError     ``permanent:<http code>``, ``refused:<REASON>`` (RECITATION, 
                    ``ftp:no_size``, ``sftp``, ``remote_differs``, ``permanent`` (a local folder)
 StageStopped       ``quota:daily``, ``quota:wait`` (the run's 429 waits used up), ``model``,
                    ``location``, ``request_shape``, ``account``, ``host_key`` (unknown or changed),
-                   ``tls:certificate``, ``tls:changed`` (not the pinned certificate), ``key_file``,
+                   ``tls:certificate``, ``tls:changed`` (not the pinned certificate), ``tls:pins``
+                   (``ftps_known_certs`` damaged or unusable: nothing checked or pinned), ``key_file``,
                    ``unconfirmed`` (stored, then gone), ``busy`` (another run holds the agency),
                    ``target:<error_class of the cause>``, ``disk_full`` (the workdir's disk has no room:
                    the stage stops with one line naming the disk and what it kept), ``unreachable`` (the
