@@ -26,10 +26,17 @@ The budget is twice the time the missing bytes need at that rate.
 
 from __future__ import annotations
 
+import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from tasks.core.files import atomic_write_bytes
+from tasks.core.state_files import set_aside
+
+logger = logging.getLogger("microstock.transports")
 
 #: The largest block servers are known to write at once (vsftpd's VSFTP_DATA_BUFSIZE).
 SERVER_WRITE_BLOCK = 64 * 1024
@@ -64,8 +71,14 @@ class SendsInFlight:
         self.folder = folder
 
     def begin(self, name: str) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        (self.folder / name).write_text(f"{time.time():.3f}\n", encoding="ascii")
+        """Mark the send of ``name`` as begun now, the marker written whole (a crash mid-write leaves the old
+        marker or none, never a torn one); a folder in its place is set aside first, with one warning."""
+        marker, stamp = self.folder / name, f"{time.time():.3f}\n".encode("ascii")
+        try:
+            atomic_write_bytes(marker, stamp)
+        except IsADirectoryError:
+            logger.warning("%s is a folder, not a marker of a send: set aside as %s", marker, set_aside(marker).name)
+            atomic_write_bytes(marker, stamp)
 
     def end(self, name: str) -> None:
         (self.folder / name).unlink(missing_ok=True)
@@ -74,7 +87,9 @@ class SendsInFlight:
         """When the send of ``name`` began, as a ``time.monotonic()`` value; None without a marker."""
         try:
             epoch = float((self.folder / name).read_text(encoding="ascii"))
-        except (OSError, ValueError):
+        except (OSError, ValueError):  # none, or damaged (not ASCII, empty, cut short): it only informs
+            return None
+        if not math.isfinite(epoch):  # "inf", "nan": no time a send began
             return None
         return time.monotonic() - max(0.0, time.time() - epoch)
 
