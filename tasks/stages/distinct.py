@@ -15,19 +15,17 @@ again (its embedded metadata changed) and checks it again.
 
 from __future__ import annotations
 
-import json
 import logging
 
 from tasks.agencies.keyword_rules import apply_keyword_rules
 from tasks.agencies.protected import ProtectedNames
 from tasks.core.errors import BadInput
-from tasks.core.files import atomic_write_bytes
 from tasks.core.records import Asset, Metadata, Sidecar, read_sidecar, save_sidecar
 from tasks.core.settings import KeywordSettings
 from tasks.core.workdir import Workdir
 from tasks.stages.offline_describer import Describer
 from tasks.stores.portfolio import read_portfolio
-from tasks.stores.similar_risks import Risk, read_distinct, read_risks
+from tasks.stores.similar_risks import Risk, read_risks, record_distinct
 
 log = logging.getLogger(__name__)
 
@@ -74,15 +72,12 @@ def make_distinct(wd: Workdir, describer: Describer, names: list[str] | None = N
     """
     risks = read_risks(wd)
     portfolio = read_portfolio(wd)
-    changes = read_distinct(wd)
     done: dict[str, dict] = {}
     try:
         _set_apart_each(wd, describer, names, risks, portfolio, done, rules)
     finally:  # the before/after of each asset already rewritten is kept even when a later one fails
-        if done:
-            changes.update(done)
-            atomic_write_bytes(wd.reports / "distinct.json",
-                               json.dumps(changes, indent=1, ensure_ascii=False).encode())
+        if done:  # added to the file as it is now, under its lock: another process's changes are kept
+            record_distinct(wd, done)
     return done
 
 

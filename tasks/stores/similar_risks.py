@@ -7,7 +7,8 @@ Three files in the workdir (docs/INTERFACE.md):
   ``batch-assets`` and the terminal summary read it.
 * ``reports/distinct.json`` — what ``microstock similar distinct`` changed:
   ``{asset name: {"before": {title, keywords}, "after": {title, keywords}, "by"}}``
-  (the first ten keywords), shown in the review form.
+  (the first ten keywords), shown in the review form; read, added to and
+  rewritten under ``reports/.distinct.lock``.
 * ``similar_released.json`` — the releases, kept across runs:
   ``{"released": [{"agency", "asset", "sha256", "at"}]}``. A released asset is
   sent to that agency however alike it is; the release is for its content
@@ -168,5 +169,20 @@ def _distinct(raw: bytes) -> dict[str, dict]:
 def read_distinct(wd: Workdir) -> dict[str, dict]:
     """asset name -> ``{"before", "after", "by"}`` of each title and keyword change made to set it apart (a
     damaged file is set aside: the review form shows no before and after)."""
-    return read_file(wd.reports / "distinct.json", _distinct,
+    return read_file(_distinct_path(wd), _distinct,
                      "the review form shows no before and after of `similar distinct`") or {}
+
+
+def _distinct_path(wd: Workdir) -> Path:
+    return wd.reports / "distinct.json"
+
+
+def record_distinct(wd: Workdir, changes: dict[str, dict]) -> None:
+    """Keep the before and after of each asset ``similar distinct`` set apart (name -> ``{before, after, by}``).
+
+    Read again, added to and rewritten under ``reports/.distinct.lock``: two ``similar distinct`` at once (of
+    other assets) both keep theirs; an asset set apart again keeps its latest change."""
+    with exclusive_lock(wd.reports / ".distinct.lock", "the changes of `similar distinct`"):
+        kept = read_distinct(wd)
+        kept.update(changes)
+        atomic_write_bytes(_distinct_path(wd), json.dumps(kept, indent=1, ensure_ascii=False).encode("utf-8"))

@@ -3,6 +3,8 @@ the change is kept and shown in the review form, and the next pack embeds it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tasks.core.records import described_sidecars, read_sidecar
 from tasks.core.reports import CsvReport
 from tasks.core.settings import Settings
@@ -62,3 +64,41 @@ def test_a_failing_name_keeps_the_record_of_the_assets_already_set_apart(tmp_pat
     assert changed != before, "the first name was rewritten before the bad one"
     kept = json.loads((wd.reports / "distinct.json").read_text(encoding="utf-8"))
     assert kept[renders[1]]["before"]["title"] == before and kept[renders[1]]["after"]["title"] == changed
+
+
+class _AllAtOnce(OfflineDescriber):
+    """The offline describer, answering only once every process has asked (all have begun before any records)."""
+
+    def __init__(self, barrier) -> None:
+        super().__init__()
+        self.barrier = barrier
+
+    def set_apart(self, asset, metadata, others):
+        self.barrier.wait(10)
+        return super().set_apart(asset, metadata, others)
+
+
+def _set_apart(root: str, name: str, barrier) -> None:
+    make_distinct(Workdir(Path(root)), _AllAtOnce(barrier), [name])
+
+
+def test_processes_setting_assets_apart_at_once_all_keep_their_change(tmp_path):
+    """Each of three processes sets one asset apart; all three began before any wrote ``distinct.json``."""
+    import json
+    import multiprocessing
+
+    wd = Workdir(tmp_path / "w").prepare()
+    renders = add_renders(wd, range(1, 5))
+    pack_and_upload(wd)
+    ctx = multiprocessing.get_context("fork")
+    barrier = ctx.Barrier(3)
+    procs = [ctx.Process(target=_set_apart, args=(str(wd.root), name, barrier)) for name in renders[1:]]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(20)
+    assert [p.exitcode for p in procs] == [0, 0, 0]
+    kept = json.loads((wd.reports / "distinct.json").read_text(encoding="utf-8"))
+    assert sorted(kept) == renders[1:]
+    for name in renders[1:]:  # each entry is that asset's change, as its sidecar now has it
+        assert kept[name]["after"]["title"] == read_sidecar(wd.sidecar(name)).metadata.title
