@@ -11,6 +11,7 @@ asset is described. An :class:`UploadItem` is what the upload stage and
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from tasks.core.files import atomic_write_bytes, sha256_file
+from tasks.core.files import atomic_write_bytes, exclusive_lock, sha256_file
 from tasks.core.state_files import read_file
 from tasks.core.workdir import Workdir
 
@@ -153,16 +154,32 @@ def read_sidecar(path: Path) -> Sidecar | None:
     return read_file(path, Sidecar.model_validate_json, "the asset is described again")
 
 
+#: Held while a sidecar is read, changed and written back (in the sidecar's folder, ``assets/``).
+SIDECARS_LOCK = ".sidecars.lock"
+
+
+def update_sidecar(path: Path, change: Callable[[Sidecar], Sidecar | None]) -> Sidecar | None:
+    """Read the sidecar at ``path``, ``change`` it and write it back, under ``assets/.sidecars.lock``: two
+    processes changing one sidecar at once (a review decision in the form while ``similar distinct`` or the
+    pack stage rewrites it) both keep their change. ``change`` returns the sidecar to write, or None to leave
+    it as it is. The sidecar as it is now; None when there is none."""
+    with exclusive_lock(path.parent / SIDECARS_LOCK, "changing a sidecar"):
+        sidecar = read_sidecar(path)
+        if sidecar is None:
+            return None
+        changed = change(sidecar)
+        if changed is None:
+            return sidecar
+        save_sidecar(path, changed)
+        return changed
+
+
 def record_review(path: Path, decision: Literal["approved", "rejected"] | None, by: str = "review") -> Sidecar | None:
-    """Write a review decision into the sidecar at ``path`` (atomically), or drop it (``None``: asked
-    again by the next run); None when there is no sidecar."""
-    sidecar = read_sidecar(path)
-    if sidecar is None:
-        return None
-    sidecar.review = None if decision is None else ReviewDecision(
+    """Write a review decision into the sidecar at ``path`` (atomically, :func:`update_sidecar`), or drop it
+    (``None``: asked again by the next run); None when there is no sidecar."""
+    review = None if decision is None else ReviewDecision(
         decision=decision, at=datetime.now(timezone.utc).isoformat(timespec="seconds"), by=by)
-    save_sidecar(path, sidecar)
-    return sidecar
+    return update_sidecar(path, lambda sidecar: sidecar.model_copy(update={"review": review}))
 
 
 def save_sidecar(path: Path, sidecar: Sidecar) -> None:
@@ -173,11 +190,10 @@ def save_sidecar(path: Path, sidecar: Sidecar) -> None:
 
 
 def record_upscaled(path: Path, upscaled: Upscaled | None) -> None:
-    """Write (or clear, with None) the pack stage's enlargement into the sidecar at ``path`` when it changed."""
-    sidecar = read_sidecar(path)
-    if sidecar is not None and sidecar.upscaled != upscaled:
-        sidecar.upscaled = upscaled
-        save_sidecar(path, sidecar)
+    """Write (or clear, with None) the pack stage's enlargement into the sidecar at ``path`` when it changed
+    (:func:`update_sidecar`)."""
+    update_sidecar(path, lambda sidecar: None if sidecar.upscaled == upscaled
+                   else sidecar.model_copy(update={"upscaled": upscaled}))
 
 
 def iter_asset_files(assets_dir: Path, extensions: set[str] = ACCEPTED_EXTENSIONS) -> list[Path]:

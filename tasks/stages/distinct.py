@@ -20,7 +20,7 @@ import logging
 from tasks.agencies.keyword_rules import apply_keyword_rules
 from tasks.agencies.protected import ProtectedNames
 from tasks.core.errors import BadInput
-from tasks.core.records import Asset, Metadata, Sidecar, read_sidecar, save_sidecar
+from tasks.core.records import Asset, Metadata, Sidecar, read_sidecar, update_sidecar
 from tasks.core.settings import KeywordSettings
 from tasks.core.workdir import Workdir
 from tasks.stages.offline_describer import Describer
@@ -95,8 +95,24 @@ def _set_apart_each(wd: Workdir, describer: Describer, names: list[str] | None, 
         before = sidecar.metadata
         new = describer.set_apart(Asset(name=name, asset_id=sidecar.asset_id, path=wd.assets / name), before, others)
         new = apply_keyword_rules(new, rules, protected)[0]
-        save_sidecar(wd.sidecar(name), sidecar.model_copy(update={"metadata": before.model_copy(
-            update={"title": new.title, "keywords": new.keywords})}))
+        if not _retitle(wd, sidecar, new):
+            log.warning("%s: its sidecar changed while it was being set apart (its words edited, or the asset "
+                        "described again): left as it is now, the new title not written", name)
+            continue
         done[name] = {"before": {"title": before.title, "keywords": before.keywords[:10]},
                       "after": {"title": new.title, "keywords": new.keywords[:10]}, "by": describer.name}
         log.info("%s: retitled %r → %r", name, before.title, new.title)
+
+
+def _retitle(wd: Workdir, was: Sidecar, new: Metadata) -> bool:
+    """Write ``new``'s title and keywords into the sidecar as it is now (a review decision made meanwhile is
+    kept); False, nothing written, when its asset or its title and keywords are no longer ``was``'s."""
+    def retitled(now: Sidecar) -> Sidecar | None:
+        if now.asset_id != was.asset_id or (now.metadata.title, now.metadata.keywords) != (
+                was.metadata.title, was.metadata.keywords):
+            return None
+        return now.model_copy(update={"metadata": now.metadata.model_copy(
+            update={"title": new.title, "keywords": new.keywords})})
+
+    written = update_sidecar(wd.sidecar(was.name), retitled)
+    return written is not None and written.metadata.title == new.title and written.metadata.keywords == new.keywords

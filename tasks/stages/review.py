@@ -57,7 +57,7 @@ from pydantic import BaseModel, Field
 from tasks.agencies.catalog import catalog
 from tasks.agencies.protected import ProtectedNames
 from tasks.agencies.rows import RowResult, build_row
-from tasks.core.records import Sidecar, described_sidecars, read_sidecar, ready_name, record_review, save_sidecar
+from tasks.core.records import Sidecar, described_sidecars, read_sidecar, ready_name, record_review, update_sidecar
 from tasks.core.reports import CsvReport, PackReport
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
@@ -276,13 +276,9 @@ def decided_while_waiting(wd: Workdir, asked: list[str]) -> dict[str, str]:
 def apply_correction(wd: Workdir, name: str, correction: Correction) -> Sidecar | None:
     """Write a corrected title, description and/or keywords into the asset's sidecar (the form's corrections and
     ``microstock review edit`` both come here); the sidecar written, None when there is none."""
-    sidecar = read_sidecar(wd.sidecar(name))
-    if sidecar is None:
-        return None
     update = correction.model_dump(include={"title", "description", "keywords"}, exclude_none=True)
-    sidecar.metadata = sidecar.metadata.model_copy(update=update)
-    save_sidecar(wd.sidecar(name), sidecar)
-    return sidecar
+    return update_sidecar(wd.sidecar(name), lambda sidecar: sidecar.model_copy(
+        update={"metadata": sidecar.metadata.model_copy(update=update)}))
 
 
 def edited_since(wd: Workdir, before: list[Sidecar]) -> list[str]:

@@ -102,3 +102,42 @@ def test_processes_setting_assets_apart_at_once_all_keep_their_change(tmp_path):
     assert sorted(kept) == renders[1:]
     for name in renders[1:]:  # each entry is that asset's change, as its sidecar now has it
         assert kept[name]["after"]["title"] == read_sidecar(wd.sidecar(name)).metadata.title
+
+
+class _Meanwhile(OfflineDescriber):
+    """The offline describer, during whose answer (a Gemini call takes seconds) ``meanwhile`` happens."""
+
+    def __init__(self, meanwhile) -> None:
+        super().__init__()
+        self.meanwhile = meanwhile
+
+    def set_apart(self, asset, metadata, others):
+        self.meanwhile(asset.name)
+        return super().set_apart(asset, metadata, others)
+
+
+def test_a_review_decision_made_while_an_asset_is_set_apart_is_kept(tmp_path):
+    from tasks.core.records import record_review
+
+    wd = Workdir(tmp_path / "w").prepare()
+    renders = add_renders(wd, range(1, 3))
+    pack_and_upload(wd)
+    before = read_sidecar(wd.sidecar(renders[1])).metadata.title
+    changed = make_distinct(wd, _Meanwhile(lambda name: record_review(wd.sidecar(name), "rejected", "the form")),
+                            [renders[1]])
+    now = read_sidecar(wd.sidecar(renders[1]))
+    assert now.rejected and now.review.by == "the form"  # the contributor's rejection stands
+    assert now.metadata.title != before and changed[renders[1]]["after"]["title"] == now.metadata.title
+
+
+def test_words_edited_while_an_asset_is_set_apart_are_kept_and_the_new_ones_not_written(tmp_path, caplog):
+    from tasks.stages.review import Correction, apply_correction
+
+    wd = Workdir(tmp_path / "w").prepare()
+    renders = add_renders(wd, range(1, 3))
+    pack_and_upload(wd)
+    edit = lambda name: apply_correction(wd, name, Correction(file=name, title="My own title"))  # noqa: E731
+    changed = make_distinct(wd, _Meanwhile(edit), [renders[1]])
+    assert read_sidecar(wd.sidecar(renders[1])).metadata.title == "My own title"
+    assert changed == {} and not (wd.reports / "distinct.json").exists()
+    assert "changed while it was being set apart" in caplog.text
