@@ -89,6 +89,7 @@ class CertificatePins:
         pinned: dict[str, str] = {}
         first: dict[str, int] = {}
         for n, line in enumerate(raw.split(b"\n"), 1):
+            line = line.removesuffix(b"\r")  # a line end saved by a Windows editor is no damage
             if not line:
                 continue
             try:
@@ -97,9 +98,7 @@ class CertificatePins:
                 raise self._damaged(where, n, f"byte {exc.start + 1} is not ASCII") from None
             found = _PIN_LINE.fullmatch(text)
             if found is None:
-                why = "it ends in a carriage return" if text.endswith("\r") and _PIN_LINE.fullmatch(text[:-1]) \
-                    else "not `host:port SHA256:` and 32 hex pairs, one space between"
-                raise self._damaged(where, n, why)
+                raise self._damaged(where, n, "not `host:port SHA256:` and 32 hex pairs, one space between")
             host_port, pin = found["key"], "SHA256:" + found["pin"][len("SHA256:"):].lower()
             if pinned.setdefault(host_port, pin) != pin:
                 raise self._damaged(where, n, f"a second, different pin for {printable(host_port)} "

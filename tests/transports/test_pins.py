@@ -56,13 +56,38 @@ def test_a_folder_in_the_pin_files_place_stops_the_connection_not_a_network_retr
     assert path.is_dir() and list(path.parent.iterdir()) == [path]  # never set aside
 
 
+def test_a_pin_file_damaged_by_an_editor_stops_the_agency_when_the_certificate_is_swapped(
+        workdir, ftps_server, monkeypatch, tmp_path):
+    """A run pins the server; the contributor notes which server it is after the pin; an impostor's certificate
+    comes. Before: the noted line was dropped, the impostor pinned and sent the files and the password."""
+    from tasks.core.settings import AgencySettings
+    from tasks.stages.upload import upload_agency
+    from tests.fakes.servers import make_self_signed_cert
+    from tests.stages.test_upload import make_items
+
+    monkeypatch.setenv("MICROSTOCK_VECTEEZY_PASSWORD", PASSWORD)
+    settings = AgencySettings(target=ftps_server.url(), timeout_s=5, trust_unknown_host=True)
+    assert upload_agency(workdir, "vecteezy", make_items(workdir, 1), settings).uploaded == ["img_000.jpg"]
+    path = workdir.root / "ftps_known_certs"
+    path.write_bytes(path.read_bytes().replace(b"\n", b" # vecteezy\n"))
+    damaged, passwords = path.read_bytes(), ftps_server.log.passwords
+    (tmp_path / "impostor").mkdir()
+    ftps_server.use_certificate(make_self_signed_cert(tmp_path / "impostor"))
+    report = upload_agency(workdir, "vecteezy", make_items(workdir, 2, prefix="more"), settings)
+    assert report.uploaded == [] and sorted(report.not_tried) == ["more_000.jpg", "more_001.jpg"]
+    assert f"correct or delete line 1 of {path}" in report.stopped and "one space between" in report.stopped
+    assert "\n" not in report.stopped and PASSWORD not in report.stopped
+    assert ftps_server.log.passwords == passwords and path.read_bytes() == damaged
+
+
 GOOD = f"h:21 {OTHER}\n"
 
 
 @pytest.mark.parametrize(("content", "line", "why"), [
     (f"h:21  {OTHER}\n", 1, "one space between"),
     (f"{GOOD}h:22 {OTHER[:40]}\n", 2, "32 hex pairs"),  # cut short
-    (f"h:21 {OTHER}\r\n", 1, "carriage return"),
+    (f"h:21 {OTHER}\r\r\n", 1, "one space between"),
+    (f"h:21\t{OTHER}\n", 1, "one space between"),
     (f"# pins\n{GOOD}", 1, "one space between"),
     (f" {GOOD}", 1, "one space between"),
     (f"h:21 {OTHER} old\n", 1, "one space between"),
@@ -87,14 +112,15 @@ def test_a_pin_file_that_cannot_be_opened_stops_with_one_line(tmp_path):
     assert str(path) in err.message and "cannot be used" in err.message and "readable, writable file" in err.message
 
 
-def test_empty_lines_upper_case_hex_and_a_last_line_without_newline_are_no_damage(tmp_path):
+def test_empty_lines_windows_line_ends_upper_case_hex_and_a_last_line_without_newline_are_no_damage(tmp_path):
     path = tmp_path / "ftps_known_certs"
     upper = "SHA256:" + OTHER[len("SHA256:"):].upper()
-    path.write_text(f"\nh:21 {upper}", encoding="ascii")  # hand-written: no newline at the end
+    path.write_text(f"\r\nh:21 {upper}", encoding="ascii")  # hand-written: Windows line ends, none at the end
     pins = CertificatePins(path)
     pins.check(WHERE, "h", 21, b"the certificate pinned first")  # the same certificate: passes
     pins.check(WHERE, "::1", 990, b"new")  # first use: pinned on a line of its own
-    assert path.read_text(encoding="ascii").splitlines() == ["", f"h:21 {upper}", f"::1:990 {fingerprint(b'new')}"]
+    lines = path.read_bytes().decode("ascii").split("\n")
+    assert lines == ["\r", f"h:21 {upper}", f"::1:990 {fingerprint(b'new')}", ""]
     with pytest.raises(StageStopped, match="CHANGED"):
         pins.check(WHERE, "::1", 990, b"another")
     with pytest.raises(StageStopped, match="CHANGED"):
