@@ -81,7 +81,12 @@ class SendsInFlight:
             atomic_write_bytes(marker, stamp)
 
     def end(self, name: str) -> None:
-        (self.folder / name).unlink(missing_ok=True)
+        """Drop the marker of ``name`` (its send is recorded); a folder in its place is set aside."""
+        marker = self.folder / name
+        try:
+            marker.unlink(missing_ok=True)
+        except IsADirectoryError:
+            logger.warning("%s is a folder, not a marker of a send: set aside as %s", marker, set_aside(marker).name)
 
     def began(self, name: str) -> float | None:
         """When the send of ``name`` began, as a ``time.monotonic()`` value; None without a marker."""

@@ -64,3 +64,11 @@ def test_a_folder_in_a_markers_place_is_set_aside_and_the_send_marked(tmp_path, 
     assert sends.began("a.jpg") is not None
     [aside] = [p for p in tmp_path.iterdir() if p.name.startswith("a.jpg.damaged-")]
     assert aside.is_dir() and "a folder, not a marker" in caplog.text
+
+
+def test_a_folder_in_a_markers_place_when_its_send_is_recorded_is_set_aside(tmp_path):
+    """A file found whole on the server is recorded without a send of this run: its marker is dropped then."""
+    (tmp_path / "a.jpg").mkdir()
+    SendsInFlight(tmp_path).end("a.jpg")
+    [aside] = tmp_path.iterdir()
+    assert aside.name.startswith("a.jpg.damaged-") and aside.is_dir()
