@@ -1,0 +1,197 @@
+"""Extended XMP (issue 37 item 1): a packet over 64 KB that continues in ``http://ns.adobe.com/xmp/extension/``
+segments is read and carried whole, edited like the main packet. The source is written by exiftool (an independent
+writer: it moves the largest properties to the extension, as Lightroom's toolkit does) and read back by exiftool;
+exiv2 0.27.6 reads the main packet only (it does not read extended XMP), so it checks that one."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tasks.core.settings import PackSettings
+from tasks.images.contributor_meta import read_embedded
+from tasks.images.embed import embed_metadata
+from tasks.images.jpeg_segments import metadata_segments
+from tasks.images.ready import ready_jpeg
+from tests.fakes.photo_library import jpeg, segment
+
+SMALL = (64, 48)
+EXTENSION = b"http://ns.adobe.com/xmp/extension/\x00"
+MAIN = b"http://ns.adobe.com/xap/1.0/\x00"
+KEYWORDS = [f"keyword {i:04d} of the shoot" for i in range(1300)]
+HIERARCHY = [f"places|harbour|pier {i:04d}" for i in range(1100)]
+#: exiftool fills the main packet smallest property first, so these three (over the room left) go to the extension,
+#: and photoshop:History (smaller) stays in the main packet with the rest.
+FIX = "fix from the phone; " * 2300
+HISTORY = "step; " * 3300
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        pytest.fail(f"{name} is not installed: `make test` installs it (Debian's libimage-exiftool-perl, exiv2)")
+    return found
+
+
+def exiftool(path: Path) -> dict:
+    """Every XMP tag exiftool reads (``-G1 -a``: duplicates too, main packet and extension alike; ``-m``: lists
+    past 1000 items too), and its warnings (an incomplete or unnamed extension is one)."""
+    out = subprocess.run([_tool("exiftool"), "-j", "-m", "-G1", "-a", "-struct", "-XMP:all", "-Warning", str(path)],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)[0]
+
+
+def exiv2(path: Path) -> dict[str, str]:
+    out = subprocess.run([_tool("exiv2"), "-q", "-PXkv", str(path)], capture_output=True, text=True).stdout
+    return dict((line.split(maxsplit=1) + [""])[:2] for line in out.splitlines())
+
+
+@pytest.fixture(scope="module")
+def lightroom(tmp_path_factory) -> Path:
+    """A photo with a ~150 KB extended XMP, written by exiftool."""
+    root = tmp_path_factory.mktemp("extended")
+    (root / "plain.jpg").write_bytes(jpeg(3, size=SMALL))
+    args = [f"-XMP-dc:Subject={k}" for k in KEYWORDS] + [f"-XMP-lr:HierarchicalSubject={h}" for h in HIERARCHY]
+    args += [f"-XMP-exif:GPSProcessingMethod={FIX}", f"-XMP-photoshop:History={HISTORY}",
+             "-XMP-exif:GPSLatitude=51.5 N", "-XMP-exif:GPSLongitude=0.12 W", "-XMP-dc:Title=Pier at dawn",
+             "-XMP-dc:Creator=José Müller", "-XMP-dc:Rights=© 2026 José Müller", "-XMP-tiff:Orientation#=1"]
+    (root / "args.txt").write_text("\n".join(args) + "\n", encoding="utf-8")
+    subprocess.run([_tool("exiftool"), "-q", "-charset", "filename=utf8", "-@", str(root / "args.txt"), "-o",
+                    str(root / "pier.jpg"), str(root / "plain.jpg")], check=True)
+    path = root / "pier.jpg"
+    parts = _parts(path.read_bytes())
+    assert len(parts) >= 2 and 140_000 < parts[0][1] < 200_000, "exiftool must have written a ~150 KB extension"
+    return path
+
+
+def _parts(data: bytes) -> list[tuple[str, int, int, bytes]]:
+    """(GUID, full length, offset, portion) of each extension segment, read here on their own."""
+    n = len(EXTENSION)
+    return [(p[n:n + 32].decode(), int.from_bytes(p[n + 32:n + 36], "big"), int.from_bytes(p[n + 36:n + 40], "big"),
+             p[n + 40:]) for m, p in metadata_segments(data) if m == 0xE1 and p.startswith(EXTENSION)]
+
+
+def _extension_is_sound(data: bytes) -> bytes:
+    """The extended packet of ``data``, after checking its layout: portions in order, full, GUID = its MD5, and the
+    main packet names it."""
+    parts = _parts(data)
+    whole = b"".join(p for _, _, _, p in sorted(parts, key=lambda p: p[2]))
+    [guid] = {g for g, _, _, _ in parts}
+    assert {full for _, full, _, _ in parts} == {len(whole)}
+    assert [off for _, _, off, _ in parts] == sorted(off for _, _, off, _ in parts)
+    assert all(len(p) <= 65458 for _, _, _, p in parts)
+    assert guid == hashlib.md5(whole).hexdigest().upper()
+    [main] = [p for m, p in metadata_segments(data) if m == 0xE1 and p.startswith(MAIN)]
+    assert guid.encode() in main
+    return whole
+
+
+def test_keywords_in_the_extension_are_read(lightroom):
+    found = read_embedded(lightroom)
+    assert found.title == "Pier at dawn"  # from the main packet
+    assert found.keywords == KEYWORDS  # the main packet has none: all 1300 from the extension, in order
+    assert found.notes == []
+
+
+def test_the_kept_copy_carries_the_extension_whole_without_gps_or_orientation(lightroom, tmp_path):
+    for strip in (True, False):
+        out = tmp_path / f"kept-{strip}.jpg"
+        out.write_bytes(ready_jpeg(lightroom, PackSettings(strip_location=strip)).jpeg)
+        tags = exiftool(out)
+        assert "ExifTool:Warning" not in tags  # exiftool found the extension the main packet names, complete
+        assert tags["XMP-dc:Subject"] == KEYWORDS and tags["XMP-lr:HierarchicalSubject"] == HIERARCHY
+        assert (tags["XMP-dc:Title"], tags["XMP-dc:Creator"]) == ("Pier at dawn", ["José Müller"])
+        assert tags["XMP-photoshop:History"] == HISTORY
+        assert not [k for k in tags if k.endswith(":Orientation")]
+        gps = sorted(k for k in tags if k.startswith("XMP-exif:GPS"))
+        if strip:  # from the main packet (latitude, longitude) and from the extension (processing method)
+            assert gps == []
+        else:
+            assert gps == ["XMP-exif:GPSLatitude", "XMP-exif:GPSLongitude", "XMP-exif:GPSProcessingMethod"]
+        whole = _extension_is_sound(out.read_bytes())
+        assert (b"GPSProcessingMethod" in whole) is not strip  # a new GUID: the extension changed
+    assert "Xmp.tiff.Orientation" not in exiv2(tmp_path / "kept-True.jpg")
+
+
+def test_the_packed_copy_keeps_the_extension_but_not_the_fields_the_project_writes(lightroom, tmp_path):
+    ready = ready_jpeg(lightroom, PackSettings())
+    out = tmp_path / "packed.jpg"
+    out.write_bytes(embed_metadata(ready.jpeg, "Pier at dawn", "A wooden pier at dawn", ["pier", "dawn"]))
+    tags = exiftool(out)
+    assert "ExifTool:Warning" not in tags
+    # One dc:subject, the project's: left in the extension, the old list would be merged over it (Adobe's toolkit).
+    assert tags["XMP-dc:Subject"] == ["pier", "dawn"]
+    assert tags["XMP-lr:HierarchicalSubject"] == HIERARCHY and tags["XMP-photoshop:History"] == HISTORY
+    assert tags["XMP-dc:Rights"] == "© 2026 José Müller"
+    assert not [k for k in tags if k.endswith(":Orientation") or k.startswith("XMP-exif:GPS")]
+    whole = _extension_is_sound(out.read_bytes())
+    assert b"dc:subject" not in whole and b"lr:hierarchicalSubject" in whole
+    seen = exiv2(out)  # the main packet, as exiv2 reads it
+    assert seen["Xmp.dc.subject"] == "pier, dawn" and seen["Xmp.dc.creator"] == "José Müller"
+    assert not [k for k in seen if k.endswith(".Orientation") or k.startswith("Xmp.exif.GPS")]
+
+
+def test_an_extension_left_empty_by_the_edits_goes_with_its_pointer(tmp_path):
+    main, extension = _pair(b"<exif:GPSLatitude>51,30.0N</exif:GPSLatitude><tiff:Orientation>6</tiff:Orientation>")
+    source = tmp_path / "gps.jpg"
+    source.write_bytes(jpeg(4, main, *extension, size=SMALL))
+    before = exiftool(source)
+    assert before["XMP-tiff:Orientation"] == "Rotate 90 CW" and "XMP-exif:GPSLatitude" in before  # read there
+    out = tmp_path / "kept.jpg"
+    ready = ready_jpeg(source, PackSettings())
+    out.write_bytes(ready.jpeg)
+    tags = exiftool(out)
+    assert not [k for k in tags if k.endswith(":Orientation") or k.startswith("XMP-exif:GPS")]
+    assert "XMP-xmpNote:HasExtendedXMP" not in tags and _parts(ready.jpeg) == []
+    assert tags["XMP-dc:Title"] == "Harbour wall"
+
+
+def _pair(properties: bytes, guid: str | None = None) -> tuple[bytes, list[bytes]]:
+    """A main XMP segment (a title) naming an extension that holds ``properties``, as the specification lays it
+    out (built here, in 100-byte portions, so that one file has several)."""
+    packet = (b"<x:xmpmeta xmlns:x='adobe:ns:meta/'><rdf:RDF xmlns:rdf='http://www.w3.org/1999/02/22-rdf-syntax-ns#'>"
+              b"<rdf:Description rdf:about='' xmlns:exif='http://ns.adobe.com/exif/1.0/'"
+              b" xmlns:tiff='http://ns.adobe.com/tiff/1.0/'>" + properties
+              + b"</rdf:Description></rdf:RDF></x:xmpmeta>")
+    guid = guid or hashlib.md5(packet).hexdigest().upper()
+    main = (b"<?xpacket begin='\xef\xbb\xbf' id='W5M0MpCehiHzreSzNTczkc9d'?><x:xmpmeta xmlns:x='adobe:ns:meta/'>"
+            b"<rdf:RDF xmlns:rdf='http://www.w3.org/1999/02/22-rdf-syntax-ns#'><rdf:Description rdf:about=''"
+            b" xmlns:dc='http://purl.org/dc/elements/1.1/' xmlns:xmpNote='http://ns.adobe.com/xmp/note/'"
+            b" xmpNote:HasExtendedXMP='" + guid.encode() + b"'><dc:title><rdf:Alt><rdf:li xml:lang='x-default'>"
+            b"Harbour wall</rdf:li></rdf:Alt></dc:title></rdf:Description></rdf:RDF></x:xmpmeta><?xpacket end='w'?>")
+    portions = [segment(0xE1, EXTENSION + guid.encode() + len(packet).to_bytes(4, "big") + at.to_bytes(4, "big")
+                        + packet[at:at + 100]) for at in range(0, len(packet), 100)]
+    return segment(0xE1, MAIN + main), portions[::-1]  # readers must take portions in any order
+
+
+@pytest.mark.parametrize(("damage", "note"), [
+    ("missing", "is incomplete"),
+    ("digest", "its MD5 is"),
+    ("named", "that the file does not have"),
+])
+def test_a_damaged_extension_is_a_note_and_the_main_packet_still_counts(tmp_path, damage, note):
+    properties = b"<exif:UserComment>kept whole</exif:UserComment>"
+    main, extension = _pair(properties, guid="0" * 32 if damage == "digest" else None)
+    if damage == "missing":
+        extension = extension[1:]
+    if damage == "named":
+        extension = []
+    source = tmp_path / "damaged.jpg"
+    source.write_bytes(jpeg(5, main, *extension, size=SMALL))
+    found = read_embedded(source)
+    assert found.title == "Harbour wall" and any(note in n for n in found.notes), found.notes
+    out = tmp_path / "kept.jpg"
+    out.write_bytes(ready_jpeg(source, PackSettings()).jpeg)
+    tags = exiftool(out)
+    assert tags["XMP-dc:Title"] == "Harbour wall" and "ExifTool:Warning" not in tags
+    if damage == "digest":  # complete and well-formed: carried, under its true digest
+        assert tags["XMP-exif:UserComment"] == "kept whole"
+        _extension_is_sound(out.read_bytes())
+    else:  # nothing whole to carry: neither the portions left nor a pointer to them
+        assert "XMP-exif:UserComment" not in tags and "XMP-xmpNote:HasExtendedXMP" not in tags
+        assert _parts(out.read_bytes()) == []
