@@ -14,7 +14,11 @@ the IIM re-encoded as UTF-8 (1:90 says so), a Photoshop block split over
 several APP13 segments carried whole (split again the same way), and so is
 extended XMP (the segments a packet over 64 KB continues in,
 :mod:`tasks.images.xmp_extension`): edited like the main packet, cut again under
-its new GUID, named by the main packet. :func:`tasks.images.embed.embed_metadata`
+its new GUID, named by the main packet. A main packet over 32 KiB (Adobe's
+toolkit fills it to 65,000 bytes; a PNG's XMP has no limit) gives its largest
+properties to the extension first (:func:`~tasks.images.xmp_extension.within_budget`):
+exiv2 must still fit it in one segment after writing the project's fields.
+:func:`tasks.images.embed.embed_metadata`
 then replaces only the fields the project owns. The XMP's ``tiff:Orientation``
 always goes, from the main packet and the extension alike (the pixels are made
 upright). With ``strip_location`` the XMP's GPS coordinates go, as the EXIF GPS
@@ -45,6 +49,7 @@ from tasks.images.xmp_extension import (
     has_properties,
     read_extension,
     with_pointer,
+    within_budget,
     xmp_property,
 )
 
@@ -184,10 +189,11 @@ def _xmp_segments(packet: bytes | str, extension: bytes, strip_location: bool) -
         ET.fromstring(packet.strip(b"\x00 \r\n\t"))
     except ET.ParseError:
         return []  # broken: not carried (exiv2 could not add the project's fields)
+    packet, extension = within_budget(packet, extension)  # room for exiv2 to write the project's fields
     if extension:
         packet = with_pointer(packet, digest(extension))
     if len(packet) > MAX_MAIN_PACKET:
-        return []  # too big for one segment: not carried
+        return []  # too big for one segment even so (its big properties are attributes): not carried
     return [app_segment(_APP1, XMP_HEADER + packet), *(extension_segments(extension) if extension else [])]
 
 

@@ -27,6 +27,8 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from xml.parsers import expat
+from xml.sax.saxutils import quoteattr
 
 from tasks.images.jpeg_segments import MAX_PAYLOAD, app_segment, metadata_segments, with_segments
 
@@ -40,6 +42,12 @@ _APP1 = 0xE1
 #: ``xmpNote:HasExtendedXMP`` as an attribute or an element, and its GUID (as exiftool finds it).
 _POINTER = re.compile(rb"""xmpNote:HasExtendedXMP\s*(?:=\s*["']|>)\s*([0-9A-Fa-f]{32})""")
 _XMP_NOTE = "http://ns.adobe.com/xmp/note/"
+_RDF_NS = b"http://www.w3.org/1999/02/22-rdf-syntax-ns#"
+#: The most of a carried main packet that stays in it. exiv2 then writes the project's fields and serializes the
+#: packet again, indented (a compact packet, as Adobe's toolkit writes one beside an extension, grows by a quarter
+#: with short list items: measured with exiv2 0.27.6), and refuses one over a segment ("Size of XMP JPEG segment
+#: is larger than 65535 bytes"). Half a segment leaves room for both.
+MAIN_BUDGET = 32 * 1024
 _RDF = "{http://www.w3.org/1999/02/22-rdf-syntax-ns#}"
 
 
@@ -104,14 +112,11 @@ def read_extension(segments: list[tuple[int, bytes]], main: bytes) -> Extension:
 
 
 def _joined(parts: list[tuple[int, int, bytes]]) -> tuple[bytes | None, int]:
-    """The portions laid end to end from offset 0 (a repeated offset counts once), or None with a gap, an overlap,
-    a length other than the announced one, or portions that disagree on it."""
+    """The portions laid end to end from offset 0, or None with a gap, an overlap (a portion repeated too), a
+    length other than the announced one, or portions that disagree on it."""
     full = parts[0][1]
-    out, seen = bytearray(), set()
+    out = bytearray()
     for offset, announced, portion in sorted(parts, key=lambda p: p[0]):
-        if offset in seen:
-            continue
-        seen.add(offset)
         if announced != full or offset != len(out):
             return None, full
         out += portion
@@ -174,3 +179,63 @@ def edit_carried(jpeg: bytes, edit: Callable[[bytes], bytes]) -> bytes:
         main = with_pointer(main, "")
     jpeg = with_segments(jpeg, _APP1, [app_segment(_APP1, XMP_HEADER + main)], XMP_HEADER)
     return with_segments(jpeg, _APP1, extension_segments(edited) if kept else [], EXTENSION_HEADER)
+
+
+def within_budget(main: bytes, extension: bytes, budget: int = MAIN_BUDGET) -> tuple[bytes, bytes]:
+    """``main`` and ``extension`` with the main packet's largest top-level properties moved to the extension, each
+    in an ``rdf:Description`` of its own, until the main packet holds at most ``budget`` bytes: Adobe's toolkit does
+    the same (``XMPUtils::PackageForJPEG``, largest first), so the small, usual properties (creator, rights …)
+    stay where every reader finds them. Unchanged when within already; properties written as attributes, or a
+    packet expat cannot parse, are not moved."""
+    if len(main) <= budget:
+        return main, extension
+    moved, size = [], len(main)
+    for prop in sorted(_top_level(main), key=lambda p: p[0] - p[1]):
+        if size <= budget:
+            break
+        moved.append(prop)
+        size -= prop[1] - prop[0]
+    end = extension.rfind(b"</rdf:RDF>")
+    if not moved or (extension and end < 0):
+        return main, extension
+    if not extension:
+        extension = b'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="' + _RDF_NS + b'"></rdf:RDF></x:xmpmeta>'
+        end = extension.rfind(b"</rdf:RDF>")
+    descriptions = b"".join(b"<rdf:Description" + declared + b">" + main[start:stop] + b"</rdf:Description>"
+                            for start, stop, declared in sorted(moved))
+    for start, stop, _ in sorted(moved, reverse=True):
+        main = main[:start] + main[stop:]
+    return main, extension[:end] + descriptions + extension[end:]
+
+
+def _top_level(packet: bytes) -> list[tuple[int, int, bytes]]:
+    """(start, end, attributes for its own ``rdf:Description``: ``rdf:about`` and every namespace in scope) of each
+    top-level property written as an element."""
+    body = packet.strip(b"\x00 \r\n\t")
+    lead = len(packet) - len(packet.lstrip(b"\x00 \r\n\t"))
+    parser = expat.ParserCreate()  # names as written (prefix:local): the byte spans are what is moved
+    stack: list[tuple[str, dict[str, str], int]] = []
+    found: list[tuple[int, int, bytes]] = []
+
+    def start(name: str, attrs: dict[str, str]) -> None:
+        stack.append((name, attrs, parser.CurrentByteIndex))
+
+    def end(name: str) -> None:
+        _, _, at = stack.pop()
+        closing = parser.CurrentByteIndex  # an end tag's start; right after an empty element's tag
+        if len(stack) < 2 or stack[-1][0] != "rdf:Description" or stack[-2][0] != "rdf:RDF":
+            return  # not top-level
+        scope: dict[str, str] = {}
+        for _, attrs, _ in stack:
+            scope.update((k, v) for k, v in attrs.items() if k.startswith("xmlns"))
+        scope["rdf:about"] = stack[-1][1].get("rdf:about", "")
+        declared = "".join(f" {k}={quoteattr(v)}" for k, v in scope.items()).encode("utf-8")
+        stop = body.index(b">", closing) + 1 if body.startswith(b"</", closing) else closing
+        found.append((at + lead, stop + lead, declared))
+
+    parser.StartElementHandler, parser.EndElementHandler = start, end
+    try:
+        parser.Parse(body, True)
+    except expat.ExpatError:
+        return []
+    return found

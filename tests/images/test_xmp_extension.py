@@ -12,13 +12,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from PIL.PngImagePlugin import PngInfo
 
 from tasks.core.settings import PackSettings
 from tasks.images.contributor_meta import read_embedded
 from tasks.images.embed import embed_metadata
 from tasks.images.jpeg_segments import metadata_segments
 from tasks.images.ready import ready_jpeg
-from tests.fakes.photo_library import jpeg, segment
+from tests.fakes.photo_library import jpeg, picture, segment
 
 SMALL = (64, 48)
 EXTENSION = b"http://ns.adobe.com/xmp/extension/\x00"
@@ -195,3 +196,45 @@ def test_a_damaged_extension_is_a_note_and_the_main_packet_still_counts(tmp_path
     else:  # nothing whole to carry: neither the portions left nor a pointer to them
         assert "XMP-exif:UserComment" not in tags and "XMP-xmpNote:HasExtendedXMP" not in tags
         assert _parts(out.read_bytes()) == []
+
+
+def _compact(properties: str) -> bytes:
+    """A main packet serialized compact, without whitespace, as Adobe's toolkit writes one for a JPEG."""
+    return ("<?xpacket begin='\ufeff' id='W5M0MpCehiHzreSzNTczkc9d'?><x:xmpmeta xmlns:x='adobe:ns:meta/'>"
+            "<rdf:RDF xmlns:rdf='http://www.w3.org/1999/02/22-rdf-syntax-ns#'><rdf:Description rdf:about=''"
+            " xmlns:dc='http://purl.org/dc/elements/1.1/' xmlns:lr='http://ns.adobe.com/lightroom/1.0/'>"
+            "<dc:creator><rdf:Seq><rdf:li>José Müller</rdf:li></rdf:Seq></dc:creator>" + properties
+            + "</rdf:Description></rdf:RDF></x:xmpmeta><?xpacket end='w'?>").encode("utf-8")
+
+
+def test_a_full_compact_main_packet_gives_its_largest_property_to_the_extension(tmp_path):
+    """Regression: a 60 KB compact main packet (one segment) made exiv2 refuse the file when it wrote the project's
+    fields ("Size of XMP JPEG segment is larger than 65535 bytes"), so the photo could not be packed."""
+    hierarchy = [f"p|{i}" for i in range(2700)]
+    main = _compact("<lr:hierarchicalSubject><rdf:Bag>" + "".join(f"<rdf:li>{h}</rdf:li>" for h in hierarchy)
+                    + "</rdf:Bag></lr:hierarchicalSubject>")
+    assert 50_000 < len(main) < 65_000
+    source = tmp_path / "full.jpg"
+    source.write_bytes(jpeg(6, segment(0xE1, MAIN + main), size=SMALL))
+    out = tmp_path / "packed.jpg"
+    out.write_bytes(embed_metadata(ready_jpeg(source, PackSettings()).jpeg, "Pier", "A pier", ["pier"]))
+    tags = exiftool(out)
+    assert "ExifTool:Warning" not in tags and tags["XMP-lr:HierarchicalSubject"] == hierarchy
+    assert b"lr:hierarchicalSubject" in _extension_is_sound(out.read_bytes())
+    seen = exiv2(out)  # the small properties stayed in the main packet, where every reader finds them
+    assert seen["Xmp.dc.creator"] == "José Müller" and seen["Xmp.dc.subject"] == "pier"
+    assert "Xmp.lr.hierarchicalSubject" not in seen
+
+
+def test_a_png_xmp_too_big_for_one_segment_is_carried_whole(tmp_path):
+    """Regression: a PNG's 100 KB XMP (an iTXt chunk has no 64 KB limit) was left out of the upload-ready JPEG."""
+    info = PngInfo()
+    info.add_itxt("XML:com.adobe.xmp", _compact("<dc:subject><rdf:Bag>" + "".join(
+        f"<rdf:li>{k}</rdf:li>" for k in KEYWORDS[:1000]) + "</rdf:Bag></dc:subject>").decode("utf-8"))
+    for seed, name in enumerate(("first.png", "second.png")):
+        picture(seed, SMALL).save(tmp_path / name, pnginfo=info)
+    out = tmp_path / "kept.jpg"
+    out.write_bytes(ready_jpeg(tmp_path / "first.png", PackSettings()).jpeg)
+    tags = exiftool(out)
+    assert tags["XMP-dc:Subject"] == KEYWORDS[:1000] and tags["XMP-dc:Creator"] == ["José Müller"]
+    assert b"dc:subject" in _extension_is_sound(out.read_bytes())
