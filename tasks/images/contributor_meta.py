@@ -1,7 +1,8 @@
 """What the contributor's file already says, and what of it the upload-ready copy keeps.
 
-Reading (:func:`read_embedded`): title, description and keywords from XMP,
-then IPTC IIM, then EXIF (a camera's default caption, "OLYMPUS DIGITAL CAMERA",
+Reading (:func:`read_embedded`): title, description and keywords from XMP
+(the main packet, then its extended XMP for what the main packet lacks), then
+IPTC IIM, then EXIF (a camera's default caption, "OLYMPUS DIGITAL CAMERA",
 counts as none: :mod:`tasks.images.boilerplate`), each block read on its own, so a damaged one is
 skipped with a note and never discards what the others hold (a corrupt EXIF
 block leaves the XMP title; Latin-1 IIM is read as Latin-1,

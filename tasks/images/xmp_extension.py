@@ -1,6 +1,6 @@
 """Extended XMP in a JPEG: the packet an XMP too big for one APP1 segment continues in.
 
-Layout (Adobe XMP Specification Part 3, "Storage in files", JPEG; Adobe's
+Layout (Adobe XMP Specification Part 3, "Storage in files", 2020, 1.1.3.1 "Extended XMP in JPEG"; Adobe's
 XMP-Toolkit-SDK ``XMPFiles/source/FileHandlers/JPEG_Handler.cpp``, read
 2026-12-03): the main packet (``http://ns.adobe.com/xap/1.0/\\0`` + packet)
 names the extension in ``xmpNote:HasExtendedXMP`` by a GUID, 32 uppercase hex
@@ -8,7 +8,7 @@ digits of the MD5 of the whole extended packet. That packet is cut into
 portions, each in its own APP1 segment: ``http://ns.adobe.com/xmp/extension/\\0``,
 the GUID, the full length and the portion's offset (4 bytes each, big-endian),
 then the portion (at most 65,458 bytes). Readers must take portions in any
-order; the toolkit merges the extension over the main packet
+order and only the extension whose GUID the main packet names; the toolkit merges the extension over the main packet
 (``XMPUtils::MergeFromJPEG``: its properties replace the main packet's).
 
 Reading (:func:`read_extension`) keeps only the extension the main packet names,
@@ -17,7 +17,9 @@ toolkit nor exiftool checks the digest, so a complete extension whose MD5 is not
 its GUID is still read and carried (with a note, and under its true digest).
 
 Writing (:func:`extension_segments`) cuts a packet into segments again under a
-new GUID; :func:`with_pointer` names it in the main packet.
+new GUID; :func:`with_pointer` names it in the main packet; :func:`within_budget`
+moves properties from a main packet too big to stay where it is, in the order
+the specification recommends (1.1.3.2 "Partitioning XMP").
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ _APP1 = 0xE1
 _POINTER = re.compile(rb"""xmpNote:HasExtendedXMP\s*(?:=\s*["']|>)\s*([0-9A-Fa-f]{32})""")
 _XMP_NOTE = "http://ns.adobe.com/xmp/note/"
 _RDF_NS = b"http://www.w3.org/1999/02/22-rdf-syntax-ns#"
+_CAMERA_RAW, _PHOTOSHOP = "http://ns.adobe.com/camera-raw-settings/1.0/", "http://ns.adobe.com/photoshop/1.0/"
 #: The most of a carried main packet that stays in it. exiv2 then writes the project's fields and serializes the
 #: packet again, indented (a compact packet, as Adobe's toolkit writes one beside an extension, grows by a quarter
 #: with short list items: measured with exiv2 0.27.6), and refuses one over a segment ("Size of XMP JPEG segment
@@ -183,18 +186,19 @@ def edit_carried(jpeg: bytes, edit: Callable[[bytes], bytes]) -> bytes:
 
 def within_budget(main: bytes, extension: bytes, budget: int = MAIN_BUDGET) -> tuple[bytes, bytes]:
     """``main`` and ``extension`` with the main packet's largest top-level properties moved to the extension, each
-    in an ``rdf:Description`` of its own, until the main packet holds at most ``budget`` bytes: Adobe's toolkit does
-    the same (``XMPUtils::PackageForJPEG``, largest first), so the small, usual properties (creator, rights …)
-    stay where every reader finds them. Unchanged when within already; properties written as attributes, or a
+    in an ``rdf:Description`` of its own, until the main packet holds at most ``budget`` bytes: the Camera Raw
+    settings first, then ``photoshop:History``, then the largest first, as the specification recommends and
+    Adobe's toolkit does (``XMPUtils::PackageForJPEG``), so the small, usual properties (creator, rights …) stay
+    where every reader finds them. Unchanged when within already; properties written as attributes, or a
     packet expat cannot parse, are not moved."""
     if len(main) <= budget:
         return main, extension
     moved, size = [], len(main)
-    for prop in sorted(_top_level(main), key=lambda p: p[0] - p[1]):
+    for start, stop, declared, _ in sorted(_top_level(main), key=lambda p: (p[3], p[0] - p[1])):
         if size <= budget:
             break
-        moved.append(prop)
-        size -= prop[1] - prop[0]
+        moved.append((start, stop, declared))
+        size -= stop - start
     end = extension.rfind(b"</rdf:RDF>")
     if not moved or (extension and end < 0):
         return main, extension
@@ -208,20 +212,21 @@ def within_budget(main: bytes, extension: bytes, budget: int = MAIN_BUDGET) -> t
     return main, extension[:end] + descriptions + extension[end:]
 
 
-def _top_level(packet: bytes) -> list[tuple[int, int, bytes]]:
-    """(start, end, attributes for its own ``rdf:Description``: ``rdf:about`` and every namespace in scope) of each
-    top-level property written as an element."""
+def _top_level(packet: bytes) -> list[tuple[int, int, bytes, int]]:
+    """(start, end, attributes for its own ``rdf:Description``: ``rdf:about`` and every namespace in scope, rank)
+    of each top-level property written as an element. The rank is the specification's order of moving (Part 3,
+    1.1.3.2 "Partitioning XMP"): 0 for the Camera Raw namespace, 1 for ``photoshop:History``, 2 for the rest."""
     body = packet.strip(b"\x00 \r\n\t")
     lead = len(packet) - len(packet.lstrip(b"\x00 \r\n\t"))
     parser = expat.ParserCreate()  # names as written (prefix:local): the byte spans are what is moved
     stack: list[tuple[str, dict[str, str], int]] = []
-    found: list[tuple[int, int, bytes]] = []
+    found: list[tuple[int, int, bytes, int]] = []
 
     def start(name: str, attrs: dict[str, str]) -> None:
         stack.append((name, attrs, parser.CurrentByteIndex))
 
     def end(name: str) -> None:
-        _, _, at = stack.pop()
+        _, own, at = stack.pop()
         closing = parser.CurrentByteIndex  # an end tag's start; right after an empty element's tag
         if len(stack) < 2 or stack[-1][0] != "rdf:Description" or stack[-2][0] != "rdf:RDF":
             return  # not top-level
@@ -231,7 +236,9 @@ def _top_level(packet: bytes) -> list[tuple[int, int, bytes]]:
         scope["rdf:about"] = stack[-1][1].get("rdf:about", "")
         declared = "".join(f" {k}={quoteattr(v)}" for k, v in scope.items()).encode("utf-8")
         stop = body.index(b">", closing) + 1 if body.startswith(b"</", closing) else closing
-        found.append((at + lead, stop + lead, declared))
+        uri = own.get(f"xmlns:{name.partition(':')[0]}") or scope.get(f"xmlns:{name.partition(':')[0]}")
+        rank = 0 if uri == _CAMERA_RAW else 1 if (uri, name.partition(":")[2]) == (_PHOTOSHOP, "History") else 2
+        found.append((at + lead, stop + lead, declared, rank))
 
     parser.StartElementHandler, parser.EndElementHandler = start, end
     try:

@@ -202,17 +202,20 @@ def _compact(properties: str) -> bytes:
     """A main packet serialized compact, without whitespace, as Adobe's toolkit writes one for a JPEG."""
     return ("<?xpacket begin='\ufeff' id='W5M0MpCehiHzreSzNTczkc9d'?><x:xmpmeta xmlns:x='adobe:ns:meta/'>"
             "<rdf:RDF xmlns:rdf='http://www.w3.org/1999/02/22-rdf-syntax-ns#'><rdf:Description rdf:about=''"
-            " xmlns:dc='http://purl.org/dc/elements/1.1/' xmlns:lr='http://ns.adobe.com/lightroom/1.0/'>"
+            " xmlns:dc='http://purl.org/dc/elements/1.1/' xmlns:lr='http://ns.adobe.com/lightroom/1.0/'"
+            " xmlns:crs='http://ns.adobe.com/camera-raw-settings/1.0/' xmlns:photoshop='http://ns.adobe.com/photoshop/1.0/'>"
             "<dc:creator><rdf:Seq><rdf:li>José Müller</rdf:li></rdf:Seq></dc:creator>" + properties
             + "</rdf:Description></rdf:RDF></x:xmpmeta><?xpacket end='w'?>").encode("utf-8")
 
 
 def test_a_full_compact_main_packet_gives_its_largest_property_to_the_extension(tmp_path):
     """Regression: a 60 KB compact main packet (one segment) made exiv2 refuse the file when it wrote the project's
-    fields ("Size of XMP JPEG segment is larger than 65535 bytes"), so the photo could not be packed."""
+    fields ("Size of XMP JPEG segment is larger than 65535 bytes"), so the photo could not be packed. What moves
+    is what the specification says: Camera Raw settings, then photoshop:History, then the largest."""
     hierarchy = [f"p|{i}" for i in range(2700)]
-    main = _compact("<lr:hierarchicalSubject><rdf:Bag>" + "".join(f"<rdf:li>{h}</rdf:li>" for h in hierarchy)
-                    + "</rdf:Bag></lr:hierarchicalSubject>")
+    main = _compact("<crs:Exposure2012>+0.35</crs:Exposure2012><photoshop:History>cropped</photoshop:History>"
+                    "<photoshop:Credit>Harbour Press</photoshop:Credit><lr:hierarchicalSubject><rdf:Bag>"
+                    + "".join(f"<rdf:li>{h}</rdf:li>" for h in hierarchy) + "</rdf:Bag></lr:hierarchicalSubject>")
     assert 50_000 < len(main) < 65_000
     source = tmp_path / "full.jpg"
     source.write_bytes(jpeg(6, segment(0xE1, MAIN + main), size=SMALL))
@@ -220,10 +223,13 @@ def test_a_full_compact_main_packet_gives_its_largest_property_to_the_extension(
     out.write_bytes(embed_metadata(ready_jpeg(source, PackSettings()).jpeg, "Pier", "A pier", ["pier"]))
     tags = exiftool(out)
     assert "ExifTool:Warning" not in tags and tags["XMP-lr:HierarchicalSubject"] == hierarchy
-    assert b"lr:hierarchicalSubject" in _extension_is_sound(out.read_bytes())
-    seen = exiv2(out)  # the small properties stayed in the main packet, where every reader finds them
+    assert (tags["XMP-crs:Exposure2012"], tags["XMP-photoshop:History"]) == ("+0.35", "cropped")
+    whole = _extension_is_sound(out.read_bytes())
+    assert all(p in whole for p in (b"lr:hierarchicalSubject", b"crs:Exposure2012", b"photoshop:History"))
+    seen = exiv2(out)  # the other properties stayed in the main packet, where every reader finds them
     assert seen["Xmp.dc.creator"] == "José Müller" and seen["Xmp.dc.subject"] == "pier"
-    assert "Xmp.lr.hierarchicalSubject" not in seen
+    assert seen["Xmp.photoshop.Credit"] == "Harbour Press"
+    assert not {"Xmp.lr.hierarchicalSubject", "Xmp.crs.Exposure2012", "Xmp.photoshop.History"} & set(seen)
 
 
 def test_a_png_xmp_too_big_for_one_segment_is_carried_whole(tmp_path):
