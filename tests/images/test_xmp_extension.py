@@ -62,7 +62,7 @@ def lightroom(tmp_path_factory) -> Path:
              "-XMP-exif:GPSLatitude=51.5 N", "-XMP-exif:GPSLongitude=0.12 W", "-XMP-dc:Title=Pier at dawn",
              "-XMP-dc:Creator=José Müller", "-XMP-dc:Rights=© 2026 José Müller", "-XMP-tiff:Orientation#=1"]
     (root / "args.txt").write_text("\n".join(args) + "\n", encoding="utf-8")
-    subprocess.run([_tool("exiftool"), "-q", "-charset", "filename=utf8", "-@", str(root / "args.txt"), "-o",
+    subprocess.run([_tool("exiftool"), "-q", "-@", str(root / "args.txt"), "-o",
                     str(root / "pier.jpg"), str(root / "plain.jpg")], check=True)
     path = root / "pier.jpg"
     parts = _parts(path.read_bytes())
@@ -244,3 +244,20 @@ def test_a_png_xmp_too_big_for_one_segment_is_carried_whole(tmp_path):
     tags = exiftool(out)
     assert tags["XMP-dc:Subject"] == KEYWORDS[:1000] and tags["XMP-dc:Creator"] == ["José Müller"]
     assert b"dc:subject" in _extension_is_sound(out.read_bytes())
+
+
+def test_a_digital_source_type_in_the_extension_goes_only_when_the_project_writes_one(tmp_path):
+    kind = "http://cv.iptc.org/newscodes/digitalsourcetype/"
+    main, extension = _pair(b"<exif:UserComment>kept whole</exif:UserComment><Iptc4xmpExt:DigitalSourceType"
+                            b" xmlns:Iptc4xmpExt='http://iptc.org/std/Iptc4xmpExt/2008-02-29/'>" + kind.encode()
+                            + b"digitalCapture</Iptc4xmpExt:DigitalSourceType>")
+    source = tmp_path / "camera.jpg"
+    source.write_bytes(jpeg(7, main, *extension, size=SMALL))
+    ready = ready_jpeg(source, PackSettings()).jpeg
+    for given in (None, kind + "trainedAlgorithmicMedia"):
+        out = tmp_path / f"packed-{bool(given)}.jpg"
+        out.write_bytes(embed_metadata(ready, "Wall", "A harbour wall", ["wall"], digital_source_type=given))
+        tags = exiftool(out)
+        assert tags["XMP-iptcExt:DigitalSourceType"] == (given or kind + "digitalCapture")
+        assert tags["XMP-exif:UserComment"] == "kept whole" and "ExifTool:Warning" not in tags
+        assert (b"DigitalSourceType" in _extension_is_sound(out.read_bytes())) is (given is None)
