@@ -1,7 +1,8 @@
 """What the contributor's file already says, and what of it the upload-ready copy keeps.
 
-Reading (:func:`read_embedded`): title, description and keywords from XMP,
-then IPTC IIM, then EXIF (a camera's default caption, "OLYMPUS DIGITAL CAMERA",
+Reading (:func:`read_embedded`): title, description and keywords from XMP
+(the main packet, then its extended XMP for what the main packet lacks), then
+IPTC IIM, then EXIF (a camera's default caption, "OLYMPUS DIGITAL CAMERA",
 counts as none: :mod:`tasks.images.boilerplate`), each block read on its own, so a damaged one is
 skipped with a note and never discards what the others hold (a corrupt EXIF
 block leaves the XMP title; Latin-1 IIM is read as Latin-1,
@@ -11,12 +12,18 @@ Keeping (:func:`kept_segments`): the source's XMP packet and IIM block go into
 the upload-ready JPEG as they are — creator, rights, credit, source, location,
 instructions, By-line, Copyright Notice, every field the project does not own —
 the IIM re-encoded as UTF-8 (1:90 says so), a Photoshop block split over
-several APP13 segments carried whole (split again the same way). Extended XMP
-(the ``xmpNote:HasExtendedXMP`` segments a packet over 64 KB continues in) is
-not carried: the main packet is, without its pointer to them. :func:`tasks.images.embed.embed_metadata`
+several APP13 segments carried whole (split again the same way), and so is
+extended XMP (the segments a packet over 64 KB continues in,
+:mod:`tasks.images.xmp_extension`): edited like the main packet, cut again under
+its new GUID, named by the main packet. A main packet over 32 KiB (Adobe's
+toolkit fills it to 65,000 bytes; a PNG's XMP has no limit) gives its largest
+properties to the extension first (:func:`~tasks.images.xmp_extension.within_budget`):
+exiv2 must still fit it in one segment after writing the project's fields.
+:func:`tasks.images.embed.embed_metadata`
 then replaces only the fields the project owns. The XMP's ``tiff:Orientation``
-always goes (the pixels are made upright). With ``strip_location`` the XMP's
-GPS coordinates go, as the EXIF GPS block does (place names stay).
+always goes, from the main packet and the extension alike (the pixels are made
+upright). With ``strip_location`` the XMP's GPS coordinates go, as the EXIF GPS
+block does (place names stay).
 """
 
 from __future__ import annotations
@@ -34,10 +41,21 @@ from tasks.images import iim
 from tasks.images.boilerplate import is_boilerplate
 from tasks.images.inspect import WARNINGS_LOCK
 from tasks.images.jpeg_segments import app_segment, metadata_segments
+from tasks.images.xmp_extension import (
+    POINTER_PROPERTY,
+    XMP_HEADER,
+    Extension,
+    digest,
+    extension_segments,
+    has_properties,
+    read_extension,
+    with_pointer,
+    within_budget,
+    xmp_property,
+)
 
 log = logging.getLogger(__name__)
 
-XMP_HEADER = b"http://ns.adobe.com/xap/1.0/\x00"
 _APP1, _APP13 = 0xE1, 0xED
 _RDF = "{http://www.w3.org/1999/02/22-rdf-syntax-ns#}"
 _DC = "{http://purl.org/dc/elements/1.1/}"
@@ -45,19 +63,13 @@ _XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 _IMAGE_DESCRIPTION, _SOFTWARE = 0x010E, 0x0131
 
 
-def _xmp_property(name: bytes) -> re.Pattern[bytes]:
-    """One XMP property ``name`` (``prefix:Name``), as an element or an attribute, with the space before it."""
-    return re.compile(rb"\s*<" + name + rb"(?:\s[^>]*)?(?:/>|>.*?</" + name + rb">)|\s+" + name
-                      + rb"""=(?:"[^"]*"|'[^']*')""", re.DOTALL)
-
-
 #: XMP GPS properties (``exif:GPSLatitude`` …), as elements or as attributes.
 _GPS_XMP = re.compile(rb'\s*<exif:GPS\w+(?:\s[^>]*)?(?:/>|>.*?</exif:GPS\w+>)|\s+exif:GPS\w+="[^"]*"', re.DOTALL)
 #: XMP ``tiff:Orientation`` (Bridge, Lightroom, digiKam, PNG editors write it), as an element or an attribute:
 #: the upload-ready pixels are upright, so no orientation may stay for a reader to apply a second time.
-_ORIENTATION_XMP = _xmp_property(rb"tiff:Orientation")
-#: The main packet's pointer to extended XMP, which is not carried (the module says why).
-_EXTENDED_XMP = _xmp_property(rb"xmpNote:HasExtendedXMP")
+_ORIENTATION_XMP = xmp_property(rb"tiff:Orientation")
+#: The most a main packet holds in one segment (XMP Specification Part 3, JPEG: "at most 65502 bytes").
+MAX_MAIN_PACKET = 65502
 
 
 @dataclass
@@ -115,11 +127,10 @@ def read_embedded(path: Path) -> Embedded:
     except OSError as exc:
         found.notes.append(f"cannot read the file ({exc.strerror or exc})")
         return found
-    packet = b""
     segments = metadata_segments(data)
-    for marker, payload in segments:
-        if marker == _APP1 and payload.startswith(XMP_HEADER) and not packet:  # the first: extended XMP is not read
-            packet = payload[len(XMP_HEADER):]
+    packet = _main_packet(segments)
+    extension = read_extension(segments, packet) if packet else Extension()
+    found.notes += extension.notes
     photoshop = iim.photoshop_block([payload for marker, payload in segments if marker == _APP13])
     iim_block = next((r.data for r in iim.resources(photoshop) if r.id == iim.IIM_RESOURCE), b"")
     exif_text = ""
@@ -140,6 +151,10 @@ def read_embedded(path: Path) -> Embedded:
             found.title, found.description, found.keywords = _xmp_fields(packet)
         except ET.ParseError as exc:
             found.notes.append(f"the XMP packet is not well-formed XML ({exc}): ignored")
+    if extension.packet:  # what the main packet lacks (Lightroom puts long keyword lists there)
+        title, description, keywords = _xmp_fields(extension.packet)
+        found.title, found.description = found.title or title, found.description or description
+        found.keywords = found.keywords or keywords
     if iim_block:
         fields = iim.text_fields(iim.datasets(iim_block))
         found.title = found.title or next(iter(fields.get((2, 5), [])), "")
@@ -152,42 +167,58 @@ def read_embedded(path: Path) -> Embedded:
     return found
 
 
-def _xmp_segment(packet: bytes | str, strip_location: bool) -> bytes | None:
+def _main_packet(segments: list[tuple[int, bytes]]) -> bytes:
+    """The first XMP packet of a JPEG's segments (a second one is ignored, as readers do); b"" when none."""
+    return next((p[len(XMP_HEADER):] for m, p in segments if m == _APP1 and p.startswith(XMP_HEADER)), b"")
+
+
+def _edited(packet: bytes, strip_location: bool) -> bytes:
+    """``packet`` without ``tiff:Orientation``, its pointer to an extension, and GPS with ``strip_location``."""
+    packet = POINTER_PROPERTY.sub(b"", _ORIENTATION_XMP.sub(b"", packet))
+    return _GPS_XMP.sub(b"", packet) if strip_location else packet
+
+
+def _xmp_segments(packet: bytes | str, extension: bytes, strip_location: bool) -> list[bytes]:
+    """The main XMP segment (naming its extension) and the extension's segments, edited (see the module)."""
     if isinstance(packet, str):
         packet = packet.encode("utf-8")
-    packet = _EXTENDED_XMP.sub(b"", _ORIENTATION_XMP.sub(b"", packet))
-    if strip_location:
-        packet = _GPS_XMP.sub(b"", packet)
+    packet = _edited(packet, strip_location)
+    extension = _edited(extension, strip_location) if extension else b""
+    if extension and not has_properties(extension):
+        extension = b""  # all it held was what the project removes
     try:
         ET.fromstring(packet.strip(b"\x00 \r\n\t"))
-        return app_segment(_APP1, XMP_HEADER + packet)
-    except (ET.ParseError, ValueError):
-        return None  # broken or too big for one segment: not carried (exiv2 could not add the project's fields)
+    except ET.ParseError:
+        return []  # broken: not carried (exiv2 could not add the project's fields)
+    packet, extension = within_budget(packet, extension)  # room for exiv2 to write the project's fields
+    if extension:
+        packet = with_pointer(packet, digest(extension))
+    if len(packet) > MAX_MAIN_PACKET:
+        return []  # too big for one segment even so (its big properties are attributes): not carried
+    return [app_segment(_APP1, XMP_HEADER + packet), *(extension_segments(extension) if extension else [])]
 
 
 def kept_segments(data: bytes, info_xmp: bytes | str | None, strip_location: bool) -> list[bytes]:
-    """The source's XMP and IIM as upload-ready JPEG segments (see the module); [] when it has none.
+    """The source's XMP (its extension too) and IIM as upload-ready JPEG segments (see the module); [] when it has
+    none.
 
     ``data`` is the source's bytes (a JPEG's segments are read from it);
     ``info_xmp`` the packet Pillow found elsewhere (a PNG's ``iTXt``).
     """
-    out: list[bytes] = []
-    xmp_seen = False
     segments = metadata_segments(data)
-    for marker, payload in segments:
-        if marker == _APP1 and payload.startswith(XMP_HEADER) and not xmp_seen:
-            xmp_seen = True
-            segment = _xmp_segment(payload[len(XMP_HEADER):], strip_location)
-            if segment:
-                out.append(segment)
+    main = _main_packet(segments)
+    out: list[bytes] = []
+    if main:
+        extension = read_extension(segments, main)
+        for note in extension.notes:
+            log.info("%s", note)
+        out += _xmp_segments(main, extension.packet, strip_location)
     photoshop = iim.photoshop_block([payload for marker, payload in segments if marker == _APP13])
     kept = [r for r in iim.resources(photoshop) if r.id != iim.IIM_DIGEST]
     for i, r in enumerate(kept):
         if r.id == iim.IIM_RESOURCE:
             kept[i] = iim.Resource(r.id, r.name, iim.encode_datasets(iim.as_utf8(iim.datasets(r.data))))
     out += [app_segment(_APP13, payload) for payload in iim.app13_payloads(kept)]  # split again when large
-    if info_xmp and not xmp_seen:
-        segment = _xmp_segment(info_xmp, strip_location)
-        if segment:
-            out.append(segment)
+    if info_xmp and not main:
+        out += _xmp_segments(info_xmp, b"", strip_location)
     return out

@@ -30,7 +30,9 @@ input bytes and metadata give the same output bytes.
 
 Every other XMP and IPTC field already in ``jpeg`` (the contributor's creator,
 rights, credit, location … that :func:`tasks.images.ready.ready_jpeg` carried
-over) is left as it is, and so is a digital source type when none is given.
+over) is left as it is, and so is a digital source type when none is given;
+an extended XMP carried over loses the fields written here (its other
+properties stay, under a new GUID: :mod:`tasks.images.xmp_extension`).
 EXIF is kept in step with what is written (the Metadata Working Group's
 guidelines): ``ImageDescription`` becomes the description, and the Windows
 ``XPTitle``, ``XPSubject`` and ``XPKeywords`` are removed (they would contradict it).
@@ -47,6 +49,7 @@ from tasks.agencies.text import clean_cell, shorten
 from tasks.core.errors import BadInput
 from tasks.images import iim
 from tasks.images.jpeg_segments import app_segment, metadata_segments, with_segments
+from tasks.images.xmp_extension import edit_carried, xmp_property
 
 #: IPTC IIM 4.2 maximum lengths in bytes.
 IPTC_OBJECT_NAME_BYTES = 64
@@ -54,6 +57,10 @@ IPTC_CAPTION_BYTES = 2000
 IPTC_KEYWORD_BYTES = 64
 _APP13 = 0xED
 
+#: The fields written here, as the contributor's extended XMP may hold them: they go from it, or readers
+#: would merge them over the new ones (Adobe's XMP toolkit lets the extension's properties win).
+_OWNED_XMP = [xmp_property(name) for name in (rb"dc:title", rb"dc:description", rb"dc:subject")]
+_SOURCE_TYPE_XMP = xmp_property(rb"Iptc4xmpExt:DigitalSourceType")
 _SUBJECT_SEQ = re.compile(r"(<dc:subject>\s*)<rdf:Seq>(.*?)</rdf:Seq>(\s*</dc:subject>)", re.DOTALL)
 
 
@@ -115,7 +122,15 @@ def embed_metadata(jpeg: bytes, title: str, description: str, keywords: Sequence
             written = img.get_bytes()
     except RuntimeError as exc:
         raise BadInput(name, f"cannot embed metadata ({exc})") from exc
+    owned = _OWNED_XMP + ([_SOURCE_TYPE_XMP] if digital_source_type else [])
+    written = edit_carried(written, lambda packet: _without(packet, owned))
     return with_segments(written, _APP13, _iim_segments(jpeg, iptc))
+
+
+def _without(packet: bytes, properties: list[re.Pattern[bytes]]) -> bytes:
+    for prop in properties:
+        packet = prop.sub(b"", packet)
+    return packet
 
 
 def _iim_segments(jpeg: bytes, fields: dict[tuple[int, int], list[str]]) -> list[bytes]:

@@ -73,14 +73,14 @@ def _header_segments(data: bytes) -> Iterator[tuple[int, int, int, int]]:
         pos += length
 
 
-def with_segments(data: bytes, marker: int, segments: list[bytes]) -> bytes:
-    """``data`` with its ``marker`` segments (before the first scan) replaced by ``segments``: where the first
-    was, else after the last APPn (else right after SOI). Every other byte is kept; a damaged header ends the
-    search (what follows is kept as it is)."""
+def with_segments(data: bytes, marker: int, segments: list[bytes], prefix: bytes = b"") -> bytes:
+    """``data`` with its ``marker`` segments (before the first scan) whose payload starts with ``prefix`` replaced
+    by ``segments``: where the first was, else after the last APPn (else right after SOI). Every other byte is
+    kept; a damaged header ends the search (what follows is kept as it is)."""
     spans: list[tuple[int, int]] = []
     after_app = 2
-    for start, found, _, end in _header_segments(data):
-        if found == marker:
+    for start, found, body, end in _header_segments(data):
+        if found == marker and data.startswith(prefix, body, end):
             spans.append((start, end))
         elif 0xE0 <= found <= 0xEF:
             after_app = end
