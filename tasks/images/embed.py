@@ -34,6 +34,9 @@ over) is left as it is, and so is a digital source type when none is given.
 EXIF is kept in step with what is written (the Metadata Working Group's
 guidelines): ``ImageDescription`` becomes the description, and the Windows
 ``XPTitle``, ``XPSubject`` and ``XPKeywords`` are removed (they would contradict it).
+So are the other tools' copies of the keywords in XMP (:data:`KEYWORD_COPIES`):
+they would contradict the keywords written, and may hold one the contributor's
+rules removed (a protected name: Lightroom's ``Brands|Nike``).
 """
 
 from __future__ import annotations
@@ -53,6 +56,15 @@ IPTC_OBJECT_NAME_BYTES = 64
 IPTC_CAPTION_BYTES = 2000
 IPTC_KEYWORD_BYTES = 64
 _APP13 = 0xED
+
+#: Other tools' copies of the keywords in XMP, removed with their items (exiftool's tag names,
+#: https://exiftool.org/TagNames/XMP.html and MWG.html, read 2026-12-03: lr:hierarchicalSubject (Lightroom),
+#: digiKam:TagsList, mediapro:CatalogSets, acdsee:categories, mwg-kw:Keywords; Windows writes
+#: MicrosoftPhoto:LastKeywordXMP/LastKeywordIPTC with dc:subject, learn.microsoft.com/windows/win32/wic/
+#: -wic-photoprop-system-keywords, read 2026-12-03).
+KEYWORD_COPIES = ("Xmp.lr.hierarchicalSubject", "Xmp.digiKam.TagsList", "Xmp.mediapro.CatalogSets",
+                  "Xmp.acdsee.categories", "Xmp.mwg-kw.Keywords", "Xmp.MicrosoftPhoto.LastKeywordXMP",
+                  "Xmp.MicrosoftPhoto.LastKeywordIPTC")
 
 _SUBJECT_SEQ = re.compile(r"(<dc:subject>\s*)<rdf:Seq>(.*?)</rdf:Seq>(\s*</dc:subject>)", re.DOTALL)
 
@@ -104,7 +116,8 @@ def embed_metadata(jpeg: bytes, title: str, description: str, keywords: Sequence
         with pyexiv2.ImageData(jpeg) as img:
             if img.get_mime_type() != "image/jpeg":
                 raise BadInput(name, f"cannot embed metadata: not a JPEG ({img.get_mime_type()})")
-            img.modify_xmp(xmp)
+            copies = [k for k in img.read_xmp() if k.split("/", 1)[0].split("[", 1)[0] in KEYWORD_COPIES]
+            img.modify_xmp({**xmp, **dict.fromkeys(copies)})
             img.modify_exif(exif)
             # pyexiv2 writes every XMP array as rdf:Seq; dc:subject is an rdf:Bag in the
             # Dublin Core schema. exiv2 escapes item text, so the container tags are unambiguous.
