@@ -5,10 +5,11 @@ from __future__ import annotations
 import calendar
 from pathlib import Path
 
-from tasks.core.records import Asset
+from tasks.core.records import Asset, Metadata, write_sidecar
 from tasks.core.reports import AgencyCsv, AgencyUpload, CsvReport, DescribeReport, Gathered, PackReport, Problem
+from tasks.core.workdir import Workdir
 from tasks.observe.artifacts import dead_letter_rows
-from tasks.observe.batch_assets import MAX_ASSET_ROWS, asset_rows, assets_description
+from tasks.observe.batch_assets import MAX_ASSET_ROWS, add_removed_column, asset_rows, assets_description
 from tasks.stores.dead_letter import ParkedJob
 
 #: 2026-11-29 06:51:00 UTC
@@ -148,10 +149,6 @@ def test_the_dead_letter_table_has_a_key_per_workdir_and_says_nothing_parked_pla
 
 
 def test_keywords_the_rules_removed_get_a_column_only_once_some_asset_lost_one(tmp_path):
-    from tasks.core.records import Metadata, write_sidecar
-    from tasks.core.workdir import Workdir
-    from tasks.observe.batch_assets import add_removed_column
-
     wd = Workdir(tmp_path).prepare()
     write_sidecar(wd.sidecar("cat.jpg"), asset("cat.jpg"), Metadata(title="t", description="d", keywords=["cat"]))
     rows = [{"asset": "cat.jpg", "describe": "described"}, {"asset": "fog.jpg", "describe": "pending"}]
