@@ -7,7 +7,9 @@ the ones the sidecar keeps, in this order of steps:
    contributor's preferred word when it is one of its synonyms
    (``[keywords] vocabulary``);
 2. the excluded ones (``[keywords] excluded``) and every keyword holding a
-   protected name (:mod:`tasks.agencies.protected`) taken out;
+   protected name (:mod:`tasks.agencies.protected`) taken out, each kept with
+   why in the metadata's ``removed_keywords`` (shown in review and
+   ``batch-assets``);
 3. near-repeats taken out: a keyword that differs from an earlier one only in
    case or a plural ending (``Cats`` after ``cat``, ``boxes`` after ``box``)
    — the first stays where it was, so the describer's relevance order holds;
@@ -25,6 +27,7 @@ count stays in its spec (``[keywords] min``/``max``).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tasks.agencies.protected import ProtectedNames
@@ -59,6 +62,8 @@ class KeywordChanges:
     replaced: dict[str, str] = field(default_factory=dict)
     excluded: list[str] = field(default_factory=list)
     protected: list[str] = field(default_factory=list)
+    #: Every keyword taken out (excluded or naming a protected name) -> why: the sidecar's ``removed_keywords``.
+    removed: dict[str, str] = field(default_factory=dict)
     repeats: list[str] = field(default_factory=list)
     added: list[str] = field(default_factory=list)
 
@@ -105,8 +110,10 @@ def apply_keyword_rules(metadata: Metadata, rules: KeywordSettings,
         key = repeat_key(word)
         if key in excluded:
             changes.excluded.append(word)
-        elif check_names and names.found_in(word):
+            changes.removed[word] = "excluded"
+        elif check_names and (found := names.found_in(word)):
             changes.protected.append(word)
+            changes.removed[word] = "protected name " + ", ".join(str(n) for n in found)
         elif key in seen:
             changes.repeats.append(word)
         else:
@@ -117,4 +124,11 @@ def apply_keyword_rules(metadata: Metadata, rules: KeywordSettings,
             seen.add(repeat_key(word))
             changes.added.append(word)
     keywords = [*kept[:FIRST_KEYWORDS], *changes.added, *kept[FIRST_KEYWORDS:]]
-    return metadata.model_copy(update={"keywords": keywords}), changes
+    removed = {**metadata.removed_keywords, **changes.removed}  # the rules run again on a sidecar: none forgotten
+    return metadata.model_copy(update={"keywords": keywords, "removed_keywords": removed}), changes
+
+
+def removed_words(removed: Mapping[str, str]) -> str:
+    """The sidecar's ``removed_keywords`` in words, as review and ``batch-assets`` show them:
+    ``nike: protected name 'Nike' (brand); stock: excluded``; "" when none."""
+    return "; ".join(f"{word}: {why}" for word, why in removed.items())

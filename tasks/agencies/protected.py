@@ -94,6 +94,16 @@ class ProtectedNames:
         texts into one name)."""
         return bool(self.found_in("|".join(texts)))
 
+    def keywords_without(self, keywords: list[str], editorial: bool = False) -> tuple[list[str], list[str]]:
+        """(the keywords that name no protected name, the ones that do), order kept: the one check of what an
+        agency receives, in its CSV row (:func:`tasks.agencies.rows.build_row`) and in the upload-ready JPEG's
+        XMP/IPTC (:func:`tasks.agencies.rows.embedded_fields`) alike. An editorial asset keeps them all, as the
+        describe stage's rules do (:func:`tasks.agencies.keyword_rules.apply_keyword_rules`)."""
+        if editorial or not self.in_any(keywords):
+            return keywords, []
+        gone = [k for k in keywords if self.found_in(k)]
+        return [k for k in keywords if k not in gone], gone
+
     def listed(self) -> list[str]:
         """Every name, as written in the list (for the describe prompt)."""
         return [n.name for n in self.names.values()]

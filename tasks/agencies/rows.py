@@ -215,12 +215,10 @@ def _language(row: _Row, md: Metadata) -> None:
 def _without_names(row: _Row, keywords: list[str], names: ProtectedNames | None, editorial: bool) -> list[str]:
     """The keywords without those naming a protected name, for every agency (a sidecar described before the
     rules, or corrected by hand, may still hold one; the describe stage removes them from new answers)."""
-    if names is None or editorial or not names.in_any(keywords):
-        return keywords
-    gone = [k for k in keywords if names.found_in(k)]
+    kept, gone = names.keywords_without(keywords, editorial) if names else (keywords, [])
     if gone:
         row.fix("names.protected", f"removed keyword(s) naming a protected name: {', '.join(gone)}")
-    return [k for k in keywords if k not in gone]
+    return kept
 
 
 def _protected_names(row: _Row, md: Metadata, names: ProtectedNames | None) -> None:
@@ -358,7 +356,8 @@ class EmbeddedFields(BaseModel):
     keywords: tuple[str, ...]
 
 
-def embedded_fields(metadata: Metadata, specs: Iterable[AgencySpec]) -> EmbeddedFields:
+def embedded_fields(metadata: Metadata, specs: Iterable[AgencySpec],
+                    names: ProtectedNames | None = None) -> EmbeddedFields:
     """The values one upload-ready JPEG carries for every agency in ``specs``.
 
     One file goes to every agency, so the strictest limits apply: the title
@@ -368,7 +367,8 @@ def embedded_fields(metadata: Metadata, specs: Iterable[AgencySpec]) -> Embedded
     smallest maximum, in their order; the title is rewritten by every agency's
     title rules at once (:meth:`TextRule.rewriting_of_all`), so it is never
     looser than the strictest CSV; an AI-generated asset's title and keywords
-    lose every agency's ``ai.forbidden_terms``.
+    lose every agency's ``ai.forbidden_terms``; with ``names`` (the run's protected
+    names) keywords naming one go, as from the rows (``ProtectedNames.keywords_without``).
     """
     specs = list(specs)
 
@@ -388,7 +388,8 @@ def embedded_fields(metadata: Metadata, specs: Iterable[AgencySpec]) -> Embedded
     description = text(metadata.description, metadata.title, limit(s.description.max_chars for s in specs))
     keywords: list[str] = []
     seen: set[str] = set()
-    for raw in metadata.keywords:
+    raw_keywords = names.keywords_without(metadata.keywords, metadata.editorial)[0] if names else metadata.keywords
+    for raw in raw_keywords:
         for part in without_terms(raw, terms)[0].split(","):
             word = clean_cell(part)
             if word and word.casefold() not in seen:

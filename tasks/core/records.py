@@ -74,6 +74,10 @@ class Metadata(BaseModel):
     #: the others get their disclosure (tasks/agencies/<agency>.toml ``[ai]``).
     ai_generated: bool = False
     releases: list[str] = Field(default_factory=list)
+    #: Keywords the contributor's rules took out (``tasks.agencies.keyword_rules``): keyword -> why
+    #: (``protected name 'Nike' (brand)``, ``excluded``), shown in review and ``batch-assets``; empty in
+    #: sidecars written before it was kept.
+    removed_keywords: dict[str, str] = Field(default_factory=dict)
     language: str = "en"
     #: Who wrote it: ``offline`` or ``gemini:<model>``.
     describer: str = "offline"

@@ -35,6 +35,7 @@ from tasks.core.settings import GeminiSettings
 from tasks.gemini.client import Target, check_answer, gemini_client, map_gemini_errors, usage_of
 from tasks.gemini.models import cost_usd, lacks_structured_output, retired_refusal, suggestion, thinking_config
 from tasks.gemini.ratelimit import shared_limiter
+from tasks.images.inspect import JPEG_FORMATS
 from tasks.images.pixels import has_alpha, rgb_on_white
 
 if TYPE_CHECKING:  # the SDK is imported where a request is built, not by an offline run
@@ -128,14 +129,16 @@ def image_for_model(asset: Asset, max_px: int = SEND_MAX_PX) -> bytes:
     """The asset as an upright RGB JPEG of at most ``max_px`` on the long side (never enlarged).
 
     JPEGs are decoded at reduced size (Pillow draft mode), so a 24 MP file
-    costs little. Transparency is flattened onto white. Raises BadInput
+    costs little; a JPEG with an MPF index (Pillow's "MPO": a 3D camera's
+    second view, a depth or gain map) gives its primary image only, decoded
+    as that same image alone would be. Transparency is flattened onto white. Raises BadInput
     naming the file when it cannot be read.
     """
     try:
         with Image.open(asset.path) as src:
             w, h = src.size
             scale = max_px / max(w, h)
-            if src.format == "JPEG" and scale < 1:
+            if src.format in JPEG_FORMATS and scale < 1:
                 src.draft("RGB", (max(1, int(w * scale)), max(1, int(h * scale))))
             im = src
             if im.mode not in ("RGB", "RGBA", "L"):  # resample in a mode that keeps the alpha

@@ -2,7 +2,9 @@
 
 The list is data, each entry with where it was found: ``camera_boilerplate.toml``
 next to this module. A caption is boilerplate when it is one of them as a
-whole, case and runs of spaces ignored (cameras pad the field with spaces).
+whole, case and runs of spaces ignored (cameras pad the field with spaces), or
+when it is a path on the camera's card: it starts with one of the list's path
+prefixes (``DCIM\\``), case ignored, and has no space.
 """
 
 from __future__ import annotations
@@ -19,10 +21,14 @@ def _key(text: str) -> str:
 
 
 @cache
-def _captions() -> frozenset[str]:
-    return frozenset(_key(entry["text"]) for entry in tomllib.loads(LIST.read_text(encoding="utf-8"))["caption"])
+def _lists() -> tuple[frozenset[str], tuple[str, ...]]:
+    data = tomllib.loads(LIST.read_text(encoding="utf-8"))
+    return (frozenset(_key(entry["text"]) for entry in data["caption"]),
+            tuple(entry["prefix"].casefold() for entry in data.get("path", [])))
 
 
 def is_boilerplate(text: str) -> bool:
     """True when ``text`` is a caption a camera writes by default (see the module)."""
-    return bool(text.strip()) and _key(text) in _captions()
+    captions, prefixes = _lists()
+    key = _key(text)
+    return bool(key) and (key in captions or (" " not in key and key.startswith(prefixes)))

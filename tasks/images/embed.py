@@ -36,6 +36,9 @@ properties stay, under a new GUID: :mod:`tasks.images.xmp_extension`).
 EXIF is kept in step with what is written (the Metadata Working Group's
 guidelines): ``ImageDescription`` becomes the description, and the Windows
 ``XPTitle``, ``XPSubject`` and ``XPKeywords`` are removed (they would contradict it).
+So are the other tools' copies of the keywords in XMP (:data:`KEYWORD_COPIES`):
+they would contradict the keywords written, and may hold one the contributor's
+rules removed (a protected name: Lightroom's ``Brands|Nike``).
 """
 
 from __future__ import annotations
@@ -61,6 +64,18 @@ _APP13 = 0xED
 #: would merge them over the new ones (Adobe's XMP toolkit lets the extension's properties win).
 _OWNED_XMP = [xmp_property(name) for name in (rb"dc:title", rb"dc:description", rb"dc:subject")]
 _SOURCE_TYPE_XMP = xmp_property(rb"Iptc4xmpExt:DigitalSourceType")
+
+#: Other tools' copies of the keywords in XMP, removed with their items (exiftool's tag names,
+#: https://exiftool.org/TagNames/XMP.html and MWG.html, read 2026-12-03: lr:hierarchicalSubject (Lightroom),
+#: digiKam:TagsList, mediapro:CatalogSets, acdsee:categories, mwg-kw:Keywords; Windows writes
+#: MicrosoftPhoto:LastKeywordXMP/LastKeywordIPTC with dc:subject, learn.microsoft.com/windows/win32/wic/
+#: -wic-photoprop-system-keywords, read 2026-12-03).
+KEYWORD_COPIES = ("Xmp.lr.hierarchicalSubject", "Xmp.digiKam.TagsList", "Xmp.mediapro.CatalogSets",
+                  "Xmp.acdsee.categories", "Xmp.mwg-kw.Keywords", "Xmp.MicrosoftPhoto.LastKeywordXMP",
+                  "Xmp.MicrosoftPhoto.LastKeywordIPTC")
+#: The same copies as the contributor's extended XMP may hold them (Lightroom puts its hierarchy there).
+_COPIES_XMP = [xmp_property(key.split(".", 1)[1].replace(".", ":", 1).encode()) for key in KEYWORD_COPIES]
+
 _SUBJECT_SEQ = re.compile(r"(<dc:subject>\s*)<rdf:Seq>(.*?)</rdf:Seq>(\s*</dc:subject>)", re.DOTALL)
 
 
@@ -111,7 +126,8 @@ def embed_metadata(jpeg: bytes, title: str, description: str, keywords: Sequence
         with pyexiv2.ImageData(jpeg) as img:
             if img.get_mime_type() != "image/jpeg":
                 raise BadInput(name, f"cannot embed metadata: not a JPEG ({img.get_mime_type()})")
-            img.modify_xmp(xmp)
+            copies = [k for k in img.read_xmp() if k.split("/", 1)[0].split("[", 1)[0] in KEYWORD_COPIES]
+            img.modify_xmp({**xmp, **dict.fromkeys(copies)})
             img.modify_exif(exif)
             # pyexiv2 writes every XMP array as rdf:Seq; dc:subject is an rdf:Bag in the
             # Dublin Core schema. exiv2 escapes item text, so the container tags are unambiguous.
@@ -122,7 +138,7 @@ def embed_metadata(jpeg: bytes, title: str, description: str, keywords: Sequence
             written = img.get_bytes()
     except RuntimeError as exc:
         raise BadInput(name, f"cannot embed metadata ({exc})") from exc
-    owned = _OWNED_XMP + ([_SOURCE_TYPE_XMP] if digital_source_type else [])
+    owned = _OWNED_XMP + _COPIES_XMP + ([_SOURCE_TYPE_XMP] if digital_source_type else [])
     written = edit_carried(written, lambda packet: _without(packet, owned))
     return with_segments(written, _APP13, _iim_segments(jpeg, iptc))
 

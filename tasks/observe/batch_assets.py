@@ -10,7 +10,10 @@ The counts of ``batch-counts`` say how many; this table says which. Cells:
   (``not described (parked)``, ``waiting for review``, ``rejected in review``, ``nothing sent to <agency>``…):
   no cell says "not tried" without saying why;
 * ``similar`` (once some asset is alike another) — the similarity risk and the nearest asset
-  (``tasks.observe.similar_view``).
+  (``tasks.observe.similar_view``);
+* ``removed keywords`` (once the contributor's keyword rules took one out of some asset's keywords) — each
+  keyword and why: ``nike: protected name 'Nike' (brand)``, ``stock: excluded`` (the sidecar's
+  ``removed_keywords``).
 
 The artifact's description (markdown above the table in the UI) has the run's
 headline, the batch ZIP, the next steps by hand (which CSV to upload in which
@@ -24,9 +27,10 @@ from collections.abc import Callable, Mapping
 
 from prefect.artifacts import create_table_artifact
 
+from tasks.agencies.keyword_rules import removed_words
 from tasks.core.errors import StoreUnavailable, fails_again_unchanged
 from tasks.core.printable import printable
-from tasks.core.records import ready_name
+from tasks.core.records import read_sidecar, ready_name
 from tasks.core.reports import AgencyUpload, CsvReport, DescribeReport, Gathered, PackReport
 from tasks.core.workdir import Workdir
 from tasks.observe.markdown import md_cell, md_code, next_steps
@@ -157,6 +161,19 @@ def unchanged_warning(parked: list[ParkedJob]) -> list[str]:
             "change the image or the settings first."]
 
 
+def add_removed_column(rows: list[dict[str, str]], wd: Workdir, names: list[str]) -> None:
+    """``batch-assets``: a ``removed keywords`` cell in every row once some of ``names`` (the assets shown) had
+    keywords taken out by the contributor's rules (no column before), read from their sidecars."""
+    removed = {}
+    for name in names:
+        sidecar = read_sidecar(wd.sidecar(name))
+        if sidecar is not None and sidecar.name == name and sidecar.metadata.removed_keywords:
+            removed[printable(name)] = printable(removed_words(sidecar.metadata.removed_keywords))
+    if removed:
+        for row in rows:
+            row["removed keywords"] = removed.get(row["asset"], "")
+
+
 def publish_batch_assets(wd: Workdir, store: Callable[[], DeadLetterStore], summary: BatchSummary,
                          gathered: Gathered, described: DescribeReport, csvs: CsvReport, packed: PackReport,
                          uploads: dict[str, AgencyUpload]) -> None:
@@ -169,6 +186,7 @@ def publish_batch_assets(wd: Workdir, store: Callable[[], DeadLetterStore], summ
         parked = []
     rows = asset_rows(gathered, described, csvs, packed, uploads, parked, summary.in_review)
     add_risk_column(rows, read_risks(wd))  # the similarity risk (docs/AGENCIES.md, "Similar content")
+    add_removed_column(rows, wd, sorted({a.name for a in gathered.assets})[:MAX_ASSET_ROWS])
     create_table_artifact(rows[:MAX_ASSET_ROWS], key=BATCH_ASSETS,
                           description=assets_description(summary.headline(), len(rows), csvs, packed, parked,
                                                          summary.upload_stopped,

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tasks.agencies.catalog import catalog
+from tasks.agencies.protected import ProtectedNames
 from tasks.agencies.rows import EmbeddedFields, embedded_fields
 from tasks.core.errors import BadInput, StageStopped
 from tasks.core.files import atomic_write_bytes, disk_full, disk_of, sha256_file
@@ -52,7 +53,7 @@ from tasks.stages.run_context import RunContext
 from tasks.stages.similarity import hold_back_similar
 
 #: Bump when the bytes written for the same inputs change; every asset is then packed again.
-PACK_FORMAT = 2  # 2: the contributor's XMP and IPTC kept, EXIF ImageDescription in step
+PACK_FORMAT = 3  # 2: the contributor's XMP and IPTC kept, EXIF ImageDescription in step; 3: no keyword copies
 #: Images packed at once. Each worker holds one image; two fit the 300 MB budget (docs/BENCHMARKS.md).
 DEFAULT_WORKERS = min(2, os.cpu_count() or 1)
 #: exiv2 is not documented as thread-safe: one embed at a time (it takes milliseconds).
@@ -206,13 +207,15 @@ def _remove_outputs(wd: Workdir, asset_name: str) -> None:
 
 
 def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], agencies: list[str] | None = None,
-                *, rules: dict[str, ImageRules] | None = None, workers: int = DEFAULT_WORKERS) -> PackReport:
+                *, rules: dict[str, ImageRules] | None = None, workers: int = DEFAULT_WORKERS,
+                names: ProtectedNames | None = None) -> PackReport:
     """Pack every described asset (``workers`` at a time) and check the image rules of ``agencies``.
 
     ``rules`` maps every agency to its image rules (default: from the spec
     files; tests pass small ones). An image below every agency's minimum is
     rejected; one that breaks a rule of some agencies is held back for those.
-    Never raises for one file: a file that cannot be packed is rejected with
+    ``names``: the run's protected names, whose keywords the embedded XMP/IPTC
+    never carries (as the CSVs). Never raises for one file: a file that cannot be packed is rejected with
     its reason, its old packed files are removed, and the rest go on. A full
     disk stops the stage (StageStopped ``disk_full``, one line naming the disk
     and what was kept): no file is rejected for it, what was packed is kept in
@@ -237,7 +240,7 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
     def one(s: Sidecar) -> tuple[dict, bool]:
         src = wd.assets / s.name
         source_type = digital_source_type(s.provenance or provenance_of(src), settings.label_own_files_ai)
-        return pack_asset(src, PackedFiles.of(wd, s.name), embedded_fields(s.metadata, specs),
+        return pack_asset(src, PackedFiles.of(wd, s.name), embedded_fields(s.metadata, specs, names),
                           settings, entries.get(s.name), min_pixels=min_pixels, source_type=source_type,
                           upscale_to=upscale_to)
 
@@ -364,4 +367,5 @@ def finish_batch(wd: Workdir, report: PackReport) -> PackReport:
 def pack_described(ctx: RunContext) -> PackReport:
     """The pack stage: every described asset's upload-ready files, checked against the run's agencies' image
     rules."""
-    return pack_assets(ctx.wd, ctx.settings.pack, described_sidecars(ctx.wd), ctx.agencies)
+    return pack_assets(ctx.wd, ctx.settings.pack, described_sidecars(ctx.wd), ctx.agencies,
+                       names=ProtectedNames.of(ctx.settings.keywords))

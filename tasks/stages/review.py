@@ -5,7 +5,8 @@ batch has described assets without a decision pauses for input — the same
 three calls as Prefect's ``pause_flow_run(wait_for_input=…)``, made by hand so
 the Paused state says what it waits for (``tasks/orchestration/review_pause.py``,
 a workaround in docs/ARCHITECTURE.md): the UI shows the run as Paused with a form, and above it a table of the assets
-waiting (file, title, first keywords, categories, and per agency whether it
+waiting (file, title, first keywords, the keywords the contributor's rules
+removed and why, categories, and per agency whether it
 will be sent or is held back and why), each with a small inline thumbnail
 (a ``data:`` URI, which the UI renders). The form's field ``reject``
 picks the file names to leave out (the waiting names are its choices);
@@ -55,6 +56,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, Field
 
 from tasks.agencies.catalog import catalog
+from tasks.agencies.keyword_rules import removed_words
 from tasks.agencies.protected import ProtectedNames
 from tasks.agencies.rows import RowResult, build_row
 from tasks.core.records import Sidecar, described_sidecars, read_sidecar, ready_name, record_review, update_sidecar
@@ -177,7 +179,8 @@ def agency_verdict(name: str, agency: str, csvs: CsvReport) -> str:
 
 def review_description(wd: Workdir, waiting: list[Sidecar], csvs: CsvReport, settings: Settings) -> str:
     """The markdown above the form: one list item per waiting asset (a thumbnail; file and title, first
-    keywords, categories and where it goes, a line each), and what submitting does."""
+    keywords, categories, where it goes and the keywords the rules removed, a line each), and what submitting
+    does."""
     m = md_cell
     lines = [f"## {len(waiting)} asset(s) waiting for review", "",
              "Pick the files to leave out in **reject**, then submit: every other asset below is approved "
@@ -197,6 +200,7 @@ def review_description(wd: Workdir, waiting: list[Sidecar], csvs: CsvReport, set
         # a list item, the details a line each: the UI's form is a narrow modal, and a table's cells do not wrap
         lines.append(f"- {thumb + ' ' if thumb else ''}{md_code(s.name)} — **{m(md.title)}**<br>keywords: "
                      f"{m(', '.join(md.keywords[:6]))}<br>categories: {m(categories)}<br>goes: {m(goes)}"
+                     + (f"<br>removed keywords: {m(removed_words(md.removed_keywords))}" if md.removed_keywords else "")
                      + (f"<br>similar to: {similar}" if similar else ""))
     if len(waiting) > MAX_LISTED:
         lines.append(f"\n… and {len(waiting) - MAX_LISTED} more (every one is approved unless listed in reject).")

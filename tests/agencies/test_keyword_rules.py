@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from tasks.agencies.keyword_rules import apply_keyword_rules, repeat_key
+from tasks.agencies.keyword_rules import apply_keyword_rules, removed_words, repeat_key
 from tasks.agencies.protected import ProtectedNames
-from tasks.core.records import Metadata
+from tasks.core.records import Metadata, Sidecar
 from tasks.core.settings import KeywordSettings, Settings
 
 NAMES = ProtectedNames.of(KeywordSettings())
@@ -60,3 +60,24 @@ def test_the_rules_are_settings_of_microstock_toml_and_unknown_keys_are_refused(
     assert s.keywords.required == ["a"] and s.keywords.vocabulary == {"b": ["c"]}
     with pytest.raises(ValidationError):
         Settings.model_validate({"keywords": {"requried": ["a"]}})
+
+
+def test_removed_keywords_are_kept_with_why_and_a_second_pass_forgets_none():
+    md = Metadata(title="t", description="d", keywords=["shoes", "Nike", "mickey mouse", "stock", "running"])
+    once, _ = apply_keyword_rules(md, KeywordSettings(excluded=["stock"]), NAMES)
+    assert once.keywords == ["shoes", "running"]
+    assert once.removed_keywords == {"Nike": "protected name 'Nike' (brand)",
+                                     "mickey mouse": "protected name 'Mickey Mouse' (character)",
+                                     "stock": "excluded"}
+    again, changes = apply_keyword_rules(once, KeywordSettings(excluded=["stock", "running"]), NAMES)
+    assert again.removed_keywords == {**once.removed_keywords, "running": "excluded"}
+    assert changes.lines() == ["excluded: running"]
+    assert removed_words({"Nike": "protected name 'Nike' (brand)", "stock": "excluded"}) == \
+        "Nike: protected name 'Nike' (brand); stock: excluded"
+
+
+def test_a_sidecar_written_before_removed_keywords_were_kept_still_loads():
+    old = Sidecar.model_validate_json('{"asset_id": "a1", "name": "a.jpg", "metadata": '
+                                      '{"title": "t", "description": "d", "keywords": ["sea"]}}')
+    assert old.metadata.removed_keywords == {}
+    assert Sidecar.model_validate_json(old.model_dump_json()).metadata == old.metadata

@@ -5,10 +5,11 @@ from __future__ import annotations
 import calendar
 from pathlib import Path
 
-from tasks.core.records import Asset
+from tasks.core.records import Asset, Metadata, write_sidecar
 from tasks.core.reports import AgencyCsv, AgencyUpload, CsvReport, DescribeReport, Gathered, PackReport, Problem
+from tasks.core.workdir import Workdir
 from tasks.observe.artifacts import dead_letter_rows
-from tasks.observe.batch_assets import MAX_ASSET_ROWS, asset_rows, assets_description
+from tasks.observe.batch_assets import MAX_ASSET_ROWS, add_removed_column, asset_rows, assets_description
 from tasks.stores.dead_letter import ParkedJob
 
 #: 2026-11-29 06:51:00 UTC
@@ -145,3 +146,17 @@ def test_the_dead_letter_table_has_a_key_per_workdir_and_says_nothing_parked_pla
     assert re.fullmatch(r"dead-letter-jobs-micro-stock-data-[0-9a-f]{8}", dead_letter_key(one))
     assert dead_letters_description([], one) == f"Nothing parked in `{one.root}`."
     assert "replay with" in dead_letters_description([job("dune.jpg", "exhausted:503")], one)
+
+
+def test_keywords_the_rules_removed_get_a_column_only_once_some_asset_lost_one(tmp_path):
+    wd = Workdir(tmp_path).prepare()
+    write_sidecar(wd.sidecar("cat.jpg"), asset("cat.jpg"), Metadata(title="t", description="d", keywords=["cat"]))
+    rows = [{"asset": "cat.jpg", "describe": "described"}, {"asset": "fog.jpg", "describe": "pending"}]
+    add_removed_column(rows, wd, ["cat.jpg", "fog.jpg"])
+    assert all("removed keywords" not in r for r in rows)  # nothing removed: the table keeps its columns
+    write_sidecar(wd.sidecar("beach.png"), asset("beach.png"), Metadata(
+        title="t", description="d", keywords=["shoes"],
+        removed_keywords={"nike": "protected name 'Nike' (brand)", "stock": "excluded"}))
+    rows.insert(0, {"asset": "beach.png", "describe": "described"})
+    add_removed_column(rows, wd, ["beach.png", "cat.jpg", "fog.jpg"])
+    assert [r["removed keywords"] for r in rows] == ["nike: protected name 'Nike' (brand); stock: excluded", "", ""]

@@ -296,3 +296,18 @@ def test_a_time_out_holds_only_what_nobody_decided_meanwhile(workdir, waiting_ev
     report = review_decisions(workdir, review_on(on_timeout="approve"), rejected, CsvReport(), ask)
     assert (report.approved, report.rejected) == (["bay.jpg", "cove.jpg"], ["alps.jpg"]), \
         "a time-out that approves leaves the terminal's reject alone"
+
+
+def test_the_form_shows_the_keywords_the_rules_removed_and_why(workdir):
+    packed = described(workdir)
+    sidecar = read_sidecar(workdir.sidecar("bay.jpg"))
+    removed = {"nike": "protected name 'Nike' (brand)", "mickey mouse": "protected name 'Mickey Mouse' (character)"}
+    write_sidecar(workdir.sidecar("bay.jpg"), Asset(name="bay.jpg", asset_id=sidecar.asset_id,
+                                                    path=workdir.assets / "bay.jpg"),
+                  sidecar.metadata.model_copy(update={"removed_keywords": removed}))
+    report = write_agency_csvs(workdir, ["adobe"])
+    text = review_description(workdir, waiting_sidecars(described_sidecars(workdir), packed), report, Settings())
+    bay = next(line for line in text.splitlines() if "`bay.jpg`" in line)
+    assert ("<br>removed keywords: nike: protected name 'Nike' (brand); "
+            "mickey mouse: protected name 'Mickey Mouse' (character)") in bay
+    assert "removed keywords" not in next(line for line in text.splitlines() if "`alps.jpg`" in line)
