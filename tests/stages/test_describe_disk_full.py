@@ -19,6 +19,7 @@ from tasks.stages.offline_describer import OfflineDescriber
 from tasks.stages.run_context import RunContext
 from tasks.stores.dead_letter_open import open_store
 from tests.fakes.gemini import FAKE_KEY, fake_gemini  # noqa: F401  (fake_gemini is a fixture)
+from tests.stages import test_describe
 from tests.stages.test_describe import describe_flow, fast_settings, make_assets
 
 NAMES = ["a.jpg", "b.jpg", "c.jpg", "d.jpg"]
@@ -115,3 +116,33 @@ def test_in_prefect_with_gemini_a_full_disk_leaves_the_paid_answer_pending_not_p
     assert again.described == ["b.jpg", "c.jpg"] and again.already == ["a.jpg"]
     assert len(fake_gemini.requests) == 4, "each asset left pending described once more, a.jpg not again"
 
+
+
+def test_in_batch_mode_a_full_disk_keeps_the_job_so_the_rerun_collects_its_answers_again(
+        prefect_harness, fake_gemini, tmp_path, monkeypatch):  # noqa: F811
+    """Batch answers stay with the Gemini job: the collect that could not write a sidecar stops with the line,
+    the job's record stays live, and the next run collects the rest from the same job (no second job, nothing
+    parked, nothing paid twice)."""
+    from tests.stages import test_batch_describe as batch
+
+    monkeypatch.setenv("GEMINI_API_KEY", FAKE_KEY)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    monkeypatch.setattr(test_describe, "COLOURS", batch.COLOURS)
+    wd = Workdir(tmp_path / "w").prepare()
+    assets = batch.make_assets(wd, NAMES[:3])
+    fake_gemini.batch.finish_after_s = 0
+    submitted = describe_stage(RunContext(wd, batch.batch_settings()), assets)
+    assert sorted(submitted.in_batch) == NAMES[:3]
+
+    fill_disk_after(monkeypatch, room=1)
+    stopped = describe_stage(RunContext(wd, batch.batch_settings()), assets)
+    assert stopped.stopped.startswith(f"disk full: {disk_of(wd.assets)} has no room left for"), stopped.stopped
+    assert stopped.parked == {} and open_store(wd, Settings()).list() == []
+    described_first = [n for n in NAMES[:3] if wd.sidecar(n).exists()]
+    assert len(described_first) == 1
+
+    monkeypatch.setattr(records, "atomic_write_bytes", atomic_write_bytes)  # space freed
+    again = describe_stage(RunContext(wd, batch.batch_settings()), assets)
+    assert again.stopped is None and again.parked == {}
+    assert all(wd.sidecar(n).exists() for n in NAMES[:3])
+    assert fake_gemini.batch.created == 1, "the answers came from the first job: none submitted again"
