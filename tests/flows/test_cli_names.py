@@ -36,3 +36,19 @@ def test_review_of_an_unknown_hostile_name_says_it_literally(run_microstock, tmp
                             env={"PREFECT_API_URL": None})
     assert result.exit_code == 1
     assert result.stderr == f"error: {LINK}: no such described asset in {wd.assets}: nothing changed\n"
+
+
+def test_dead_letter_list_writes_out_the_control_characters_of_a_parked_name(tmp_path):
+    """A parked job of a file named with an escape sequence (it retitles a terminal) and a newline (it forges a
+    line): one line per job, the name's control characters written out."""
+    from tasks.core.settings import Settings
+    from tasks.stores.dead_letter_open import open_store
+
+    wd = Workdir(tmp_path / "w").prepare()
+    name = "\x1b]0;PWNED\x07sea\nview.jpg"
+    open_store(wd, Settings()).park("a" * 64, payload={}, model="m", error_class="exhausted:503",
+                                    error_message="x", attempts=2, asset_name=name)
+    result = CliRunner().invoke(app, ["dead-letter", "list", "--workdir", str(wd.root)], catch_exceptions=False)
+    assert result.exit_code == 0
+    (line,) = result.stdout.splitlines()
+    assert "\x1b" not in line and line.endswith("parked  \\x1b]0;PWNED\\x07sea\\x0aview.jpg")
