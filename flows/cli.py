@@ -27,6 +27,7 @@ from flows.cli_review import review_app
 from flows.cli_server import server_app
 from flows.cli_similar import similar_app
 from tasks.core.errors import BadInput, ConfigError, MicrostockError, StoreUnavailable
+from tasks.core.printable import printable
 
 #: What a command cannot start with (exit 2): the configuration or workdir, what it was given, a local store.
 CANNOT_START = (ConfigError, BadInput, StoreUnavailable)
@@ -274,12 +275,13 @@ def replay(
         exc = state.result(raise_on_failure=False)
         fail(exc.message if isinstance(exc, MicrostockError) else f"the replay failed: {state.message}", code=1)
     result = state.result()
-    for line in result["would_replay"]:
-        typer.echo(line)
+    for line in result["would_replay"]:  # asset names are files': control characters written out
+        typer.echo(printable(line))
     for name, why in sorted(result["failing"].items()):
-        typer.echo(f"still failing: {name}: {why}")
+        typer.echo(f"still failing: {printable(name)}: {printable(why)}")
     for name, error_class in sorted(result["skipped"].items()):
-        typer.echo(f"skipped: {name} ({error_class}) fails again unless changed first; --include-doomed replays it")
+        typer.echo(f"skipped: {printable(name)} ({error_class}) fails again unless changed first; "
+                   "--include-doomed replays it")
     if result["stopped"]:
         typer.echo(f"stopped: {result['stopped']}")
     typer.echo(state.message)
@@ -341,7 +343,7 @@ def list_dead_letters(
     store = open_dead_letters(workdir)
     jobs = store.list(status=status.value if status else None) if store else []
     for job in jobs:
-        typer.echo(job.line())
+        typer.echo(printable(job.line()))  # the asset's name is a file's: control characters written out
     if not jobs:
         err.print(f"no {status.value if status else ''} jobs in the dead-letter store".replace("  ", " "))
 

@@ -7,8 +7,9 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
+from tasks.core.printable import printable
 from tasks.core.workdir import default_workdir
 
 #: The width of a console whose output goes to a pipe or a file (cron's log): wide enough that no table cell, path
@@ -18,11 +19,15 @@ PIPE_WIDTH = 10_000
 
 def command_console(stderr: bool) -> Console:
     """A console for a command's output: on a terminal, its width; to a pipe or a file, no cut at 80 columns
-    (a cell ending in ``…/microstock-data/c…`` tells the log's reader nothing), every line as long as it is."""
-    out = Console(stderr=stderr)
+    (a cell ending in ``…/microstock-data/c…`` tells the log's reader nothing), every line as long as it is.
+
+    No Rich markup (``markup=False``): what it prints holds the contributor's file names, and a file named
+    ``[bold red]x[/].jpg`` or ``[link=…]…`` is shown as it is, never taken as style or link. Style is given
+    as :class:`~rich.text.Text` (:func:`print_error`)."""
+    out = Console(stderr=stderr, markup=False)
     if out.is_terminal:
         return out
-    return Console(stderr=stderr, width=PIPE_WIDTH, soft_wrap=True)
+    return Console(stderr=stderr, width=PIPE_WIDTH, soft_wrap=True, markup=False)
 
 
 console = command_console(stderr=False)
@@ -35,10 +40,15 @@ def resolve_workdir(workdir: Optional[Path]) -> Path:
     return (workdir or default_workdir()).resolve()
 
 
+def print_error(message: str) -> None:
+    """``error: <message>`` on stderr, one line: every character of the message shown as it is (``[gemini]`` is
+    no markup), control characters written out (:func:`~tasks.core.printable.printable`)."""
+    err.print(Text.assemble(("error:", "red"), " ", printable(message)), highlight=False, soft_wrap=True)
+
+
 def fail(message: str, code: int = 2) -> None:
-    """One line on stderr, every word of the message shown (``[gemini]`` is no markup), then the exit code
-    (2: the command cannot start)."""
-    err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
+    """:func:`print_error`, then the exit code (2: the command cannot start)."""
+    print_error(message)
     raise typer.Exit(code)
 
 

@@ -26,7 +26,8 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from flows.cli_common import WorkdirOpt, console, err, fail, resolve_workdir
+from flows.cli_common import WorkdirOpt, console, fail, print_error, resolve_workdir
+from tasks.core.printable import printable
 from tasks.core.workdir import Workdir
 
 review_app = typer.Typer(help=escape("Review before anything leaves ([review] enabled = true): list, approve, reject, "
@@ -50,8 +51,7 @@ def _described_or_exit(wd: Workdir, names: list[str]) -> None:
     missing = not_described(wd, names)
     for name, close in missing.items():
         hint = f" — did you mean {' or '.join(close)}?" if close else ""
-        err.print(f"[red]error:[/red] {escape(name)}: no such described asset in {escape(str(wd.assets))}: "
-                  f"nothing changed{escape(hint)}", highlight=False, soft_wrap=True)
+        print_error(f"{name}: no such described asset in {wd.assets}: nothing changed{hint}")
     if missing:
         raise typer.Exit(1)
 
@@ -63,9 +63,10 @@ def _answer_once_all_decided(wd: Workdir, paused: str) -> None:
 
     still = review_overview(wd)[0]
     if still:
-        console.print(f"the run {paused} waits for review: {len(still)} asset(s) not decided yet ({', '.join(still)})"
-                      "; it goes on once each one is (`microstock review approve NAME…` / `reject NAME…`; "
-                      "`microstock review approve` approves all of them)", highlight=False, soft_wrap=True)
+        console.print(f"the run {paused} waits for review: {len(still)} asset(s) not decided yet "
+                      f"({', '.join(map(printable, still))}); it goes on once each one is (`microstock review "
+                      "approve NAME…` / `reject NAME…`; `microstock review approve` approves all of them)",
+                      highlight=False, soft_wrap=True)
         return
     refused = answer_paused_run(paused, [])  # the run keeps every decision recorded while it waited
     if refused:
@@ -125,9 +126,9 @@ def review_reject(names: list[str] = typer.Argument(..., help="Asset file names 
     sent = already_sent(wd, names)
     console.print(f"rejected {len(names)} asset(s): no CSV row, not uploaded again", highlight=False)
     for name, agencies in sent.items():
-        console.print(f"{name} was already uploaded to {', '.join(agencies)} (the ledger records it): a reject "
-                      "cannot unsend it (microstock never deletes at an agency); it only keeps it from being sent "
-                      "again", highlight=False, soft_wrap=True)
+        console.print(f"{printable(name)} was already uploaded to {', '.join(agencies)} (the ledger records it): "
+                      "a reject cannot unsend it (microstock never deletes at an agency); it only keeps it from being "
+                      "sent again", highlight=False, soft_wrap=True)
     if paused:
         _answer_once_all_decided(wd, paused)
 
@@ -171,10 +172,10 @@ def review_edit(name: str = typer.Argument(..., help="The asset's file name."),
     sidecar, rows = edit_asset(wd, settings, agencies, Correction(file=name, title=title, description=description,
                                                                   keywords=words))
     changed = [f for f, v in (("title", title), ("keywords", words), ("description", description)) if v is not None]
-    console.print(f"{name}: {', '.join(changed)} written to its sidecar", highlight=False)
+    console.print(f"{printable(name)}: {', '.join(changed)} written to its sidecar", highlight=False)
     if sidecar.rejected:
-        console.print(f"{name} was rejected in review: it gets no row and is never sent unless reopened "
-                      f"(`microstock review reopen {name}`)", highlight=False)
+        console.print(f"{printable(name)} was rejected in review: it gets no row and is never sent unless reopened "
+                      f"(`microstock review reopen {printable(name)}`)", highlight=False)
         return
     for row in rows:
         fixed = "; ".join(f.message for f in row.fixes)

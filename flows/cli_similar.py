@@ -18,7 +18,7 @@ from typing import Optional
 
 import typer
 
-from flows.cli_common import WorkdirOpt, console, err, fail, resolve_workdir
+from flows.cli_common import WorkdirOpt, console, fail, print_error, resolve_workdir
 from tasks.core.printable import printable
 
 similar_app = typer.Typer(help="Similar-content risk: list it, set alike assets apart, release a held-back asset.",
@@ -58,7 +58,7 @@ def similar_release(names: list[str] = typer.Argument(..., help="Asset file name
         try:
             done = release_held_back(wd, name, agency or None)
         except BadInput as exc:
-            err.print(f"[red]error:[/red] {exc.reason}: nothing changed", highlight=False, soft_wrap=True)
+            print_error(f"{exc.reason}: nothing changed")
             code = 1
             continue
         console.print(f"{printable(name)}: released for {', '.join(done)}; the next run sends it there" if done

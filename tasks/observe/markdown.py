@@ -9,12 +9,19 @@ from tasks.core.printable import printable
 from tasks.core.reports import SIMILAR_CONTENT, CsvReport
 from tasks.observe.summary import REJECTED_IN, BatchSummary, held_label, held_rules, listed
 
+#: Markdown's own characters, written as themselves in a cell: ``&`` ``<`` ``>`` as HTML entities (a name
+#: ``<img src=x onerror=…>`` is text, never HTML), ``* _ [ ] ~ #`` backslash-escaped (``[click](http://evil)`` is
+#: no link, ``*a*`` or ``__init__`` no emphasis, ``~~x~~`` no strike-through), ``|`` so the table stays whole.
+_MARKDOWN_CHARS = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "\\|", "*": "\\*", "_": "\\_",
+                                 "[": "\\[", "]": "\\]", "~": "\\~", "#": "\\#", "`": "'"})
+
 
 def md_cell(text: object) -> str:
-    """Text safe inside a markdown table cell (file names and reasons are the contributor's, not ours); a URL
-    in it (``sftp://host``) is not made a link (the UI would link only its ``ftp://`` tail), nor is a user at a
-    host (``sftp://me@host`` would become a ``mailto:`` link: ``@`` is escaped)."""
-    return (printable(str(text).replace("\n", " ")).replace("\\", "\\\\").replace("|", "\\|").replace("`", "'")
+    """Text safe inside a markdown table cell (file names and reasons are the contributor's, not ours): shown as
+    written, never as markup, HTML or a link (:data:`_MARKDOWN_CHARS`); a URL in it (``sftp://host``) is not made
+    a link (the UI would link only its ``ftp://`` tail), nor is a user at a host (``sftp://me@host`` would become
+    a ``mailto:`` link: ``@`` is escaped)."""
+    return (printable(str(text).replace("\n", " ")).replace("\\", "\\\\").translate(_MARKDOWN_CHARS)
             .replace("://", ":\\/\\/").replace("@", "\\@"))
 
 

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 
 from rich.console import Console, Group
 from rich.table import Table
+from rich.text import Text
 
 from tasks.core.printable import printable
 from tasks.core.reports import CsvReport
@@ -23,15 +24,15 @@ def stage_bars(out: Console) -> Iterator[None]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     bars: dict[str, int] = {}
-    with Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=out, transient=False) as bar:
+    with Progress(TextColumn("{task.description:<10}", markup=False), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=out, transient=False) as bar:
         def listener(stage: str, done: int, total: int) -> None:
             if stage not in bars:
                 bars[stage] = bar.add_task(stage, total=total)
             bar.update(bars[stage], completed=done, total=total)
 
         def notice(text: str) -> None:
-            bar.console.print(text, highlight=False, soft_wrap=True)
+            bar.console.print(Text(text), highlight=False, soft_wrap=True)  # names in it: never markup
 
         stage_progress.add_listener(listener)
         stage_progress.add_notice(notice)

@@ -203,7 +203,10 @@ def gather_assets(ctx: RunContext, count: int, source: str | None) -> Gathered:
         log.warning("rejected %s: %s", printable(name), printable(reason))
     for name, note in sorted(gathered.left_out.items()):
         log.warning("ingested %s: %s", printable(name), note)
-    write_ingest_report(wd, gathered)
+    unsaved = write_ingest_report(wd, gathered)  # a full disk: its line, after the stage's own first reason
+    if unsaved is not None:
+        log.error("%s", unsaved)
+        gathered.stopped = gathered.stopped or unsaved
     clips_stage(ctx)  # the clips take their own way: probed, a poster each, checked per agency (tasks/stages/clips.py)
     log.info("%d assets (%d new)", len(gathered.assets), len(gathered.new))
     return gathered

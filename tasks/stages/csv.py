@@ -21,13 +21,15 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Collection, Mapping
+from pathlib import Path
 
 from tasks.agencies.catalog import catalog
 from tasks.agencies.dialect import bom_bytes, csv_bytes
 from tasks.agencies.protected import ProtectedNames
 from tasks.agencies.rows import RowResult, build_row, check_csv_defaults
 from tasks.agencies.spec import AgencySpec
-from tasks.core.files import atomic_write_bytes
+from tasks.core.errors import StageStopped
+from tasks.core.files import atomic_write_bytes, disk_full, disk_of
 from tasks.core.records import Sidecar, described_sidecars, ready_name
 from tasks.core.reports import AgencyCsv, CsvReport, PackReport, Problem
 from tasks.core.settings import Settings
@@ -84,12 +86,28 @@ def csv_file_name(agency: str, index: int) -> str:
     return f"{agency}.csv" if index == 1 else f"{agency}-{index}.csv"
 
 
-def _write_files(wd: Workdir, agency: str, contents: list[bytes]) -> list[str]:
+def _write(path: Path, data: bytes, report: CsvReport) -> None:
+    """Write ``path`` whole or not at all; a full disk stops the stage (StageStopped ``disk_full``): one line naming
+    the disk, the file, and the agencies whose CSVs ``report`` holds as written."""
+    try:
+        atomic_write_bytes(path, data)
+    except OSError as exc:
+        if not disk_full(exc):
+            raise
+        disk = disk_of(path)
+        done = [agency for agency, result in report.agencies.items() if result.files]
+        kept = f"the CSVs of {', '.join(done)} written" if done else "no agency's CSVs written"
+        raise StageStopped(f"disk full: {disk} has no room left for {path} ({exc.strerror or exc}); the CSV stage "
+                           f"stopped with {kept} (each file whole or not at all) — free space on {disk} and run "
+                           "again: every CSV is written again from the sidecars", kind="disk_full") from None
+
+
+def _write_files(wd: Workdir, agency: str, contents: list[bytes], report: CsvReport) -> list[str]:
     paths = []
     for i, data in enumerate(contents, start=1):
         path = wd.csv / csv_file_name(agency, i)
         if not path.exists() or path.read_bytes() != data:
-            atomic_write_bytes(path, data)
+            _write(path, data, report)
         paths.append(str(path))
     stale = re.compile(rf"{re.escape(agency)}-(\d+)\.csv")
     for path in wd.csv.glob(f"{agency}-*.csv"):
@@ -120,7 +138,8 @@ def write_agency_csvs(
     sidecar says so) and those ``waiting`` for a review decision get no row either
     (rule ``review``). Agencies not listed keep their
     files. An agency whose settings are invalid gets no file this run and an
-    agency-wide problem. The report is also saved as ``reports/validation.json``.
+    agency-wide problem. The report is also saved as ``reports/validation.json``. A full disk stops the stage
+    with one line (StageStopped ``disk_full``, :func:`_write`).
     """
     settings = settings or Settings()
     names = ProtectedNames.of(settings.keywords)
@@ -159,8 +178,9 @@ def write_agency_csvs(
         result.fixes = dict(sorted(fixes.items()))
         if spec.takes_csv:
             result.files = _write_files(wd, agency,
-                                        split_files(spec, spec.header_row(defaults), [r.cells for r in valid]))
-    atomic_write_bytes(wd.reports / "validation.json", report.model_dump_json(indent=2).encode("utf-8"))
+                                        split_files(spec, spec.header_row(defaults), [r.cells for r in valid]),
+                                        report)
+    _write(wd.reports / "validation.json", report.model_dump_json(indent=2).encode("utf-8"), report)
     return report
 
 

@@ -37,6 +37,8 @@ from tasks.core.errors import (
     error_class_of_parked,
     unreachable,
 )
+from tasks.core.files import disk_full, disk_of
+from tasks.core.printable import printable
 from tasks.core.records import Asset, Metadata, read_sidecar, write_sidecar
 from tasks.core.reports import DescribeReport
 from tasks.core.retry import delay_before_retry
@@ -194,13 +196,27 @@ class DescribeRun:
         (:mod:`tasks.agencies.keyword_rules`), its provenance and the AI label the agencies' rules need.
 
         The one way a describe answer becomes a sidecar, in sync and batch mode alike, whichever describer wrote it.
+        A full disk (ENOSPC, EDQUOT) is not the asset's failure: StageStopped ``disk_full``, one line naming the disk
+        and that this answer could not be kept (the asset stays pending; the next run describes it again).
         """
         metadata, changes = apply_keyword_rules(metadata, self.settings.keywords, self.names)
         for line in changes.lines():
-            log.info("%s: keywords: %s", asset.name, line)
+            log.info("%s: keywords: %s", printable(asset.name), line)
         provenance = provenance_of(asset.path)
         ai = is_ai_generated(provenance, self.settings.pack.label_own_files_ai)  # agencies' AI rules apply to it
-        write_sidecar(self.wd.sidecar(asset.name), asset, metadata.model_copy(update={"ai_generated": ai}), provenance)
+        path = self.wd.sidecar(asset.name)
+        try:
+            write_sidecar(path, asset, metadata.model_copy(update={"ai_generated": ai}), provenance)
+        except OSError as exc:
+            if not disk_full(exc):
+                raise
+            disk = disk_of(path)
+            paid = f", US${metadata.cost_usd:.4f} paid" if metadata.cost_usd else ""
+            raise StageStopped(f"disk full: {disk} has no room left for {printable(path)} ({exc.strerror or exc}); "
+                               f"the describe answer for {printable(asset.name)} could not be kept "
+                               f"({self.describer.name}{paid}) and it stays pending with the assets not yet "
+                               f"described; describe stopped — free space on {disk} and run again",
+                               kind="disk_full") from None
 
     def park(self, asset: Asset, exc: BaseException, *, attempts: int | None = None,
              task_run_id: str | None = None) -> ParkedJob:
@@ -288,7 +304,11 @@ def attempt_job(run: DescribeRun, asset: Asset) -> Outcome:
                 continue
             return Outcome(asset, "failed", run.reason(exc), attempt, failure=exc)
         run.reached = True
-        run.save(asset, metadata)
+        try:
+            run.save(asset, metadata)
+        except StageStopped as exc:  # the disk is full: this answer is lost, the rest stays pending
+            run.gate.stop(exc)
+            return Outcome(asset, "pending", exc.message, attempt, failure=exc)
         return Outcome(asset, "described", attempts=attempt, metadata=metadata, times=times)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from tasks.core.files import atomic_write_bytes
+from tasks.core.files import atomic_write_bytes, disk_full, disk_of
 from tasks.core.reports import Gathered
 from tasks.core.workdir import Workdir
 
@@ -44,11 +44,25 @@ def what_to_do(reason: str) -> str:
     return next((advice for words, advice in _WHAT_TO_DO if words in reason), _DEFAULT)
 
 
-def write_ingest_report(wd: Workdir, gathered: Gathered) -> None:
-    """Write ``reports/ingest.json`` for this run's assets stage."""
+def write_ingest_report(wd: Workdir, gathered: Gathered) -> str | None:
+    """Write ``reports/ingest.json`` for this run's assets stage; None once written.
+
+    A full disk (ENOSPC, EDQUOT): nothing written (an old report is left whole, or none), and the one line the
+    assets stage stops with is returned: the disk, what was kept, where the rejected files are named instead.
+    """
     report = {
         "rejected": [{"file": name, "reason": reason, "what_to_do": what_to_do(reason)}
                      for name, reason in sorted(gathered.rejected.items())],
         "left_out": [{"file": name, "what": what} for name, what in sorted(gathered.left_out.items())],
     }
-    atomic_write_bytes(wd.reports / FILE_NAME, json.dumps(report, indent=2, ensure_ascii=False).encode("utf-8"))
+    path = wd.reports / FILE_NAME
+    try:
+        atomic_write_bytes(path, json.dumps(report, indent=2, ensure_ascii=False).encode("utf-8"))
+    except OSError as exc:
+        if not disk_full(exc):
+            raise
+        disk = disk_of(path)
+        return (f"disk full: {disk} has no room left for {path} ({exc.strerror or exc}); the assets stage kept its "
+                f"{len(gathered.assets)} asset(s), {path.name} not written (the run's log names the "
+                f"{len(gathered.rejected)} rejected file(s)) — free space on {disk} and run again")
+    return None

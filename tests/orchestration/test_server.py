@@ -25,6 +25,7 @@ from tasks.core.files import sha256_file
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.observe.artifacts import dead_letter_key
+from tasks.observe.markdown import md_cell
 from tasks.orchestration import server_record, workdir_server
 from tasks.orchestration.deployments import PROJECT_DIR
 from tasks.orchestration.environment import RUN_LOG_ENV
@@ -581,7 +582,7 @@ def test_a_parked_job_reads_as_parked_and_the_batch_has_one_row_per_asset(server
     assert "`microstock replay --apply`" in description
     deployed = "replay-dead-letters" in deployments_by_name(srv.api_url)  # when the documented deploy ran first
     assert ("→ Run → Custom run" in description) == deployed, "the UI's way only where it works"
-    assert "will fail again if replayed unchanged" in description and str(wd.csv / "adobe.csv") in description
+    assert "will fail again if replayed unchanged" in description and md_cell(str(wd.csv / "adobe.csv")) in description
 
     summary = subprocess.run([sys.executable, "-c", "from flows.dead_letter_summary import dead_letter_summary; "
                               f"dead_letter_summary(workdir={str(wd.root)!r})"], env=env, capture_output=True,

@@ -200,7 +200,7 @@ def test_a_name_with_an_escape_sequence_and_a_newline_is_printed_escaped(folders
     for where, text in shown.items():
         assert "\x1b" not in text and "\r" not in text and "\u202e" not in text, where
     assert "\\x1b[2Jbroken\\x0d.jpg" in shown["terminal"]
-    assert "\\\\x1b[2Jbroken\\\\x0d.jpg" in shown["markdown"]  # the backslash itself escaped for markdown
+    assert "\\\\x1b\\[2Jbroken\\\\x0d.jpg" in shown["markdown"]  # the backslash and the [ escaped for markdown
     assert "\\\\x1b]0;PWNED\\\\x07sea\\\\x0aview\\\\u202egpj.jpg" in shown["batch-assets"]
 
 

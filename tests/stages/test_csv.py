@@ -353,7 +353,7 @@ def test_report_saved_as_json_and_rendered(golden_wd):
 
     md = validation_markdown(report)
     assert "| Adobe Stock | 3 |" in md
-    assert "| a_very_long_ingested_file_name_2024.jpg | adobe | `filename.max_chars` |" in md
+    assert "| a\\_very\\_long\\_ingested\\_file\\_name\\_2024.jpg | adobe | `filename.max_chars` |" in md  # `_` escaped
     assert "Adobe Stock: upload" in md and "contributor portal" in md
 
     console = Console(record=True, width=200)

@@ -15,6 +15,7 @@ from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.images.demo import DEMO_PROMPTS, render_demo_image
 from tasks.observe.batch_assets import asset_rows
+from tasks.observe.markdown import md_cell
 from tasks.observe.similar_view import add_risk_column, summary_notes
 from tasks.stages.review import review_description
 from tasks.stages.similarity import release_held_back
@@ -83,7 +84,7 @@ def test_an_upload_that_left_the_batch_still_counts_and_a_released_asset_is_sent
     assert risk.nearest in first and risk.nearest_uploaded and risk.versions == 4
     form = review_description(wd, described_sidecars(wd), CsvReport(), Settings())
     row = next(line for line in form.splitlines() if f"`{new}`" in line)
-    assert "![nearest](data:image/jpeg;base64," in row and f" like {risk.nearest} (uploaded; " in row
+    assert "![nearest](data:image/jpeg;base64," in row and f" like {md_cell(risk.nearest)} (uploaded; " in row
 
     assert release_held_back(wd, new) == ["adobe"]
     report, sent = pack_and_upload(wd)
