@@ -243,7 +243,7 @@ class SftpTarget(Transport):
                     # Wait here for every write's acknowledgement: paramiko's close does not wait for
                     # them itself, and swallows a timeout in its own wait (the stall then surfaced
                     # later, as a bare "timed out" from the size check).
-                    remote.stat()
+                    _after_every_write(remote)
             except TimeoutError:
                 raise TimeoutError(f"the server took nothing of {name} for {self.timeout:g} s "
                                    f"({sent:,} of {size:,} bytes handed over)") from None
@@ -257,3 +257,16 @@ class SftpTarget(Transport):
             self.connect()
         assert self._sftp is not None
         return self._sftp
+
+
+def _after_every_write(remote: paramiko.SFTPFile) -> None:
+    """Return once the server answered every write sent on ``remote``: it answers in order, so the answer to
+    an ``fstat`` sent after them comes after theirs. An upload-only server may refuse the ``fstat`` itself;
+    its refusal is an answer too (the size is checked after the close, where the server can be listed)."""
+    try:
+        remote.stat()
+    except TimeoutError:
+        raise
+    except OSError as exc:
+        if exc.errno not in (None, *REFUSED_ERRNOS):  # not an SFTP status: the connection itself broke
+            raise

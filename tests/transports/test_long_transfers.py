@@ -199,3 +199,18 @@ def test_an_sftp_server_that_stops_acknowledging_is_a_timeout_naming_the_clip(sf
             t.put(clip, clip.name)
     assert info.value.kind == "timeout" and "\n" not in info.value.message
     assert "took nothing of harbour_dawn.mp4 for 0.3 s" in info.value.message
+
+
+def test_an_upload_only_sftp_server_that_refuses_fstat_still_takes_the_clip(sftp_server, known_hosts, tmp_path,
+                                                                              monkeypatch):
+    import paramiko
+
+    from tests.fakes import servers
+
+    monkeypatch.setattr(servers._SftpHandle, "stat", lambda self: paramiko.sftp.SFTP_PERMISSION_DENIED)
+    clip = tmp_path / "harbour_dawn.mp4"
+    clip.write_bytes(os.urandom(3 * 32 * 1024))
+    with SftpTarget("127.0.0.1", sftp_server.port, USER, PASSWORD, known_hosts=known_hosts, timeout=5,
+                    keeps_files=False) as t:
+        t.put(clip, clip.name)
+    assert sftp_server.file(clip.name).read_bytes() == clip.read_bytes()
