@@ -214,3 +214,18 @@ def test_an_upload_only_sftp_server_that_refuses_fstat_still_takes_the_clip(sftp
                     keeps_files=False) as t:
         t.put(clip, clip.name)
     assert sftp_server.file(clip.name).read_bytes() == clip.read_bytes()
+
+
+def test_an_sftp_upload_of_a_clip_reports_growing_bytes(sftp_server, known_hosts, tmp_path):
+    size = LONG_TRANSFER_BYTES + 1_000_000
+    clip = sparse(tmp_path / "harbour_dawn.mp4", size)
+    seen: list[int] = []
+    listener = lambda label, done, total: seen.append(done)  # noqa: E731
+    progress.add_listener(listener)
+    try:
+        with sftp(sftp_server, known_hosts, 5) as t:
+            t.put(clip, clip.name)
+    finally:
+        progress.remove_listener(listener)
+    assert seen[0] == 0 and seen[-1] == -(-size // 1_000_000) and seen == sorted(seen) and len(set(seen)) > 10
+    assert sftp_server.file(clip.name).stat().st_size == size
