@@ -31,9 +31,10 @@ import socket
 import ssl
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from tasks.core.errors import (
     AuthenticationFailed,
@@ -43,10 +44,21 @@ from tasks.core.errors import (
     StageStopped,
     TransientError,
 )
-from tasks.transports.base import DISK_FULL, Transport, drain, network_errors, remote_display, say
+from tasks.observe.progress import TransferProgress
+from tasks.transports.base import (
+    DISK_FULL,
+    Transport,
+    drain,
+    network_errors,
+    remote_display,
+    say,
+    unacknowledged,
+)
 from tasks.transports.pins import CertificatePins
 
 _BLOCK = 64 * 1024
+#: How often a send waiting for the kernel looks whether the server took anything (at most).
+_POLL_S = 0.25
 _RESET_ON_CLOSE = struct.pack("ii", 1, 0)
 _FIN_ON_CLOSE = struct.pack("ii", 0, 0)
 
@@ -275,7 +287,9 @@ class FtpTarget(Transport):
         its own buffer may still hold at the rate it was seen reading. A
         server that stops reading, or a reply that does not come even then,
         raises ReplyOverdue: every byte was handed over, so the file may still
-        be arriving (docs/UPLOADS.md, "Never a second send").
+        be arriving (docs/UPLOADS.md, "Never a second send"). While the file
+        is handed over, ``timeout`` is the longest the server may take nothing
+        (:func:`hand_over`), however long the whole transfer takes.
         """
         ftp = self._connected()
         size = local.stat().st_size
@@ -284,12 +298,14 @@ class FtpTarget(Transport):
             conn = ftp.transfercmd(f"STOR {name}")  # resets on close until the last byte is handed over
             started = time.monotonic()
             try:
-                while chunk := src.read(_BLOCK):
-                    conn.sendall(chunk)
+                hand_over(conn, src, name, size, self.timeout, TransferProgress(self.display, name, size))
                 conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _FIN_ON_CLOSE)  # every byte handed over
-            except OSError:
+            except OSError as exc:
                 conn.close()  # resets: the server sees an aborted transfer
-                ftp.voidresp()  # the server usually says why (426 no space, 452 ...): raise that
+                try:
+                    ftp.voidresp()  # the server usually says why (426 no space, 452 ...): raise that
+                except (OSError, EOFError):  # a stalled or vanished server says nothing: the send's own error
+                    raise exc from None
                 raise
             try:
                 drained = drain(conn, size, self.timeout, answer=ftp.sock)
@@ -321,6 +337,43 @@ class FtpTarget(Transport):
             self.connect()
         assert self._ftp is not None
         return self._ftp
+
+
+def hand_over(conn: socket.socket, src: BinaryIO, name: str, size: int, timeout: float,
+              moved: Callable[[int], None]) -> None:
+    """Write ``src`` (``size`` bytes) to the data connection ``conn``, telling ``moved`` the bytes handed over.
+
+    ``timeout`` bounds the server's silence, not a block's transfer: a
+    ``sendall`` under a socket timeout must move its whole 64 KiB block
+    within it (below 64 KiB / 30 s ≈ 2.2 KB/s a live transfer failed).
+    Here each ``send`` that the kernel takes bytes from, and each byte the
+    server acknowledges meanwhile (``SIOCOUTQ`` falling, read while the
+    send waits), starts the clock again; TimeoutError once nothing moved
+    for ``timeout`` seconds. A TLS send that times out part-way is retried
+    with the same bytes, as OpenSSL requires.
+    """
+    conn.settimeout(min(_POLL_S, timeout / 4))
+    sent = acknowledged = 0
+    last_move = time.monotonic()
+    while chunk := src.read(_BLOCK):
+        view = memoryview(chunk)
+        while view:
+            try:
+                n = conn.send(view)
+            except TimeoutError:
+                n = 0
+            now = time.monotonic()
+            if n:
+                sent, view, last_move = sent + n, view[n:], now
+                moved(sent)
+                continue
+            held = unacknowledged(conn)
+            if held is not None and sent - held > acknowledged:
+                acknowledged, last_move = sent - held, now
+            elif now - last_move >= timeout:
+                raise TimeoutError(f"the server took nothing of {name} for {timeout:g} s "
+                                   f"({sent:,} of {size:,} bytes handed over)")
+    conn.settimeout(timeout)
 
 
 def _quietly_close(ftp: ftplib.FTP) -> None:

@@ -29,6 +29,7 @@ import paramiko
 from paramiko.ssh_exception import NoValidConnectionsError
 
 from tasks.core.errors import AuthenticationFailed, MicrostockError, PermanentError, StageStopped, TransientError
+from tasks.observe.progress import TransferProgress
 from tasks.transports.base import REFUSED_ERRNOS, Transport, network_errors, remote_display, say
 
 _BLOCK = 32 * 1024  # one SFTP write request
@@ -221,13 +222,31 @@ class SftpTarget(Transport):
                 return None
 
     def send(self, local: Path, name: str) -> None:
-        """Write ``name`` (truncating a partial one) and close it; :meth:`put` then checks the size with stat."""
+        """Write ``name`` (truncating a partial one) and close it; :meth:`put` then checks the size with stat.
+
+        ``timeout`` is the server's silence, not the transfer's length:
+        paramiko's channel timeout bounds each wait for the server to open
+        its window (take more bytes) or to send the next acknowledgement, so
+        a clip on a slow link goes on as long as the server keeps taking it.
+        """
         sftp = self._connected()
+        size, sent = local.stat().st_size, 0
+        progress = TransferProgress(self.display, name, size)
         with open(local, "rb") as src, sftp_errors(self.display, self._password, self._alive):
-            with sftp.open(name, "wb") as remote:
-                remote.set_pipelined(True)  # acknowledgements are collected at close
-                while chunk := src.read(_BLOCK):
-                    remote.write(chunk)
+            try:
+                with sftp.open(name, "wb") as remote:
+                    remote.set_pipelined(True)  # one round trip per file, not per write
+                    while chunk := src.read(_BLOCK):
+                        remote.write(chunk)
+                        sent += len(chunk)
+                        progress(sent)
+                    # Wait here for every write's acknowledgement: paramiko's close does not wait for
+                    # them itself, and swallows a timeout in its own wait (the stall then surfaced
+                    # later, as a bare "timed out" from the size check).
+                    _after_every_write(remote)
+            except TimeoutError:
+                raise TimeoutError(f"the server took nothing of {name} for {self.timeout:g} s "
+                                   f"({sent:,} of {size:,} bytes handed over)") from None
 
     def remove(self, name: str) -> None:
         with sftp_errors(self.display, self._password, self._alive):
@@ -238,3 +257,16 @@ class SftpTarget(Transport):
             self.connect()
         assert self._sftp is not None
         return self._sftp
+
+
+def _after_every_write(remote: paramiko.SFTPFile) -> None:
+    """Return once the server answered every write sent on ``remote``: it answers in order, so the answer to
+    an ``fstat`` sent after them comes after theirs. An upload-only server may refuse the ``fstat`` itself;
+    its refusal is an answer too (the size is checked after the close, where the server can be listed)."""
+    try:
+        remote.stat()
+    except TimeoutError:
+        raise
+    except OSError as exc:
+        if exc.errno not in (None, *REFUSED_ERRNOS):  # not an SFTP status: the connection itself broke
+            raise
