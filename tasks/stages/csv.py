@@ -126,7 +126,7 @@ def write_agency_csvs(
     names = ProtectedNames.of(settings.keywords)
     sidecars = described_sidecars(wd)
     clips, clips_taken = clip_sidecars(wd), taken_clips(wd)  # a clip's row goes only where its rules take it
-    review = {s.name: f"rejected in review ({s.review.at})" for s in sidecars if s.rejected}
+    review = {s.name: f"rejected in review ({s.review.at})" for s in sidecars + clips if s.rejected}
     review.update({name: "waiting for review" for name in waiting if name not in review})
     report = CsvReport()
     known = catalog(wd)
@@ -149,7 +149,8 @@ def write_agency_csvs(
                                for name, reason in sorted(review.items()) if name not in excluded)
         taken = {name for name, _, agencies_taking in clips_taken if agency in agencies_taking}
         rows = agency_rows(spec, sorted([s for s in sidecars if s.name not in excluded and s.name not in review]
-                                        + [s for s in clips if s.name in taken], key=lambda s: s.name),
+                                        + [s for s in clips if s.name in taken and s.name not in review],
+                                        key=lambda s: s.name),
                            defaults, names)
         fixes: Counter[str] = Counter(f.rule for r in rows for f in r.fixes)
         valid = [r for r in rows if r.ok]

@@ -18,6 +18,10 @@ the same agency rules check them (a rule broken holds the asset back there).
 is answered, as the form's are: the run packs and writes the CSVs again for
 every asset whose sidecar changed while it waited.
 
+Video clips wait for review as images do: every clip the last clips check read (``reports/clips.json``) and
+described, without a decision, is asked about in the same form, and a clip rejected (or still waiting) gets no
+CSV row, so it is not uploaded anywhere (:mod:`tasks.stages.clips`; a clip is never packed).
+
 A decision made from the terminal while the run waits (``microstock review
 approve NAME…`` / ``reject NAME…``, written to the sidecar at once) stands:
 the answer's "every other asset is approved" covers only the assets nobody
@@ -48,7 +52,7 @@ from __future__ import annotations
 
 import difflib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
@@ -66,7 +70,9 @@ from tasks.observe import progress as stage_progress
 from tasks.observe.markdown import md_cell, md_code
 from tasks.observe.similar_view import review_cell
 from tasks.observe.thumbnails import inline_thumbnail
+from tasks.stages.clips import clip_sidecars
 from tasks.stores.ledger import Ledger
+from tasks.stores.pending import taken_clips
 from tasks.stores.similar_risks import read_distinct, read_risks
 
 log = logging.getLogger(__name__)
@@ -162,9 +168,22 @@ class ReviewReport:
         return text
 
 
-def waiting_sidecars(sidecars: list[Sidecar], packed: PackReport) -> list[Sidecar]:
-    """Described and packed assets without a review decision (rejected ones by pack are not asked about)."""
-    return [s for s in sidecars if s.review is None and s.name in packed.ready and s.name not in packed.rejected]
+def review_sidecars(wd: Workdir) -> list[Sidecar]:
+    """The sidecars review decides about, in file-name order: every described image and every described clip."""
+    return sorted(described_sidecars(wd) + clip_sidecars(wd), key=lambda s: s.name)
+
+
+def checked_clips(wd: Workdir) -> set[str]:
+    """The clips the last clips check read (``reports/clips.json``) and still in ``assets/``: the clips review
+    asks about, as it asks about the packed images (a clip the check could not read is sent nowhere)."""
+    return {name for name, _, _ in taken_clips(wd)}
+
+
+def waiting_sidecars(sidecars: list[Sidecar], packed: PackReport, clips: Collection[str] = ()) -> list[Sidecar]:
+    """Described and packed assets, and the checked ``clips``, without a review decision (rejected ones by pack
+    are not asked about)."""
+    return [s for s in sidecars if s.review is None
+            and (s.name in clips or (s.name in packed.ready and s.name not in packed.rejected))]
 
 
 def agency_verdict(name: str, agency: str, csvs: CsvReport) -> str:
@@ -213,11 +232,11 @@ def review_decisions(wd: Workdir, settings: Settings, packed: PackReport, csvs: 
     Returns what was decided and every asset rejected so far; never asks when review is off or
     nothing is waiting.
     """
-    sidecars = described_sidecars(wd)
+    sidecars = review_sidecars(wd)
     report = ReviewReport(rejected_before={s.name: s.review.at for s in sidecars if s.rejected})
     if not settings.review.enabled:
         return report
-    waiting = waiting_sidecars(sidecars, packed)
+    waiting = waiting_sidecars(sidecars, packed, checked_clips(wd))
     if not waiting:
         return report
     report.asked = [s.name for s in waiting]
@@ -295,23 +314,25 @@ def edited_since(wd: Workdir, before: list[Sidecar]) -> list[str]:
 
 
 def review_overview(wd: Workdir) -> tuple[list[str], dict[str, str]]:
-    """(assets waiting for a decision, rejected asset -> when), from the sidecars and ``packs/ready/``."""
-    sidecars = described_sidecars(wd)
-    waiting = [s.name for s in sidecars if s.review is None and (wd.packs / "ready" / ready_name(s.name)).is_file()]
+    """(assets waiting for a decision, rejected asset -> when), from the sidecars, ``packs/ready/`` and the last
+    clips check."""
+    sidecars, clips = review_sidecars(wd), checked_clips(wd)
+    waiting = [s.name for s in sidecars if s.review is None
+               and (s.name in clips or (wd.packs / "ready" / ready_name(s.name)).is_file())]
     return waiting, {s.name: s.review.at for s in sidecars if s.rejected}
 
 
 def not_described(wd: Workdir, names: list[str]) -> dict[str, list[str]]:
-    """The names that are no described asset of the workdir (no image in ``assets/``, or no sidecar for it), each
-    with the described assets it is close to (a name typed slightly wrong: "did you mean …")."""
-    known = [s.name for s in described_sidecars(wd)]
+    """The names that are no described asset of the workdir (no image or clip in ``assets/``, or no sidecar for
+    it), each with the described assets it is close to (a name typed slightly wrong: "did you mean …")."""
+    known = [s.name for s in review_sidecars(wd)]
     return {name: difflib.get_close_matches(name, known, n=3, cutoff=0.8) for name in names if name not in known}
 
 
 def already_sent(wd: Workdir, names: list[str]) -> dict[str, list[str]]:
     """The named assets the ledger records as uploaded: name -> the agencies it was sent to (a reject cannot
     unsend them)."""
-    sidecars = {s.name: s for s in described_sidecars(wd) if s.name in names}
+    sidecars = {s.name: s for s in review_sidecars(wd) if s.name in names}
     if not sidecars or not wd.ledger.is_file():
         return {}
     state = Ledger(wd.ledger).read()
