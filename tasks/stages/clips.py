@@ -33,7 +33,7 @@ from tasks.core.records import (
 )
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
-from tasks.images.clip_poster import poster_jpegs
+from tasks.images.clip_poster import poster_jpegs, poster_paths
 from tasks.images.clip_probe import ClipFacts, probe_clip
 from tasks.images.clip_signature import ClipSignature, clip_signature
 from tasks.images.likeness import Signature
@@ -67,12 +67,6 @@ class ClipsReport:
                            "held_back": {a: held[name] for a, held in sorted(self.held_back.items()) if name in held}}
                           for name, facts in sorted(self.facts.items())],
                 "rejected": dict(sorted(self.rejected.items()))}
-
-
-def poster_paths(wd: Workdir, clip_name: str) -> tuple[Path, Path]:
-    """Where a clip's poster and thumbnail JPEGs are kept."""
-    stem = Path(clip_name).stem
-    return wd.packs / "clips" / f"{stem}.poster.jpg", wd.packs / "clips" / f"{stem}.thumb.jpg"
 
 
 def check_clips(wd: Workdir, agencies: list[str], poster_px: int, thumbnail_px: int) -> ClipsReport:

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import difflib
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
@@ -65,6 +65,7 @@ from tasks.core.records import Sidecar, described_sidecars, read_sidecar, ready_
 from tasks.core.reports import CsvReport, PackReport
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
+from tasks.images.clip_poster import poster_paths
 from tasks.observe import events
 from tasks.observe import progress as stage_progress
 from tasks.observe.markdown import md_cell, md_code
@@ -72,7 +73,7 @@ from tasks.observe.similar_view import review_cell
 from tasks.observe.thumbnails import inline_thumbnail
 from tasks.stages.clips import clip_sidecars
 from tasks.stores.ledger import Ledger
-from tasks.stores.pending import taken_clips
+from tasks.stores.pending import last_clips, taken_clips
 from tasks.stores.similar_risks import read_distinct, read_risks
 
 log = logging.getLogger(__name__)
@@ -186,11 +187,13 @@ def waiting_sidecars(sidecars: list[Sidecar], packed: PackReport, clips: Collect
             and (s.name in clips or (s.name in packed.ready and s.name not in packed.rejected))]
 
 
-def agency_verdict(name: str, agency: str, csvs: CsvReport) -> str:
-    """``sent`` or ``held back: <why>`` for one asset at one agency, from the CSV stage's report."""
+def agency_verdict(name: str, agency: str, csvs: CsvReport, clip_held: Mapping[str, str] | None = None) -> str:
+    """``sent`` or ``held back: <why>`` for one asset at one agency, from the CSV stage's report (and for a clip
+    from ``clip_held``, agency -> the video rule or similarity check that holds it back there)."""
     if csvs.accepted(agency, name):
         return "sent"
-    why = [p.message for p in csvs.problems if p.agency == agency and p.asset in (name, "")]
+    why = [clip_held[agency]] if clip_held and agency in clip_held else []
+    why += [p.message for p in csvs.problems if p.agency == agency and p.asset in (name, "")]
     return f"held back: {why[0]}" if why else "held back"
 
 
@@ -206,17 +209,21 @@ def review_description(wd: Workdir, waiting: list[Sidecar], csvs: CsvReport, set
              ""]
     risks = read_risks(wd)  # the similarity check's risk and nearest asset (docs/AGENCIES.md, "Similar content")
     changes = read_distinct(wd)  # titles and keywords set apart by `microstock similar distinct`
+    clips = {c.file: c for c in last_clips(wd).clips}  # a clip's facts and holds, as the clips check found them
     for i, s in enumerate(waiting[:MAX_LISTED]):
-        md = s.metadata
-        thumb = inline_thumbnail(wd.packs / "thumbs" / ready_name(s.name), THUMBNAIL_PX) if i < MAX_THUMBNAILS else ""
+        md, clip = s.metadata, clips.get(s.name)
+        shown = poster_paths(wd, s.name)[1] if clip else wd.packs / "thumbs" / ready_name(s.name)
+        thumb = inline_thumbnail(shown, THUMBNAIL_PX) if i < MAX_THUMBNAILS else ""
         categories = ", ".join(filter(None, [f"Adobe {md.adobe_category}" if md.adobe_category else "",
                                              ", ".join(md.category_hints)]))
-        goes = "; ".join(f"{a}: {agency_verdict(s.name, a, csvs)}" for a in csvs.agencies)
+        goes = "; ".join(f"{a}: {agency_verdict(s.name, a, csvs, clip.held_back if clip else None)}"
+                         for a in csvs.agencies)
         similar = review_cell(wd, risks, changes, s.name, m, i < MAX_THUMBNAILS)
         # a list item, the details a line each: the UI's form is a narrow modal, and a table's cells do not wrap
-        lines.append(f"- {thumb + ' ' if thumb else ''}{md_code(s.name)} — **{m(md.title)}**<br>keywords: "
-                     f"{m(', '.join(md.keywords[:6]))}<br>categories: {m(categories)}<br>goes: {m(goes)}"
-                     + (f"<br>similar to: {similar}" if similar else ""))
+        lines.append(f"- {thumb + ' ' if thumb else ''}{md_code(s.name)} — **{m(md.title)}**"
+                     + (f"<br>clip: {m(clip.facts().words())}" if clip else "")
+                     + f"<br>keywords: {m(', '.join(md.keywords[:6]))}<br>categories: {m(categories)}"
+                     f"<br>goes: {m(goes)}" + (f"<br>similar to: {similar}" if similar else ""))
     if len(waiting) > MAX_LISTED:
         lines.append(f"\n… and {len(waiting) - MAX_LISTED} more (every one is approved unless listed in reject).")
     review = settings.review

@@ -5,10 +5,13 @@ tests/flows/test_review_flow.py)."""
 
 from __future__ import annotations
 
+import base64
 import csv
 import shutil
+from io import BytesIO
 
 import pytest
+from PIL import Image
 
 from tasks.core.records import Asset, Metadata, read_sidecar, write_sidecar
 from tasks.core.reports import PackReport
@@ -102,3 +105,22 @@ def test_the_terminal_lists_a_waiting_clip_and_knows_it_as_a_described_asset(wor
     assert not_described(workdir, [CLIP, "harbor.mp4"]) == {"harbor.mp4": [CLIP]}
     (workdir.reports / "clips.json").unlink()  # no clips check read it: not asked about (it is sent nowhere)
     assert review_overview(workdir)[0] == [IMAGE]
+
+
+def test_the_form_shows_a_clips_poster_facts_and_why_an_agency_holds_it_back(workdir, batch, clips):
+    shutil.copy(clips["long"], workdir.assets / "tide.mov")  # 61 s: over Adobe's 60 s
+    describe_clips(workdir, check_clips(workdir, ["adobe"], 1000, 400), Settings())
+    ask = Answered(timed_out=True)
+    review_decisions(workdir, review_on(), batch, write_agency_csvs(workdir, ["adobe"]), ask)
+    text = ask.questions[0].description
+    harbour = next(line for line in text.splitlines() if f"`{CLIP}`" in line)
+    uri = harbour.split("(data:image/jpeg;base64,")[1].split(")")[0]
+    with Image.open(BytesIO(base64.b64decode(uri))) as thumb:
+        assert thumb.size == (80, 45), "the poster's thumbnail, inline"
+    assert "<br>clip: MP4 · 5.0 s · 1920×1080 · 25 fps · h264 · no sound · " in harbour
+    assert harbour.endswith("<br>goes: adobe: sent")
+    tide = next(line for line in text.splitlines() if "`tide.mov`" in line)
+    assert "<br>clip: MOV · 61.0 s · 640×360 · 1 fps · h264 · no sound" in tide
+    assert "<br>goes: adobe: held back: 61 s is longer than the 60 s maximum" in tide
+    image = next(line for line in text.splitlines() if f"`{IMAGE}`" in line)
+    assert "<br>clip:" not in image
