@@ -26,7 +26,6 @@ from tasks.core.files import atomic_write_bytes, sha256_file
 from tasks.core.records import (
     CLIP_EXTENSIONS,
     Asset,
-    Sidecar,
     iter_asset_files,
     read_sidecar,
     write_sidecar,
@@ -166,13 +165,6 @@ def describe_clips(wd: Workdir, report: ClipsReport, settings: Settings) -> list
         write_sidecar(wd.sidecar(name), asset, metadata.model_copy(update={"ai_generated": ai}))
         described.append(name)
     return described
-
-
-def clip_sidecars(wd: Workdir) -> list[Sidecar]:
-    """The sidecars of the described clips in ``assets/``, in file-name order (the CSV stage's clip rows)."""
-    found = (read_sidecar(wd.sidecar(p.name)) for p in iter_asset_files(wd.assets, CLIP_EXTENSIONS))
-    return [s for s in found if s is not None and (wd.assets / s.name).is_file()
-            and Path(s.name).suffix.lower() in CLIP_EXTENSIONS]
 
 
 def clips_stage(ctx: RunContext) -> ClipsReport:

@@ -28,11 +28,10 @@ from tasks.agencies.protected import ProtectedNames
 from tasks.agencies.rows import RowResult, build_row, check_csv_defaults
 from tasks.agencies.spec import AgencySpec
 from tasks.core.files import atomic_write_bytes
-from tasks.core.records import Sidecar, described_sidecars, ready_name
+from tasks.core.records import CLIP_EXTENSIONS, Sidecar, described_sidecars, ready_name
 from tasks.core.reports import AgencyCsv, CsvReport, PackReport, Problem
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
-from tasks.stages.clips import clip_sidecars
 from tasks.stages.run_context import RunContext
 from tasks.stores.pending import taken_clips
 
@@ -125,7 +124,8 @@ def write_agency_csvs(
     settings = settings or Settings()
     names = ProtectedNames.of(settings.keywords)
     sidecars = described_sidecars(wd)
-    clips, clips_taken = clip_sidecars(wd), taken_clips(wd)  # a clip's row goes only where its rules take it
+    clips = described_sidecars(wd, CLIP_EXTENSIONS)
+    clips_taken = taken_clips(wd)  # a clip's row goes only where its rules take it
     review = {s.name: f"rejected in review ({s.review.at})" for s in sidecars + clips if s.rejected}
     review.update({name: "waiting for review" for name in waiting if name not in review})
     report = CsvReport()

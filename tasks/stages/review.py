@@ -61,7 +61,15 @@ from pydantic import BaseModel, Field
 from tasks.agencies.catalog import catalog
 from tasks.agencies.protected import ProtectedNames
 from tasks.agencies.rows import RowResult, build_row
-from tasks.core.records import Sidecar, described_sidecars, read_sidecar, ready_name, record_review, save_sidecar
+from tasks.core.records import (
+    CLIP_EXTENSIONS,
+    Sidecar,
+    described_sidecars,
+    read_sidecar,
+    ready_name,
+    record_review,
+    save_sidecar,
+)
 from tasks.core.reports import CsvReport, PackReport
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
@@ -71,7 +79,6 @@ from tasks.observe import progress as stage_progress
 from tasks.observe.markdown import md_cell, md_code
 from tasks.observe.similar_view import review_cell
 from tasks.observe.thumbnails import inline_thumbnail
-from tasks.stages.clips import clip_sidecars
 from tasks.stores.ledger import Ledger
 from tasks.stores.pending import last_clips, taken_clips
 from tasks.stores.similar_risks import read_distinct, read_risks
@@ -171,7 +178,7 @@ class ReviewReport:
 
 def review_sidecars(wd: Workdir) -> list[Sidecar]:
     """The sidecars review decides about, in file-name order: every described image and every described clip."""
-    return sorted(described_sidecars(wd) + clip_sidecars(wd), key=lambda s: s.name)
+    return sorted(described_sidecars(wd) + described_sidecars(wd, CLIP_EXTENSIONS), key=lambda s: s.name)
 
 
 def checked_clips(wd: Workdir) -> set[str]:
