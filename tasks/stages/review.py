@@ -70,7 +70,7 @@ from tasks.core.records import (
     record_review,
     save_sidecar,
 )
-from tasks.core.reports import CsvReport, PackReport
+from tasks.core.reports import CsvReport, PackReport, Problem
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.images.clip_poster import poster_paths
@@ -205,8 +205,9 @@ def agency_verdict(name: str, agency: str, csvs: CsvReport, clip_held: Mapping[s
 
 
 def review_description(wd: Workdir, waiting: list[Sidecar], csvs: CsvReport, settings: Settings) -> str:
-    """The markdown above the form: one list item per waiting asset (a thumbnail; file and title, first
-    keywords, categories and where it goes, a line each), and what submitting does."""
+    """The markdown above the form: one list item per waiting asset (a thumbnail — a clip's is its poster's; file
+    and title, a clip's facts, first keywords, categories and where it goes, a line each), and what submitting
+    does."""
     m = md_cell
     lines = [f"## {len(waiting)} asset(s) waiting for review", "",
              "Pick the files to leave out in **reject**, then submit: every other asset below is approved "
@@ -365,9 +366,13 @@ def edit_asset(wd: Workdir, settings: Settings, agencies: list[str],
                correction: Correction) -> tuple[Sidecar, list[RowResult]]:
     """``microstock review edit``: write the correction into the asset's sidecar, as the form's are, and check
     the asset's row at each of ``agencies`` by the rules the CSV stage applies (what a rule fixes, or why the
-    asset is held back there). The CSVs themselves are written by the run that sends the asset."""
+    asset is held back there; for a clip, the video rule or similarity hold the last clips check found comes
+    first). The CSVs themselves are written by the run that sends the asset."""
     sidecar = apply_correction(wd, correction.file, correction)
     specs = catalog(wd)
     names = ProtectedNames.of(settings.keywords)
-    return sidecar, [build_row(specs.spec(a), sidecar.metadata, ready_name(sidecar.name),
-                               settings.agency(a).csv_defaults, asset=sidecar.name, names=names) for a in agencies]
+    rows = [build_row(specs.spec(a), sidecar.metadata, ready_name(sidecar.name), settings.agency(a).csv_defaults,
+                      asset=sidecar.name, names=names) for a in agencies]
+    held = next((c.held_back for c in last_clips(wd).clips if c.file == sidecar.name), {})
+    return sidecar, [r if r.agency not in held else r.model_copy(update={"cells": None, "problems": (
+        Problem(agency=r.agency, asset=r.asset, rule="video", message=held[r.agency]),)}) for r in rows]

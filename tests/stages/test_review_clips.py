@@ -18,7 +18,7 @@ from tasks.core.reports import PackReport
 from tasks.core.settings import ReviewSettings, Settings
 from tasks.stages.clips import check_clips, describe_clips
 from tasks.stages.csv import write_agency_csvs
-from tasks.stages.review import not_described, review_decisions, review_overview
+from tasks.stages.review import Correction, edit_asset, not_described, review_decisions, review_overview
 from tasks.stores.pending import uploadable
 
 CLIP = "harbour.mp4"
@@ -124,3 +124,14 @@ def test_the_form_shows_a_clips_poster_facts_and_why_an_agency_holds_it_back(wor
     assert "<br>goes: adobe: held back: 61 s is longer than the 60 s maximum" in tide
     image = next(line for line in text.splitlines() if f"`{IMAGE}`" in line)
     assert "<br>clip:" not in image
+
+
+def test_an_edit_of_a_clip_says_the_video_rule_that_holds_it_back_first(workdir, batch, clips):
+    shutil.copy(clips["long"], workdir.assets / "tide.mov")
+    describe_clips(workdir, check_clips(workdir, ["adobe"], 1000, 400), Settings())
+    sidecar, (row,) = edit_asset(workdir, Settings(), ["adobe"], Correction(file="tide.mov", title="Tide at dusk"))
+    assert sidecar.metadata.title == "Tide at dusk" == read_sidecar(workdir.sidecar("tide.mov")).metadata.title
+    assert not row.ok and [(p.rule, p.message) for p in row.problems] == [
+        ("video", "61 s is longer than the 60 s maximum")], "not 'gets a row': the clip's length keeps it from Adobe"
+    _, (taken,) = edit_asset(workdir, Settings(), ["adobe"], Correction(file=CLIP, title="Harbour at dawn"))
+    assert taken.ok
