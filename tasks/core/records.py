@@ -222,10 +222,11 @@ def list_assets(assets_dir: Path) -> list[Asset]:
     return [Asset(name=p.name, asset_id=sha256_file(p), path=p) for p in iter_asset_files(assets_dir)]
 
 
-def described_sidecars(wd: Workdir) -> list[Sidecar]:
-    """The sidecars of every described asset whose image is in ``assets/``, in file-name order."""
+def described_sidecars(wd: Workdir, extensions: set[str] = ACCEPTED_EXTENSIONS) -> list[Sidecar]:
+    """The sidecars of every described asset whose image is in ``assets/`` (with ``extensions=CLIP_EXTENSIONS``:
+    of every described clip), in file-name order."""
     found = []
-    for path in iter_asset_files(wd.assets):
+    for path in iter_asset_files(wd.assets, extensions):
         sidecar = read_sidecar(wd.sidecar(path.name))
         # assets/a.jpg and assets/a.png share assets/a.json: it describes only the file it names.
         if sidecar is not None and sidecar.name == path.name:

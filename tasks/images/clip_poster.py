@@ -14,7 +14,14 @@ from typing import NamedTuple
 from PIL import Image
 
 from tasks.core.errors import BadInput
+from tasks.core.workdir import Workdir
 from tasks.images.ready import PREVIEW_QUALITY, fit
+
+
+def poster_paths(wd: Workdir, clip_name: str) -> tuple[Path, Path]:
+    """Where a clip's poster and thumbnail JPEGs are kept: ``packs/clips/<stem>.poster.jpg`` and ``.thumb.jpg``."""
+    stem = Path(clip_name).stem
+    return wd.packs / "clips" / f"{stem}.poster.jpg", wd.packs / "clips" / f"{stem}.thumb.jpg"
 
 
 class Poster(NamedTuple):

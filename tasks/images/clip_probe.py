@@ -36,6 +36,14 @@ class ClipFacts:
     def frame_size(self) -> str:
         return f"{self.width}×{self.height}"
 
+    def words(self) -> str:
+        """The clip as the review form and ``batch-assets`` show it: ``MP4 · 5.0 s · 1920×1080 · 25 fps · h264 ·
+        no sound · 0.1 MB`` (``sound aac`` with an audio stream; ``rotated 90°`` when its display matrix turns it)."""
+        sound = f"sound {self.audio}" if self.audio else "no sound"
+        turned = f" · rotated {self.rotation}°" if self.rotation else ""
+        return (f"{self.container.upper()} · {self.duration_s:.1f} s · {self.frame_size} · {self.frame_rate:g} fps · "
+                f"{self.codec} · {sound}{turned} · {self.bytes / 1e6:.1f} MB")
+
 
 def probe_clip(path: Path) -> ClipFacts:
     """The facts of the clip at ``path``; BadInput (naming the file) when FFmpeg cannot read it as a clip."""

@@ -9,6 +9,9 @@ The counts of ``batch-counts`` say how many; this table says which. Cells:
   ``failed, left pending: <why>``, ``left pending: <agency> stopped (<why>)``, and ``not tried: <why>``
   (``not described (parked)``, ``waiting for review``, ``rejected in review``, ``nothing sent to <agency>``…):
   no cell says "not tried" without saying why;
+* ``clip`` (once the batch has video clips: their rows follow the images') — the clip's container, duration,
+  frame size, frame rate, codec and sound, and where its poster is; a clip an agency's video rules hold back
+  says the rule and its value there (``held back (video): 61 s is longer than the 60 s maximum``);
 * ``similar`` (once some asset is alike another) — the similarity risk and the nearest asset
   (``tasks.observe.similar_view``);
 * ``removed keywords`` (once the contributor's keyword rules took one out of some asset's keywords) — each
@@ -31,15 +34,17 @@ from tasks.agencies.keyword_rules import removed_words
 from tasks.core.errors import StoreUnavailable, fails_again_unchanged
 from tasks.core.printable import printable
 from tasks.core.records import read_sidecar, ready_name
-from tasks.core.reports import AgencyUpload, CsvReport, DescribeReport, Gathered, PackReport
+from tasks.core.reports import DUPLICATE, SIMILAR_CONTENT, AgencyUpload, CsvReport, DescribeReport, Gathered, PackReport
 from tasks.core.workdir import Workdir
+from tasks.images.clip_poster import poster_paths
 from tasks.observe.markdown import md_cell, md_code, next_steps
 from tasks.observe.replay_advice import replay_deployed, replay_how
 from tasks.observe.run_names import when
 from tasks.observe.similar_view import add_risk_column
 from tasks.observe.summary import BatchSummary, brief
 from tasks.stores.dead_letter import DeadLetterStore, ParkedJob
-from tasks.stores.similar_risks import read_risks
+from tasks.stores.pending import last_clips
+from tasks.stores.similar_risks import Risk, read_risks
 
 log = logging.getLogger(__name__)
 
@@ -107,9 +112,7 @@ def asset_rows(gathered: Gathered, described: DescribeReport, csvs: CsvReport, p
                in_review: Mapping[str, str] | None = None) -> list[dict[str, str]]:
     """One row per asset of the batch (and per file the assets stage could not use), in name order."""
     by_name = {job.asset_name: job for job in parked if job.asset_name}
-    held: dict[tuple[str, str], str] = {}
-    for p in csvs.problems:  # the first reason found for an asset and agency is the one shown
-        held.setdefault((p.agency, p.asset), f"held back ({p.rule}): {p.message}")
+    held = _held_cells(csvs)
     agencies = list(csvs.agencies) or list(uploads)
     rows = []
     for name in sorted({a.name for a in gathered.assets}):
@@ -129,6 +132,47 @@ def asset_rows(gathered: Gathered, described: DescribeReport, csvs: CsvReport, p
         rows.append({"asset": printable(name), "describe": f"rejected: {reason}",
                      **{a: "not tried: rejected" for a in agencies}})
     return rows
+
+
+def clip_rows(wd: Workdir, csvs: CsvReport, uploads: dict[str, AgencyUpload], in_review: Mapping[str, str],
+              risks: Mapping[str, Mapping[str, Risk]]) -> list[dict[str, str]]:
+    """One row per clip of the last clips check (``reports/clips.json``), in name order, and per clip it could not
+    read: the describe cell and each agency's cell as an image's — a clip an agency's video rules hold back reads
+    ``held back (video): <rule and value>``, one the similarity check holds ``held back (similar content)`` or
+    ``(duplicate)`` — and a ``clip`` cell: its facts and where its poster is (the images' rows leave it empty)."""
+    read = last_clips(wd)
+    held = _held_cells(csvs)
+    agencies = list(csvs.agencies) or list(uploads)
+    rows = []
+    for clip in read.clips:
+        name = clip.file
+        for agency, why in clip.held_back.items():
+            risk = risks.get(agency, {}).get(name)
+            rule = {"duplicate": DUPLICATE, "held back": SIMILAR_CONTENT}.get(risk.outcome if risk else "", "video")
+            held.setdefault((agency, name), f"held back ({rule}): {why}")
+        sidecar = read_sidecar(wd.sidecar(name))
+        described = sidecar is not None and sidecar.name == name
+        row = {"asset": printable(name),
+               "describe": in_review.get(name) or ("described" if described else "not described (the log says why)")}
+        for agency in agencies:
+            if row["describe"] == "described" or (agency, name) in held:
+                row[agency] = agency_cell(name, agency, uploads.get(agency), held)
+            else:
+                row[agency] = not_tried_cell(row["describe"])
+        row["clip"] = f"{clip.facts().words()} · poster {poster_paths(wd, name)[0].relative_to(wd.root)}"
+        rows.append(row)
+    for name, reason in sorted(read.rejected.items()):
+        rows.append({"asset": printable(name), "describe": f"rejected: {reason}",
+                     **{a: "not tried: rejected" for a in agencies}, "clip": ""})
+    return rows
+
+
+def _held_cells(csvs: CsvReport) -> dict[tuple[str, str], str]:
+    """(agency, asset) -> its cell when the CSV stage held it back there; the first reason found is the one shown."""
+    held: dict[tuple[str, str], str] = {}
+    for p in csvs.problems:
+        held.setdefault((p.agency, p.asset), f"held back ({p.rule}): {p.message}")
+    return held
 
 
 def assets_description(headline: str, rows: int, csvs: CsvReport, packed: PackReport,
@@ -185,7 +229,11 @@ def publish_batch_assets(wd: Workdir, store: Callable[[], DeadLetterStore], summ
         log.warning("batch-assets: parked jobs not read: %s", exc.message)
         parked = []
     rows = asset_rows(gathered, described, csvs, packed, uploads, parked, summary.in_review)
-    add_risk_column(rows, read_risks(wd))  # the similarity risk (docs/AGENCIES.md, "Similar content")
+    risks = read_risks(wd)
+    clips = clip_rows(wd, csvs, uploads, summary.in_review, risks)  # the clips after the images, a facts cell each
+    if clips:
+        rows = [{**row, "clip": ""} for row in rows] + clips
+    add_risk_column(rows, risks)  # the similarity risk (docs/AGENCIES.md, "Similar content")
     add_removed_column(rows, wd, sorted({a.name for a in gathered.assets})[:MAX_ASSET_ROWS])
     create_table_artifact(rows[:MAX_ASSET_ROWS], key=BATCH_ASSETS,
                           description=assets_description(summary.headline(), len(rows), csvs, packed, parked,

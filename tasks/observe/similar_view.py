@@ -7,10 +7,12 @@ as the last pack stage wrote it, and decides nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from tasks.core.printable import printable
-from tasks.core.records import ready_name
+from tasks.core.records import CLIP_EXTENSIONS, ready_name
 from tasks.core.workdir import Workdir
+from tasks.images.clip_poster import poster_paths
 from tasks.observe.thumbnails import inline_thumbnail
 from tasks.stores.portfolio import portfolio_thumb
 from tasks.stores.similar_risks import Risk
@@ -79,7 +81,8 @@ def review_cell(wd: Workdir, risks: Mapping[str, Mapping[str, Risk]], changes: M
         return ""
     thumb = ""
     if near.risky and thumbnail:
-        kept = wd.packs / "thumbs" / ready_name(near.nearest)
+        clip = Path(near.nearest).suffix.lower() in CLIP_EXTENSIONS  # a clip's thumbnail is its poster's
+        kept = poster_paths(wd, near.nearest)[1] if clip else wd.packs / "thumbs" / ready_name(near.nearest)
         thumb = inline_thumbnail(kept if kept.exists() else portfolio_thumb(wd, near.nearest_sha256), THUMB_PX,
                                  "nearest")
         thumb += " " if thumb else ""

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from tasks.agencies.catalog import catalog
 from tasks.core.errors import BadInput
 from tasks.core.printable import printable
-from tasks.core.records import described_sidecars, ready_name
+from tasks.core.records import CLIP_EXTENSIONS, described_sidecars, ready_name
 from tasks.core.reports import AgencyUpload, CsvReport, DescribeReport, Gathered, PackReport
 from tasks.core.workdir import Workdir
 from tasks.images.provenance import provenance_of
@@ -317,7 +317,8 @@ def needs_ai_tick(wd: Workdir, uploads: Mapping[str, AgencyUpload]) -> dict[str,
              if upload.uploaded and (tick := catalog(wd).spec(agency).ai.portal_tick)}
     if not asked:  # no sidecar to read
         return {}
-    ai_files = {ready_name(s.name) for s in described_sidecars(wd) if s.metadata.ai_generated}
+    ai_files = {ready_name(s.name) for s in described_sidecars(wd) + described_sidecars(wd, CLIP_EXTENSIONS)
+                if s.metadata.ai_generated}  # a generated clip is ticked as a generated image is
     ticks = {}
     for agency, tick in asked.items():
         files = sorted(set(uploads[agency].uploaded) & ai_files)

@@ -26,14 +26,13 @@ from tasks.core.files import atomic_write_bytes, sha256_file
 from tasks.core.records import (
     CLIP_EXTENSIONS,
     Asset,
-    Sidecar,
     iter_asset_files,
     read_sidecar,
     write_sidecar,
 )
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
-from tasks.images.clip_poster import poster_jpegs
+from tasks.images.clip_poster import poster_jpegs, poster_paths
 from tasks.images.clip_probe import ClipFacts, probe_clip
 from tasks.images.clip_signature import ClipSignature, clip_signature
 from tasks.images.likeness import Signature
@@ -67,12 +66,6 @@ class ClipsReport:
                            "held_back": {a: held[name] for a, held in sorted(self.held_back.items()) if name in held}}
                           for name, facts in sorted(self.facts.items())],
                 "rejected": dict(sorted(self.rejected.items()))}
-
-
-def poster_paths(wd: Workdir, clip_name: str) -> tuple[Path, Path]:
-    """Where a clip's poster and thumbnail JPEGs are kept."""
-    stem = Path(clip_name).stem
-    return wd.packs / "clips" / f"{stem}.poster.jpg", wd.packs / "clips" / f"{stem}.thumb.jpg"
 
 
 def check_clips(wd: Workdir, agencies: list[str], poster_px: int, thumbnail_px: int) -> ClipsReport:
@@ -172,13 +165,6 @@ def describe_clips(wd: Workdir, report: ClipsReport, settings: Settings) -> list
         write_sidecar(wd.sidecar(name), asset, metadata.model_copy(update={"ai_generated": ai}))
         described.append(name)
     return described
-
-
-def clip_sidecars(wd: Workdir) -> list[Sidecar]:
-    """The sidecars of the described clips in ``assets/``, in file-name order (the CSV stage's clip rows)."""
-    found = (read_sidecar(wd.sidecar(p.name)) for p in iter_asset_files(wd.assets, CLIP_EXTENSIONS))
-    return [s for s in found if s is not None and (wd.assets / s.name).is_file()
-            and Path(s.name).suffix.lower() in CLIP_EXTENSIONS]
 
 
 def clips_stage(ctx: RunContext) -> ClipsReport:

@@ -30,11 +30,10 @@ from tasks.agencies.rows import RowResult, build_row, check_csv_defaults
 from tasks.agencies.spec import AgencySpec
 from tasks.core.errors import StageStopped
 from tasks.core.files import atomic_write_bytes, disk_full, disk_of
-from tasks.core.records import Sidecar, described_sidecars, ready_name
+from tasks.core.records import CLIP_EXTENSIONS, Sidecar, described_sidecars, ready_name
 from tasks.core.reports import AgencyCsv, CsvReport, PackReport, Problem
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
-from tasks.stages.clips import clip_sidecars
 from tasks.stages.run_context import RunContext
 from tasks.stores.pending import taken_clips
 
@@ -144,8 +143,9 @@ def write_agency_csvs(
     settings = settings or Settings()
     names = ProtectedNames.of(settings.keywords)
     sidecars = described_sidecars(wd)
-    clips, clips_taken = clip_sidecars(wd), taken_clips(wd)  # a clip's row goes only where its rules take it
-    review = {s.name: f"rejected in review ({s.review.at})" for s in sidecars if s.rejected}
+    clips = described_sidecars(wd, CLIP_EXTENSIONS)
+    clips_taken = taken_clips(wd)  # a clip's row goes only where its rules take it
+    review = {s.name: f"rejected in review ({s.review.at})" for s in sidecars + clips if s.rejected}
     review.update({name: "waiting for review" for name in waiting if name not in review})
     report = CsvReport()
     known = catalog(wd)
@@ -168,7 +168,8 @@ def write_agency_csvs(
                                for name, reason in sorted(review.items()) if name not in excluded)
         taken = {name for name, _, agencies_taking in clips_taken if agency in agencies_taking}
         rows = agency_rows(spec, sorted([s for s in sidecars if s.name not in excluded and s.name not in review]
-                                        + [s for s in clips if s.name in taken], key=lambda s: s.name),
+                                        + [s for s in clips if s.name in taken and s.name not in review],
+                                        key=lambda s: s.name),
                            defaults, names)
         fixes: Counter[str] = Counter(f.rule for r in rows for f in r.fixes)
         valid = [r for r in rows if r.ok]

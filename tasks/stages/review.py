@@ -19,6 +19,10 @@ the same agency rules check them (a rule broken holds the asset back there).
 is answered, as the form's are: the run packs and writes the CSVs again for
 every asset whose sidecar changed while it waited.
 
+Video clips wait for review as images do: every clip the last clips check read (``reports/clips.json``) and
+described, without a decision, is asked about in the same form, and a clip rejected (or still waiting) gets no
+CSV row, so it is not uploaded anywhere (:mod:`tasks.stages.clips`; a clip is never packed).
+
 A decision made from the terminal while the run waits (``microstock review
 approve NAME…`` / ``reject NAME…``, written to the sidecar at once) stands:
 the answer's "every other asset is approved" covers only the assets nobody
@@ -49,7 +53,7 @@ from __future__ import annotations
 
 import difflib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
@@ -59,16 +63,26 @@ from tasks.agencies.catalog import catalog
 from tasks.agencies.keyword_rules import removed_words
 from tasks.agencies.protected import ProtectedNames
 from tasks.agencies.rows import RowResult, build_row
-from tasks.core.records import Sidecar, described_sidecars, read_sidecar, ready_name, record_review, update_sidecar
-from tasks.core.reports import CsvReport, PackReport
+from tasks.core.records import (
+    CLIP_EXTENSIONS,
+    Sidecar,
+    described_sidecars,
+    read_sidecar,
+    ready_name,
+    record_review,
+    update_sidecar,
+)
+from tasks.core.reports import CsvReport, PackReport, Problem
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
+from tasks.images.clip_poster import poster_paths
 from tasks.observe import events
 from tasks.observe import progress as stage_progress
 from tasks.observe.markdown import md_cell, md_code
 from tasks.observe.similar_view import review_cell
 from tasks.observe.thumbnails import inline_thumbnail
 from tasks.stores.ledger import Ledger
+from tasks.stores.pending import last_clips, taken_clips
 from tasks.stores.similar_risks import read_distinct, read_risks
 
 log = logging.getLogger(__name__)
@@ -164,22 +178,38 @@ class ReviewReport:
         return text
 
 
-def waiting_sidecars(sidecars: list[Sidecar], packed: PackReport) -> list[Sidecar]:
-    """Described and packed assets without a review decision (rejected ones by pack are not asked about)."""
-    return [s for s in sidecars if s.review is None and s.name in packed.ready and s.name not in packed.rejected]
+def review_sidecars(wd: Workdir) -> list[Sidecar]:
+    """The sidecars review decides about, in file-name order: every described image and every described clip."""
+    return sorted(described_sidecars(wd) + described_sidecars(wd, CLIP_EXTENSIONS), key=lambda s: s.name)
 
 
-def agency_verdict(name: str, agency: str, csvs: CsvReport) -> str:
-    """``sent`` or ``held back: <why>`` for one asset at one agency, from the CSV stage's report."""
+def checked_clips(wd: Workdir) -> set[str]:
+    """The clips the last clips check read (``reports/clips.json``) and still in ``assets/``: the clips review
+    asks about, as it asks about the packed images (a clip the check could not read is sent nowhere)."""
+    return {name for name, _, _ in taken_clips(wd)}
+
+
+def waiting_sidecars(sidecars: list[Sidecar], packed: PackReport, clips: Collection[str] = ()) -> list[Sidecar]:
+    """Described and packed assets, and the checked ``clips``, without a review decision (rejected ones by pack
+    are not asked about)."""
+    return [s for s in sidecars if s.review is None
+            and (s.name in clips or (s.name in packed.ready and s.name not in packed.rejected))]
+
+
+def agency_verdict(name: str, agency: str, csvs: CsvReport, clip_held: Mapping[str, str] | None = None) -> str:
+    """``sent`` or ``held back: <why>`` for one asset at one agency, from the CSV stage's report (and for a clip
+    from ``clip_held``, agency -> the video rule or similarity check that holds it back there)."""
     if csvs.accepted(agency, name):
         return "sent"
-    why = [p.message for p in csvs.problems if p.agency == agency and p.asset in (name, "")]
+    why = [clip_held[agency]] if clip_held and agency in clip_held else []
+    why += [p.message for p in csvs.problems if p.agency == agency and p.asset in (name, "")]
     return f"held back: {why[0]}" if why else "held back"
 
 
 def review_description(wd: Workdir, waiting: list[Sidecar], csvs: CsvReport, settings: Settings) -> str:
-    """The markdown above the form: one list item per waiting asset (a thumbnail; file and title, first
-    keywords, categories, where it goes and the keywords the rules removed, a line each), and what submitting
+    """The markdown above the form: one list item per waiting asset (a thumbnail — a clip's is its poster's; file
+    and title, a clip's facts, first keywords, categories, where it goes and the keywords the rules removed, a line
+    each), and what submitting
     does."""
     m = md_cell
     lines = [f"## {len(waiting)} asset(s) waiting for review", "",
@@ -190,16 +220,21 @@ def review_description(wd: Workdir, waiting: list[Sidecar], csvs: CsvReport, set
              ""]
     risks = read_risks(wd)  # the similarity check's risk and nearest asset (docs/AGENCIES.md, "Similar content")
     changes = read_distinct(wd)  # titles and keywords set apart by `microstock similar distinct`
+    clips = {c.file: c for c in last_clips(wd).clips}  # a clip's facts and holds, as the clips check found them
     for i, s in enumerate(waiting[:MAX_LISTED]):
-        md = s.metadata
-        thumb = inline_thumbnail(wd.packs / "thumbs" / ready_name(s.name), THUMBNAIL_PX) if i < MAX_THUMBNAILS else ""
+        md, clip = s.metadata, clips.get(s.name)
+        shown = poster_paths(wd, s.name)[1] if clip else wd.packs / "thumbs" / ready_name(s.name)
+        thumb = inline_thumbnail(shown, THUMBNAIL_PX) if i < MAX_THUMBNAILS else ""
         categories = ", ".join(filter(None, [f"Adobe {md.adobe_category}" if md.adobe_category else "",
                                              ", ".join(md.category_hints)]))
-        goes = "; ".join(f"{a}: {agency_verdict(s.name, a, csvs)}" for a in csvs.agencies)
+        goes = "; ".join(f"{a}: {agency_verdict(s.name, a, csvs, clip.held_back if clip else None)}"
+                         for a in csvs.agencies)
         similar = review_cell(wd, risks, changes, s.name, m, i < MAX_THUMBNAILS)
         # a list item, the details a line each: the UI's form is a narrow modal, and a table's cells do not wrap
-        lines.append(f"- {thumb + ' ' if thumb else ''}{md_code(s.name)} — **{m(md.title)}**<br>keywords: "
-                     f"{m(', '.join(md.keywords[:6]))}<br>categories: {m(categories)}<br>goes: {m(goes)}"
+        lines.append(f"- {thumb + ' ' if thumb else ''}{md_code(s.name)} — **{m(md.title)}**"
+                     + (f"<br>clip: {m(clip.facts().words())}" if clip else "")
+                     + f"<br>keywords: {m(', '.join(md.keywords[:6]))}<br>categories: {m(categories)}"
+                     f"<br>goes: {m(goes)}"
                      + (f"<br>removed keywords: {m(removed_words(md.removed_keywords))}" if md.removed_keywords else "")
                      + (f"<br>similar to: {similar}" if similar else ""))
     if len(waiting) > MAX_LISTED:
@@ -217,11 +252,11 @@ def review_decisions(wd: Workdir, settings: Settings, packed: PackReport, csvs: 
     Returns what was decided and every asset rejected so far; never asks when review is off or
     nothing is waiting.
     """
-    sidecars = described_sidecars(wd)
+    sidecars = review_sidecars(wd)
     report = ReviewReport(rejected_before={s.name: s.review.at for s in sidecars if s.rejected})
     if not settings.review.enabled:
         return report
-    waiting = waiting_sidecars(sidecars, packed)
+    waiting = waiting_sidecars(sidecars, packed, checked_clips(wd))
     if not waiting:
         return report
     report.asked = [s.name for s in waiting]
@@ -295,23 +330,25 @@ def edited_since(wd: Workdir, before: list[Sidecar]) -> list[str]:
 
 
 def review_overview(wd: Workdir) -> tuple[list[str], dict[str, str]]:
-    """(assets waiting for a decision, rejected asset -> when), from the sidecars and ``packs/ready/``."""
-    sidecars = described_sidecars(wd)
-    waiting = [s.name for s in sidecars if s.review is None and (wd.packs / "ready" / ready_name(s.name)).is_file()]
+    """(assets waiting for a decision, rejected asset -> when), from the sidecars, ``packs/ready/`` and the last
+    clips check."""
+    sidecars, clips = review_sidecars(wd), checked_clips(wd)
+    waiting = [s.name for s in sidecars if s.review is None
+               and (s.name in clips or (wd.packs / "ready" / ready_name(s.name)).is_file())]
     return waiting, {s.name: s.review.at for s in sidecars if s.rejected}
 
 
 def not_described(wd: Workdir, names: list[str]) -> dict[str, list[str]]:
-    """The names that are no described asset of the workdir (no image in ``assets/``, or no sidecar for it), each
-    with the described assets it is close to (a name typed slightly wrong: "did you mean …")."""
-    known = [s.name for s in described_sidecars(wd)]
+    """The names that are no described asset of the workdir (no image or clip in ``assets/``, or no sidecar for
+    it), each with the described assets it is close to (a name typed slightly wrong: "did you mean …")."""
+    known = [s.name for s in review_sidecars(wd)]
     return {name: difflib.get_close_matches(name, known, n=3, cutoff=0.8) for name in names if name not in known}
 
 
 def already_sent(wd: Workdir, names: list[str]) -> dict[str, list[str]]:
     """The named assets the ledger records as uploaded: name -> the agencies it was sent to (a reject cannot
     unsend them)."""
-    sidecars = {s.name: s for s in described_sidecars(wd) if s.name in names}
+    sidecars = {s.name: s for s in review_sidecars(wd) if s.name in names}
     if not sidecars or not wd.ledger.is_file():
         return {}
     state = Ledger(wd.ledger).read()
@@ -330,9 +367,13 @@ def edit_asset(wd: Workdir, settings: Settings, agencies: list[str],
                correction: Correction) -> tuple[Sidecar, list[RowResult]]:
     """``microstock review edit``: write the correction into the asset's sidecar, as the form's are, and check
     the asset's row at each of ``agencies`` by the rules the CSV stage applies (what a rule fixes, or why the
-    asset is held back there). The CSVs themselves are written by the run that sends the asset."""
+    asset is held back there; for a clip, the video rule or similarity hold the last clips check found comes
+    first). The CSVs themselves are written by the run that sends the asset."""
     sidecar = apply_correction(wd, correction.file, correction)
     specs = catalog(wd)
     names = ProtectedNames.of(settings.keywords)
-    return sidecar, [build_row(specs.spec(a), sidecar.metadata, ready_name(sidecar.name),
-                               settings.agency(a).csv_defaults, asset=sidecar.name, names=names) for a in agencies]
+    rows = [build_row(specs.spec(a), sidecar.metadata, ready_name(sidecar.name), settings.agency(a).csv_defaults,
+                      asset=sidecar.name, names=names) for a in agencies]
+    held = next((c.held_back for c in last_clips(wd).clips if c.file == sidecar.name), {})
+    return sidecar, [r if r.agency not in held else r.model_copy(update={"cells": None, "problems": (
+        Problem(agency=r.agency, asset=r.asset, rule="video", message=held[r.agency]),)}) for r in rows]

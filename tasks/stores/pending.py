@@ -28,6 +28,7 @@ from tasks.core.records import UploadItem, described_sidecars, iter_asset_files,
 from tasks.core.reports import CsvReport
 from tasks.core.state_files import read_file
 from tasks.core.workdir import Workdir
+from tasks.images.clip_probe import ClipFacts
 from tasks.stores.ledger import Entry, Ledger, LedgerState
 
 
@@ -74,7 +75,7 @@ def held_back(wd: Workdir) -> dict[str, dict[str, str]]:
                        "`ledger status` shows no asset held back by the image rules until the next run")
     for agency, rules in (packed.held_back if packed else {}).items():
         held.setdefault(agency, {}).update(rules)
-    for clip in _last_clips(wd).clips:  # a clip's video rule, as an image's rule
+    for clip in last_clips(wd).clips:  # a clip's video rule, as an image's rule
         for agency, rule in clip.held_back.items():
             held.setdefault(agency, {})[clip.file] = rule
     for problem in last_csvs(wd).problems:
@@ -104,7 +105,7 @@ def taken_clips(wd: Workdir) -> list[tuple[str, UploadItem, set[str]]]:
     """(clip name, upload item, the agencies whose video rules take it) of every clip the last clips check
     (``reports/clips.json``) read, still in ``assets/``: the clip file itself, its identity its content."""
     found = []
-    for clip in _last_clips(wd).clips:
+    for clip in last_clips(wd).clips:
         path = wd.assets / clip.file
         if path.is_file():
             found.append((clip.file, UploadItem(clip.file, path, clip.asset_id), set(clip.taken_by)))
@@ -118,13 +119,28 @@ class ClipLine(BaseModel):
     asset_id: str
     taken_by: list[str] = Field(default_factory=list)
     held_back: dict[str, str] = Field(default_factory=dict)
+    # the clip's facts (ClipFacts), as the review form and batch-assets show them
+    container: str = ""
+    bytes: int = 0
+    duration_s: float = 0.0
+    width: int = 0
+    height: int = 0
+    frame_rate: float = 0.0
+    codec: str = ""
+    audio: str | None = None
+    rotation: int = 0
+
+    def facts(self) -> ClipFacts:
+        return ClipFacts(**self.model_dump(include=set(ClipFacts.__dataclass_fields__)))
 
 
 class ClipsRead(BaseModel):
     clips: list[ClipLine] = Field(default_factory=list)
+    #: clip -> why the check could not read it (nothing is done with it)
+    rejected: dict[str, str] = Field(default_factory=dict)
 
 
-def _last_clips(wd: Workdir) -> ClipsRead:
+def last_clips(wd: Workdir) -> ClipsRead:
     """The last run's clips check; empty when missing or damaged (then set aside: no clip is pending or held
     back until the next run checks them again)."""
     return read_file(wd.reports / "clips.json", ClipsRead.model_validate_json,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+import zipfile
 from pathlib import Path
 
 import pyexiv2
@@ -131,7 +132,11 @@ def test_ingest_processes_only_new_images_and_rejects_bad_ones(prefect_harness, 
     assert checked["harbour.mp4"]["taken_by"] == ["adobe"]
     assert "1080×1920 is vertical" in checked["tower.mp4"]["held_back"]["adobe"]
     assert Image.open(wd.packs / "clips" / "harbour.poster.jpg").size == (1000, 562)
-    assert "harbour.mp4" not in {p.name for p in wd.packs.rglob("*.zip")} and not list(wd.packs.glob("ready/*.mp4"))
+    with zipfile.ZipFile(wd.packs / "batch.zip") as batch_zip:  # clips are not put in the batch ZIP; their rows are
+        names = batch_zip.namelist()
+        assert "harbour.mp4" in batch_zip.read("csv/adobe.csv").decode("utf-8")
+    assert names and not [n for n in names if n.endswith((".mp4", ".mov")) or "harbour" in n], names
+    assert not list(wd.packs.glob("ready/*.mp4"))
 
     _photo(source / "green_field.jpg", "green", KEYWORDS)
     second = run_batch(wd, source=str(source))

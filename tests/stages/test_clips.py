@@ -4,7 +4,8 @@ import shutil
 
 from PIL import Image
 
-from tasks.stages.clips import FILE_NAME, check_clips, poster_paths
+from tasks.images.clip_poster import poster_paths
+from tasks.stages.clips import FILE_NAME, check_clips
 from tasks.stores.pending import held_back, taken_clips
 
 AGENCIES = ["adobe", "shutterstock", "dreamstime"]
