@@ -29,11 +29,16 @@ CLIP_EXTENSIONS = {".mp4", ".mov"}
 
 
 class Asset(BaseModel, frozen=True):
-    """One image of the batch, as it sits in ``assets/``."""
+    """One image or clip of the batch, as it sits in ``assets/``."""
 
     name: str
     asset_id: str
     path: Path
+
+    @property
+    def is_clip(self) -> bool:
+        """A video clip (:data:`CLIP_EXTENSIONS`), not an image."""
+        return Path(self.name).suffix.lower() in CLIP_EXTENSIONS
 
 
 class Usage(BaseModel):
