@@ -202,9 +202,10 @@ def iter_asset_files(assets_dir: Path, extensions: set[str] = ACCEPTED_EXTENSION
     return [assets_dir / name for name in names]
 
 
-def list_assets(assets_dir: Path) -> list[Asset]:
-    """Every asset in ``assets_dir`` with its content hash."""
-    return [Asset(name=p.name, asset_id=sha256_file(p), path=p) for p in iter_asset_files(assets_dir)]
+def list_assets(assets_dir: Path, extensions: set[str] = ACCEPTED_EXTENSIONS) -> list[Asset]:
+    """Every asset in ``assets_dir`` (the images; with ``extensions=CLIP_EXTENSIONS`` the clips) with its content
+    hash."""
+    return [Asset(name=p.name, asset_id=sha256_file(p), path=p) for p in iter_asset_files(assets_dir, extensions)]
 
 
 def described_sidecars(wd: Workdir) -> list[Sidecar]:
