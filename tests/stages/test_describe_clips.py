@@ -93,3 +93,19 @@ def test_offline_a_clip_is_described_from_its_own_title_and_comment_tags(prefect
     assert md.description == "Boats and gulls over calm water" and "boats" in md.keywords
     named = read_sidecar(workdir.sidecar("misty_forest_path.mov")).metadata
     assert named.title == "Misty forest path" and named.description == "Misty forest path"  # the camera's caption
+
+
+def test_a_parked_clip_renamed_since_is_found_by_its_content_and_replayed(
+        prefect_harness, fake_gemini, gemini_key, workdir):
+    from tasks.stages.replay import replay_jobs
+
+    asset = clip(workdir)
+    fake_gemini.files.end_as = "FAILED"
+    ctx = RunContext(workdir, settings(video_inline_max_mb=0.000001))
+    assert describe_stage(ctx, [asset]).parked == {"harbour.mp4": "permanent:clip_failed"}
+    asset.path.rename(workdir.assets / "harbour_dawn.mp4")
+    fake_gemini.files.end_as = "ACTIVE"  # Google processes it this time
+    report = replay_jobs(ctx, "test-replay", ctx.store.claim("test-replay", limit=5))
+    assert report.recovered_assets == ["harbour_dawn.mp4"]
+    assert read_sidecar(workdir.sidecar("harbour_dawn.mp4")).metadata.describer == "gemini:gemini-3.5-flash-lite"
+    assert fake_gemini.files.files == {}
