@@ -183,6 +183,8 @@ def read_clips_report(wd: Workdir) -> ClipsReport:
             for agency, why in entry["held_back"].items():
                 report.held_back.setdefault(agency, {})[name] = why
         report.rejected = dict(data.get("rejected", {}))
+    except FileNotFoundError:  # no clips check yet (a workdir older than clips, or a replay before any run)
+        return ClipsReport()
     except (OSError, ValueError, KeyError, TypeError) as exc:
         log.warning("reports/%s cannot be read (%s): the clips are checked again by the next run", FILE_NAME,
                     type(exc).__name__)
