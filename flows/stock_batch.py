@@ -24,6 +24,7 @@ from tasks.observe.summary import INCOMPLETE, BatchSummary
 from tasks.orchestration.describe_runs import describe_assets
 from tasks.orchestration.review_pause import review_stage
 from tasks.orchestration.stage_tasks import assets_stage, csv_stage, pack_stage, upload_agencies, zip_stage
+from tasks.stages.clips import clip_assets, similar_clips_stage
 from tasks.stages.review import ReviewReport
 from tasks.stages.run_context import RunContext
 
@@ -40,6 +41,7 @@ def publish_described(ctx: RunContext) -> Published:
 
     Shared with ``replay-dead-letters`` and ``collect-batches``, so a recovered asset takes the same way.
     """
+    similar_clips_stage(ctx)  # the clips' similar-content check, now that their titles and keywords are known
     packed = pack_stage(ctx)
     csvs = csv_stage(ctx, packed)  # rejected and held-back assets get no row
     reviewed = review_stage(ctx, packed, csvs)  # with [review] on: pauses until the contributor answers
@@ -84,7 +86,7 @@ def stock_batch(
         logger.info(note)
 
     gathered = assets_stage(ctx, count, source)
-    described = describe_assets(ctx, gathered.assets)
+    described = describe_assets(ctx, gathered.assets + clip_assets(ctx.wd))  # images, then the clips checked
     csvs, packed, uploads, reviewed = publish_described(ctx)
 
     summary = BatchSummary.from_stages(ctx.wd, gathered, described, csvs, packed, uploads, reviewed.cells())

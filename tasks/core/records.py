@@ -30,11 +30,16 @@ CLIP_EXTENSIONS = {".mp4", ".mov"}
 
 
 class Asset(BaseModel, frozen=True):
-    """One image of the batch, as it sits in ``assets/``."""
+    """One image or clip of the batch, as it sits in ``assets/``."""
 
     name: str
     asset_id: str
     path: Path
+
+    @property
+    def is_clip(self) -> bool:
+        """A video clip (:data:`CLIP_EXTENSIONS`), not an image."""
+        return Path(self.name).suffix.lower() in CLIP_EXTENSIONS
 
 
 class Usage(BaseModel):
@@ -217,9 +222,10 @@ def iter_asset_files(assets_dir: Path, extensions: set[str] = ACCEPTED_EXTENSION
     return [assets_dir / name for name in names]
 
 
-def list_assets(assets_dir: Path) -> list[Asset]:
-    """Every asset in ``assets_dir`` with its content hash."""
-    return [Asset(name=p.name, asset_id=sha256_file(p), path=p) for p in iter_asset_files(assets_dir)]
+def list_assets(assets_dir: Path, extensions: set[str] = ACCEPTED_EXTENSIONS) -> list[Asset]:
+    """Every asset in ``assets_dir`` (the images; with ``extensions=CLIP_EXTENSIONS`` the clips) with its content
+    hash."""
+    return [Asset(name=p.name, asset_id=sha256_file(p), path=p) for p in iter_asset_files(assets_dir, extensions)]
 
 
 def described_sidecars(wd: Workdir, extensions: set[str] = ACCEPTED_EXTENSIONS) -> list[Sidecar]:

@@ -58,6 +58,18 @@ class GeminiSettings(_Strict):
     #: server-side rate limit per project and model (tasks/orchestration/shared_quota.py); empty: the
     #: in-process limiter, which sees only its own process.
     quota_project: str = ""
+    #: Clips: how finely Gemini sees each frame it samples (``media_resolution``): ``low`` (the default: a stock
+    #: title and keywords need the subject, not its fine detail, and a low frame costs a fraction of a high one's
+    #: tokens), ``medium`` or ``high`` (docs/INTERFACE.md, "Video clips").
+    video_media_resolution: Literal["low", "medium", "high"] = "low"
+    #: Clips up to this size (MB) go inline in the describe request; larger ones through the Files API (upload,
+    #: wait until ACTIVE, describe, delete). Google documents inline requests under 100 MB; base64 makes a file
+    #: 4/3 larger on the wire, so at most 74 MB.
+    video_inline_max_mb: float = Field(50, gt=0, le=74)
+    #: Seconds an uploaded clip may stay PROCESSING before the attempt fails (and is tried again).
+    video_processing_wait_s: float = Field(300, gt=0)
+    #: Seconds between two looks at an uploaded clip's state while it is PROCESSING.
+    video_poll_s: float = Field(2, gt=0)
 
     @model_validator(mode="after")
     def _shared_quota_needs_three_a_minute(self) -> "GeminiSettings":

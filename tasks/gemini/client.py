@@ -18,6 +18,11 @@ The contract for the caller (retry policy):
 =========================================  ======================  ==========================
 what happened                              raised                  ``error_class``
 =========================================  ======================  ==========================
+403 "…the File <id> or it may not exist"   TransientError          ``retryable:file_gone``
+(Files API: an uploaded clip expired or
+was deleted; not the key)
+400 FAILED_PRECONDITION "…is not in an     TransientError          ``retryable:file_not_active``
+ACTIVE state" (a clip used too early)
 401, 403, 400 ``API_KEY_INVALID``          AuthenticationFailed    ``auth``
 429 whose QuotaFailure quota is per day    StageStopped            ``quota:daily``
 429 otherwise                              RateLimited             ``retryable:429``
@@ -176,6 +181,12 @@ def _from_api_error(exc: errors.APIError, api_key: str | None, target: Target) -
     text = f"{status} {exc.message or ''}".upper()
     set_model = f"`{target.setting} = {target.model}`"
 
+    if code == 403 and "ACCESS THE FILE" in text and "OR IT MAY NOT EXIST" in text:
+        return TransientError(f"{said} (the uploaded clip is gone: the next attempt uploads it again)",
+                              kind="retryable", code="file_gone")
+    if code == 400 and "NOT IN AN ACTIVE STATE" in text:
+        return TransientError(f"{said} (the uploaded clip is not ready yet: the next attempt waits for it)",
+                              kind="retryable", code="file_not_active")
     if code in (401, 403) or "API_KEY_INVALID" in reasons:
         return AuthenticationFailed(f"{said} (check GEMINI_API_KEY / GOOGLE_API_KEY)")
     if code == 429:

@@ -1,7 +1,9 @@
-"""The Gemini describer: an image in, stock metadata out, one ``generate_content`` call per asset.
+"""The Gemini describer: an image or a clip in, stock metadata out, one ``generate_content`` call per asset.
 
 :class:`GeminiDescriber` sends the image itself (downscaled to at most 1024 px
-on the long side, JPEG) with a prompt asking for stock metadata, and a
+on the long side, JPEG) — or the clip itself, inline or through the Files API
+(:mod:`tasks.gemini.clips`), at ``gemini.video_media_resolution`` — with a
+prompt asking for stock metadata, and a
 ``response_schema`` (:class:`StockAnswer`); the answer becomes a
 :class:`~tasks.core.records.Metadata`. Its failures are mapped by
 :mod:`tasks.gemini.client` (the table there is the contract).
@@ -23,6 +25,8 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from io import BytesIO
 from typing import TYPE_CHECKING
 
@@ -33,6 +37,7 @@ from tasks.core.errors import BadInput, InvalidOutput, OutputTruncated, Permanen
 from tasks.core.records import Asset, Metadata, Usage
 from tasks.core.settings import GeminiSettings
 from tasks.gemini.client import Target, check_answer, gemini_client, map_gemini_errors, usage_of
+from tasks.gemini.clips import MEDIA_RESOLUTION, clip_part
 from tasks.gemini.models import cost_usd, lacks_structured_output, retired_refusal, suggestion, thinking_config
 from tasks.gemini.ratelimit import shared_limiter
 from tasks.images.inspect import JPEG_FORMATS
@@ -70,13 +75,16 @@ class StockAnswer(BaseModel):
     dreamstime_hints: list[str] = Field(description="Words naming Dreamstime categories")
 
 
-def describe_prompt(language: str, avoid: tuple[str, ...] = ()) -> str:
-    """The instruction sent with every image; ``avoid``: the protected names and the contributor's excluded
-    keywords (:func:`tasks.agencies.keyword_rules.avoided_words`), never to be written."""
+def describe_prompt(language: str, avoid: tuple[str, ...] = (), *, clip: bool = False) -> str:
+    """The instruction sent with every image (with ``clip``, every video clip); ``avoid``: the protected names
+    and the contributor's excluded keywords (:func:`tasks.agencies.keyword_rules.avoided_words`), never to be
+    written."""
     lang = _LANGUAGES.get(language, f"the language with code '{language}'")
     categories = "\n".join(f"  {n} {name}" for n, name in ADOBE_CATEGORIES.items())
+    what = ("stock-footage metadata for the attached video clip" if clip
+            else "stock-photo metadata for the attached image")
     return (
-        "Write stock-photo metadata for the attached image, for microstock agencies "
+        f"Write {what}, for microstock agencies "
         "(Adobe Stock, Vecteezy, Dreamstime).\n"
         f"Write every text in {lang}. Describe only what is visible; never invent places, "
         "brands, trademarks or names of people.\n"
@@ -174,9 +182,10 @@ def check_describe_model(model: str) -> None:
                            f"{suggestion(model, 'describe')}", kind="model")
 
 
-def describe_config(settings: GeminiSettings, max_output_tokens: int) -> types.GenerateContentConfig:
+def describe_config(settings: GeminiSettings, max_output_tokens: int, *,
+                    clip: bool = False) -> types.GenerateContentConfig:
     """The config of every describe request: JSON by :class:`StockAnswer`, the output budget, thinking set on
-    purpose, no sampling parameter."""
+    purpose, no sampling parameter; for a clip, ``media_resolution`` (``gemini.video_media_resolution``)."""
     from google.genai import types
 
     return types.GenerateContentConfig(
@@ -184,6 +193,7 @@ def describe_config(settings: GeminiSettings, max_output_tokens: int) -> types.G
         response_schema=StockAnswer,
         max_output_tokens=max_output_tokens,
         thinking_config=thinking_config(settings.model, settings.thinking),
+        media_resolution=MEDIA_RESOLUTION[settings.video_media_resolution] if clip else None,
     )
 
 
@@ -231,9 +241,14 @@ class GeminiDescriber:
         self._api_key = api_key
         self._client = gemini_client(settings, api_key)
         self._target = Target("gemini.model", settings.model, "describe", settings.api_version)
-        self._config = describe_config(settings, settings.max_output_tokens)
-        self._larger = describe_config(settings, settings.max_output_tokens * TRUNCATED_RETRY_FACTOR)
-        self._prompt = describe_prompt(settings.language, avoid)
+        #: (config, config of the retry after a truncated answer, prompt): for images, and for clips.
+        self._image = (describe_config(settings, settings.max_output_tokens),
+                       describe_config(settings, settings.max_output_tokens * TRUNCATED_RETRY_FACTOR),
+                       describe_prompt(settings.language, avoid))
+        self._clip = (describe_config(settings, settings.max_output_tokens, clip=True),
+                      describe_config(settings, settings.max_output_tokens * TRUNCATED_RETRY_FACTOR, clip=True),
+                      describe_prompt(settings.language, avoid, clip=True))
+        self._prompt = self._image[2]
         self._lock = threading.Lock()
         #: asset id → tokens of this run's calls for it that gave no metadata yet.
         self._spent: dict[str, Usage] = {}
@@ -244,21 +259,33 @@ class GeminiDescriber:
         return f"GeminiDescriber(model={self.settings.model!r})"
 
     def replay_payload(self) -> dict:
-        return {"prompt": self._prompt, "image_max_px": SEND_MAX_PX}
+        return {"prompt": self._prompt, "image_max_px": SEND_MAX_PX,
+                "video_media_resolution": self.settings.video_media_resolution}
 
     def set_apart(self, asset: Asset, metadata: Metadata, others: list[Metadata]) -> Metadata:
         """The image described again, with the others' titles and first keywords to differ from in the prompt."""
         return self.describe(asset, avoid=others)
 
+    @contextmanager
+    def _contents(self, asset: Asset, prompt: str) -> Iterator[list]:
+        """What this attempt sends: the image and the prompt, or the clip (inline, or uploaded for as long as the
+        block runs: :func:`~tasks.gemini.clips.clip_part`) and then the prompt, as Google says to order them."""
+        if not asset.is_clip:
+            yield describe_contents(asset, prompt)
+            return
+        with clip_part(self._client, self.settings, asset, self._target, self._api_key) as part:
+            yield [part, prompt]
+
     def describe(self, asset: Asset, avoid: list[Metadata] | None = None) -> Metadata:
         check_describe_model(self.model)
-        contents = describe_contents(asset, self._prompt + distinct_note(avoid) if avoid else self._prompt)
+        config, larger, prompt = self._clip if asset.is_clip else self._image
         with self._lock:
             retrying_cut = asset.asset_id in self._truncated
-        with map_gemini_errors(self._target, self._api_key):
-            response = self._client.models.generate_content(
-                model=self.settings.model, contents=contents, config=self._larger if retrying_cut else self._config,
-            )
+        with self._contents(asset, prompt + distinct_note(avoid) if avoid else prompt) as contents:
+            with map_gemini_errors(self._target, self._api_key):
+                response = self._client.models.generate_content(
+                    model=self.settings.model, contents=contents, config=larger if retrying_cut else config,
+                )
         with self._lock:
             usage = self._spent.pop(asset.asset_id, Usage()) + usage_of(response)
             self._spent[asset.asset_id] = usage
@@ -266,7 +293,7 @@ class GeminiDescriber:
             answer = parse_answer(response)
         except OutputTruncated as exc:
             if retrying_cut:
-                raise PermanentError(f"{exc.message}, also with {self._larger.max_output_tokens} output tokens",
+                raise PermanentError(f"{exc.message}, also with {larger.max_output_tokens} output tokens",
                                      kind="truncated", code=exc.reason) from None
             with self._lock:
                 self._truncated.add(asset.asset_id)
@@ -274,4 +301,14 @@ class GeminiDescriber:
         with self._lock:
             self._spent.pop(asset.asset_id, None)
             self._truncated.discard(asset.asset_id)
-        return to_metadata(answer, response, describer=self.name, settings=self.settings, usage=usage)
+        metadata = to_metadata(answer, response, describer=self.name, settings=self.settings, usage=usage)
+        if asset.is_clip and _audio_tokens(response):  # billed at the model's audio price, which prices.toml lacks
+            metadata = metadata.model_copy(update={"cost_usd": None})
+        return metadata
+
+
+def _audio_tokens(response: types.GenerateContentResponse) -> int:
+    """The prompt tokens Gemini counted for the clip's sound (``prompt_tokens_details``, modality AUDIO)."""
+    meta = response.usage_metadata
+    details = (meta.prompt_tokens_details if meta is not None else None) or []
+    return sum(d.token_count or 0 for d in details if str(getattr(d.modality, "value", d.modality)) == "AUDIO")

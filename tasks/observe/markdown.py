@@ -87,6 +87,8 @@ def summary_markdown(s: BatchSummary) -> str:
     if s.usage_note():
         lines.append(f"| tokens and cost | {s.prompt_tokens + s.output_tokens + s.thought_tokens} | "
                      f"{m(s.usage_note())} |")
+    if s.clip_note():
+        lines.append(f"| of which clips | {s.clip_tokens} | {m(s.clip_note())} |")
     if s.generation_note():
         lines.append(f"| image generation | {s.generation_tokens} | {m(s.generation_note())} |")
     lines.append(f"| parked | {s.parked + s.still_parked} | {s.parked} this run, {s.still_parked} from earlier runs |")

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from tasks.agencies.catalog import catalog
 from tasks.core.errors import BadInput
 from tasks.core.printable import printable
-from tasks.core.records import CLIP_EXTENSIONS, described_sidecars, ready_name
+from tasks.core.records import CLIP_EXTENSIONS, described_sidecars, read_sidecar, ready_name
 from tasks.core.reports import AgencyUpload, CsvReport, DescribeReport, Gathered, PackReport
 from tasks.core.workdir import Workdir
 from tasks.images.provenance import provenance_of
@@ -54,6 +55,12 @@ class BatchSummary(BaseModel):
     generation_tokens: int = 0
     generation_cost_usd: float = 0.0
     generation_cost_unknown: int = 0
+    #: Clips described this run by a model (part of the describe figures above): how many, their tokens, the
+    #: USD of those with a known price (a clip with sound has none: the audio price is not in prices.toml).
+    clips_described_now: int = 0
+    clip_tokens: int = 0
+    clip_cost_usd: float = 0.0
+    clip_cost_unknown: int = 0
     csv_rows: dict[str, int] = Field(default_factory=dict)
     csv_files: dict[str, list[str]] = Field(default_factory=dict)
     uploaded_now: dict[str, int] = Field(default_factory=dict)
@@ -124,6 +131,7 @@ class BatchSummary(BaseModel):
             ai_ticks=needs_ai_tick(wd, uploads),
             similar=summary_notes(read_risks(wd)) if packed.ready else {},
             **generation_costs(wd, gathered.new),
+            **clip_costs(wd, described.described),
         )
 
     def stopped_note(self, agency: str) -> str:
@@ -189,6 +197,20 @@ class BatchSummary(BaseModel):
             parts.append(f"${self.generation_cost_usd:.4f}")
         if self.generation_cost_unknown:
             parts.append(f"cost unknown for {self.generation_cost_unknown} (no confirmed price)")
+        return " · ".join(parts)
+
+    def clip_note(self) -> str:
+        """Tokens and cost of the clips a model described this run: ``2 clips · 3,400 tokens · $0.0011 ($0.0006 per
+        clip)``; empty when none was billed."""
+        if not self.clip_tokens:
+            return ""
+        parts = [f"{self.clips_described_now} clip{'s' if self.clips_described_now != 1 else ''}",
+                 f"{self.clip_tokens:,} tokens"]
+        priced = self.clips_described_now - self.clip_cost_unknown
+        if priced:
+            parts.append(f"${self.clip_cost_usd:.4f} (${self.clip_cost_usd / priced:.4f} per clip)")
+        if self.clip_cost_unknown:
+            parts.append(f"cost unknown for {self.clip_cost_unknown} (sound, or no confirmed price)")
         return " · ".join(parts)
 
     def review_count_now(self, prefix: str) -> int:
@@ -343,3 +365,20 @@ def generation_costs(wd: Workdir, new: list[str]) -> dict:
         else:
             cost += provenance.cost_usd
     return {"generation_tokens": tokens, "generation_cost_usd": cost, "generation_cost_unknown": unknown}
+
+
+def clip_costs(wd: Workdir, described_now: list[str]) -> dict:
+    """The summary's clip fields, from the sidecars of the clips described this run by a model."""
+    count, tokens, cost, unknown = 0, 0, 0.0, 0
+    for name in described_now:
+        if Path(name).suffix.lower() not in CLIP_EXTENSIONS:
+            continue
+        sidecar = read_sidecar(wd.sidecar(name))
+        if sidecar is None or sidecar.name != name or not sidecar.metadata.usage.total:
+            continue
+        count, tokens = count + 1, tokens + sidecar.metadata.usage.total
+        if sidecar.metadata.cost_usd is None:
+            unknown += 1
+        else:
+            cost += sidecar.metadata.cost_usd
+    return {"clips_described_now": count, "clip_tokens": tokens, "clip_cost_usd": cost, "clip_cost_unknown": unknown}

@@ -90,6 +90,8 @@ def summary_table(s: BatchSummary) -> Table:
               " · ".join(filter(None, [s.described_note(), s.tokens_note()])))
     if s.usage_note():
         t.add_row("tokens and cost", f"{s.prompt_tokens + s.output_tokens + s.thought_tokens:,}", s.usage_note())
+    if s.clip_note():
+        t.add_row("of which clips", f"{s.clip_tokens:,}", s.clip_note())
     if s.generation_note():
         t.add_row("image generation", f"{s.generation_tokens:,}", s.generation_note())
     parked_note = f"{s.parked} this run, {s.still_parked} from earlier runs · microstock dead-letter list"

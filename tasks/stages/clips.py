@@ -1,8 +1,10 @@
 """The batch's video clips after ingest: probed, a poster and thumbnail each, and per agency taken or held back.
 
 A clip is an asset like an image (``asset_id`` = SHA-256 of the file, in ``assets/``), but it takes its own
-path: it is described by the offline describer only (from its name; Gemini does not see clips yet), not packed
-into an upload-ready JPEG and not put in the batch ZIP; it is uploaded as it is, where its CSV row is.
+path: checked here in the assets stage (:func:`clips_stage`), then described in the describe stage with the
+images (:func:`clip_assets`: Gemini from the clip itself, else the offline describer from its tags and name),
+then checked for similar content once its title and keywords are known (:func:`similar_clips_stage`); it is not
+packed into an upload-ready JPEG and not put in the batch ZIP; it is uploaded as it is, where its CSV row is.
 
 Each agency's ``[video]`` rules (:mod:`tasks.agencies.video`) say whether it is taken; a clip breaking one is
 held back for that agency with the rule and its value, as an image breaking an image rule is
@@ -15,12 +17,10 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from tasks.agencies.catalog import catalog
-from tasks.agencies.keyword_rules import apply_keyword_rules
-from tasks.agencies.protected import ProtectedNames
 from tasks.core.errors import BadInput
 from tasks.core.files import atomic_write_bytes, sha256_file
 from tasks.core.records import (
@@ -28,17 +28,15 @@ from tasks.core.records import (
     Asset,
     iter_asset_files,
     read_sidecar,
-    write_sidecar,
 )
-from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.images.clip_poster import poster_jpegs, poster_paths
 from tasks.images.clip_probe import ClipFacts, probe_clip
 from tasks.images.clip_signature import ClipSignature, clip_signature
 from tasks.images.likeness import Signature
-from tasks.stages.offline_describer import OfflineDescriber
 from tasks.stages.run_context import RunContext
 from tasks.stages.similarity import hold_back_similar_clips
+from tasks.stores.pending import taken_clips
 
 log = logging.getLogger(__name__)
 
@@ -111,18 +109,27 @@ def _write_report(wd: Workdir, report: ClipsReport) -> None:
     atomic_write_bytes(wd.reports / FILE_NAME, json.dumps(report.as_json(), indent=2, ensure_ascii=False).encode())
 
 
+def _signature_file(wd: Workdir, path: Path) -> Path:
+    return poster_paths(wd, path.name)[0].with_name(f"{path.stem}.signature.json")
+
+
+def _read_signature(wd: Workdir, path: Path, asset_id: str) -> ClipSignature | None:
+    """The clip's kept signature when it is of this content and can be read, else None."""
+    try:
+        data = json.loads(_signature_file(wd, path).read_text(encoding="utf-8"))
+        return ClipSignature.from_json(data) if data.get("asset_id") == asset_id else None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def _kept_signature(wd: Workdir, path: Path, asset_id: str) -> ClipSignature:
     """The clip's similarity signature, made once and kept next to its poster (made again when the clip's
     content changed or the kept file cannot be read)."""
-    kept = poster_paths(wd, path.name)[0].with_name(f"{path.stem}.signature.json")
-    try:
-        data = json.loads(kept.read_text(encoding="utf-8"))
-        signature = ClipSignature.from_json(data) if data.get("asset_id") == asset_id else None
-    except (OSError, ValueError, AttributeError):
-        signature = None
+    signature = _read_signature(wd, path, asset_id)
     if signature is None:
         signature = clip_signature(path)
-        atomic_write_bytes(kept, json.dumps({"asset_id": asset_id, **signature.as_json()}).encode())
+        kept = json.dumps({"asset_id": asset_id, **signature.as_json()})
+        atomic_write_bytes(_signature_file(wd, path), kept.encode())
     return signature
 
 
@@ -143,38 +150,46 @@ def similar_clips(wd: Workdir, report: ClipsReport, agencies: list[str], same_mo
     _write_report(wd, report)
 
 
-def describe_clips(wd: Workdir, report: ClipsReport, settings: Settings) -> list[str]:
-    """Describe every probed clip that has no sidecar yet with the offline describer (from its file name and what
-    its file holds), the contributor's keyword rules applied as for images; the clips described now.
+def clip_assets(wd: Workdir) -> list[Asset]:
+    """The clips the last check (``reports/clips.json``) read, still in ``assets/``, as assets of the describe
+    stage (described whether or not an agency takes them now, as images held back are: a held-back clip can be
+    released, ``microstock similar release``, and then needs its row)."""
+    return [Asset(name=name, asset_id=item.sha256, path=item.path) for name, item, _ in taken_clips(wd)]
 
-    Gemini does not describe clips in this version, with a key or without (docs/INTERFACE.md, "Video clips").
-    """
-    described, describer = [], OfflineDescriber()
-    names = ProtectedNames.of(settings.keywords)
-    for name, asset_id in sorted(report.asset_ids.items()):
-        sidecar = read_sidecar(wd.sidecar(name))
-        if sidecar is not None and sidecar.name == name:
-            continue
-        asset = Asset(name=name, asset_id=asset_id, path=wd.assets / name)
-        try:
-            metadata, _ = apply_keyword_rules(describer.describe(asset), settings.keywords, names)
-        except Exception:  # one clip never stops the others; without a sidecar it has no row, so it is not sent
-            log.exception("describing clip %s failed; it gets no CSV row this run", name)
-            continue
-        ai = settings.pack.label_own_files_ai  # own footage; generated clips are not made in this version
-        write_sidecar(wd.sidecar(name), asset, metadata.model_copy(update={"ai_generated": ai}))
-        described.append(name)
-    return described
+
+def read_clips_report(wd: Workdir) -> ClipsReport:
+    """The last check's report (``reports/clips.json``) with each clip's kept signature; the clips no longer in
+    ``assets/`` and those without a kept signature left out. Empty when the report is missing or damaged."""
+    report = ClipsReport()
+    try:
+        data = json.loads((wd.reports / FILE_NAME).read_text(encoding="utf-8"))
+        names = [f.name for f in fields(ClipFacts)]
+        for entry in data["clips"]:
+            name = entry["file"]
+            signature = _read_signature(wd, wd.assets / name, entry["asset_id"])
+            if signature is None or not (wd.assets / name).is_file():
+                continue
+            report.facts[name] = ClipFacts(**{k: entry[k] for k in names})
+            report.asset_ids[name], report.signatures[name] = entry["asset_id"], signature
+            for agency in entry["taken_by"]:
+                report.taken.setdefault(agency, []).append(name)
+            for agency, why in entry["held_back"].items():
+                report.held_back.setdefault(agency, {})[name] = why
+        report.rejected = dict(data.get("rejected", {}))
+    except FileNotFoundError:  # no clips check yet (a workdir older than clips, or a replay before any run)
+        return ClipsReport()
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("reports/%s cannot be read (%s): the clips are checked again by the next run", FILE_NAME,
+                    type(exc).__name__)
+        return ClipsReport()
+    return report
 
 
 def clips_stage(ctx: RunContext) -> ClipsReport:
-    """The clips of the run's workdir checked against the run's agencies; each outcome logged."""
+    """The clips of the run's workdir checked against the run's agencies (the assets stage); each outcome logged.
+    The describe stage describes them next (:func:`clip_assets`)."""
     pack = ctx.settings.pack
     report = check_clips(ctx.wd, list(ctx.agencies), pack.preview_px, pack.thumbnail_px)
-    described = describe_clips(ctx.wd, report, ctx.settings)
-    similar_clips(ctx.wd, report, list(ctx.agencies), pack.similar_max_distance)
-    if described:
-        log.info("%d clips described offline (from their names): %s", len(described), ", ".join(described))
     for name, reason in sorted(report.rejected.items()):
         log.warning("clip %s: %s", name, reason)
     for agency, held in sorted(report.held_back.items()):
@@ -183,4 +198,17 @@ def clips_stage(ctx: RunContext) -> ClipsReport:
     if report.facts:
         log.info("%d clips; taken: %s", len(report.facts),
                  ", ".join(f"{a} {len(n)}" for a, n in sorted(report.taken.items())) or "by no agency")
+    return report
+
+
+def similar_clips_stage(ctx: RunContext) -> ClipsReport:
+    """After describe: the clips of the last check compared for similar content with their titles and keywords
+    (:func:`similar_clips`); the clips it holds back logged."""
+    report = read_clips_report(ctx.wd)
+    before = {a: set(held) for a, held in report.held_back.items()}
+    similar_clips(ctx.wd, report, list(ctx.agencies), ctx.settings.pack.similar_max_distance)
+    for agency, held in sorted(report.held_back.items()):
+        for name, reason in sorted(held.items()):
+            if name not in before.get(agency, set()):
+                log.warning("clip %s held back for %s: %s", name, agency, reason)
     return report

@@ -159,9 +159,31 @@ def _describe_what_is_left(ctx: RunContext, assets: list[Asset], how: DescribeWi
         return report
     if ctx.settings.gemini.mode == "batch":
         if ctx.gemini_key:
-            return describe_in_batches(ctx, assets, how.collect)
+            return _images_in_batches_clips_one_by_one(ctx, assets, how, parked)
         log.warning("`gemini.mode = batch` needs a Gemini key: without one the offline describer runs "
                     "as in sync mode")
+    return _describe_one_by_one(ctx, assets, how, parked, report)
+
+
+def _images_in_batches_clips_one_by_one(ctx: RunContext, assets: list[Asset], how: DescribeWith,
+                                        parked: set[str]) -> DescribeReport:
+    """Batch mode: the images through Gemini's Batch API; the clips one call each, as in sync mode (a batch
+    request names a large clip by an uploaded file, which Google keeps 48 hours, while a batch job may take 24:
+    docs/INTERFACE.md, "Video clips"). Clips are not tried once the batch side stopped (key, quota, store)."""
+    clips = [a for a in assets if a.is_clip]
+    report = describe_in_batches(ctx, [a for a in assets if not a.is_clip], how.collect)
+    if not clips:
+        return report
+    if report.stopped:
+        report.pending.extend(a.name for a in sort_out(ctx.wd, clips, parked, report))
+        return report
+    log.info("batch mode: %d clip(s) described one call each (the Batch API takes images only here)", len(clips))
+    return _describe_one_by_one(ctx, clips, how, parked, report)
+
+
+def _describe_one_by_one(ctx: RunContext, assets: list[Asset], how: DescribeWith, parked: set[str],
+                         report: DescribeReport) -> DescribeReport:
+    """The sync describe of ``assets`` (one job each, :func:`describe_jobs`), added to ``report``."""
     todo = sort_out(ctx.wd, assets, parked, report)
     if report.still_parked:
         log.info("%d asset(s) parked by an earlier run are left for `microstock replay`", len(report.still_parked))
@@ -171,7 +193,8 @@ def _describe_what_is_left(ctx: RunContext, assets: list[Asset], how: DescribeWi
     report.describer = run.describer.name
     if report.describer == "offline":
         log.info("No Gemini key (GEMINI_API_KEY, GOOGLE_API_KEY or the gemini-api-key Secret block): the offline "
-                 "describer writes metadata from each image's prompt, embedded metadata or file name.")
+                 "describer writes metadata from each image's prompt, embedded metadata or file name (a clip's "
+                 "from its tags or name).")
     with how.jobs(run) as submit:
         outcomes = describe_jobs(run, todo, submit)
     for outcome in outcomes:

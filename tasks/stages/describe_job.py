@@ -202,8 +202,10 @@ class DescribeRun:
         metadata, changes = apply_keyword_rules(metadata, self.settings.keywords, self.names)
         for line in changes.lines():
             log.info("%s: keywords: %s", printable(asset.name), line)
-        provenance = provenance_of(asset.path)
-        ai = is_ai_generated(provenance, self.settings.pack.label_own_files_ai)  # agencies' AI rules apply to it
+        own_ai = self.settings.pack.label_own_files_ai
+        # a clip has no image provenance to read; it is the contributor's footage (no clip is generated yet)
+        provenance = None if asset.is_clip else provenance_of(asset.path)
+        ai = own_ai if provenance is None else is_ai_generated(provenance, own_ai)  # agencies' AI rules apply
         path = self.wd.sidecar(asset.name)
         try:
             write_sidecar(path, asset, metadata.model_copy(update={"ai_generated": ai}), provenance)

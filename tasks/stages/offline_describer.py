@@ -5,7 +5,9 @@ Two exist: Gemini (:mod:`tasks.gemini.describer`, when a key is set) and the
 offline describer here, which writes what is honestly known without a model:
 for a generated demo image its prompt (in the file's EXIF); for an ingested
 file, the title, description and keywords already embedded in it (XMP, IPTC,
-EXIF); failing those, its file name. It never invents content.
+EXIF; for a clip its container's ``title``, ``description``/``comment`` and
+``keywords`` tags, :mod:`tasks.images.clip_tags`); failing those, its file
+name. It never invents content.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any, Protocol
 from tasks.core.records import Asset, Metadata
 from tasks.core.settings import Settings
 from tasks.gemini.ratelimit import RateLimiter
+from tasks.images.clip_tags import read_clip_tags
 from tasks.images.contributor_meta import read_embedded
 from tasks.images.demo import DEMO_SOFTWARE, demo_prompt_for
 
@@ -62,7 +65,7 @@ def select_describer(settings: Settings, key: str | None) -> Describer:
     return OfflineDescriber()
 
 _STOP = {"a", "an", "the", "of", "with", "in", "on", "at", "and", "or", "under", "over", "for", "to", "img", "dsc",
-         "jpg", "png"}
+         "jpg", "png", "mp4", "mov"}
 
 
 def _words(text: str) -> list[str]:
@@ -74,7 +77,7 @@ def _words(text: str) -> list[str]:
 
 
 class OfflineDescriber:
-    """Metadata without a model: from the generation prompt, embedded metadata or the file name."""
+    """Metadata without a model: from the generation prompt, embedded metadata (a clip's tags) or the file name."""
 
     name = "offline"
     model = "offline"
@@ -88,7 +91,8 @@ class OfflineDescriber:
         return distinct_from(metadata, others, asset.asset_id)
 
     def describe(self, asset: Asset) -> Metadata:
-        found = read_embedded(asset.path)  # each block on its own: a damaged one is a note, never a failure
+        # each block on its own: a damaged one is a note, never a failure
+        found = read_clip_tags(asset.path) if asset.is_clip else read_embedded(asset.path)
         demo = demo_prompt_for(found.description) if found.software == DEMO_SOFTWARE else None
         if demo is not None:
             return Metadata(

@@ -16,7 +16,7 @@ import logging
 
 from tasks.core.errors import fails_again_unchanged
 from tasks.core.files import sha256_file
-from tasks.core.records import Asset, list_assets, read_sidecar
+from tasks.core.records import CLIP_EXTENSIONS, Asset, list_assets, read_sidecar
 from tasks.core.reports import ReplayReport
 from tasks.core.secrets import redact
 from tasks.core.workdir import Workdir
@@ -71,7 +71,7 @@ def dry_run_line(job: ParkedJob) -> str:
 
 
 class _AssetFinder:
-    """Finds a parked job's image: by its recorded name, else by content (the file was renamed)."""
+    """Finds a parked job's image or clip: by its recorded name, else by content (the file was renamed)."""
 
     def __init__(self, wd: Workdir) -> None:
         self.wd = wd
@@ -82,7 +82,8 @@ class _AssetFinder:
         if path.name and path.is_file() and sha256_file(path) == job.job_id:
             return Asset(name=path.name, asset_id=job.job_id, path=path)
         if self._by_id is None:
-            self._by_id = {a.asset_id: a for a in list_assets(self.wd.assets)}
+            found = list_assets(self.wd.assets) + list_assets(self.wd.assets, CLIP_EXTENSIONS)
+            self._by_id = {a.asset_id: a for a in found}
         return self._by_id.get(job.job_id)
 
 

@@ -9,9 +9,11 @@ from PIL import Image
 
 
 def make_clip(path: Path, width: int = 1920, height: int = 1080, seconds: int = 5, fps: int = 1,
-              rotation: int = 0) -> Path:
-    """Write a ``seconds``-long H.264 clip of ``width``×``height`` at ``fps`` (each second a new colour)."""
+              rotation: int = 0, tags: dict[str, str] | None = None) -> Path:
+    """Write a ``seconds``-long H.264 clip of ``width``×``height`` at ``fps`` (each second a new colour), with the
+    container ``tags`` given (``title``, ``comment`` …)."""
     with av.open(str(path), "w") as out:
+        out.metadata.update(tags or {})
         stream = out.add_stream("h264", rate=fps, options={"crf": "51", "preset": "ultrafast", "tune": "zerolatency"})
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
         if rotation:

@@ -301,6 +301,10 @@ GENERATION_CONFIG_FIELDS = frozenset({
     "logprobs", "presencePenalty", "frequencyPenalty", "seed", "responseMimeType", "responseSchema",
     "responseJsonSchema", "responseModalities", "mediaResolution", "speechConfig", "thinkingConfig", "imageConfig",
     "enableEnhancedCivicAnswers", "serviceTier"})
+#: Values of ``generationConfig.mediaResolution`` (the proto enum ``GenerationConfig.MediaResolution``, as the SDK's
+#: ``types.MediaResolution`` lists them).
+MEDIA_RESOLUTIONS = frozenset({"MEDIA_RESOLUTION_UNSPECIFIED", "MEDIA_RESOLUTION_LOW", "MEDIA_RESOLUTION_MEDIUM",
+                               "MEDIA_RESOLUTION_HIGH"})
 #: Fields of the proto ``Schema`` behind ``responseSchema`` (``additionalProperties`` is not one).
 SCHEMA_FIELDS = frozenset({
     "type", "format", "title", "description", "nullable", "enum", "maxItems", "minItems", "properties", "required",
@@ -372,6 +376,11 @@ def refusal(req: "Request", api_version: str) -> Reply | None:
     for key in config:
         if not _known(key, GENERATION_CONFIG_FIELDS):
             return unknown_field(key, "generation_config")
+    resolution = config.get("mediaResolution", config.get("media_resolution"))
+    if resolution is not None and resolution not in MEDIA_RESOLUTIONS:  # the proto enum's names only
+        return error(400, "Invalid value at 'generation_config.media_resolution' (type.googleapis.com/google.ai."
+                          f"generativelanguage.{api_version}.GenerationConfig.MediaResolution), \"{resolution}\"",
+                     status="INVALID_ARGUMENT")
     return _schema_refusal(config.get("responseSchema") or config.get("response_schema"),
                            "generation_config.response_schema")
 

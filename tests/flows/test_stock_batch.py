@@ -113,7 +113,7 @@ def test_ingest_processes_only_new_images_and_rejects_bad_ones(prefect_harness, 
     wd = Workdir(tmp_path / "work").prepare()
 
     first = run_batch(wd, source=str(source))
-    assert first["described_now"] == 2
+    assert first["described_now"] == 4  # two images and the two clips read (the describe stage describes both)
     assert set(first["rejected"]) == {"empty.jpg", "notes.png", "broken.mov"}
     assert "empty" in first["rejected"]["empty.jpg"]
     assert "broken.mov: cannot be read as a video clip" not in first["rejected"]["broken.mov"]

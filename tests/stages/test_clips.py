@@ -51,3 +51,16 @@ def test_the_poster_is_the_middle_frame_made_once(workdir, clips):
     made = poster.stat().st_mtime_ns
     check_clips(workdir, AGENCIES, 1000, 400)
     assert poster.stat().st_mtime_ns == made
+
+
+def test_the_report_read_back_after_describe_is_the_check_that_wrote_it(workdir, clips):
+    from tasks.stages.clips import clip_assets, read_clips_report
+
+    written = _with_clips(workdir, clips, "hd", "long")
+    read = read_clips_report(workdir)
+    assert (read.facts, read.asset_ids, read.taken, read.held_back) == (
+        written.facts, written.asset_ids, written.taken, written.held_back)
+    assert read.signatures == written.signatures
+    assert [(a.name, a.asset_id) for a in clip_assets(workdir)] == sorted(written.asset_ids.items())
+    (workdir.reports / FILE_NAME).unlink()
+    assert read_clips_report(workdir).facts == {} and clip_assets(workdir) == []
