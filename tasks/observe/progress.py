@@ -2,7 +2,7 @@
 
 The CLI adds a listener that drives rich progress bars; a deployment run has
 none and shows the artifact only. A long transfer (a clip) has its own bar,
-in MB, and a log line now and then (:class:`TransferProgress`).
+in MB, and a log line now and then (tasks/transports/progress.py).
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import contextvars
 import logging
 import sys
 import threading
-import time
 from typing import Callable
+
+from tasks.transports import progress as transfers
 
 #: listener(stage, done, total) — called on start, every advance and finish.
 Listener = Callable[[str, int, int], None]
@@ -20,13 +21,15 @@ _listeners: list[Listener] = []
 
 
 def add_listener(listener: Listener) -> None:
-    """Receive every stage's progress (the terminal progress bars)."""
+    """Receive every stage's progress (the terminal progress bars), long transfers' too."""
     _listeners.append(listener)
+    transfers.add_listener(listener)
 
 
 def remove_listener(listener: Listener) -> None:
     if listener in _listeners:
         _listeners.remove(listener)
+    transfers.remove_listener(listener)
 
 
 #: notice(text) — a line for whoever watches (the terminal prints it above the bars), e.g. what a paused run waits for.
@@ -121,52 +124,3 @@ class StageProgress:
         except Exception as exc:  # progress is for show: it never fails the stage
             logging.getLogger(__name__).warning("progress of %s not shown in the UI (%s: %s)",
                                                 self.stage, type(exc).__name__, exc)
-
-
-# --- one long transfer -------------------------------------------------------------------------
-
-#: Files from this size on show their transfer's progress: clips (tens of MB to Adobe's 3.9 GB); a packed
-#: still is well under it, and over in seconds.
-LONG_TRANSFER_BYTES = 32 * 1024 * 1024
-#: A long transfer's log line (the run's log in Prefect) comes at most this often.
-TRANSFER_LOG_EVERY_S = 10.0
-_MB = 1_000_000
-_log = logging.getLogger(__name__)
-
-
-class TransferProgress:
-    """The bytes of one long transfer, told by the transport as they are handed over (``progress(sent)``).
-
-    For a file of at least :data:`LONG_TRANSFER_BYTES`: a bar on the terminal
-    named ``↑ <file> MB`` counting megabytes (the stage listeners, told each
-    time another MB went), and a log line when it starts and then at most
-    every ``log_every_s`` seconds with bytes, share and rate. A shorter file
-    shows nothing: its upload stage's count is enough.
-    """
-
-    def __init__(self, where: str, name: str, total: int, *, log_every_s: float = TRANSFER_LOG_EVERY_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.where, self.name, self.total = where.rstrip("/"), name, total
-        self.shown = total >= LONG_TRANSFER_BYTES
-        self.label = f"↑ {name} MB"
-        self._every_s, self._clock = log_every_s, clock
-        self._mb = -1
-        if self.shown:
-            self._started = self._logged = clock()
-            _log.info("%s/%s: sending %s MB", self.where, name, f"{total / _MB:,.0f}")
-            self(0)
-
-    def __call__(self, sent: int) -> None:
-        if not self.shown:
-            return
-        mb = sent // _MB if sent < self.total else -(-self.total // _MB)  # the last MB counts once whole
-        if mb != self._mb:
-            self._mb = mb
-            for listener in list(_listeners):
-                listener(self.label, mb, -(-self.total // _MB))
-        now = self._clock()
-        if now - self._logged >= self._every_s and sent < self.total:
-            self._logged = now
-            rate = sent / (now - self._started) / _MB
-            _log.info("%s/%s: %s of %s MB sent (%d %%, %.1f MB/s)", self.where, self.name,
-                      f"{sent / _MB:,.0f}", f"{self.total / _MB:,.0f}", 100 * sent // self.total, rate)

@@ -44,7 +44,6 @@ from tasks.core.errors import (
     StageStopped,
     TransientError,
 )
-from tasks.observe.progress import TransferProgress
 from tasks.transports.base import (
     DISK_FULL,
     Transport,
@@ -55,6 +54,7 @@ from tasks.transports.base import (
     unacknowledged,
 )
 from tasks.transports.pins import CertificatePins
+from tasks.transports.progress import TransferProgress
 
 _BLOCK = 64 * 1024
 #: How often a send waiting for the kernel looks whether the server took anything (at most).

@@ -29,8 +29,8 @@ import paramiko
 from paramiko.ssh_exception import NoValidConnectionsError
 
 from tasks.core.errors import AuthenticationFailed, MicrostockError, PermanentError, StageStopped, TransientError
-from tasks.observe.progress import TransferProgress
 from tasks.transports.base import REFUSED_ERRNOS, Transport, network_errors, remote_display, say
+from tasks.transports.progress import TransferProgress
 
 _BLOCK = 32 * 1024  # one SFTP write request
 logger = logging.getLogger("microstock.transports")

@@ -11,8 +11,10 @@ from tasks.core.reports import AgencyUpload
 from tasks.core.settings import Settings
 from tasks.images.clip_probe import ClipFacts
 from tasks.observe.batch_assets import clip_rows
-from tasks.stages.clips import check_clips, describe_clips, similar_clips
+from tasks.stages.clips import check_clips, clip_assets, similar_clips
 from tasks.stages.csv import write_agency_csvs
+from tasks.stages.describe import describe_stage
+from tasks.stages.run_context import RunContext
 from tasks.stores.similar_risks import read_risks
 
 
@@ -32,7 +34,7 @@ def test_each_clip_shows_its_facts_poster_and_why_an_agency_holds_it_back(workdi
     shutil.copy(clips["long"], workdir.assets / "tide.mov")
     remuxed(clips["hd"], workdir.assets / "harbour_copy.mov")
     report = check_clips(workdir, ["adobe"], 1000, 400)
-    describe_clips(workdir, report, Settings())
+    describe_stage(RunContext(workdir, Settings()), clip_assets(workdir))
     similar_clips(workdir, report, ["adobe"], 8)
     csvs = write_agency_csvs(workdir, ["adobe"])
     uploads = {"adobe": AgencyUpload(uploaded=list(csvs.agencies["adobe"].accepted))}

@@ -15,8 +15,10 @@ from tasks.core.records import read_sidecar, save_sidecar
 from tasks.core.reports import AgencyUpload
 from tasks.core.settings import PackSettings, Settings
 from tasks.observe.summary import needs_ai_tick
-from tasks.stages.clips import check_clips, describe_clips
+from tasks.stages.clips import check_clips, clip_assets
 from tasks.stages.csv import write_agency_csvs
+from tasks.stages.describe import describe_stage
+from tasks.stages.run_context import RunContext
 from tasks.stores.pending import uploadable
 
 CLIP = "harbour_generative_AI.mp4"  # the offline describer takes its title from the name
@@ -43,7 +45,7 @@ def test_a_generated_clip_is_held_back_where_ai_is_refused_and_disclosed_where_i
     settings = Settings(pack=PackSettings(label_own_files_ai=True))  # the contributor says their files are AI-made
     report = check_clips(workdir, AGENCIES, 1000, 400)
     assert report.taken == {"adobe": [CLIP], "refuser": [CLIP]}, "the video rules take it at both"
-    describe_clips(workdir, report, settings)
+    describe_stage(RunContext(workdir, settings), clip_assets(workdir))
     assert read_sidecar(workdir.sidecar(CLIP)).metadata.ai_generated
 
     csvs = write_agency_csvs(workdir, AGENCIES, settings)

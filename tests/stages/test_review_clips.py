@@ -16,9 +16,11 @@ from PIL import Image
 from tasks.core.records import Asset, Metadata, read_sidecar, write_sidecar
 from tasks.core.reports import PackReport
 from tasks.core.settings import ReviewSettings, Settings
-from tasks.stages.clips import check_clips, describe_clips
+from tasks.stages.clips import check_clips, clip_assets
 from tasks.stages.csv import write_agency_csvs
+from tasks.stages.describe import describe_stage
 from tasks.stages.review import Correction, edit_asset, not_described, review_decisions, review_overview
+from tasks.stages.run_context import RunContext
 from tasks.stores.pending import uploadable
 
 CLIP = "harbour.mp4"
@@ -51,7 +53,8 @@ def batch(workdir, clips, monkeypatch) -> PackReport:
     (workdir.packs / "ready").mkdir(parents=True)
     (workdir.packs / "ready" / IMAGE).write_bytes(b"jpeg")
     shutil.copy(clips["hd"], workdir.assets / CLIP)
-    describe_clips(workdir, check_clips(workdir, ["adobe"], 1000, 400), Settings())
+    check_clips(workdir, ["adobe"], 1000, 400)
+    describe_stage(RunContext(workdir, Settings()), clip_assets(workdir))
     return PackReport(ready={IMAGE: workdir.packs / "ready" / IMAGE})
 
 
@@ -109,7 +112,8 @@ def test_the_terminal_lists_a_waiting_clip_and_knows_it_as_a_described_asset(wor
 
 def test_the_form_shows_a_clips_poster_facts_and_why_an_agency_holds_it_back(workdir, batch, clips):
     shutil.copy(clips["long"], workdir.assets / "tide.mov")  # 61 s: over Adobe's 60 s
-    describe_clips(workdir, check_clips(workdir, ["adobe"], 1000, 400), Settings())
+    check_clips(workdir, ["adobe"], 1000, 400)
+    describe_stage(RunContext(workdir, Settings()), clip_assets(workdir))
     ask = Answered(timed_out=True)
     review_decisions(workdir, review_on(), batch, write_agency_csvs(workdir, ["adobe"]), ask)
     text = ask.questions[0].description
@@ -128,7 +132,8 @@ def test_the_form_shows_a_clips_poster_facts_and_why_an_agency_holds_it_back(wor
 
 def test_an_edit_of_a_clip_says_the_video_rule_that_holds_it_back_first(workdir, batch, clips):
     shutil.copy(clips["long"], workdir.assets / "tide.mov")
-    describe_clips(workdir, check_clips(workdir, ["adobe"], 1000, 400), Settings())
+    check_clips(workdir, ["adobe"], 1000, 400)
+    describe_stage(RunContext(workdir, Settings()), clip_assets(workdir))
     sidecar, (row,) = edit_asset(workdir, Settings(), ["adobe"], Correction(file="tide.mov", title="Tide at dusk"))
     assert sidecar.metadata.title == "Tide at dusk" == read_sidecar(workdir.sidecar("tide.mov")).metadata.title
     assert not row.ok and [(p.rule, p.message) for p in row.problems] == [

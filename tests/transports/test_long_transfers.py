@@ -19,8 +19,8 @@ import pytest
 
 from tasks.core.errors import ReplyOverdue, TransientError
 from tasks.observe import progress
-from tasks.observe.progress import LONG_TRANSFER_BYTES, TRANSFER_LOG_EVERY_S, TransferProgress
 from tasks.transports.ftp import FtpTarget, hand_over
+from tasks.transports.progress import LONG_TRANSFER_BYTES, TRANSFER_LOG_EVERY_S, TransferProgress
 from tasks.transports.sftp import SftpTarget
 from tests.fakes.servers import PASSWORD, USER, ftp_server, known_hosts, sftp_server  # noqa: F401  (fixtures)
 
@@ -133,7 +133,7 @@ def test_an_ftp_upload_of_a_clip_reports_growing_bytes_to_the_bars_and_the_log(f
     listener = lambda *call: seen.append(call)  # noqa: E731
     progress.add_listener(listener)
     try:
-        with caplog.at_level(logging.INFO, "tasks.observe.progress"):
+        with caplog.at_level(logging.INFO, "tasks.transports.progress"):
             with FtpTarget("127.0.0.1", ftp_server.port, USER, PASSWORD, timeout=5) as t:
                 t.put(clip, clip.name)
     finally:
@@ -162,7 +162,7 @@ def test_a_short_file_shows_no_transfer_progress(ftp_server, tmp_path):
 def test_a_long_transfer_logs_at_most_every_n_seconds(caplog):
     now = [100.0]
     total = 100_000_000
-    with caplog.at_level(logging.INFO, "tasks.observe.progress"):
+    with caplog.at_level(logging.INFO, "tasks.transports.progress"):
         tell = TransferProgress("ftp://me@host:21/", "harbour_dawn.mp4", total, clock=lambda: now[0])
         for step in range(1, 71):  # 35 s, a call every 0.5 s
             now[0] += 0.5
