@@ -27,3 +27,14 @@ def make_clip(path: Path, width: int = 1920, height: int = 1080, seconds: int = 
         for packet in stream.encode():
             out.mux(packet)
     return path
+
+
+def remuxed(source: Path, target: Path) -> Path:
+    """The same packets in another container (MOV): other bytes, the same decoded frames — a duplicate."""
+    with av.open(str(source)) as src, av.open(str(target), "w") as out:
+        stream = out.add_stream_from_template(src.streams.video[0])
+        for packet in src.demux(src.streams.video[0]):
+            if packet.dts is not None:
+                packet.stream = stream
+                out.mux(packet)
+    return target

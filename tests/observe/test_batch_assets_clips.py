@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import shutil
 
-import av
-
 from tasks.core.reports import AgencyUpload
 from tasks.core.settings import Settings
 from tasks.images.clip_probe import ClipFacts
@@ -16,17 +14,7 @@ from tasks.stages.csv import write_agency_csvs
 from tasks.stages.describe import describe_stage
 from tasks.stages.run_context import RunContext
 from tasks.stores.similar_risks import read_risks
-
-
-def remuxed(source, target):
-    """The same packets in another container (MOV): other bytes, the same frames — a duplicate."""
-    with av.open(str(source)) as src, av.open(str(target), "w") as out:
-        stream = out.add_stream_from_template(src.streams.video[0])
-        for packet in src.demux(src.streams.video[0]):
-            if packet.dts is not None:
-                packet.stream = stream
-                out.mux(packet)
-    return target
+from tests.fakes.clips import remuxed
 
 
 def test_each_clip_shows_its_facts_poster_and_why_an_agency_holds_it_back(workdir, clips):

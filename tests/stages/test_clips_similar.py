@@ -14,6 +14,7 @@ from tasks.stages.clips import check_clips, similar_clips
 from tasks.stores.ledger import Ledger
 from tasks.stores.portfolio import read_portfolio
 from tasks.stores.similar_risks import read_risks
+from tests.fakes.clips import remuxed
 
 AGENCIES = ["adobe"]
 
@@ -38,16 +39,6 @@ def _clip(path: Path, shade: int = 0, seconds: int = 5, fps: int = 25) -> Path:
     return path
 
 
-def _remuxed(source: Path, target: Path) -> Path:
-    """The same packets in another container (MOV): other bytes, the same frames."""
-    with av.open(str(source)) as src, av.open(str(target), "w") as out:
-        stream = out.add_stream_from_template(src.streams.video[0])
-        for packet in src.demux(src.streams.video[0]):
-            if packet.dts is not None:
-                packet.stream = stream
-                out.mux(packet)
-    return target
-
 
 def _checked(wd):
     report = check_clips(wd, AGENCIES, 400, 200)
@@ -60,13 +51,13 @@ def test_the_signature_is_five_frames_in_time_order_and_a_copy_in_another_contai
     signature = clip_signature(clip)
     assert len(signature.frames) == FRAMES
     assert len({f.colour for f in signature.frames}) == FRAMES  # the bar moves: each second another frame
-    assert clip_signature(_remuxed(clip, tmp_path / "bar.mov")).digest == signature.digest
+    assert clip_signature(remuxed(clip, tmp_path / "bar.mov")).digest == signature.digest
     assert clip_signature(_clip(tmp_path / "blue.mp4", shade=40)).digest != signature.digest
 
 
 def test_a_duplicate_clip_is_held_back_and_a_near_identical_one_is_at_risk(workdir, tmp_path):
     clip = _clip(workdir.assets / "bar.mp4")
-    _remuxed(clip, workdir.assets / "bar_copy.mov")
+    remuxed(clip, workdir.assets / "bar_copy.mov")
     _clip(workdir.assets / "bar_bluer.mp4", shade=6)
     report = _checked(workdir)
     assert report.taken["adobe"] == ["bar.mp4", "bar_bluer.mp4"]
