@@ -157,6 +157,11 @@ def _pin_changed(tmp: Path) -> None:
     pins.check(WHERE, "h", 21, b"second")
 
 
+def _pins_damaged(tmp: Path) -> None:
+    (tmp / "pins").write_text("h:21 not-a-fingerprint extra\n")
+    CertificatePins(tmp / "pins").check(WHERE, "h", 21, b"first")
+
+
 def _agency_busy(tmp: Path) -> None:
     from tasks.stores.ledger import Ledger
 
@@ -247,6 +252,7 @@ BOUNDARIES: dict[str, tuple[Callable[..., MicrostockError], str, type]] = {
     "ftp no SIZE nor MLSD": (lambda: raised(lambda: FtpTarget("h")._size_from_listing(_NoListing(), "a.jpg")),
                              "ftp:no_size", PermanentError),
     "ftps certificate changed": (lambda tmp: raised(lambda: _pin_changed(tmp)), "tls:changed", StageStopped),
+    "ftps pins file damaged": (lambda tmp: raised(lambda: _pins_damaged(tmp)), "tls:pins", StageStopped),
     # SFTP
     "ssh auth": (lambda: sftp(paramiko.AuthenticationException("Authentication failed.")), "auth:ssh",
                  StageStopped),
