@@ -37,6 +37,7 @@ from pathlib import Path
 
 from PIL import Image
 
+from tasks.core.printable import printable
 from tasks.images import iim
 from tasks.images.boilerplate import is_boilerplate
 from tasks.images.inspect import WARNINGS_LOCK
@@ -163,7 +164,7 @@ def read_embedded(path: Path) -> Embedded:
     found.title, found.description = _caption(found.title, found.notes), _caption(found.description, found.notes)
     found.description = found.description or _caption(exif_text, found.notes)
     for note in found.notes:
-        log.info("%s: %s", path.name, note)
+        log.info("%s: %s", printable(path.name), note)
     return found
 
 
@@ -198,12 +199,13 @@ def _xmp_segments(packet: bytes | str, extension: bytes, strip_location: bool) -
     return [app_segment(_APP1, XMP_HEADER + packet), *(extension_segments(extension) if extension else [])]
 
 
-def kept_segments(data: bytes, info_xmp: bytes | str | None, strip_location: bool) -> list[bytes]:
+def kept_segments(data: bytes, info_xmp: bytes | str | None, strip_location: bool, name: str) -> list[bytes]:
     """The source's XMP (its extension too) and IIM as upload-ready JPEG segments (see the module); [] when it has
     none.
 
     ``data`` is the source's bytes (a JPEG's segments are read from it);
-    ``info_xmp`` the packet Pillow found elsewhere (a PNG's ``iTXt``).
+    ``info_xmp`` the packet Pillow found elsewhere (a PNG's ``iTXt``);
+    ``name`` the source's file name, said with each note about what is not carried.
     """
     segments = metadata_segments(data)
     main = _main_packet(segments)
@@ -211,7 +213,7 @@ def kept_segments(data: bytes, info_xmp: bytes | str | None, strip_location: boo
     if main:
         extension = read_extension(segments, main)
         for note in extension.notes:
-            log.info("%s", note)
+            log.info("%s: %s", printable(name), note)
         out += _xmp_segments(main, extension.packet, strip_location)
     photoshop = iim.photoshop_block([payload for marker, payload in segments if marker == _APP13])
     kept = [r for r in iim.resources(photoshop) if r.id != iim.IIM_DIGEST]

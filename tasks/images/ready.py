@@ -218,7 +218,8 @@ def ready_jpeg(path: Path, settings: PackSettings, min_pixels: int = 0) -> Ready
     with open_image(path) as im, pillow_errors(path.name):
         exif = im.getexif()
         source = path.read_bytes()
-        kept = kept_segments(source, im.info.get("xmp"), settings.strip_location)  # the contributor's XMP and IIM
+        # the contributor's XMP and IIM
+        kept = kept_segments(source, im.info.get("xmp"), settings.strip_location, path.name)
         assumed = assumed_profile(im, exif)
         if _keeps_pixels(im, exif.get(ORIENTATION, 1), assumed) and im.width * im.height >= min_pixels:
             meta = [icc_segment(SRGB_ICC), *kept]

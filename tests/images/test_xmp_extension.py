@@ -177,7 +177,7 @@ def _pair(properties: bytes, guid: str | None = None) -> tuple[bytes, list[bytes
     ("digest", "its MD5 is"),
     ("named", "that the file does not have"),
 ])
-def test_a_damaged_extension_is_a_note_and_the_main_packet_still_counts(tmp_path, damage, note):
+def test_a_damaged_extension_is_a_note_and_the_main_packet_still_counts(tmp_path, caplog, damage, note):
     properties = b"<exif:UserComment>kept whole</exif:UserComment>"
     main, extension = _pair(properties, guid="0" * 32 if damage == "digest" else None)
     if damage == "missing":
@@ -189,7 +189,11 @@ def test_a_damaged_extension_is_a_note_and_the_main_packet_still_counts(tmp_path
     found = read_embedded(source)
     assert found.title == "Harbour wall" and any(note in n for n in found.notes), found.notes
     out = tmp_path / "kept.jpg"
-    out.write_bytes(ready_jpeg(source, PackSettings()).jpeg)
+    caplog.clear()
+    with caplog.at_level("INFO", logger="tasks.images.contributor_meta"):
+        out.write_bytes(ready_jpeg(source, PackSettings()).jpeg)
+    packing = [r.getMessage() for r in caplog.records if note in r.getMessage()]  # said when packing too …
+    assert packing and all(m.startswith("damaged.jpg: ") for m in packing), packing  # … naming the photo
     tags = exiftool(out)
     assert tags["XMP-dc:Title"] == "Harbour wall" and "ExifTool:Warning" not in tags
     if damage == "digest":  # complete and well-formed: carried, under its true digest
