@@ -25,8 +25,9 @@ from tasks.core.workdir import Workdir
 
 #: The image files an asset can be (what ingest accepts and every stage lists).
 ACCEPTED_EXTENSIONS = {".jpg", ".jpeg", ".mpo", ".png"}
-#: The video clips taken from ``--source`` (MP4 and QuickTime MOV); they sit in ``assets/`` next to the images.
-CLIP_EXTENSIONS = {".mp4", ".mov"}
+#: The video clips taken from ``--source`` (MP4, QuickTime MOV, AVI and MPEG: the containers Adobe Stock takes);
+#: they sit in ``assets/`` next to the images. How each is read: tasks.images.clip_probe.CONTAINERS.
+CLIP_EXTENSIONS = {".mp4", ".mov", ".avi", ".mpg", ".mpeg"}
 
 
 class Asset(BaseModel, frozen=True):

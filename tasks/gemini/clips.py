@@ -38,8 +38,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: The MIME type sent for each clip container taken (Gemini's list of video types names MP4 ``video/mp4`` and
-#: MOV ``video/mov``: ai.google.dev/gemini-api/docs/video-understanding, read 2026-12-03).
-CLIP_MIME = {".mp4": "video/mp4", ".mov": "video/mov"}
+#: MOV ``video/mov``: ai.google.dev/gemini-api/docs/video-understanding, read 2026-12-03; AVI ``video/avi``, MPEG
+#: ``video/mpeg`` and MPG ``video/mpg``: Google's "Understand videos" page for Gemini, cloud.google.com/
+#: distributed-cloud/hosted/docs/latest/gdch/gemini/capabilities/video, read 2026-12-04).
+CLIP_MIME = {".mp4": "video/mp4", ".mov": "video/mov", ".avi": "video/avi", ".mpg": "video/mpg",
+             ".mpeg": "video/mpeg"}
 
 #: ``gemini.video_media_resolution`` → the SDK's ``MediaResolution`` (``GenerateContentConfig.media_resolution``).
 MEDIA_RESOLUTION = {"low": "MEDIA_RESOLUTION_LOW", "medium": "MEDIA_RESOLUTION_MEDIUM",

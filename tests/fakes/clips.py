@@ -9,12 +9,17 @@ from PIL import Image
 
 
 def make_clip(path: Path, width: int = 1920, height: int = 1080, seconds: int = 5, fps: int = 1,
-              rotation: int = 0, tags: dict[str, str] | None = None) -> Path:
-    """Write a ``seconds``-long H.264 clip of ``width``×``height`` at ``fps`` (each second a new colour), with the
-    container ``tags`` given (``title``, ``comment`` …)."""
+              rotation: int = 0, tags: dict[str, str] | None = None, codec: str = "h264") -> Path:
+    """Write a ``seconds``-long clip of ``width``×``height`` at ``fps`` (each second a new colour), with the
+    container ``tags`` given (``title``, ``comment`` …), in the container its extension names (FFmpeg's guess:
+    ``.avi`` AVI, ``.mpg`` an MPEG program stream) and ``codec`` (H.264 at its smallest, or another FFmpeg encoder
+    such as ``mpeg4`` or ``mpeg2video`` at a low bitrate)."""
     with av.open(str(path), "w") as out:
         out.metadata.update(tags or {})
-        stream = out.add_stream("h264", rate=fps, options={"crf": "51", "preset": "ultrafast", "tune": "zerolatency"})
+        options = {"crf": "51", "preset": "ultrafast", "tune": "zerolatency"} if codec == "h264" else {}
+        stream = out.add_stream(codec, rate=fps, options=options)
+        if codec != "h264":
+            stream.bit_rate = 100_000
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
         if rotation:
             stream.set_display_rotation(rotation)

@@ -28,6 +28,18 @@ def test_a_clip_over_adobes_limit_is_held_back_there_with_the_rule_and_its_value
     assert listed["tide.mov"]["duration_s"] > 60 and listed["harbour.mp4"]["taken_by"] == ["adobe"]
 
 
+def test_avi_and_mpg_clips_go_where_their_container_is_taken(workdir, tmp_path):
+    from tests.fakes.clips import make_clip
+
+    make_clip(workdir.assets / "dusk.avi", fps=25, seconds=6, codec="mpeg4")
+    make_clip(workdir.assets / "quay.mpg", fps=25, seconds=6, codec="mpeg2video")
+    report = check_clips(workdir, AGENCIES, 1000, 400)
+    assert report.taken == {"adobe": ["dusk.avi", "quay.mpg"]}
+    assert report.held_back["dreamstime"] == {"dusk.avi": "container AVI not taken (takes MOV)",
+                                              "quay.mpg": "container MPG not taken (takes MOV)"}
+    assert all(poster_paths(workdir, name)[0].exists() for name in ("dusk.avi", "quay.mpg"))
+
+
 def test_the_clip_is_its_own_upload_item_and_ledger_status_shows_the_held_back_ones(workdir, clips):
     report = _with_clips(workdir, clips, "hd", "long")
     found = {name: (item, agencies) for name, item, agencies in taken_clips(workdir)}
