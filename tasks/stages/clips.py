@@ -94,9 +94,8 @@ def check_clips(wd: Workdir, agencies: list[str], poster_px: int, thumbnail_px: 
             broken = spec.video.broken_by(
                 container=facts.container, size=facts.bytes, seconds=facts.duration_s, width=facts.width,
                 height=facts.height, fps=facts.frame_rate, codec=facts.codec)
-            if broken is None and not spec.video.by_transfer:
-                broken = (f"its video rules are met, but how clips reach {spec.display_name} is not confirmed "
-                          "(docs/AGENCIES.md, \"Video clips\"); not sent")
+            if broken is None:
+                broken = spec.video.not_sent(spec.display_name)
             if broken is None:
                 report.taken.setdefault(agency, []).append(path.name)
             else:
