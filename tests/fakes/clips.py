@@ -9,17 +9,18 @@ from PIL import Image
 
 
 def make_clip(path: Path, width: int = 1920, height: int = 1080, seconds: int = 5, fps: int = 1,
-              rotation: int = 0, tags: dict[str, str] | None = None) -> Path:
-    """Write a ``seconds``-long H.264 clip of ``width``×``height`` at ``fps`` (each second a new colour), with the
-    container ``tags`` given (``title``, ``comment`` …)."""
+              rotation: int = 0, tags: dict[str, str] | None = None, codec: str = "h264") -> Path:
+    """Write a ``seconds``-long clip of ``width``×``height`` at ``fps`` (each second a new colour), with the
+    container ``tags`` given (``title``, ``comment`` …): H.264, or Motion JPEG with ``codec="mjpeg"``."""
     with av.open(str(path), "w") as out:
         out.metadata.update(tags or {})
-        stream = out.add_stream("h264", rate=fps, options={"crf": "51", "preset": "ultrafast", "tune": "zerolatency"})
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        options = {"crf": "51", "preset": "ultrafast", "tune": "zerolatency"} if codec == "h264" else {}
+        stream = out.add_stream(codec, rate=fps, options=options)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p" if codec == "h264" else "yuvj420p"
         if rotation:
             stream.set_display_rotation(rotation)
         colours = [av.VideoFrame.from_image(Image.new("RGB", (width, height), (40 * i, 90, 160))).reformat(
-            format="yuv420p") for i in range(6)]  # six frames converted once, sent again and again
+            format=stream.pix_fmt) for i in range(6)]  # six frames converted once, sent again and again
         for i in range(seconds * fps):
             colours[i // fps % 6].pts = None
             for packet in stream.encode(colours[i // fps % 6]):

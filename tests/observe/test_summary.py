@@ -157,3 +157,23 @@ def test_held_back_work_is_in_the_headline_and_the_next_steps_with_readable_reas
                      "(`microstock similar release NAME --agency adobe` sends one anyway); image size: small.jpg")
     assert "Vecteezy: 1 held back, not sent there — below the keyword minimum: sparse.jpg" in " ".join(steps)
     assert "waits.jpg" not in " ".join(steps) and "broken.jpg" not in " ".join(steps)
+
+
+def test_the_assets_count_holds_the_clips_described_counts_and_says_how_many_are_clips(workdir, clips):
+    import shutil
+
+    from tasks.core.records import Asset
+    from tasks.core.reports import CsvReport, DescribeReport, Gathered, PackReport
+    from tasks.stages.clips import check_clips
+    from tests.observe.test_cron_log import table_text
+
+    shutil.copy(clips["hd"], workdir.assets / "harbour.mp4")
+    check_clips(workdir, ["adobe"], 1000, 400)
+    image = Asset(name="alps.jpg", asset_id="a" * 64, path=workdir.assets / "alps.jpg")
+    described = DescribeReport(described=["alps.jpg", "harbour.mp4"])  # the describe stage is given both
+    s = BatchSummary.from_stages(workdir, Gathered(assets=[image]), described, CsvReport(), PackReport(), {})
+    assert (s.assets, s.clips, s.described) == (2, 1, 2)
+    assert s.assets_note() == "1 image · 1 clip"
+    assert "| assets | 2 |" in summary_markdown(s) and "1 image · 1 clip" in summary_markdown(s)
+    assert "1 image · 1 clip" in table_text(s)
+    assert BatchSummary(workdir="/w", assets=3).assets_note() == ""
