@@ -8,7 +8,8 @@ packed into an upload-ready JPEG and not put in the batch ZIP; it is uploaded as
 
 Each agency's ``[video]`` rules (:mod:`tasks.agencies.video`) say whether it is taken; a clip breaking one is
 held back for that agency with the rule and its value, as an image breaking an image rule is
-(``PackReport.held_back``'s shape: agency → clip → rule). An agency without confirmed video rules gets no clip.
+(``PackReport.held_back``'s shape: agency → clip → rule). An agency without confirmed video rules gets no clip,
+nor one whose way of taking clips is not confirmed (:meth:`VideoRules.not_sent` names what is missing).
 Everything is written to ``reports/clips.json`` each run; the poster and thumbnail to
 ``packs/clips/<stem>.poster.jpg`` and ``<stem>.thumb.jpg`` (made once, kept).
 """
