@@ -189,4 +189,15 @@ def review_edit(name: str = typer.Argument(..., help="The asset's file name."),
         console.print(f"the run {paused} waits for review: it takes this up when answered (`microstock review "
                       "approve`, `microstock review reject NAME…`, or the form in the Prefect UI)", highlight=False)
     else:
-        console.print("the next run packs it and writes the CSVs with it before anything is sent", highlight=False)
+        console.print(_next_run_note(name), highlight=False)
+
+
+def _next_run_note(name: str) -> str:
+    """What the next run does with a corrected asset: an image is packed again (its embedded metadata); a clip is
+    never packed (sent as it is), so only its CSV rows carry the correction."""
+    from tasks.core.records import CLIP_EXTENSIONS
+
+    if Path(name).suffix.lower() in CLIP_EXTENSIONS:
+        return ("the next run writes the CSVs with it before anything is sent (a clip is not packed: its file is sent "
+                "unchanged, the correction is in its CSV rows)")
+    return "the next run packs it and writes the CSVs with it before anything is sent"

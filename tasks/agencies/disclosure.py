@@ -3,7 +3,8 @@
 - :func:`without_terms`: wording the agency forbids for AI-generated content
   (Adobe: "generative AI" in titles; its portal tick is the label) removed.
 - :func:`with_note`: the sentence the agency wants in an AI-generated asset's
-  description (Dreamstime), within the description's length limit.
+  description (Dreamstime), within the description's length limit; :func:`description_note`
+  chooses a clip's sentence where the agency's says "image".
 - :func:`with_category`: the agency's AI category among an AI-generated asset's
   categories (Dreamstime: "AI generated"), and never among another asset's.
 
@@ -12,7 +13,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from tasks.agencies.spec import AgencySpec
 from tasks.agencies.text import clean_cell, remove_terms, shorten
+from tasks.core.records import CLIP_EXTENSIONS
 
 #: A description ending in one of these takes the note after a space; otherwise a full stop comes first.
 _SENTENCE_END = ".!?…"
@@ -44,6 +49,13 @@ def with_note(description: str, note: str, max_chars: int | None) -> str | None:
     if not base:
         return None
     return f"{base} {note}" if base[-1] in _SENTENCE_END else f"{base}. {note}"
+
+
+def description_note(spec: AgencySpec, filename: str) -> str:
+    """The AI note for the file the agency receives: a clip's ``[video] ai_description_note`` when the spec has one
+    (Dreamstime's ``[ai] description_note`` says "This image is …"), else ``[ai] description_note``."""
+    clip_note = spec.video.ai_description_note
+    return clip_note if clip_note and Path(filename).suffix.lower() in CLIP_EXTENSIONS else spec.ai.description_note
 
 
 def with_category(ids: list[int], category: int, count: int, ai: bool) -> tuple[list[int], str]:

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from tasks.agencies import categories as category_rules
 from tasks.agencies.config_cells import check_csv_defaults, config_value
 from tasks.agencies.dialect import bom_bytes, csv_bytes, unencodable
-from tasks.agencies.disclosure import with_category, with_note, without_terms
+from tasks.agencies.disclosure import description_note, with_category, with_note, without_terms
 from tasks.agencies.protected import ProtectedNames
 from tasks.agencies.spec import AgencySpec, KeywordRule, TextRule
 from tasks.agencies.text import (
@@ -135,9 +135,10 @@ def _without_terms(row: _Row, field: str, values: list[str], terms: tuple[str, .
     return kept
 
 
-def _note(row: _Row, description: str) -> str | None:
-    """The description with the agency's AI note (Dreamstime); None (with a problem) when it cannot fit."""
-    note, limit = row.spec.ai.description_note, row.spec.description.max_chars
+def _note(row: _Row, description: str, filename: str) -> str | None:
+    """The description with the agency's AI note (Dreamstime; a clip's own, :func:`description_note`); None (with
+    a problem) when it cannot fit."""
+    note, limit = description_note(row.spec, filename), row.spec.description.max_chars
     noted = with_note(description, note, limit)
     if noted is None:
         row.problem("ai.description_note", f"the description cannot hold {note!r} within {limit} characters")
@@ -270,7 +271,7 @@ def build_row(
     description = (_text(row, "description", spec.description, metadata.description, metadata.title)
                    if "description" in sources else "")
     if ai and spec.ai.description_note and description is not None:
-        description = _note(row, description)
+        description = _note(row, description, filename)
     raw_keywords = _without_terms(row, "keywords", metadata.keywords, terms) if "keywords" in sources else []
     raw_keywords = _without_names(row, raw_keywords, names, metadata.editorial)
     if ai and spec.ai.keyword:

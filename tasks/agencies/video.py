@@ -35,9 +35,16 @@ class VideoRules(BaseModel):
     codecs: tuple[str, ...] = ()
     #: ``landscape``: a vertical or square clip is held back (Adobe: "avoid vertical or square framing").
     orientation: Literal["any", "landscape"] = "any"
-    #: True: the agency takes clips by the same file transfer as its images (its page says so), and a clip its
-    #: rules take is uploaded there; False: checked only, not sent (how clips reach it is not confirmed).
+    #: True: the agency's pages confirm clips go the way its images go (its transport, or by hand from
+    #: ``outbox/<agency>/`` for a web-only agency) with their rows in its CSV; a clip its rules take gets its row
+    #: and is uploaded there. False: checked only, not sent (how clips reach it is not confirmed).
     by_transfer: bool = False
+    #: With ``by_transfer = false``: what is not confirmed about how clips reach the agency, in a few words (the
+    #: held-back reason names it); empty: "how clips reach <agency>".
+    unconfirmed: str = ""
+    #: The AI note of a clip's description where the agency's ``[ai] description_note`` names an image
+    #: (Dreamstime); empty: the image's note is used for a clip too.
+    ai_description_note: str = ""
     #: Where the agency says so (one line; the details are in docs/AGENCIES.md).
     source: str = ""
 
@@ -70,3 +77,11 @@ class VideoRules(BaseModel):
              lambda: f"{fps:g} fps is not a frame rate taken ({', '.join(f'{r:g}' for r in self.frame_rates)})"),
         )
         return next((reason() for broken, reason in checks if broken), None)
+
+    def not_sent(self, display_name: str) -> str | None:
+        """Why a clip these rules take is still not sent to the agency (its way of taking clips is not
+        confirmed); None when it is sent."""
+        if self.by_transfer:
+            return None
+        what = self.unconfirmed or f"how clips reach {display_name} is not confirmed"
+        return f"its video rules are met, but {what} (docs/AGENCIES.md, \"Video clips\"); not sent"

@@ -81,7 +81,8 @@ def summary_markdown(s: BatchSummary) -> str:
     """The batch summary as markdown, for the ``batch-summary`` artifact."""
     m = md_cell
     lines = [f"# stock-batch: {m(s.headline())}", "", "| what | count | detail |", "|---|---:|---|"]
-    lines.append(f"| assets | {s.assets} | {md_code(s.workdir + '/assets')} |")
+    lines.append(f"| assets | {s.assets} | {md_code(s.workdir + '/assets')}"
+                 f"{' · ' + s.assets_note() if s.clips else ''} |")
     lines.append(f"| described | {s.described} | {m(s.described_note())}"
                  f"{', ' + s.tokens_note() if s.tokens else ''} |")
     if s.usage_note():

@@ -18,6 +18,7 @@ from tasks.core.reports import AgencyUpload, CsvReport, DescribeReport, Gathered
 from tasks.core.workdir import Workdir
 from tasks.images.provenance import provenance_of
 from tasks.observe.similar_view import summary_notes
+from tasks.stores.pending import taken_clips
 from tasks.stores.similar_risks import read_risks
 
 
@@ -25,7 +26,9 @@ class BatchSummary(BaseModel):
     """What one stock-batch run left in the workdir, counted."""
 
     workdir: str
+    #: Every asset of the run, images and clips (``described`` counts both); ``clips`` of them are clips.
     assets: int = 0
+    clips: int = 0
     described: int = 0
     described_now: int = 0
     parked: int = 0
@@ -93,9 +96,11 @@ class BatchSummary(BaseModel):
                     packed: PackReport, uploads: dict[str, AgencyUpload],
                     in_review: Mapping[str, str] | None = None) -> "BatchSummary":
         """The summary of one run, from what each of its stages reported (and the review step's cells)."""
+        clips = len(taken_clips(wd))  # the clips the assets stage checked, still in assets/ (not in ``gathered``)
         return cls(
             workdir=str(wd.root),
-            assets=len(gathered.assets),
+            assets=len(gathered.assets) + clips,
+            clips=clips,
             described=len(described.described) + len(described.already),
             described_now=len(described.described),
             parked=len(described.parked),
@@ -142,6 +147,14 @@ class BatchSummary(BaseModel):
         if tried is None:
             return f"{left} not tried, left pending"
         return f"{tried} tried, {left - 1} not tried, " + ("left pending" if left == 1 else f"all {left} left pending")
+
+    def assets_note(self) -> str:
+        """``3 images · 1 clip`` when the batch has clips; empty otherwise (every asset is an image)."""
+        if not self.clips:
+            return ""
+        images = self.assets - self.clips
+        return (f"{images} image{'s' if images != 1 else ''} · "
+                f"{self.clips} clip{'s' if self.clips != 1 else ''}")
 
     def described_note(self) -> str:
         """``12 this run by gemini-2.5-flash``; ``none this run`` when everything was described before."""

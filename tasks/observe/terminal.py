@@ -85,7 +85,7 @@ def summary_table(s: BatchSummary) -> Table:
     t.add_column("what", style="bold")
     t.add_column("count", justify="right")
     t.add_column("where / detail")
-    t.add_row("assets", str(s.assets), f"{s.workdir}/assets")
+    t.add_row("assets", str(s.assets), " · ".join(filter(None, [f"{s.workdir}/assets", s.assets_note()])))
     t.add_row("described", str(s.described),
               " · ".join(filter(None, [s.described_note(), s.tokens_note()])))
     if s.usage_note():

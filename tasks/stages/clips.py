@@ -8,7 +8,8 @@ packed into an upload-ready JPEG and not put in the batch ZIP; it is uploaded as
 
 Each agency's ``[video]`` rules (:mod:`tasks.agencies.video`) say whether it is taken; a clip breaking one is
 held back for that agency with the rule and its value, as an image breaking an image rule is
-(``PackReport.held_back``'s shape: agency → clip → rule). An agency without confirmed video rules gets no clip.
+(``PackReport.held_back``'s shape: agency → clip → rule). An agency without confirmed video rules gets no clip,
+nor one whose way of taking clips is not confirmed (:meth:`VideoRules.not_sent` names what is missing).
 Everything is written to ``reports/clips.json`` each run; the poster and thumbnail to
 ``packs/clips/<stem>.poster.jpg`` and ``<stem>.thumb.jpg`` (made once, kept).
 """
@@ -94,9 +95,8 @@ def check_clips(wd: Workdir, agencies: list[str], poster_px: int, thumbnail_px: 
             broken = spec.video.broken_by(
                 container=facts.container, size=facts.bytes, seconds=facts.duration_s, width=facts.width,
                 height=facts.height, fps=facts.frame_rate, codec=facts.codec)
-            if broken is None and not spec.video.by_transfer:
-                broken = (f"its video rules are met, but how clips reach {spec.display_name} is not confirmed "
-                          "(docs/AGENCIES.md, \"Video clips\"); not sent")
+            if broken is None:
+                broken = spec.video.not_sent(spec.display_name)
             if broken is None:
                 report.taken.setdefault(agency, []).append(path.name)
             else:

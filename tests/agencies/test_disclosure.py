@@ -143,3 +143,17 @@ def test_a_line_break_or_an_invisible_character_cannot_hide_a_forbidden_term():
     row = cells("adobe",
                 md(ai_generated=True, title="Glass city, generative\u200b AI", keywords=["city", "generative\nAI"]))
     assert row["Title"] == "Glass city" and row["Keywords"] == "city"
+
+
+def test_a_generated_clips_dreamstime_description_says_video_and_an_images_says_image():
+    spec = load_spec("dreamstime")
+    clip = build_row(spec, md(ai_generated=True), "city_000.mov")
+    image = build_row(spec, md(ai_generated=True), "city_000.jpg")
+    assert clip.ok and image.ok
+    clip_note, image_note = spec.video.ai_description_note, spec.ai.description_note
+    assert "video" in clip_note and "image" not in clip_note and "image" in image_note
+    assert clip.cells[2].endswith(clip_note) and image_note not in clip.cells[2]
+    assert image.cells[2].endswith(image_note)
+    assert {f.rule for f in clip.fixes} >= {"ai.description_note", "ai.category"}
+    own = build_row(spec, md(), "city_000.mov")  # a clip of the contributor's own: no note
+    assert clip_note not in own.cells[2] and image_note not in own.cells[2]

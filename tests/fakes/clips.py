@@ -13,18 +13,19 @@ def make_clip(path: Path, width: int = 1920, height: int = 1080, seconds: int = 
     """Write a ``seconds``-long clip of ``width``×``height`` at ``fps`` (each second a new colour), with the
     container ``tags`` given (``title``, ``comment`` …), in the container its extension names (FFmpeg's guess:
     ``.avi`` AVI, ``.mpg`` an MPEG program stream) and ``codec`` (H.264 at its smallest, or another FFmpeg encoder
-    such as ``mpeg4`` or ``mpeg2video`` at a low bitrate)."""
+    such as ``mpeg4``, ``mpeg2video`` or Motion JPEG ``mjpeg`` at a low bitrate)."""
     with av.open(str(path), "w") as out:
         out.metadata.update(tags or {})
         options = {"crf": "51", "preset": "ultrafast", "tune": "zerolatency"} if codec == "h264" else {}
         stream = out.add_stream(codec, rate=fps, options=options)
         if codec != "h264":
             stream.bit_rate = 100_000
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        # Motion JPEG takes full-range YUV only (FFmpeg's mjpeg encoder refuses yuv420p)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuvj420p" if codec == "mjpeg" else "yuv420p"
         if rotation:
             stream.set_display_rotation(rotation)
         colours = [av.VideoFrame.from_image(Image.new("RGB", (width, height), (40 * i, 90, 160))).reformat(
-            format="yuv420p") for i in range(6)]  # six frames converted once, sent again and again
+            format=stream.pix_fmt) for i in range(6)]  # six frames converted once, sent again and again
         for i in range(seconds * fps):
             colours[i // fps % 6].pts = None
             for packet in stream.encode(colours[i // fps % 6]):

@@ -110,3 +110,24 @@ def test_an_unknown_name_changes_nothing_and_exits_1(review, tmp_path):
     nothing = review(wd, "edit", "alps.jpg")
     assert nothing.exit_code == 2 and "nothing to change" in nothing.stderr
     assert {name: wd.sidecar(name).read_bytes() for name in NAMES} == before
+
+
+def test_an_edited_clip_is_told_its_correction_goes_in_its_csv_rows_not_into_a_pack(review, tmp_path, clips):
+    import shutil
+
+    from tasks.core.settings import Settings
+    from tasks.stages.clips import check_clips, clip_assets
+    from tasks.stages.describe import describe_stage
+    from tasks.stages.run_context import RunContext
+
+    wd = Workdir(tmp_path / "data").prepare()
+    shutil.copy(clips["hd"], wd.assets / "harbour.mp4")
+    check_clips(wd, ["adobe"], 1000, 400)
+    describe_stage(RunContext(wd, Settings()), clip_assets(wd))
+    fixed = review(wd, "edit", "harbour.mp4", "--title", "Boats in the harbour at dawn")
+    assert fixed.exit_code == 0, fixed.output
+    out = fixed.stdout.replace("\n", " ")
+    assert "adobe: gets a row" in out
+    assert "a clip is not packed: its file is sent unchanged, the correction is in its CSV rows" in out
+    assert "packs it" not in out
+    assert read_sidecar(wd.sidecar("harbour.mp4")).metadata.title == "Boats in the harbour at dawn"

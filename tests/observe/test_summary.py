@@ -23,7 +23,7 @@ def test_a_summary_of_thousands_lists_ten_names_and_a_count():
     assert len(md) < 2000
 
 
-def test_the_run_summary_shows_billed_tokens_and_cost_for_the_batch_and_per_asset():
+def test_the_run_summary_shows_billed_tokens_and_cost_for_the_batch_and_per_asset(tmp_path):
     from rich.console import Console
 
     from tasks.core.records import Usage
@@ -34,7 +34,7 @@ def test_the_run_summary_shows_billed_tokens_and_cost_for_the_batch_and_per_asse
 
     described = DescribeReport(described=["a.jpg", "b.jpg", "c.jpg", "d.jpg"], tokens=4000, cost_usd=0.002,
                                cost_unknown=0, usage=Usage(prompt_tokens=3600, output_tokens=240, thought_tokens=160))
-    s = BatchSummary.from_stages(Workdir("/w"), Gathered(assets=[]), described, CsvReport(), PackReport(), {})
+    s = BatchSummary.from_stages(Workdir(tmp_path), Gathered(assets=[]), described, CsvReport(), PackReport(), {})
     note = "prompt 3,600 · output 240 · thinking 160 · $0.0020 ($0.0005 per asset)"
     assert s.usage_note() == note
     assert note in summary_markdown(s)
@@ -48,7 +48,7 @@ def test_the_run_summary_shows_billed_tokens_and_cost_for_the_batch_and_per_asse
     assert BatchSummary(workdir="/w", described_now=3).usage_note() == ""
 
 
-def test_in_batch_mode_the_summary_counts_assets_in_batch_jobs_and_what_batch_saved():
+def test_in_batch_mode_the_summary_counts_assets_in_batch_jobs_and_what_batch_saved(tmp_path):
     from rich.console import Console
 
     from tasks.core.records import Usage
@@ -61,7 +61,7 @@ def test_in_batch_mode_the_summary_counts_assets_in_batch_jobs_and_what_batch_sa
     described = DescribeReport(described=["a.jpg", "b.jpg"], in_batch=["c.jpg", "d.jpg", "e.jpg"],
                                batch_jobs_submitted=1, tokens=2000, cost_usd=0.001, batch_saved_usd=0.001,
                                usage=Usage(prompt_tokens=1800, output_tokens=120, thought_tokens=80))
-    s = BatchSummary.from_stages(Workdir("/w"), Gathered(assets=[]), described, CsvReport(), PackReport(), {})
+    s = BatchSummary.from_stages(Workdir(tmp_path), Gathered(assets=[]), described, CsvReport(), PackReport(), {})
     assert s.in_batch == 3 and "3 in batch jobs" in s.headline()
     assert s.usage_note().endswith("· batch saved $0.0010 against sync prices")
     md = summary_markdown(s)
@@ -157,3 +157,23 @@ def test_held_back_work_is_in_the_headline_and_the_next_steps_with_readable_reas
                      "(`microstock similar release NAME --agency adobe` sends one anyway); image size: small.jpg")
     assert "Vecteezy: 1 held back, not sent there — below the keyword minimum: sparse.jpg" in " ".join(steps)
     assert "waits.jpg" not in " ".join(steps) and "broken.jpg" not in " ".join(steps)
+
+
+def test_the_assets_count_holds_the_clips_described_counts_and_says_how_many_are_clips(workdir, clips):
+    import shutil
+
+    from tasks.core.records import Asset
+    from tasks.core.reports import CsvReport, DescribeReport, Gathered, PackReport
+    from tasks.stages.clips import check_clips
+    from tests.observe.test_cron_log import table_text
+
+    shutil.copy(clips["hd"], workdir.assets / "harbour.mp4")
+    check_clips(workdir, ["adobe"], 1000, 400)
+    image = Asset(name="alps.jpg", asset_id="a" * 64, path=workdir.assets / "alps.jpg")
+    described = DescribeReport(described=["alps.jpg", "harbour.mp4"])  # the describe stage is given both
+    s = BatchSummary.from_stages(workdir, Gathered(assets=[image]), described, CsvReport(), PackReport(), {})
+    assert (s.assets, s.clips, s.described) == (2, 1, 2)
+    assert s.assets_note() == "1 image · 1 clip"
+    assert "| assets | 2 |" in summary_markdown(s) and "1 image · 1 clip" in summary_markdown(s)
+    assert "1 image · 1 clip" in table_text(s)
+    assert BatchSummary(workdir="/w", assets=3).assets_note() == ""
