@@ -121,8 +121,8 @@ def _not_a_file(entry: os.DirEntry) -> str | None:
 
 
 def ingest(source: Path, assets_dir: Path) -> IngestReport:
-    """Copy the usable JPEG/PNG files and MP4/MOV clips (ones FFmpeg can read) of ``source`` into ``assets_dir``,
-    unchanged.
+    """Copy the usable JPEG/PNG files and MP4/MOV/AVI/MPEG clips (ones FFmpeg can read) of ``source`` into
+    ``assets_dir``, unchanged.
 
     A file whose content is already an asset (under any name) is not copied
     again; one that was ingested under another name is named as a duplicate.
