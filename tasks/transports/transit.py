@@ -115,8 +115,11 @@ class SendsInFlight:
     def began(self, name: str) -> float | None:
         """When the send of ``name`` began, as a ``time.monotonic()`` value; None without a marker."""
         try:
-            epoch = float((self.folder / name).read_text(encoding="ascii"))
-        except (OSError, ValueError):  # none, or damaged (not ASCII, empty, cut short): it only informs
+            text = (self.folder / name).read_text(encoding="ascii")
+            epoch = float(text)
+        except (OSError, ValueError):  # none, or damaged (not ASCII, empty, not a number): it only informs
+            return None
+        if not text.endswith("\n"):  # cut short: "1764851" of "1764851234.567\n" is a number, but not the time
             return None
         if not math.isfinite(epoch):  # "inf", "nan": no time a send began
             return None

@@ -46,7 +46,7 @@ def test_a_fresh_marker_reads_as_just_begun(tmp_path):
     assert sends.began("a.jpg") is None
 
 
-@pytest.mark.parametrize("damage", [b"", b"\xff\xfe1", b"1.5e9 garbage", b"inf", b"-inf", b"nan", "folder"])
+@pytest.mark.parametrize("damage", [b"", b"\xff\xfe1", b"1.5e9 garbage", b"inf", b"-inf", b"nan", b"1764851", "folder"])
 def test_a_damaged_marker_reads_as_no_marker(tmp_path, damage):
     sends = SendsInFlight(tmp_path)
     marker = tmp_path / "a.jpg"
