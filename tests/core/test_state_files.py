@@ -13,10 +13,12 @@ import logging
 import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import pytest
 
+from tasks.agencies.catalog import catalog
 from tasks.core.errors import ConfigError, MicrostockError, StageStopped, StoreUnavailable
 from tasks.core.records import Asset, Metadata, read_sidecar, write_sidecar
 from tasks.core.settings import load_settings
@@ -35,6 +37,8 @@ from tasks.transports.transit import SendsInFlight
 TODAY = dt.datetime.now(dt.UTC).date()
 SHA = "a" * 64
 CERT = b"a DER certificate"  # only its SHA-256 is pinned
+#: A workdir's own agency spec: a copy of a shipped one.
+SHIPPED_SPEC = Path(__file__).parents[2] / "tasks" / "agencies" / "dreamstime.toml"
 #: What a config or trust file stops on: it is never guessed at, set aside or rebuilt.
 EVERY_DAMAGE = ("bad byte", "wrong type", "truncated", "folder")
 #: A file that cannot be written stops too where a write may be needed (a pin added); as root every file can be.
@@ -71,6 +75,8 @@ class StateFile:
     stops_on: tuple[str, ...] = ("folder",)
     #: Informs only: damage reads as nothing, with no warning, the file left where it is (its own reader).
     quiet: bool = False
+    #: How its stop names the file, when not by its full path.
+    named: Callable[[Workdir], str] | None = None
     #: Of the wrong type, one entry of the file is skipped and named so (the file is kept), not the file set aside.
     entries: str = ""
     #: Read and rewritten in place under its lock: damaged bytes are kept beside it, the file stays.
@@ -141,6 +147,10 @@ FILES = [
     StateFile("microstock.toml", lambda wd: b'[gemini]\nmodel = "gemini-2.5-flash"\nconcurrency = 3\n',
               b'[gemini]\nconcurrency = "three"\n', lambda wd: load_settings(wd.config_file),
               lambda got: got.gemini.concurrency == 3, lambda got: False, stops=ConfigError, stops_on=EVERY_DAMAGE),
+    StateFile("agencies/mystock.toml", lambda wd: SHIPPED_SPEC.read_bytes(),
+              SHIPPED_SPEC.read_bytes().replace(b'display_name = "Dreamstime"', b"display_name = 3"),
+              lambda wd: catalog(wd).names, lambda got: "mystock" in got, lambda got: False, stops=ConfigError,
+              stops_on=EVERY_DAMAGE, named=lambda wd: f"agencies/mystock.toml in {wd.root}"),
     StateFile("ftps_known_certs", lambda wd: f"127.0.0.1:21 {fingerprint(CERT)}\n".encode(),
               b"127.0.0.1:21 SHA1:ab\n", lambda wd: CertificatePins(wd.root / "ftps_known_certs").check(
                   "adobe", "127.0.0.1", 21, CERT) or True,
@@ -192,7 +202,8 @@ def test_a_damaged_state_file_costs_one_line_never_a_traceback(tmp_path, caplog,
         before = None if damage == "folder" else path.read_bytes()
         with pytest.raises(state.stops) as stop:
             state.read(wd)
-        assert str(path) in stop.value.message and "\n" not in stop.value.message
+        assert (state.named(wd) if state.named else str(path)) in stop.value.message, stop.value.message
+        assert "\n" not in stop.value.message
         if damage == "folder":
             assert (path / "inside").read_bytes() == b"kept"  # stopped: nothing moved
         else:
