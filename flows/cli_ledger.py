@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from flows.cli_common import WorkdirOpt, console, err, fail, resolve_workdir, workdir_agencies
+from tasks.core.printable import printable
 
 ledger_app = typer.Typer(help="The upload ledger: what is uploaded, what is pending.", no_args_is_help=True)
 
@@ -23,7 +24,7 @@ def ledger_agencies(workdir: Path, only: Optional[str]) -> list[str]:
 
 def warn_ledger_problems(state) -> None:
     for number, reason in state.problems:
-        err.print(f"uploads.ledger line {number}: {reason}", highlight=False, soft_wrap=True)
+        err.print(f"uploads.ledger line {number}: {printable(reason)}", highlight=False, soft_wrap=True)  # names
 
 
 @ledger_app.command("pending")
@@ -40,7 +41,7 @@ def ledger_pending(
     warn_ledger_problems(state)
     for row in rows:
         for item in row.pending:
-            typer.echo(f"{row.agency}\t{item.name}")
+            typer.echo(f"{row.agency}\t{printable(item.name)}")
     if not any(row.pending for row in rows):
         err.print("nothing pending")
 
@@ -60,9 +61,9 @@ def ledger_done(
         fail(f"unknown agency {agency!r} (choose from {', '.join(known)})")
     entry = mark_done(Workdir(wd_path), agency, file)  # no such asset (BadInput): exit 2
     if entry is None:
-        console.print(f"{file} is already recorded as uploaded to {agency}: nothing added", highlight=False)
+        console.print(f"{printable(file)} is already recorded as uploaded to {agency}: nothing added", highlight=False)
     else:
-        console.print(f"recorded {entry.filename} as uploaded to {agency} (sha256 {entry.sha256[:12]}…)",
+        console.print(f"recorded {printable(entry.filename)} as uploaded to {agency} (sha256 {entry.sha256[:12]}…)",
                       highlight=False)
 
 
@@ -76,7 +77,8 @@ def ledger_status(workdir: Optional[Path] = WorkdirOpt) -> None:
 
     wd_path = resolve_workdir(workdir)
     rows, state = ledger_overview(Workdir(wd_path), ledger_agencies(wd_path, None))
-    table = Table("agency", "done", "pending", "held back", title=f"uploads.ledger · {wd_path}", title_justify="left")
+    table = Table("agency", "done", "pending", "held back", title=f"uploads.ledger · {printable(wd_path)}",
+                  title_justify="left")
     for row in rows:
         table.add_row(row.agency, str(row.done), str(len(row.pending)), str(len(row.held_back)))
     console.print(table)

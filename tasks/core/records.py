@@ -151,10 +151,16 @@ class Sidecar(BaseModel):
 
 
 def write_sidecar(path: Path, asset: Asset, metadata: Metadata, provenance: Provenance | None = None) -> None:
-    """Write the sidecar atomically (temp file, fsync, rename): it exists whole or not at all."""
-    body = Sidecar(asset_id=asset.asset_id, name=asset.name, metadata=metadata,
-                   provenance=provenance).model_dump_json(indent=2, exclude={"review"})
-    atomic_write_bytes(path, body.encode("utf-8"))
+    """Write the asset's sidecar as just described, atomically (temp file, fsync, rename: whole or not at all),
+    under ``assets/.sidecars.lock`` as every change of a sidecar (:func:`update_sidecar`): a review decision
+    recorded for this content (the same asset and ``asset_id``) while it was described again is kept, never
+    written over; a sidecar of other content is replaced whole (its decision was about other pixels)."""
+    described = Sidecar(asset_id=asset.asset_id, name=asset.name, metadata=metadata, provenance=provenance)
+    with exclusive_lock(path.parent / SIDECARS_LOCK, "changing a sidecar"):
+        now = read_sidecar(path) if path.exists() else None
+        if now is not None and (now.asset_id, now.name) == (asset.asset_id, asset.name):
+            described = described.model_copy(update={"review": now.review})
+        save_sidecar(path, described)
 
 
 def read_sidecar(path: Path) -> Sidecar | None:

@@ -40,7 +40,7 @@ from tasks.core.records import FileOutcome
 from tasks.core.reports import AgencyUpload, CsvReport
 from tasks.core.workdir import Workdir
 from tasks.observe.batch_assets import unchanged_warning
-from tasks.observe.markdown import summary_markdown, validation_markdown
+from tasks.observe.markdown import dead_letter_markdown, md_code, summary_markdown, validation_markdown
 from tasks.observe.replay_advice import replay_deployed, replay_how, ui_replay_note
 from tasks.observe.run_names import when
 from tasks.observe.summary import BatchSummary
@@ -159,8 +159,8 @@ def dead_letters_description(jobs: list[ParkedJob], wd: Workdir, deployed: bool 
     """The markdown above the ``dead-letter-jobs`` table: how many, how to replay (from the UI only where the
     server has the replay deployment: ``deployed``), which will fail again."""
     if not jobs:
-        return f"Nothing parked in `{wd.root}`."
-    return "\n\n".join([f"{len(jobs)} parked describe job(s) in `{wd.root}`; {replay_how(deployed)}.",
+        return f"Nothing parked in {md_code(wd.root)}."
+    return "\n\n".join([f"{len(jobs)} parked describe job(s) in {md_code(wd.root)}; {replay_how(deployed)}.",
                          *unchanged_warning(jobs)])
 
 
@@ -183,7 +183,7 @@ def publish_dead_letters(wd: Workdir, store: Callable[[], DeadLetterStore]) -> i
 
 def publish_dead_letter_summary(summary: Summary, wd: Workdir) -> None:
     """The ``dead-letter-summary`` markdown of the daily flow."""
-    text = summary.markdown(wd.dead_letter_db)  # it says how to replay from the terminal
+    text = dead_letter_markdown(summary, wd.dead_letter_db)  # it says how to replay from the terminal
     if summary.oldest_first_seen is not None:
         text += f"\n\nOldest parked since {when(summary.oldest_first_seen)}. {ui_replay_note(replay_deployed())}"
     create_markdown_artifact(text, key=DEAD_LETTER_SUMMARY,

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from pathlib import Path
 
 from tasks.core.printable import printable
 from tasks.core.reports import SIMILAR_CONTENT, CsvReport
 from tasks.observe.summary import REJECTED_IN, BatchSummary, held_label, held_rules, listed
+from tasks.stores.dead_letter import Summary
 
 #: Markdown's own characters, written as themselves in a cell: ``&`` ``<`` ``>`` as HTML entities (a name
 #: ``<img src=x onerror=…>`` is text, never HTML), ``* _ [ ] ~ #`` backslash-escaped (``[click](http://evil)`` is
@@ -136,3 +138,17 @@ def validation_markdown(report: CsvReport) -> str:
     if steps:
         lines += ["", "### Next steps", ""] + [f"- {md_cell(s)}" for s in steps]
     return "\n".join(lines) + "\n"
+
+
+def dead_letter_markdown(summary: Summary, store: Path, now: float | None = None) -> str:
+    """The dead-letter summary's text as markdown (the ``dead-letter-summary`` artifact), with a table per error
+    class and how to replay. An error class and the store's path are shown as written: a backtick in them cannot
+    close their code span (:func:`md_code`), and the text's lines (:meth:`Summary.text`, control characters
+    written out) never start with the fence that would close its block."""
+    out = ["# Dead-letter summary", "", "```", summary.text(now), "```", "", f"Store: {md_code(store)}"]
+    if summary.by_class:
+        out += ["", "| error class | parked |", "|---|---:|"]
+        out += [f"| {md_code(error_class)} | {n} |" for error_class, n in summary.by_class]
+        out += ["", "See them with `microstock dead-letter list`; replay with `microstock replay` "
+                    "(dry run) and `microstock replay --apply`."]
+    return "\n".join(out)

@@ -43,6 +43,13 @@ def stage_bars(out: Console) -> Iterator[None]:
             stage_progress.remove_notice(notice)
 
 
+def _row(table: Table, *cells: str | Text) -> None:
+    """A row of plain text, safe by construction: Rich markup in a cell (a file named ``[bold red]x[/].jpg``,
+    ``[link=…]``) is shown as written on any console, markup on or off, and control characters are written out
+    (:func:`~tasks.core.printable.printable`; a cell's several lines are each made printable by the caller)."""
+    table.add_row(*(cell if isinstance(cell, Text) else Text(printable(cell)) for cell in cells))
+
+
 def validation_table(report: CsvReport, stopped: Mapping[str, str] | None = None) -> Group:
     """The validation report for the terminal: rows per agency, then every skipped asset with its rule, then the
     next steps (an agency that stopped, ``stopped``: agency -> why, is told to fix it first, its portal CSV to wait
@@ -52,18 +59,18 @@ def validation_table(report: CsvReport, stopped: Mapping[str, str] | None = None
         summary.add_column(column, justify="right" if column in ("rows", "fixed", "skipped") else "left")
     skipped = Counter(p.agency for p in report.problems if p.asset)
     for agency, result in report.agencies.items():
-        files = "\n".join(result.files) if result.written else "not written (see problems)"
-        summary.add_row(result.display_name, str(result.rows), str(sum(result.fixes.values())),
-                        str(skipped[agency]), files)
+        files = Text("\n".join(map(printable, result.files)) if result.written else "not written (see problems)")
+        _row(summary, result.display_name, str(result.rows), str(sum(result.fixes.values())), str(skipped[agency]),
+             files)
     parts: list = [summary]
     if report.problems:
         problems = Table(title="Skipped for an agency (the rule it broke)", title_justify="left")
         for column in ("asset", "agency", "rule", "problem"):
             problems.add_column(column, overflow="fold")
         for p in report.problems:
-            problems.add_row(printable(p.asset or "(all)"), p.agency, p.rule, printable(p.message))
+            _row(problems, p.asset or "(all)", p.agency, p.rule, p.message)
         parts.append(problems)
-    parts.extend(next_steps(report, stopped))
+    parts.extend(Text(printable(step)) for step in next_steps(report, stopped))
     return Group(*parts)
 
 
@@ -81,37 +88,35 @@ def skip_notes(s: BatchSummary) -> list[str]:
 
 def summary_table(s: BatchSummary) -> Table:
     """The terminal table printed at the end of ``microstock run``."""
-    t = Table(title=f"stock-batch · {s.headline()}", show_header=False, title_justify="left")
+    t = Table(title=Text(f"stock-batch · {printable(s.headline())}"), show_header=False, title_justify="left")
     t.add_column("what", style="bold")
     t.add_column("count", justify="right")
     t.add_column("where / detail")
-    t.add_row("assets", str(s.assets), " · ".join(filter(None, [f"{s.workdir}/assets", s.assets_note()])))
-    t.add_row("described", str(s.described),
-              " · ".join(filter(None, [s.described_note(), s.tokens_note()])))
+    _row(t, "assets", str(s.assets), " · ".join(filter(None, [f"{s.workdir}/assets", s.assets_note()])))
+    _row(t, "described", str(s.described), " · ".join(filter(None, [s.described_note(), s.tokens_note()])))
     if s.usage_note():
-        t.add_row("tokens and cost", f"{s.prompt_tokens + s.output_tokens + s.thought_tokens:,}", s.usage_note())
+        _row(t, "tokens and cost", f"{s.prompt_tokens + s.output_tokens + s.thought_tokens:,}", s.usage_note())
     if s.clip_note():
-        t.add_row("of which clips", f"{s.clip_tokens:,}", s.clip_note())
+        _row(t, "of which clips", f"{s.clip_tokens:,}", s.clip_note())
     if s.generation_note():
-        t.add_row("image generation", f"{s.generation_tokens:,}", s.generation_note())
+        _row(t, "image generation", f"{s.generation_tokens:,}", s.generation_note())
     parked_note = f"{s.parked} this run, {s.still_parked} from earlier runs · microstock dead-letter list"
-    t.add_row("parked", str(s.parked + s.still_parked), parked_note if s.parked + s.still_parked else "")
+    _row(t, "parked", str(s.parked + s.still_parked), parked_note if s.parked + s.still_parked else "")
     if s.pending:
-        t.add_row("pending", str(s.pending), s.stopped or "left for the next run")
+        _row(t, "pending", str(s.pending), s.stopped or "left for the next run")
     if s.in_batch:
-        t.add_row("in batch jobs", str(s.in_batch), f"{s.batch_jobs_submitted} job(s) submitted this run · "
-                  "collected by the next run or collect-batches · microstock batches")
+        _row(t, "in batch jobs", str(s.in_batch), f"{s.batch_jobs_submitted} job(s) submitted this run · "
+             "collected by the next run or collect-batches · microstock batches")
     if s.not_generated:
-        t.add_row("not generated", str(len(s.not_generated)),
-                  listed(s.not_generated) + " · the next run tries again")
+        _row(t, "not generated", str(len(s.not_generated)), listed(s.not_generated) + " · the next run tries again")
     if s.stopped and not s.pending:
-        t.add_row("stopped", "", s.stopped)
+        _row(t, "stopped", "", s.stopped)
     if s.rejected:
-        t.add_row("rejected", str(len(s.rejected)), listed(s.rejected, REJECTED_IN))
+        _row(t, "rejected", str(len(s.rejected)), listed(s.rejected, REJECTED_IN))
     if s.upscaled:
-        t.add_row("upscaled", str(len(s.upscaled)), listed(s.upscaled) + " · enlarged to the agencies' minimum")
+        _row(t, "upscaled", str(len(s.upscaled)), listed(s.upscaled) + " · enlarged to the agencies' minimum")
     for agency, rows in s.csv_rows.items():
-        t.add_row(f"CSV rows · {agency}", str(rows), ", ".join(s.csv_files.get(agency, [])))
+        _row(t, f"CSV rows · {agency}", str(rows), ", ".join(s.csv_files.get(agency, [])))
     for agency, total in s.uploaded_total.items():
         detail = f"{s.uploaded_now.get(agency, 0)} this run → {s.targets.get(agency, '')}"
         failed = s.upload_failed.get(agency) or {}
@@ -122,12 +127,12 @@ def summary_table(s: BatchSummary) -> Table:
             detail += f" · {len(held)} held back"
         if agency in s.upload_stopped:
             detail += f" · STOPPED: {s.upload_stopped[agency]} ({s.stopped_note(agency)})"
-        t.add_row(f"uploads · {agency}", str(total), detail)
+        _row(t, f"uploads · {agency}", str(total), detail)
     by_note: dict[str, list[str]] = {}  # agencies that see the same look-alikes share one row
     for agency, note in s.similar.items():
         by_note.setdefault(note, []).append(agency)
     for note, agencies in by_note.items():
-        t.add_row(f"similar · {', '.join(agencies)}", "", note)
+        _row(t, f"similar · {', '.join(agencies)}", "", note)
     if s.zip_path:
-        t.add_row("batch ZIP", "", s.zip_path)
+        _row(t, "batch ZIP", "", s.zip_path)
     return t

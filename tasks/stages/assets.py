@@ -160,7 +160,7 @@ def gather(assets_dir: Path, count: int, source: Path | None, prompts: list[Demo
     rejected.update({**unreadable, **small})  # the names above are the source folder's: only these are assets
     return Gathered(assets=[a for a in assets if a.name not in small],
                     new=[a.name for a in assets if a.name not in before], rejected=rejected,
-                    not_generated=generated.failed, stopped=generated.stopped or ingested.stopped,
+                    not_generated=generated.failed, stopped=generated.stopped,
                     left_out=ingested.left_out)
 
 
@@ -203,10 +203,7 @@ def gather_assets(ctx: RunContext, count: int, source: str | None) -> Gathered:
         log.warning("rejected %s: %s", printable(name), printable(reason))
     for name, note in sorted(gathered.left_out.items()):
         log.warning("ingested %s: %s", printable(name), note)
-    unsaved = write_ingest_report(wd, gathered)  # a full disk: its line, after the stage's own first reason
-    if unsaved is not None:
-        log.error("%s", unsaved)
-        gathered.stopped = gathered.stopped or unsaved
+    write_ingest_report(wd, gathered)  # a full disk: StageStopped, the assets kept
     clips_stage(ctx)  # the clips take their own way: probed, a poster each, checked per agency (tasks/stages/clips.py)
     log.info("%d assets (%d new)", len(gathered.assets), len(gathered.new))
     return gathered

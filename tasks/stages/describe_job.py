@@ -197,7 +197,8 @@ class DescribeRun:
 
         The one way a describe answer becomes a sidecar, in sync and batch mode alike, whichever describer wrote it.
         A full disk (ENOSPC, EDQUOT) is not the asset's failure: StageStopped ``disk_full``, one line naming the disk
-        and that this answer could not be kept (the asset stays pending; the next run describes it again).
+        and that this answer could not be kept (the asset stays pending; the next run describes it again); so is a
+        sidecar lock that cannot be opened (StageStopped naming it: no sidecar could be written).
         """
         metadata, changes = apply_keyword_rules(metadata, self.settings.keywords, self.names)
         for line in changes.lines():
@@ -207,13 +208,18 @@ class DescribeRun:
         provenance = None if asset.is_clip else provenance_of(asset.path)
         ai = own_ai if provenance is None else is_ai_generated(provenance, own_ai)  # agencies' AI rules apply
         path = self.wd.sidecar(asset.name)
+        paid = f", US${metadata.cost_usd:.4f} paid" if metadata.cost_usd else ""
         try:
             write_sidecar(path, asset, metadata.model_copy(update={"ai_generated": ai}), provenance)
+        except StoreUnavailable as exc:  # assets/.sidecars.lock cannot be opened: no answer can be kept
+            raise StageStopped(f"{exc.message}; the describe answer for {printable(asset.name)} could not be kept "
+                               f"({self.describer.name}{paid}) and it stays pending with the assets not yet "
+                               "described; describe stopped — make the lock a writable file again and run again",
+                               kind="disk_full" if disk_full(exc.__cause__) else "store_unavailable") from None
         except OSError as exc:
             if not disk_full(exc):
                 raise
             disk = disk_of(path)
-            paid = f", US${metadata.cost_usd:.4f} paid" if metadata.cost_usd else ""
             raise StageStopped(f"disk full: {disk} has no room left for {printable(path)} ({exc.strerror or exc}); "
                                f"the describe answer for {printable(asset.name)} could not be kept "
                                f"({self.describer.name}{paid}) and it stays pending with the assets not yet "

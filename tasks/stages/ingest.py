@@ -13,7 +13,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tasks.core.errors import BadInput
+from tasks.core.errors import BadInput, StageStopped
 from tasks.core.files import atomic_file, disk_full, disk_of, name_max, sha256_file
 from tasks.core.printable import printable
 from tasks.core.records import ACCEPTED_EXTENSIONS, CLIP_EXTENSIONS, Asset, iter_asset_files, read_sidecar
@@ -36,8 +36,6 @@ class IngestReport:
     duplicates: dict[str, str] = field(default_factory=dict)
     #: source name -> the asset's name, when the file's own name could not be the asset's (see asset_name).
     renamed: dict[str, str] = field(default_factory=dict)
-    #: Why ingesting stopped early (the disk is full), if it did: the rest is left for the next run.
-    stopped: str | None = None
     #: asset name -> what its upload-ready copy leaves out (the other images of a JPEG's MPF index).
     left_out: dict[str, str] = field(default_factory=dict)
 
@@ -129,7 +127,10 @@ def ingest(source: Path, assets_dir: Path) -> IngestReport:
     A name is kept unless :func:`asset_name` must change it (said in
     ``renamed``). Unusable files, links to nothing, folders and special files
     with an image's extension are rejected with a reason; any unexpected error
-    with one file rejects that file. None of them stops the others.
+    with one file rejects that file. None of them stops the others. A full
+    disk stops them all: StageStopped ``disk_full`` (:func:`disk_full_stop`'s
+    one line), the files copied so far kept as assets, the re-run copying
+    only the rest.
     """
     report = IngestReport()
     existing = iter_asset_files(assets_dir) + iter_asset_files(assets_dir, CLIP_EXTENSIONS)
@@ -151,9 +152,9 @@ def ingest(source: Path, assets_dir: Path) -> IngestReport:
                 continue
             _ingest_one(Path(entry.path), assets_dir, known, taken, limit, report)
         except Exception as exc:  # one file never stops the others; a full disk stops them all
-            if disk_full(exc):
-                report.stopped = disk_full_stop(assets_dir, exc, len(report.added), len(entries) - at)
-                break
+            if disk_full(exc):  # the run stops here, as at pack: describing on a full disk loses paid answers
+                raise StageStopped(disk_full_stop(assets_dir, exc, len(report.added), len(entries) - at),
+                                   kind="disk_full") from None
             log.exception("ingesting %s failed", shown(name))
             report.rejected[shown(name)] = f"unexpected error ({type(exc).__name__}: {exc}); not ingested"
     return report

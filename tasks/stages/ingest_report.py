@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+from tasks.core.errors import StageStopped
 from tasks.core.files import atomic_write_bytes, disk_full, disk_of
 from tasks.core.reports import Gathered
 from tasks.core.workdir import Workdir
@@ -44,11 +45,11 @@ def what_to_do(reason: str) -> str:
     return next((advice for words, advice in _WHAT_TO_DO if words in reason), _DEFAULT)
 
 
-def write_ingest_report(wd: Workdir, gathered: Gathered) -> str | None:
-    """Write ``reports/ingest.json`` for this run's assets stage; None once written.
+def write_ingest_report(wd: Workdir, gathered: Gathered) -> None:
+    """Write ``reports/ingest.json`` for this run's assets stage.
 
-    A full disk (ENOSPC, EDQUOT): nothing written (an old report is left whole, or none), and the one line the
-    assets stage stops with is returned: the disk, what was kept, where the rejected files are named instead.
+    A full disk (ENOSPC, EDQUOT): nothing written (an old report is left whole, or none), and the run stops with
+    one line (StageStopped ``disk_full``): the disk, what was kept, where the rejected files are named instead.
     """
     report = {
         "rejected": [{"file": name, "reason": reason, "what_to_do": what_to_do(reason)}
@@ -62,7 +63,7 @@ def write_ingest_report(wd: Workdir, gathered: Gathered) -> str | None:
         if not disk_full(exc):
             raise
         disk = disk_of(path)
-        return (f"disk full: {disk} has no room left for {path} ({exc.strerror or exc}); the assets stage kept its "
-                f"{len(gathered.assets)} asset(s), {path.name} not written (the run's log names the "
-                f"{len(gathered.rejected)} rejected file(s)) — free space on {disk} and run again")
-    return None
+        raise StageStopped(f"disk full: {disk} has no room left for {path} ({exc.strerror or exc}); the assets "
+                           f"stage kept its {len(gathered.assets)} asset(s), {path.name} not written (the run's log "
+                           f"names the {len(gathered.rejected)} rejected file(s)) — free space on {disk} and run "
+                           "again", kind="disk_full") from None

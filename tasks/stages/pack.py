@@ -29,6 +29,7 @@ import logging
 import os
 import threading
 from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +37,7 @@ from tasks.agencies.catalog import catalog
 from tasks.agencies.protected import ProtectedNames
 from tasks.agencies.rows import EmbeddedFields, embedded_fields
 from tasks.core.errors import BadInput, StageStopped
-from tasks.core.files import atomic_write_bytes, disk_full, disk_of, sha256_file
+from tasks.core.files import atomic_write_bytes, disk_full, disk_of, exclusive_lock, sha256_file
 from tasks.core.printable import printable
 from tasks.core.records import Sidecar, Upscaled, described_sidecars, ready_name, record_upscaled
 from tasks.core.reports import PackReport
@@ -58,6 +59,9 @@ PACK_FORMAT = 3  # 2: the contributor's XMP and IPTC kept, EXIF ImageDescription
 DEFAULT_WORKERS = min(2, os.cpu_count() or 1)
 #: exiv2 is not documented as thread-safe: one embed at a time (it takes milliseconds).
 _EXIV2_LOCK = threading.Lock()
+
+#: Held in ``packs/`` while a run packs or writes the ZIP: two runs on one workdir never pack an asset twice.
+PACK_LOCK = ".pack.lock"
 
 #: Save the manifest after this many assets, so an interrupted run resumes cheaply.
 _SAVE_EVERY = 16
@@ -201,6 +205,13 @@ def _pack_stopped(wd: Workdir, exc: OSError, *, kept: int, recorded: bool, left:
                         f"on {disk} and run again", kind="disk_full")
 
 
+def _packing(wd: Workdir) -> AbstractContextManager[None]:
+    """``packs/.pack.lock``, held while a run packs or writes the ZIP (both rewrite ``packs/manifest.json``); a
+    second run says so and waits for it."""
+    return exclusive_lock(wd.packs / PACK_LOCK, "packing", waiting=lambda: log.warning(
+        "another run is packing %s: waiting for it, then packing what it left", wd.packs))
+
+
 def _remove_outputs(wd: Workdir, asset_name: str) -> None:
     for p in PackedFiles.of(wd, asset_name).all():
         p.unlink(missing_ok=True)
@@ -220,7 +231,16 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
     disk stops the stage (StageStopped ``disk_full``, one line naming the disk
     and what was kept): no file is rejected for it, what was packed is kept in
     the manifest, and the next run packs only the rest.
+
+    One run at a time packs a workdir (``packs/.pack.lock``): a second run says so and waits, then finds the
+    first one's files current in the manifest and packs only what is left.
     """
+    with _packing(wd):
+        return _pack_what_is_left(wd, settings, sidecars, agencies, rules, workers, names)
+
+
+def _pack_what_is_left(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], agencies: list[str] | None,
+                       rules: dict[str, ImageRules] | None, workers: int, names: ProtectedNames | None) -> PackReport:
     _return_freed_images_to_the_os()
     known = catalog(wd)  # the shipped agencies and the workdir's own
     rules = rules if rules is not None else {a: image_rules(a, wd) for a in known.names}
@@ -317,7 +337,13 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
 
 
 def write_batch_zip(wd: Workdir, report: PackReport) -> Path:
-    """``packs/batch.zip``: every packed ready image and preview, and the CSVs; rewritten only when changed."""
+    """``packs/batch.zip``: every packed ready image and preview, and the CSVs; rewritten only when changed (under
+    the pack lock: another run's pack never loses its manifest entries to this one's)."""
+    with _packing(wd):
+        return _write_zip_if_changed(wd, report)
+
+
+def _write_zip_if_changed(wd: Workdir, report: PackReport) -> Path:
     manifest = load_manifest(wd)
     entries: dict[str, Path] = {}
     identity: dict[str, str] = {}

@@ -152,6 +152,9 @@ class _AgencyRun:
         self.same_failures, self.failure_cause = 0, None
 
     def run(self, pending: list[UploadItem]) -> None:
+        if cleared := self.in_flight.clear_temp_files():  # a killed run's half-written markers
+            self.log.info("%s: removed %d temp file(s) a killed run left in %s", self.agency, cleared,
+                          self.in_flight.folder)
         todo: queue.SimpleQueue[UploadItem] = queue.SimpleQueue()
         for item in pending:
             todo.put(item)

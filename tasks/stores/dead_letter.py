@@ -25,8 +25,9 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
+
+from tasks.core.printable import printable
 
 Status = Literal["parked", "recovered"]
 
@@ -76,21 +77,13 @@ class Summary:
         if not self.by_class:
             return "dead-letter: clean (0 parked)"
         lines = [f"dead-letter: {self.parked} parked"]
-        lines += [f"  {n:4d}  {error_class}" for error_class, n in self.by_class]
+        # one line each, whatever a class holds (a store may be shared): the markdown's code block relies on it
+        lines += [f"  {n:4d}  {printable(error_class)}" for error_class, n in self.by_class]
         if self.oldest_first_seen is not None:
             age = (time.time() if now is None else now) - self.oldest_first_seen
             lines.append(f"  oldest parked job: {format_age(age)} old")
         return "\n".join(lines)
 
-    def markdown(self, store: Path, now: float | None = None) -> str:
-        """The text above as a Prefect markdown artifact, with a table per error class and how to replay."""
-        out = ["# Dead-letter summary", "", "```", self.text(now), "```", "", f"Store: `{store}`"]
-        if self.by_class:
-            out += ["", "| error class | parked |", "|---|---:|"]
-            out += [f"| `{error_class}` | {n} |" for error_class, n in self.by_class]
-            out += ["", "See them with `microstock dead-letter list`; replay with `microstock replay` "
-                        "(dry run) and `microstock replay --apply`."]
-        return "\n".join(out)
 
 
 def utc(unix_seconds: float) -> str:

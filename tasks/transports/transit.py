@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,6 +41,9 @@ logger = logging.getLogger("microstock.transports")
 
 #: The largest block servers are known to write at once (vsftpd's VSFTP_DATA_BUFSIZE).
 SERVER_WRITE_BLOCK = 64 * 1024
+#: A temp file :func:`~tasks.core.files.atomic_file` writes a marker through: ``.`` + the marker's name (or its
+#: hash) + ``.`` + mkstemp's 8 random characters + ``.tmp``.
+_TEMP_FILE = re.compile(r"\..+\.[a-z0-9_]{8}\.tmp", re.DOTALL)
 #: Never watch one file longer than this (a trickle that would take longer is left for the next run).
 MAX_WATCH_S = 15 * 60.0
 
@@ -88,11 +92,34 @@ class SendsInFlight:
         except IsADirectoryError:
             logger.warning("%s is a folder, not a marker of a send: set aside as %s", marker, set_aside(marker).name)
 
+    def clear_temp_files(self) -> int:
+        """Remove the temp files a killed run's marker writes left (``.<name>.<8 random>.tmp``,
+        :func:`~tasks.core.files.atomic_file`); never a marker (an upload name never starts with a dot). Called at
+        the start of the agency's upload, under its lock: no other run writes here then, so every one is stale.
+        How many were removed."""
+        removed = 0
+        try:
+            entries = list(self.folder.iterdir())
+        except OSError:  # none yet, or not a folder: begin() says so when it writes
+            return 0
+        for path in entries:
+            if _TEMP_FILE.fullmatch(path.name) and path.is_file() and not path.is_symlink():
+                try:
+                    path.unlink()
+                    removed += 1
+                except OSError as exc:
+                    logger.warning("%s: a killed run's temp file could not be removed (%s)", path,
+                                   exc.strerror or exc)
+        return removed
+
     def began(self, name: str) -> float | None:
         """When the send of ``name`` began, as a ``time.monotonic()`` value; None without a marker."""
         try:
-            epoch = float((self.folder / name).read_text(encoding="ascii"))
-        except (OSError, ValueError):  # none, or damaged (not ASCII, empty, cut short): it only informs
+            text = (self.folder / name).read_text(encoding="ascii")
+            epoch = float(text)
+        except (OSError, ValueError):  # none, or damaged (not ASCII, empty, not a number): it only informs
+            return None
+        if not text.endswith("\n"):  # cut short: "1764851" of "1764851234.567\n" is a number, but not the time
             return None
         if not math.isfinite(epoch):  # "inf", "nan": no time a send began
             return None

@@ -11,24 +11,38 @@ import datetime as dt
 import json
 import logging
 import os
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import pytest
 
-from tasks.core.errors import MicrostockError, StoreUnavailable
+from tasks.agencies.catalog import catalog
+from tasks.core.errors import ConfigError, MicrostockError, StageStopped, StoreUnavailable
 from tasks.core.records import Asset, Metadata, read_sidecar, write_sidecar
+from tasks.core.settings import load_settings
 from tasks.core.workdir import Workdir
 from tasks.gemini import served
 from tasks.gemini.daybudget import DailyBudget, pacific_day
+from tasks.images.provenance import _generation_cost
 from tasks.stages import pack_manifest
 from tasks.stores.batch_jobs import BatchJobs
 from tasks.stores.pending import held_back, last_csvs
 from tasks.stores.portfolio import read_portfolio
 from tasks.stores.similar_risks import read_distinct, read_risks, released
+from tasks.transports.pins import CertificatePins, fingerprint
+from tasks.transports.transit import SendsInFlight
 
 TODAY = dt.datetime.now(dt.UTC).date()
 SHA = "a" * 64
+CERT = b"a DER certificate"  # only its SHA-256 is pinned
+#: A workdir's own agency spec: a copy of a shipped one.
+SHIPPED_SPEC = Path(__file__).parents[2] / "tasks" / "agencies" / "dreamstime.toml"
+#: What a config or trust file stops on: it is never guessed at, set aside or rebuilt.
+EVERY_DAMAGE = ("bad byte", "wrong type", "truncated", "folder")
+#: A file that cannot be written stops too where a write may be needed (a pin added); as root every file can be.
+UNWRITABLE = () if os.geteuid() == 0 else ("read-only",)
 
 
 def _json(data) -> bytes:
@@ -57,6 +71,12 @@ class StateFile:
     lines: bool = False
     #: An unreadable file stops cleanly with this error (nothing can rebuild it), instead of being set aside.
     stops: type[MicrostockError] | None = None
+    #: The damages that stop with ``stops`` (a trust or config file stops on every damage: never guessed at).
+    stops_on: tuple[str, ...] = ("folder",)
+    #: Informs only: damage reads as nothing, with no warning, the file left where it is (its own reader).
+    quiet: bool = False
+    #: How its stop names the file, when not by its full path.
+    named: Callable[[Workdir], str] | None = None
     #: Of the wrong type, one entry of the file is skipped and named so (the file is kept), not the file set aside.
     entries: str = ""
     #: Read and rewritten in place under its lock: damaged bytes are kept beside it, the file stays.
@@ -124,6 +144,26 @@ FILES = [
               lambda wd: (DailyBudget(wd.root / "gemini-requests.json", "m", 100).take(),
                           json.loads((wd.root / "gemini-requests.json").read_bytes()))[1],
               lambda got: got["models"] == {"m": 4}, lambda got: got["models"] == {"m": 1}, in_place=True),
+    StateFile("microstock.toml", lambda wd: b'[gemini]\nmodel = "gemini-2.5-flash"\nconcurrency = 3\n',
+              b'[gemini]\nconcurrency = "three"\n', lambda wd: load_settings(wd.config_file),
+              lambda got: got.gemini.concurrency == 3, lambda got: False, stops=ConfigError, stops_on=EVERY_DAMAGE),
+    StateFile("agencies/mystock.toml", lambda wd: SHIPPED_SPEC.read_bytes(),
+              SHIPPED_SPEC.read_bytes().replace(b'display_name = "Dreamstime"', b"display_name = 3"),
+              lambda wd: catalog(wd).names, lambda got: "mystock" in got, lambda got: False, stops=ConfigError,
+              stops_on=EVERY_DAMAGE, named=lambda wd: f"agencies/mystock.toml in {wd.root}"),
+    StateFile("ftps_known_certs", lambda wd: f"127.0.0.1:21 {fingerprint(CERT)}\n".encode(),
+              b"127.0.0.1:21 SHA1:ab\n", lambda wd: CertificatePins(wd.root / "ftps_known_certs").check(
+                  "adobe", "127.0.0.1", 21, CERT) or True,
+              lambda got: got is True, lambda got: False, stops=StageStopped,
+              stops_on=EVERY_DAMAGE + UNWRITABLE),
+    StateFile(".uploads-in-flight/adobe/a.jpg", lambda wd: f"{time.time():.3f}\n".encode(), b"[1764000000]",
+              lambda wd: SendsInFlight(wd.root / ".uploads-in-flight" / "adobe").began("a.jpg"),
+              lambda got: got is not None, lambda got: got is None, quiet=True),
+    StateFile("assets/.a.made.json", lambda wd: _json({"usage": {"prompt_tokens": 10, "output_tokens": 1290},
+                                                       "cost_usd": 0.039}),
+              _json({"usage": [10, 1290], "cost_usd": 0.039}),
+              lambda wd: _generation_cost(wd.assets / "a.jpg"),
+              lambda got: got["cost_usd"] == 0.039, lambda got: got == {}, quiet=True),
 ]
 
 DAMAGES = ["bad byte", "wrong type", "truncated", "folder", "read-only"]
@@ -131,7 +171,7 @@ DAMAGES = ["bad byte", "wrong type", "truncated", "folder", "read-only"]
 
 def _damage(damage: str, good: bytes, wrong_type: bytes) -> bytes:
     if damage == "bad byte":
-        at = good.index(b'"') + 1
+        at = good.index(b'"') + 1 if b'"' in good else 1  # inside a string where there is one
         return good[:at] + b"\xff" + good[at:]
     if damage == "truncated":
         return good[: len(good) // 2]
@@ -158,17 +198,26 @@ def test_a_damaged_state_file_costs_one_line_never_a_traceback(tmp_path, caplog,
         path.write_bytes(_damage(damage, good, state.wrong_type))
 
     caplog.set_level(logging.WARNING)
-    if damage == "folder" and state.stops:
+    if state.stops and damage in state.stops_on:
+        before = None if damage == "folder" else path.read_bytes()
         with pytest.raises(state.stops) as stop:
             state.read(wd)
-        assert str(path) in stop.value.message and "\n" not in stop.value.message
-        assert (path / "inside").read_bytes() == b"kept"  # stopped: nothing moved
+        assert (state.named(wd) if state.named else str(path)) in stop.value.message, stop.value.message
+        assert "\n" not in stop.value.message
+        if damage == "folder":
+            assert (path / "inside").read_bytes() == b"kept"  # stopped: nothing moved
+        else:
+            assert path.read_bytes() == before  # stopped: the file left as it was, for its owner to correct
         return
     got = state.read(wd)
 
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     if damage == "read-only":
         assert state.read_good(got) and warnings == []
+        return
+    if state.quiet:
+        assert state.read_nothing(got) and warnings == [], (got, warnings)
+        assert path.exists() and not list(path.parent.glob(path.name + ".damaged-*"))  # left where it is
         return
     assert len(warnings) == 1 and "\n" not in warnings[0] and str(path) in warnings[0], warnings
     aside = sorted(path.parent.glob(path.name + ".damaged-*"))
@@ -203,3 +252,29 @@ def test_a_file_where_a_workdir_folder_belongs_is_set_aside_and_the_folder_made(
     assert aside.read_bytes() == b"not a folder"
     [line] = [r.getMessage() for r in caplog.records]
     assert str(root / folder) in line and aside.name in line
+
+
+@pytest.mark.parametrize("damage", ["not a database", "truncated", "folder"])
+def test_a_damaged_dead_letter_store_is_one_line_naming_it_and_never_replaced(tmp_path, damage):
+    """``dead_letter.db`` is SQLite's own file: damage is one StoreUnavailable line naming it (describe leaves its
+    jobs pending, ``dead-letter list`` says the line), and the file is left as it is — it holds the parked jobs."""
+    from tasks.core.settings import Settings
+    from tasks.stores.dead_letter_open import open_store
+
+    wd = Workdir(tmp_path / "wd").prepare()
+    open_store(wd, Settings()).park(SHA, payload={}, model="m", error_class="exhausted:503", error_message="x",
+                                    attempts=1, asset_name="a.jpg")
+    path, good = wd.dead_letter_db, wd.dead_letter_db.read_bytes()
+    for side in wd.root.glob("dead_letter.db-*"):  # the write-ahead log: the damage is the file's alone
+        side.unlink()
+    if damage == "folder":
+        path.unlink()
+        path.mkdir()
+    else:
+        path.write_bytes(b"not a database " * 100 if damage == "not a database" else good[: len(good) // 2])
+    before = None if damage == "folder" else path.read_bytes()
+    with pytest.raises(StoreUnavailable) as stop:
+        open_store(wd, Settings()).list()
+    assert stop.value.message.startswith(f"{path}: cannot use the dead-letter store: ")
+    assert "\n" not in stop.value.message
+    assert path.is_dir() if damage == "folder" else path.read_bytes() == before

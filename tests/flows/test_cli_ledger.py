@@ -148,3 +148,28 @@ def test_the_ledger_commands_load_neither_prefect_nor_the_transports(described):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "adobe" in out.stdout and "LOADED []" in out.stdout
+
+
+def test_the_ledger_commands_write_out_the_control_characters_of_a_file_name(described):
+    """An asset named with an escape sequence (it retitles a terminal), a carriage return (it overwrites the line)
+    and a bidi override: ``pending``, ``done`` and ``done`` again print it with those written out, one line each."""
+    name = "\x1b]0;PWNED\x07sea\rview\u202egpj.png"
+    path = described.assets / name
+    path.write_bytes(os.urandom(4000))
+    write_sidecar(described.sidecar(name), Asset(name=name, asset_id=sha256_file(path), path=path),
+                  Metadata(title="Sea view", description="Sea view", keywords=["x"]))
+    ready = "\x1b]0;PWNED\x07sea\rview\u202egpj.jpg"
+    (described.packs / "ready" / ready).write_bytes(b"packed")
+    last_run_csvs(described, {"vecteezy": [name, "sunset.jpg"]}, [])
+    shown = "\\x1b]0;PWNED\\x07sea\\x0dview\\u202egpj.jpg"
+
+    pending = cli(described, "pending", "--agency", "vecteezy")
+    assert sorted(pending.stdout.splitlines()) == [f"vecteezy\t{shown}", "vecteezy\tsunset.jpg"]
+    done = cli(described, "done", "vecteezy", name)
+    recorded = "\\x1b]0;PWNED\\x07sea view\\u202egpj.jpg"  # the ledger's line keeps no line break
+    assert done.exit_code == 0 and done.stdout.startswith(f"recorded {recorded} as uploaded to vecteezy (sha256 ")
+    again = cli(described, "done", "vecteezy", name)
+    assert again.stdout == f"{shown.replace('.jpg', '.png')} is already recorded as uploaded to vecteezy: " \
+                           "nothing added\n"
+    for result in (pending, done, again):
+        assert not {"\x1b", "\x07", "\r", "\u202e"} & set(result.output)

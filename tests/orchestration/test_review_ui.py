@@ -83,8 +83,16 @@ def test_a_stopped_agency_and_a_review_read_true_through_the_api(prefect_harness
     assert "1 upload(s) left pending: dreamstime stopped (" in run.state.message, run.state.message
     assert done["state"].name == "Incomplete"
 
-    agencies = {t.name: t.state for t in prefect_api.task_runs_once_finished(paused.id, finished=7)
-                if t.name.startswith("upload-")}
+    def uploads_recorded_finished() -> dict | None:
+        """Both agencies' upload runs once the server has recorded their final states (it records task runs from
+        events, a little after the flow has returned: a read before that saw them Running)."""
+        runs = {t.name: t.state for t in prefect_api.task_runs(paused.id) if t.name.startswith("upload-")}
+        finished = len(runs) == 2 and all(s is not None and s.type.value in prefect_api.FINISHED
+                                          for s in runs.values())
+        return runs if finished else None
+
+    agencies = wait_until("the server to record both upload runs' final states", uploads_recorded_finished,
+                          timeout_s=60)
     assert (agencies["upload-dreamstime"].name, agencies["upload-vecteezy"].name) == ("Stopped", "Completed")
     assert (agencies["upload-dreamstime"].type.value, agencies["upload-vecteezy"].type.value) == ("FAILED", "COMPLETED")
     assert "stopped:" in agencies["upload-dreamstime"].message

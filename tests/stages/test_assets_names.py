@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from tasks.core.errors import StageStopped
 from tasks.core.files import atomic_write_bytes, name_max
 from tasks.core.records import Asset, Metadata, iter_asset_files, ready_name, write_sidecar
 from tasks.stages.assets import gather
@@ -254,11 +255,13 @@ def test_a_full_disk_stops_ingest_with_one_line_and_the_rerun_adds_the_rest_once
         copied.append(path.name)
 
     monkeypatch.setattr(ingest_stage, "atomic_file", small_disk)
-    first = gather(assets, 0, src, [], 0, None, [])
-    assert first.stopped == (f"disk full: {disk_of(assets)} has no room left for {assets} (No space left on device); "
-                             f"2 asset(s) added and kept, 2 file(s) left for the next run — free space on "
-                             f"{disk_of(assets)} and run again")
-    assert first.rejected == {} and [a.name for a in first.assets] == names[:2]
+    with pytest.raises(StageStopped) as stop:  # the run stops here, as it does at pack: nothing is described
+        gather(assets, 0, src, [], 0, None, [])
+    assert stop.value.kind == "disk_full"
+    assert stop.value.message == (f"disk full: {disk_of(assets)} has no room left for {assets} (No space left on "
+                                  f"device); 2 asset(s) added and kept, 2 file(s) left for the next run — free space "
+                                  f"on {disk_of(assets)} and run again")
+    assert [p.name for p in iter_asset_files(assets)] == names[:2]
     monkeypatch.setattr(ingest_stage, "atomic_file", real)  # space freed
     again = gather(assets, 0, src, [], 0, None, [])
     assert again.stopped is None and again.new == names[2:]

@@ -146,3 +146,19 @@ def test_in_batch_mode_a_full_disk_keeps_the_job_so_the_rerun_collects_its_answe
     assert again.stopped is None and again.parked == {}
     assert all(wd.sidecar(n).exists() for n in NAMES[:3])
     assert fake_gemini.batch.created == 1, "the answers came from the first job: none submitted again"
+
+
+def test_a_sidecar_lock_that_cannot_be_opened_stops_describe_with_one_line_and_parks_nothing(
+        prefect_harness, tmp_path):
+    """Every sidecar is written under ``assets/.sidecars.lock``: a folder in its place (or no room to create it)
+    means no answer can be kept, so the stage stops at the first one, nothing parked, every asset pending."""
+    wd = Workdir(tmp_path / "w").prepare()
+    assets = make_assets(wd, NAMES)
+    (wd.assets / records.SIDECARS_LOCK).mkdir()
+    describer = Counting()
+    report = describe_stage(RunContext(wd, fast_settings(concurrency=1)), assets, DescribeWith(describer=describer))
+    assert report.stopped.startswith(f"{wd.assets / records.SIDECARS_LOCK}: cannot open the lock for changing a "
+                                     "sidecar (Is a directory); the describe answer for a.jpg could not be kept")
+    assert "\n" not in report.stopped
+    assert report.described == [] and report.parked == {} and sorted(report.pending) == NAMES
+    assert describer.calls == {"a.jpg": 1} and open_store(wd, Settings()).list() == []

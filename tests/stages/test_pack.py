@@ -335,3 +335,36 @@ def test_a_full_disk_stops_pack_with_one_line_and_the_rerun_packs_each_asset_onc
     monkeypatch.undo()
     last = run(wd, names, workers=1)
     assert last.packed_now == [] and last.reused == names and last.zip_path.is_file()
+
+
+def test_two_runs_packing_one_workdir_at_once_pack_each_asset_once(tmp_path, monkeypatch):
+    """Two runs reach pack together (threads here: the lock is a per-file ``flock``, which two threads' opens
+    contend for as two processes' do): the second says so and waits, then finds every asset current."""
+    import threading
+    import time
+
+    wd = workdir(tmp_path)
+    names = good_batch(wd)
+    real_pack, packed = pack.pack_asset, []
+
+    def counting(src, *args, **kwargs):
+        entry, written = real_pack(src, *args, **kwargs)
+        if written:
+            packed.append(src.name)
+            time.sleep(0.02)  # long enough for the other run to arrive while this one packs
+        return entry, written
+
+    monkeypatch.setattr(pack, "pack_asset", counting)
+    start, reports = threading.Barrier(2), []
+
+    def one_run():
+        start.wait()
+        reports.append(run(wd, names, workers=1))
+
+    runs = [threading.Thread(target=one_run) for _ in range(2)]
+    for t in runs:
+        t.start()
+    for t in runs:
+        t.join()
+    assert sorted(packed) == names, "each asset packed once"
+    assert sorted((r.packed_now, r.reused) for r in reports) == [([], names), (names, [])]

@@ -30,6 +30,7 @@ def described(wd) -> PackReport:
         metadata = Metadata(title=f"Quiet {name[:-4]} at dawn", description=f"A quiet {name[:-4]} at dawn.",
                             keywords=[name[:-4], "dawn", "quiet", "landscape", "nature", "travel", "light", "sky",
                                       "morning", "scenic"], adobe_category=11, category_hints=["landscape"])
+        wd.sidecar(name).unlink(missing_ok=True)  # described from scratch: a decision for this content would stay
         write_sidecar(wd.sidecar(name), Asset(name=name, asset_id=str(i) * 64, path=wd.assets / name), metadata)
         (wd.packs / "ready").mkdir(parents=True, exist_ok=True)
         ready[name] = wd.packs / "ready" / name

@@ -460,3 +460,13 @@ def test_an_unforeseen_error_with_one_file_leaves_it_pending_and_never_shows_the
     assert ledger_names(workdir, "dreamstime") == [items[0].name, items[2].name], "the failed file is not recorded"
     shown = caplog.text + str(report.failed)
     assert PASSWORD.lower() not in shown.lower(), "the password reached a log line or the report"
+
+
+def test_an_upload_start_clears_the_temp_files_a_killed_run_left_among_the_markers(workdir):
+    folder = workdir.root / ".uploads-in-flight" / "adobe"
+    folder.mkdir(parents=True)
+    (folder / ".img_000.jpg.ab12cd34.tmp").write_bytes(b"1764")  # killed while writing its marker
+    (folder / "earlier.jpg").write_bytes(b"1764000000.0\n")  # an earlier run's send not yet recorded: kept
+    items = make_items(workdir, 1)
+    assert upload_agency(workdir, "adobe", items).uploaded == ["img_000.jpg"]
+    assert [p.name for p in folder.iterdir()] == ["earlier.jpg"]

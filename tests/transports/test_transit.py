@@ -46,7 +46,7 @@ def test_a_fresh_marker_reads_as_just_begun(tmp_path):
     assert sends.began("a.jpg") is None
 
 
-@pytest.mark.parametrize("damage", [b"", b"\xff\xfe1", b"1.5e9 garbage", b"inf", b"-inf", b"nan", "folder"])
+@pytest.mark.parametrize("damage", [b"", b"\xff\xfe1", b"1.5e9 garbage", b"inf", b"-inf", b"nan", b"1764851", "folder"])
 def test_a_damaged_marker_reads_as_no_marker(tmp_path, damage):
     sends = SendsInFlight(tmp_path)
     marker = tmp_path / "a.jpg"
@@ -72,3 +72,21 @@ def test_a_folder_in_a_markers_place_when_its_send_is_recorded_is_set_aside(tmp_
     SendsInFlight(tmp_path).end("a.jpg")
     [aside] = tmp_path.iterdir()
     assert aside.name.startswith("a.jpg.damaged-") and aside.is_dir()
+
+
+def test_the_temp_files_a_killed_run_left_are_cleared_and_every_marker_kept(tmp_path):
+    """A run killed while writing a marker leaves ``.<name>.<8 random>.tmp`` (or ``.<hash>.<8 random>.tmp`` for a
+    long name); the next upload start removes those, never a marker, a folder or anything else."""
+    sends = SendsInFlight(tmp_path / "in-flight")
+    sends.begin("a.jpg")
+    sends.begin("b.jpg.12345678.tmp")  # a marker whose name looks like one: upload names never start with a dot
+    stale = [".a.jpg.k2x_9abc.tmp", ".b.jpg.0123abcd.tmp", ".0123456789abcdef.zzzzzzzz.tmp"]
+    for name in stale:
+        (sends.folder / name).write_bytes(b"17")
+    (sends.folder / ".c.jpg.12345678.tmp").mkdir()  # not a file: left
+    (sends.folder / "notes.tmp").write_bytes(b"x")  # no dot first: not ours to remove
+    assert sends.clear_temp_files() == 3
+    assert sorted(p.name for p in sends.folder.iterdir()) == [
+        ".c.jpg.12345678.tmp", "a.jpg", "b.jpg.12345678.tmp", "notes.tmp"]
+    assert sends.began("a.jpg") is not None
+    assert SendsInFlight(tmp_path / "none").clear_temp_files() == 0  # no folder yet: nothing to do
