@@ -200,3 +200,27 @@ def test_a_cameras_default_caption_counts_as_no_caption(tmp_path):
     meta = OfflineDescriber().describe(Asset(name=source.name, asset_id="0" * 64, path=source))
     assert (meta.title, meta.keywords) == ("Harbour dusk", ["harbour", "dusk"])  # from the file name
     assert not is_boilerplate("An Olympus digital camera on a table")  # a real caption that mentions one
+
+
+def test_an_mpo_above_the_minimum_is_ingested_and_the_report_names_what_its_copy_leaves_out(tmp_path, workdir):
+    """Every corpus MPO is below every agency's minimum: this one is the Nintendo 3DS file's two views at 1920×1440
+    (2.8 MP), written as an MPO by Pillow (an MPF index listing both), so ingest takes it and must say so."""
+    source = tmp_path / "card"
+    source.mkdir()
+    with Image.open(CORPUS / "frozenpond.mpo") as im:
+        views = []
+        for frame in range(im.n_frames):
+            im.seek(frame)
+            views.append(im.convert("RGB").resize((1920, 1440)))
+    views[0].save(source / "pond_3d.jpg", "MPO", save_all=True, append_images=views[1:], quality=90)
+    assert "lists 2 images" in (left_out(source / "pond_3d.jpg") or "")  # the index Pillow wrote lists both
+    gathered = gather(workdir.assets, 0, source, [], 0, make=None, rules=[])
+    write_ingest_report(workdir, gathered)
+    report = json.loads((workdir.reports / "ingest.json").read_text(encoding="utf-8"))
+    assert report["rejected"] == [] and gathered.new == ["pond_3d.jpg"]
+    [row] = report["left_out"]
+    assert row["file"] == "pond_3d.jpg"
+    assert "lists 2 images" in row["what"] and "the 1 other" in row["what"] and "is left out" in row["what"]
+    delivered = ready_jpeg(workdir.assets / "pond_3d.jpg", PackSettings())
+    assert (delivered.width, delivered.height) == (1920, 1440)
+    assert not [m for m, p in metadata_segments(delivered.jpeg) if p.startswith(b"MPF\x00")]
