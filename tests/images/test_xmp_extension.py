@@ -16,7 +16,9 @@ import pytest
 from PIL import Image, ImageOps
 from PIL.PngImagePlugin import PngInfo
 
+from tasks.core.records import Asset
 from tasks.core.settings import PackSettings
+from tasks.gemini.describer import image_for_model
 from tasks.images.contributor_meta import read_embedded
 from tasks.images.embed import embed_metadata
 from tasks.images.jpeg_segments import metadata_segments
@@ -308,3 +310,5 @@ def test_an_orientation_only_in_the_extension_turns_the_pixels_and_no_reader_tur
         assert _difference(delivered, upright) < 4 < _difference(delivered, wrong_way)
     preview = Image.open(BytesIO(preview_jpegs(source, 640, 64).preview))
     assert preview.size == (SMALL[1], SMALL[0]) and _difference(preview, upright) < 4
+    sent = Image.open(BytesIO(image_for_model(Asset(name=source.name, asset_id="0" * 64, path=source))))
+    assert sent.size == (SMALL[1], SMALL[0]) and _difference(sent, upright) < 4  # what Gemini is shown, upright too
