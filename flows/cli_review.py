@@ -78,15 +78,14 @@ def _answer_once_all_decided(wd: Workdir, paused: str) -> None:
 
 @review_app.command("list")
 def review_list(workdir: Optional[Path] = WorkdirOpt) -> None:
-    """The assets waiting for a decision, and those rejected in review."""
-    from tasks.stages.review import review_overview
+    """The assets waiting for a decision, and those rejected in review: one line each, tab-separated (state, file,
+    title, where it is held back and why, keywords your rules removed; when, for a rejected one)."""
+    from tasks.stages.review_list import review_list_lines
 
-    waiting, rejected = review_overview(_workdir(workdir))
-    for name in waiting:
-        typer.echo(f"waiting\t{name}")
-    for name, at in sorted(rejected.items()):
-        typer.echo(f"rejected\t{name}\t{at}")
-    if not waiting:
+    lines = review_list_lines(_workdir(workdir))
+    for line in lines:
+        typer.echo(line)
+    if not any(line.startswith("waiting\t") for line in lines):
         console.print("nothing waiting for review", highlight=False)
 
 

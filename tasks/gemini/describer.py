@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from io import BytesIO
 from typing import TYPE_CHECKING
 
-from PIL import Image, ImageOps
+from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tasks.core.errors import BadInput, InvalidOutput, OutputTruncated, PermanentError, StageStopped
@@ -42,6 +42,7 @@ from tasks.gemini.models import cost_usd, lacks_structured_output, retired_refus
 from tasks.gemini.ratelimit import shared_limiter
 from tasks.images.inspect import JPEG_FORMATS
 from tasks.images.pixels import has_alpha, rgb_on_white
+from tasks.images.upright import make_upright, recorded_orientation
 
 if TYPE_CHECKING:  # the SDK is imported where a request is built, not by an offline run
     from google.genai import types
@@ -144,6 +145,7 @@ def image_for_model(asset: Asset, max_px: int = SEND_MAX_PX) -> bytes:
     """
     try:
         with Image.open(asset.path) as src:
+            orientation = recorded_orientation(src, asset.path)  # before draft: it reads the file's own metadata
             w, h = src.size
             scale = max_px / max(w, h)
             if src.format in JPEG_FORMATS and scale < 1:
@@ -152,7 +154,8 @@ def image_for_model(asset: Asset, max_px: int = SEND_MAX_PX) -> bytes:
             if im.mode not in ("RGB", "RGBA", "L"):  # resample in a mode that keeps the alpha
                 im = im.convert("RGBA" if has_alpha(im) else "RGB")
             im.thumbnail((max_px, max_px), Image.Resampling.LANCZOS)
-            im = rgb_on_white(ImageOps.exif_transpose(im))
+            make_upright(im, orientation)
+            im = rgb_on_white(im)
             buf = BytesIO()
             im.save(buf, "JPEG", quality=85)
             return buf.getvalue()

@@ -36,9 +36,10 @@ properties stay, under a new GUID: :mod:`tasks.images.xmp_extension`).
 EXIF is kept in step with what is written (the Metadata Working Group's
 guidelines): ``ImageDescription`` becomes the description, and the Windows
 ``XPTitle``, ``XPSubject`` and ``XPKeywords`` are removed (they would contradict it).
-So are the other tools' copies of the keywords in XMP (:data:`KEYWORD_COPIES`):
-they would contradict the keywords written, and may hold one the contributor's
-rules removed (a protected name: Lightroom's ``Brands|Nike``).
+So are the other tools' copies of the keywords in XMP (:data:`KEYWORD_COPIES`)
+and the supplemental categories in XMP and IIM 2:20: they would contradict the
+keywords written, and may hold one the contributor's rules removed (a protected
+name: Lightroom's ``Brands|Nike``, a category ``Nike``).
 """
 
 from __future__ import annotations
@@ -69,12 +70,16 @@ _SOURCE_TYPE_XMP = xmp_property(rb"Iptc4xmpExt:DigitalSourceType")
 #: https://exiftool.org/TagNames/XMP.html and MWG.html, read 2026-12-03: lr:hierarchicalSubject (Lightroom),
 #: digiKam:TagsList, mediapro:CatalogSets, acdsee:categories, mwg-kw:Keywords; Windows writes
 #: MicrosoftPhoto:LastKeywordXMP/LastKeywordIPTC with dc:subject, learn.microsoft.com/windows/win32/wic/
-#: -wic-photoprop-system-keywords, read 2026-12-03).
+#: -wic-photoprop-system-keywords, read 2026-12-03); and Photoshop's SupplementalCategories, free words beside the
+#: keywords (IPTC Core lists IIM 2:20 as deprecated; it goes from the IIM too: :data:`_IIM_COPIES`).
 KEYWORD_COPIES = ("Xmp.lr.hierarchicalSubject", "Xmp.digiKam.TagsList", "Xmp.mediapro.CatalogSets",
                   "Xmp.acdsee.categories", "Xmp.mwg-kw.Keywords", "Xmp.MicrosoftPhoto.LastKeywordXMP",
-                  "Xmp.MicrosoftPhoto.LastKeywordIPTC")
+                  "Xmp.MicrosoftPhoto.LastKeywordIPTC", "Xmp.photoshop.SupplementalCategories")
 #: The same copies as the contributor's extended XMP may hold them (Lightroom puts its hierarchy there).
 _COPIES_XMP = [xmp_property(key.split(".", 1)[1].replace(".", ":", 1).encode()) for key in KEYWORD_COPIES]
+
+#: The IIM's copy: 2:20 SupplementalCategories (the IIM's own copy of the keywords, 2:25, is rewritten).
+_IIM_COPIES = {(2, 20): []}
 
 _SUBJECT_SEQ = re.compile(r"(<dc:subject>\s*)<rdf:Seq>(.*?)</rdf:Seq>(\s*</dc:subject>)", re.DOTALL)
 
@@ -111,6 +116,7 @@ def embed_metadata(jpeg: bytes, title: str, description: str, keywords: Sequence
         (2, 5): [fit_bytes(title, IPTC_OBJECT_NAME_BYTES)] if title else [],
         (2, 120): [fit_bytes(description, IPTC_CAPTION_BYTES)] if description else [],
         (2, 25): [fit_bytes(k, IPTC_KEYWORD_BYTES) for k in keywords],
+        **_IIM_COPIES,
     }
     # None deletes the field, so an empty value leaves no empty container behind.
     xmp = {

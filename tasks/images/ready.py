@@ -24,7 +24,7 @@ from io import BytesIO
 from pathlib import Path
 from typing import NamedTuple
 
-from PIL import Image, ImageCms, ImageOps
+from PIL import Image, ImageCms
 
 from tasks.core.settings import PackSettings
 from tasks.images.camera_colour import assumed_profile
@@ -33,6 +33,7 @@ from tasks.images.inspect import JPEG_FORMATS, open_image, pillow_errors
 from tasks.images.jpeg_segments import exif_segment, icc_segment, replace_metadata
 from tasks.images.pixels import flatten_on_white, has_alpha
 from tasks.images.similar import Looks, looks
+from tasks.images.upright import ORIENTATION, make_upright, recorded_orientation
 
 
 def _fixed_date(icc: bytes) -> bytes:
@@ -46,7 +47,6 @@ SRGB_ICC = _fixed_date(ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).
 
 PREVIEW_QUALITY = 85
 
-ORIENTATION = 0x0112
 _EXIF_IFD, _GPS_IFD, _INTEROP_IFD = 0x8769, 0x8825, 0xA005
 _MAKER_NOTE = 0x927C
 _PIXEL_X, _PIXEL_Y = 0xA002, 0xA003
@@ -221,7 +221,8 @@ def ready_jpeg(path: Path, settings: PackSettings, min_pixels: int = 0) -> Ready
         # the contributor's XMP and IIM
         kept = kept_segments(source, im.info.get("xmp"), settings.strip_location, path.name)
         assumed = assumed_profile(im, exif)
-        if _keeps_pixels(im, exif.get(ORIENTATION, 1), assumed) and im.width * im.height >= min_pixels:
+        orientation = recorded_orientation(im, source)
+        if _keeps_pixels(im, orientation, assumed) and im.width * im.height >= min_pixels:
             meta = [icc_segment(SRGB_ICC), *kept]
             exif_bytes = clean_exif(exif, im.size, settings.strip_location)
             if exif_bytes:
@@ -230,7 +231,7 @@ def ready_jpeg(path: Path, settings: PackSettings, min_pixels: int = 0) -> Ready
         del source
         with _FULL_SIZE:
             im.load()
-            ImageOps.exif_transpose(im, in_place=True)
+            make_upright(im, orientation)
             upright_exif = im.getexif()
             rgb = to_srgb(im, assumed)
             if rgb is not im:
@@ -282,8 +283,9 @@ def preview_jpegs(path: Path, preview_px: int, thumbnail_px: int) -> Previews:
         if im.format in JPEG_FORMATS:
             im.draft("RGB", fit(im.size, preview_px))
         assumed = assumed_profile(im, im.getexif())
+        orientation = recorded_orientation(im, path)
         im.load()
-        ImageOps.exif_transpose(im, in_place=True)
+        make_upright(im, orientation)
         rgb = to_srgb(im, assumed)
     preview = rgb.resize(fit(rgb.size, preview_px), Image.Resampling.LANCZOS) if max(rgb.size) > preview_px else rgb
     thumb = preview.resize(fit(preview.size, thumbnail_px), Image.Resampling.LANCZOS)

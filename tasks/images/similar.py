@@ -34,9 +34,10 @@ from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
 
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image, UnidentifiedImageError
 
 from tasks.images.inspect import open_image, pillow_errors
+from tasks.images.upright import make_upright, recorded_orientation
 
 #: 9×8 brightness samples give 8×8 = 64 left-to-right gradients.
 _W, _H = 9, 8
@@ -123,8 +124,10 @@ def pixel_digest(path: Path) -> str:
     A full decode: the similarity check takes it only for pairs whose looks are already the same. BadInput when
     the file cannot be read."""
     with open_image(path) as im, pillow_errors(path.name):
+        orientation = recorded_orientation(im, path)
         im.load()
-        rgb = ImageOps.exif_transpose(im).convert("RGB")
+        make_upright(im, orientation)
+        rgb = im.convert("RGB")
     return hashlib.sha256(f"{rgb.width}x{rgb.height}:".encode() + rgb.tobytes()).hexdigest()
 
 

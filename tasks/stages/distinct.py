@@ -20,6 +20,7 @@ import logging
 from tasks.agencies.keyword_rules import apply_keyword_rules
 from tasks.agencies.protected import ProtectedNames
 from tasks.core.errors import BadInput
+from tasks.core.printable import printable
 from tasks.core.records import Asset, Metadata, Sidecar, read_sidecar, update_sidecar
 from tasks.core.settings import KeywordSettings
 from tasks.core.workdir import Workdir
@@ -66,7 +67,7 @@ def make_distinct(wd: Workdir, describer: Describer, names: list[str] | None = N
                   rules: KeywordSettings = KeywordSettings()) -> dict[str, dict]:
     """New title and keyword order for ``names`` (default: :func:`alike_assets`); name -> ``{before, after}``.
     The new keywords pass the contributor's keyword ``rules`` as every describer's answer does
-    (:mod:`tasks.agencies.keyword_rules`).
+    (:mod:`tasks.agencies.keyword_rules`): what they take out joins the sidecar's ``removed_keywords``, with why.
 
     Raises BadInput for a name that is no described asset; the describer's errors reach the caller.
     """
@@ -94,25 +95,29 @@ def _set_apart_each(wd: Workdir, describer: Describer, names: list[str] | None, 
             continue
         before = sidecar.metadata
         new = describer.set_apart(Asset(name=name, asset_id=sidecar.asset_id, path=wd.assets / name), before, others)
-        new = apply_keyword_rules(new, rules, protected)[0]
+        new, changes = apply_keyword_rules(new, rules, protected)
+        for line in changes.lines():
+            log.info("%s: keywords: %s", printable(name), line)
         if not _retitle(wd, sidecar, new):
             log.warning("%s: its sidecar changed while it was being set apart (its words edited, or the asset "
-                        "described again): left as it is now, the new title not written", name)
+                        "described again): left as it is now, the new title not written", printable(name))
             continue
         done[name] = {"before": {"title": before.title, "keywords": before.keywords[:10]},
                       "after": {"title": new.title, "keywords": new.keywords[:10]}, "by": describer.name}
-        log.info("%s: retitled %r → %r", name, before.title, new.title)
+        log.info("%s: retitled %r → %r", printable(name), before.title, new.title)
 
 
 def _retitle(wd: Workdir, was: Sidecar, new: Metadata) -> bool:
-    """Write ``new``'s title and keywords into the sidecar as it is now (a review decision made meanwhile is
-    kept); False, nothing written, when its asset or its title and keywords are no longer ``was``'s."""
+    """Write ``new``'s title and keywords (and the keywords its rules removed, with why) into the sidecar as it
+    is now (a review decision made meanwhile is kept); False, nothing written, when its asset or its title and
+    keywords are no longer ``was``'s."""
     def retitled(now: Sidecar) -> Sidecar | None:
         if now.asset_id != was.asset_id or (now.metadata.title, now.metadata.keywords) != (
                 was.metadata.title, was.metadata.keywords):
             return None
+        removed = {**now.metadata.removed_keywords, **new.removed_keywords}  # what the rules took out, with why
         return now.model_copy(update={"metadata": now.metadata.model_copy(
-            update={"title": new.title, "keywords": new.keywords})})
+            update={"title": new.title, "keywords": new.keywords, "removed_keywords": removed})})
 
     written = update_sidecar(wd.sidecar(was.name), retitled)
     return written is not None and written.metadata.title == new.title and written.metadata.keywords == new.keywords

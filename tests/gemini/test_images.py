@@ -70,6 +70,9 @@ def test_request_asks_the_image_model_for_an_image_only(fake_gemini, maker):
     assert req.json["generationConfig"]["responseModalities"] == ["IMAGE"]
     assert req.json["generationConfig"]["imageConfig"] == {"aspectRatio": "3:2",
                                                            "imageSize": "2K"}  # generate.* defaults
+    # no sampling parameter, as in the describer's requests (docs/GEMINI.md, "Thinking and sampling")
+    sampling = {"temperature", "topP", "topK", "presencePenalty", "frequencyPenalty"}
+    assert not sampling & set(req.json["generationConfig"])
     assert PROMPT.prompt in req.texts()[0]
     assert req.header("x-goog-api-key") == FAKE_KEY and FAKE_KEY not in req.path
 

@@ -32,8 +32,9 @@ CORPUS = Path(__file__).parent / "corpus"
 pytestmark = pytest.mark.filterwarnings("ignore:Image appears to be a malformed MPO file")
 FLOWER = CORPUS / "flower.jpg"  # Canon PowerShot S40, 480×360, EXIF Orientation 1
 
-#: Categories enough for a Photoshop block over one APP13 segment (exiftool splits it in two, as Photoshop does).
-CATEGORIES = [f"category {i:04d} of the set" for i in range(2600)]
+#: Contacts enough for a Photoshop block over one APP13 segment (exiftool splits it in two, as Photoshop does): a field
+#: the project does not own (supplemental categories, a copy of the keywords, go: tests/stages/test_pack_names.py).
+CONTACTS = [f"contact {i:04d} of the set" for i in range(2600)]
 #: Edited copies: name -> (corpus file, exiftool arguments); exiftool writes EXIF text as UTF-8.
 EDITED = {
     "flower_words.jpg": ("flower.jpg", ["-Artist=José Müller", "-Copyright=© 2024 José Müller", "-Model=测试-相机",
@@ -43,7 +44,7 @@ EDITED = {
     "flower_xmp_only.jpg": ("flower.jpg", ["-EXIF:Orientation=", "-XMP-tiff:Orientation#=8"]),  # only XMP: turned
     "flower_time.jpg": ("flower.jpg", [f"-IPTC<={CORPUS / 'xmp_test.iptc'}"]),  # a Canon's IIM, no time zone
     "flower_adobe_rgb.jpg": ("flower.jpg", ["-EXIF:ColorSpace#=65535", "-InteropIndex=R03"]),  # as a camera set so
-    "iptc_split.jpg": ("iptc.jpg", ["-m", *(f"-IPTC:SupplementalCategories+={c}" for c in CATEGORIES)]),
+    "iptc_split.jpg": ("iptc.jpg", ["-m", *(f"-IPTC:Contact+={c}" for c in CONTACTS)]),
 }
 #: The description the project embeds: EXIF, XMP and IPTC must say it alike, accents included.
 DESCRIPTION = "Une fleur rouge, décrite à Zürich"
@@ -145,7 +146,7 @@ def test_non_ascii_exif_text_reads_back_as_written_and_xmp_and_iptc_agree(delive
 
 def test_iptc_is_carried_as_written_a_split_photoshop_block_whole_and_no_time_zone_invented(delivered):
     split = delivered["iptc_split.jpg"]
-    assert split["IPTC:SupplementalCategories"] == CATEGORIES  # the tail in the second segment included
+    assert split["IPTC:Contact"] == CONTACTS  # the tail in the second segment included
     assert (split["IPTC:City"], split["IPTC:Country-PrimaryLocationName"]) == ("Budapest", "Hungary")
     assert split["IPTC:Keywords"] == split["XMP-dc:Subject"] == ["one", "two"]
     timed = delivered["flower_time.jpg"]
@@ -200,3 +201,27 @@ def test_a_cameras_default_caption_counts_as_no_caption(tmp_path):
     meta = OfflineDescriber().describe(Asset(name=source.name, asset_id="0" * 64, path=source))
     assert (meta.title, meta.keywords) == ("Harbour dusk", ["harbour", "dusk"])  # from the file name
     assert not is_boilerplate("An Olympus digital camera on a table")  # a real caption that mentions one
+
+
+def test_an_mpo_above_the_minimum_is_ingested_and_the_report_names_what_its_copy_leaves_out(tmp_path, workdir):
+    """Every corpus MPO is below every agency's minimum: this one is the Nintendo 3DS file's two views at 1920×1440
+    (2.8 MP), written as an MPO by Pillow (an MPF index listing both), so ingest takes it and must say so."""
+    source = tmp_path / "card"
+    source.mkdir()
+    with Image.open(CORPUS / "frozenpond.mpo") as im:
+        views = []
+        for frame in range(im.n_frames):
+            im.seek(frame)
+            views.append(im.convert("RGB").resize((1920, 1440)))
+    views[0].save(source / "pond_3d.jpg", "MPO", save_all=True, append_images=views[1:], quality=90)
+    assert "lists 2 images" in (left_out(source / "pond_3d.jpg") or "")  # the index Pillow wrote lists both
+    gathered = gather(workdir.assets, 0, source, [], 0, make=None, rules=[])
+    write_ingest_report(workdir, gathered)
+    report = json.loads((workdir.reports / "ingest.json").read_text(encoding="utf-8"))
+    assert report["rejected"] == [] and gathered.new == ["pond_3d.jpg"]
+    [row] = report["left_out"]
+    assert row["file"] == "pond_3d.jpg"
+    assert "lists 2 images" in row["what"] and "the 1 other" in row["what"] and "is left out" in row["what"]
+    delivered = ready_jpeg(workdir.assets / "pond_3d.jpg", PackSettings())
+    assert (delivered.width, delivered.height) == (1920, 1440)
+    assert not [m for m, p in metadata_segments(delivered.jpeg) if p.startswith(b"MPF\x00")]

@@ -9,16 +9,20 @@ import hashlib
 import json
 import shutil
 import subprocess
+from io import BytesIO
 from pathlib import Path
 
 import pytest
+from PIL import Image, ImageOps
 from PIL.PngImagePlugin import PngInfo
 
+from tasks.core.records import Asset
 from tasks.core.settings import PackSettings
+from tasks.gemini.describer import image_for_model
 from tasks.images.contributor_meta import read_embedded
 from tasks.images.embed import embed_metadata
 from tasks.images.jpeg_segments import metadata_segments
-from tasks.images.ready import ready_jpeg
+from tasks.images.ready import preview_jpegs, ready_jpeg
 from tests.fakes.photo_library import jpeg, picture, segment
 
 SMALL = (64, 48)
@@ -267,3 +271,44 @@ def test_a_digital_source_type_in_the_extension_goes_only_when_the_project_write
         assert tags["XMP-iptcExt:DigitalSourceType"] == (given or kind + "digitalCapture")
         assert tags["XMP-exif:UserComment"] == "kept whole" and "ExifTool:Warning" not in tags
         assert (b"DigitalSourceType" in _extension_is_sound(out.read_bytes())) is (given is None)
+
+
+def _difference(a: Image.Image, b: Image.Image) -> float:
+    """Mean absolute difference per channel value of two same-size RGB images (0–255)."""
+    assert a.size == b.size
+    return sum(abs(x - y) for x, y in zip(a.convert("RGB").tobytes(), b.convert("RGB").tobytes(), strict=True)) / (
+        a.width * a.height * 3)
+
+
+def test_an_orientation_only_in_the_extension_turns_the_pixels_and_no_reader_turns_them_again(tmp_path):
+    """exiftool writes one rdf:Description per namespace and moves the largest ones to the extension: a tiff
+    namespace bigger than the others (long Artist, Copyright, Make, Model) takes its Orientation along."""
+    plain = tmp_path / "plain.jpg"
+    plain.write_bytes(jpeg(5, size=SMALL))
+    long = "x" * 9000  # each under exiftool's 10 kB for a property of its own description
+    args = [f"-XMP-tiff:{tag}={tag} {long}" for tag in ("Artist", "Copyright", "Make", "Model")]
+    args += ["-XMP-tiff:Orientation#=6", *(f"-XMP-{tag}={long}" for tag in (
+        "dc:Title", "dc:Source", "dc:Rights", "photoshop:Headline", "photoshop:Instructions", "photoshop:Credit"))]
+    source = tmp_path / "turned.jpg"
+    subprocess.run([_tool("exiftool"), "-q", "-o", str(source), *args, str(plain)], check=True)
+    whole = _extension_is_sound(source.read_bytes())
+    assert b"tiff:Orientation" in whole and exiftool(source)["XMP-tiff:Orientation"] == "Rotate 90 CW"
+    [main] = [p for m, p in metadata_segments(source.read_bytes()) if m == 0xE1 and p.startswith(MAIN)]
+    assert b"Orientation" not in main  # only the extension records it: Pillow alone would not see it
+    with Image.open(plain) as im:
+        upright = im.transpose(Image.Transpose.ROTATE_270)  # what "Rotate 90 CW" asks of a reader
+        wrong_way = im.transpose(Image.Transpose.ROTATE_90)
+    out = tmp_path / "delivered.jpg"
+    out.write_bytes(embed_metadata(ready_jpeg(source, PackSettings()).jpeg, "Pier", "A pier", ["pier"]))
+    tags = exiftool(out)
+    assert not [k for k in tags if k.endswith(":Orientation")]
+    assert not [k for k in exiv2(out) if k.endswith(".Orientation")]
+    with Image.open(out) as delivered:
+        turned = ImageOps.exif_transpose(delivered)
+        assert (turned.size, turned.tobytes()) == (delivered.size, delivered.tobytes())  # nothing left to apply
+        assert delivered.size == (SMALL[1], SMALL[0])
+        assert _difference(delivered, upright) < 4 < _difference(delivered, wrong_way)
+    preview = Image.open(BytesIO(preview_jpegs(source, 640, 64).preview))
+    assert preview.size == (SMALL[1], SMALL[0]) and _difference(preview, upright) < 4
+    sent = Image.open(BytesIO(image_for_model(Asset(name=source.name, asset_id="0" * 64, path=source))))
+    assert sent.size == (SMALL[1], SMALL[0]) and _difference(sent, upright) < 4  # what Gemini is shown, upright too

@@ -141,3 +141,22 @@ def test_words_edited_while_an_asset_is_set_apart_are_kept_and_the_new_ones_not_
     assert read_sidecar(wd.sidecar(renders[1])).metadata.title == "My own title"
     assert changed == {} and not (wd.reports / "distinct.json").exists()
     assert "changed while it was being set apart" in caplog.text
+
+
+def test_keywords_the_rules_take_out_while_setting_apart_are_kept_in_removed_keywords_with_why(tmp_path):
+    """The contributor's rules changed since describe (a word excluded, a name of their own protected): setting
+    apart applies them, and what they take out is in the sidecar's removed_keywords, as describe keeps it."""
+    from tasks.core.settings import KeywordSettings
+
+    wd = Workdir(tmp_path / "w").prepare()
+    renders = add_renders(wd, range(1, 3))
+    pack_and_upload(wd)
+    name = renders[1]
+    words = read_sidecar(wd.sidecar(name)).metadata.keywords
+    excluded, protected = words[0], words[1]
+    rules = KeywordSettings(excluded=[excluded], protected_names=[protected])
+    assert sorted(make_distinct(wd, OfflineDescriber(), [name], rules)) == [name]
+    after = read_sidecar(wd.sidecar(name)).metadata
+    assert excluded not in after.keywords and protected not in after.keywords
+    assert after.removed_keywords[excluded] == "excluded"
+    assert after.removed_keywords[protected].startswith("protected name")

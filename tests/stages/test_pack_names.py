@@ -25,6 +25,7 @@ COPIES = ["-XMP-lr:HierarchicalSubject=Brands|Nike", "-XMP-digiKam:TagsList=Bran
           "-XMP-mediapro:CatalogSets=Brands|Nike", "-XMP-microsoft:LastKeywordXMP=Nike",
           "-XMP-microsoft:LastKeywordIPTC=Nike", "-XMP-mwg-kw:HierarchicalKeywords1=Nike",
           "-XMP-acdsee:Categories=<Categories><Category Assigned=\"1\">Nike</Category></Categories>",
+          "-XMP-photoshop:SupplementalCategories=Nike", "-IPTC:SupplementalCategories=Nike",
           "-XMP-dc:Rights=© 2026 Ana Fotógrafa"]
 
 

@@ -130,11 +130,13 @@ def microstock(wd, *args: str) -> str:
 
 def test_the_terminal_lists_rejects_approves_and_reopens_for_the_next_run(workdir):
     described(workdir)
-    assert microstock(workdir, "list").splitlines() == ["waiting\talps.jpg", "waiting\tbay.jpg", "waiting\tcove.jpg"]
+    assert microstock(workdir, "list").splitlines() == [
+        f"waiting\t{n}\tQuiet {n[:-4]} at dawn\theld back nowhere\t0 keywords removed by your rules" for n in NAMES]
     assert "rejected 1 asset(s)" in microstock(workdir, "reject", "bay.jpg")
     assert "approved 1 asset(s)" in microstock(workdir, "approve", "cove.jpg")
     listed = microstock(workdir, "list").splitlines()
-    assert listed[0] == "waiting\talps.jpg" and listed[1].startswith("rejected\tbay.jpg\t2") and len(listed) == 2
+    assert listed[0].startswith("waiting\talps.jpg\t") and len(listed) == 2
+    assert listed[1].startswith("rejected\tbay.jpg\tQuiet bay at dawn\t") and listed[1].split("\t")[-1].startswith("2")
     bay = read_sidecar(workdir.sidecar("bay.jpg"))
     assert (bay.review.decision, bay.review.by) == ("rejected", "microstock review")
     write_agency_csvs(workdir, ["adobe"])
@@ -143,6 +145,22 @@ def test_the_terminal_lists_rejects_approves_and_reopens_for_the_next_run(workdi
     assert read_sidecar(workdir.sidecar("bay.jpg")).review is None
     assert "approved 2 asset(s)" in microstock(workdir, "approve"), "no names: everything waiting"
     assert "nothing waiting for review" in microstock(workdir, "list")
+
+
+def test_the_terminal_list_says_per_asset_its_title_where_it_is_held_back_and_what_the_rules_removed(workdir):
+    from tasks.core.records import update_sidecar
+    from tasks.stages.review_list import review_list_lines
+
+    described(workdir)
+    update_sidecar(workdir.sidecar("bay.jpg"), lambda s: s.model_copy(update={"metadata": s.metadata.model_copy(
+        update={"title": "Bay\x1b[2J at dawn", "removed_keywords": {"nike": "protected name 'Nike' (brand)",
+                                                                      "stock": "excluded"}})}))
+    write_agency_csvs(workdir, ["adobe", "dreamstime"], left_out={"dreamstime": {"bay.jpg": "under 3 MP"}},
+                      waiting=NAMES)
+    lines = dict(line.split("\t", 2)[1:] for line in review_list_lines(workdir))
+    assert lines["bay.jpg"] == ("Bay\\x1b[2J at dawn\theld back: dreamstime (under 3 MP)\t"
+                                "2 keywords removed by your rules")  # the review itself is the first column
+    assert lines["alps.jpg"] == "Quiet alps at dawn\theld back nowhere\t0 keywords removed by your rules"
 
 
 class Answered:
