@@ -73,7 +73,8 @@ def generate(assets_dir: Path, count: int, prompts: list[DemoPrompt], seed: int,
 
     An image that cannot be made (after a few attempts for transient
     failures) is reported and left for the next run; the others go on. A
-    StageStopped failure (quota, refused key) stops generation at once.
+    StageStopped failure (quota, refused key) stops generation at once; a full
+    disk stops the run (StageStopped ``disk_full``, the images made kept).
     """
     result = Generated()
     with StageProgress("generate", count) as progress:
@@ -85,12 +86,11 @@ def generate(assets_dir: Path, count: int, prompts: list[DemoPrompt], seed: int,
                     made = _make_with_retries(make, prompt, i, sleep)
                     record_generation(path, made)  # first: an image is never there without its cost
                     atomic_write_bytes(path, made.jpeg)
-                except OSError as exc:
+                except OSError as exc:  # the run stops, as at ingest: describing on a full disk loses paid answers
                     if not disk_full(exc):
                         raise
-                    result.stopped = disk_full_stop(assets_dir, exc, len(result.assets), count - i)
-                    result.failed[path.name] = "not written: the disk is full"
-                    break
+                    raise StageStopped(disk_full_stop(assets_dir, exc, len(result.assets), count - i),
+                                       kind="disk_full") from None
                 except StageStopped as exc:
                     result.stopped = f"generation stopped: {exc.message}"
                     result.failed[path.name] = exc.message

@@ -7,6 +7,7 @@ from io import BytesIO
 from pathlib import Path
 
 import pyexiv2
+import pytest
 from PIL import Image
 
 from tasks.core.records import Asset, Made, list_assets
@@ -51,6 +52,40 @@ def test_generate_keeps_existing_images(tmp_path):
     again = generate(tmp_path, 3, list(DEMO_PROMPTS), 0, make).assets
     assert calls == [0, 1, 2]
     assert [a.asset_id for a in again[:2]] == [a.asset_id for a in first]
+
+
+def test_a_full_disk_while_generating_stops_the_run_and_keeps_the_images_made(tmp_path, monkeypatch):
+    """ENOSPC injected where generation writes (``atomic_write_bytes``) from the third image on: the stage stops
+    with the one disk_full line (before, the run went on to describe on a full disk), the two made are kept, and
+    the re-run makes the rest without making those again."""
+    import errno
+
+    import tasks.stages.assets as assets_stage
+    from tasks.core.errors import StageStopped
+    from tasks.core.files import disk_of
+
+    real, written, calls = assets_stage.atomic_write_bytes, [], []
+
+    def small_disk(path, data):
+        if len(written) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(path, data)
+        written.append(path.name)
+
+    def make(prompt, i):
+        calls.append(i)
+        return Made(demo_jpeg_bytes(prompt, 0, i))
+
+    monkeypatch.setattr(assets_stage, "atomic_write_bytes", small_disk)
+    with pytest.raises(StageStopped) as stop:
+        generate(tmp_path, 4, list(DEMO_PROMPTS), 0, make)
+    assert stop.value.kind == "disk_full"
+    assert stop.value.message.startswith(f"disk full: {disk_of(tmp_path)} has no room left for {tmp_path}")
+    assert "2 asset(s) added and kept, 2 file(s) left for the next run" in stop.value.message
+    assert sorted(p.name for p in tmp_path.glob("*.jpg")) == sorted(written)
+    monkeypatch.setattr(assets_stage, "atomic_write_bytes", real)  # space freed
+    assert len(generate(tmp_path, 4, list(DEMO_PROMPTS), 0, make).assets) == 4
+    assert calls == [0, 1, 2, 2, 3]  # the third was made once before the disk refused it, then once again
 
 
 def test_ingest_copies_unchanged_dedups_by_content_and_never_overwrites(tmp_path):
