@@ -37,7 +37,7 @@ from tasks.core.errors import BadInput, InvalidOutput, OutputTruncated, Permanen
 from tasks.core.records import Asset, Metadata, Usage
 from tasks.core.settings import GeminiSettings
 from tasks.gemini.client import Target, check_answer, gemini_client, map_gemini_errors, usage_of
-from tasks.gemini.clips import MEDIA_RESOLUTION, clip_part
+from tasks.gemini.clips import MEDIA_RESOLUTION, ClipUploads
 from tasks.gemini.models import cost_usd, lacks_structured_output, retired_refusal, suggestion, thinking_config
 from tasks.gemini.ratelimit import shared_limiter
 from tasks.images.inspect import JPEG_FORMATS
@@ -244,6 +244,7 @@ class GeminiDescriber:
         self._api_key = api_key
         self._client = gemini_client(settings, api_key)
         self._target = Target("gemini.model", settings.model, "describe", settings.api_version)
+        self._clips = ClipUploads(self._client, settings, self._target, api_key)
         #: (config, config of the retry after a truncated answer, prompt): for images, and for clips.
         self._image = (describe_config(settings, settings.max_output_tokens),
                        describe_config(settings, settings.max_output_tokens * TRUNCATED_RETRY_FACTOR),
@@ -271,13 +272,17 @@ class GeminiDescriber:
 
     @contextmanager
     def _contents(self, asset: Asset, prompt: str) -> Iterator[list]:
-        """What this attempt sends: the image and the prompt, or the clip (inline, or uploaded for as long as the
-        block runs: :func:`~tasks.gemini.clips.clip_part`) and then the prompt, as Google says to order them."""
+        """What this attempt sends: the image and the prompt, or the clip (inline, or uploaded for as long as its
+        job needs it: :class:`~tasks.gemini.clips.ClipUploads`) and then the prompt, as Google says to order them."""
         if not asset.is_clip:
             yield describe_contents(asset, prompt)
             return
-        with clip_part(self._client, self.settings, asset, self._target, self._api_key) as part:
+        with self._clips.part(asset) as part:
             yield [part, prompt]
+
+    def job_over(self, asset: Asset) -> None:
+        """``asset``'s job is over: the clip uploaded for its attempts, if one is still kept, is deleted."""
+        self._clips.release(asset)
 
     def describe(self, asset: Asset, avoid: list[Metadata] | None = None) -> Metadata:
         check_describe_model(self.model)

@@ -280,6 +280,13 @@ def attempt_job(run: DescribeRun, asset: Asset) -> Outcome:
     ``run.attempts[asset.name]`` counts the attempts as they start. Anything unexpected (not a
     :class:`~tasks.core.errors.MicrostockError`: a bug) propagates, after the attempt that raised it.
     """
+    try:
+        return _attempts(run, asset)
+    finally:
+        run.describer.job_over(asset)  # what the attempts kept for each other (an uploaded clip) goes
+
+
+def _attempts(run: DescribeRun, asset: Asset) -> Outcome:
     gemini = run.settings.gemini
     attempt = 0
     while True:

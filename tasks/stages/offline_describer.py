@@ -54,6 +54,11 @@ class Describer(Protocol):
         the assets that look like it (docs/AGENCIES.md, "Similar content"). Raises as :meth:`describe`."""
         ...
 
+    def job_over(self, asset: Asset) -> None:
+        """``asset``'s job is over, whatever its end (described, failed, left pending): let go of what its
+        attempts kept for the next one (the Gemini describer: a clip uploaded to the Files API). Never raises."""
+        ...
+
 
 def select_describer(settings: Settings, key: str | None) -> Describer:
     """Gemini when there is a key, else the offline describer."""
@@ -89,6 +94,9 @@ class OfflineDescriber:
     def set_apart(self, asset: Asset, metadata: Metadata, others: list[Metadata]) -> Metadata:
         """Without a model: ``metadata`` reordered and retitled by :func:`distinct_from`."""
         return distinct_from(metadata, others, asset.asset_id)
+
+    def job_over(self, asset: Asset) -> None:
+        """Nothing is kept between attempts."""
 
     def describe(self, asset: Asset) -> Metadata:
         # each block on its own: a damaged one is a note, never a failure

@@ -68,13 +68,50 @@ def test_a_clip_the_service_fails_to_process_is_a_permanent_failure_and_is_delet
     assert fake_gemini.files.calls[-1][2] == "deleted" and fake_gemini.files.files == {}
 
 
-def test_a_clip_still_processing_after_the_wait_is_transient_and_deleted(fake_gemini, tmp_path):
+def test_a_clip_still_processing_after_the_wait_is_waited_for_by_the_next_attempt_and_deleted_when_the_job_ends(
+        fake_gemini, tmp_path):
     clip = clip_asset(tmp_path)
     fake_gemini.files.processing_gets = 10_000
+    d = describer(video_inline_max_mb=0.000001, video_processing_wait_s=0.05)
     with pytest.raises(TransientError) as late:
-        describer(video_inline_max_mb=0.000001, video_processing_wait_s=0.05).describe(clip)
+        d.describe(clip)
     assert late.value.error_class == "retryable:processing"
-    assert fake_gemini.files.files == {} and _generate_requests(fake_gemini) == []
+    assert list(fake_gemini.files.files) == ["files/fake000001"] and _generate_requests(fake_gemini) == []
+    fake_gemini.files.processing_gets = 0  # processed meanwhile
+    assert d.describe(clip).title == GOOD_METADATA["title"]
+    assert [c[2] for c in fake_gemini.files.calls].count("started") == 1  # the same file, not a second upload
+    assert fake_gemini.files.files == {}  # described: deleted
+    fake_gemini.files.processing_gets = 10_000
+    with pytest.raises(TransientError):
+        d.describe(clip)  # a new job of the same clip (a later run): uploaded again, kept after the failure
+    assert len(fake_gemini.files.files) == 1
+    d.job_over(clip)  # its attempts are spent: the kept file goes
+    assert fake_gemini.files.files == {} and fake_gemini.files.calls[-1][2] == "deleted"
+
+
+def test_a_429_keeps_the_uploaded_clip_for_the_next_attempt_and_a_file_gone_meanwhile_is_uploaded_again(
+        fake_gemini, tmp_path):
+    """A 500 MB clip was uploaded again on every retry; now a retried attempt names the file the first sent."""
+    from tests.fakes.gemini import rate_limited
+
+    clip = clip_asset(tmp_path)
+    fake_gemini.files.processing_gets = 0
+    d = describer(video_inline_max_mb=0.000001)
+    fake_gemini.push(rate_limited())
+    with pytest.raises(TransientError) as limited:
+        d.describe(clip)
+    assert limited.value.error_class == "retryable:429" and len(fake_gemini.files.files) == 1
+    assert d.describe(clip).keywords
+    first, second = (r.json["contents"][0]["parts"][0]["fileData"]["file_uri"] for r in _generate_requests(fake_gemini))
+    assert first == second and [c[2] for c in fake_gemini.files.calls].count("started") == 1
+    assert fake_gemini.files.files == {}
+
+    fake_gemini.push(rate_limited())
+    with pytest.raises(TransientError):
+        d.describe(clip)
+    fake_gemini.files.files.clear()  # expired (48 h) or deleted by hand before the next attempt
+    assert d.describe(clip).keywords
+    assert [c[2] for c in fake_gemini.files.calls].count("started") == 3  # gone: uploaded anew, not a failure
 
 
 def test_a_clip_used_too_early_or_gone_is_transient_not_a_refused_key(fake_gemini, tmp_path):

@@ -46,6 +46,19 @@ def test_a_clip_over_the_inline_limit_is_uploaded_described_and_deleted_with_its
     assert sidecar.provenance is None and sidecar.metadata.ai_generated is False  # the contributor's footage
 
 
+def test_a_clip_whose_attempts_all_fail_is_uploaded_once_parked_and_leaves_no_file_at_google(
+        prefect_harness, fake_gemini, gemini_key, workdir):
+    """Both attempts get a 503: the second names the file the first uploaded, and the job's end deletes it."""
+    from tests.fakes.gemini import error
+
+    asset = clip(workdir)
+    fake_gemini.push(error(503, "overloaded"), error(503, "overloaded"))
+    report = describe_stage(RunContext(workdir, settings(video_inline_max_mb=0.000001)), [asset])
+    assert report.parked == {"harbour.mp4": "exhausted:503"}
+    steps = [c[2] for c in fake_gemini.files.calls]
+    assert steps.count("started") == 1 and steps[-1] == "deleted" and fake_gemini.files.files == {}
+
+
 def test_a_clip_the_service_fails_to_process_is_parked_with_the_reason_and_not_called_again(
         prefect_harness, fake_gemini, gemini_key, workdir):
     asset = clip(workdir)
