@@ -70,6 +70,10 @@ class GeminiSettings(_Strict):
     video_processing_wait_s: float = Field(300, gt=0)
     #: Seconds between two looks at an uploaded clip's state while it is PROCESSING.
     video_poll_s: float = Field(2, gt=0)
+    #: Clips larger than this (MB) are not uploaded to the Files API: parked ``permanent:clip_too_large`` before a
+    #: byte is sent. Google's video guide: "20GB (paid) / 2GB (free)" per file; its older guide "2 GB per file"
+    #: (docs/GEMINI.md): the smaller figure, raise it with a paid key.
+    video_upload_max_mb: float = Field(2000, gt=0)
 
     @model_validator(mode="after")
     def _shared_quota_needs_three_a_minute(self) -> "GeminiSettings":

@@ -86,6 +86,12 @@ class ClipUploads:
         if inline is not None:
             yield types.Part.from_bytes(data=inline, mime_type=mime)
             return
+        if size > self._settings.video_upload_max_mb * 1_000_000:
+            raise PermanentError(f"the clip ({size / 1e6:,.0f} MB) is larger than the Files API takes here "
+                                 f"(gemini.video_upload_max_mb = {self._settings.video_upload_max_mb:g}: Google "
+                                 "takes 2 GB a file on the free tier, 20 GB with billing); not uploaded — with a "
+                                 "paid key raise it, then: microstock replay --include-doomed --apply",
+                                 code="clip_too_large")
         file = self._kept_for(asset)
         if file is None:
             with map_gemini_errors(self._target, self._api_key):

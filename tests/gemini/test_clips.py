@@ -114,6 +114,16 @@ def test_a_429_keeps_the_uploaded_clip_for_the_next_attempt_and_a_file_gone_mean
     assert [c[2] for c in fake_gemini.files.calls].count("started") == 3  # gone: uploaded anew, not a failure
 
 
+def test_a_clip_over_the_files_api_limit_is_parked_before_a_byte_is_uploaded(fake_gemini, tmp_path):
+    clip = clip_asset(tmp_path)
+    size_mb = clip.path.stat().st_size / 1e6
+    with pytest.raises(PermanentError) as refused:
+        describer(video_inline_max_mb=size_mb / 4, video_upload_max_mb=size_mb / 2).describe(clip)
+    assert refused.value.error_class == "permanent:clip_too_large"
+    assert "gemini.video_upload_max_mb" in refused.value.message and "replay --include-doomed" in refused.value.message
+    assert fake_gemini.files.calls == [] and _generate_requests(fake_gemini) == []
+
+
 def test_a_clip_used_too_early_or_gone_is_transient_not_a_refused_key(fake_gemini, tmp_path):
     clip = clip_asset(tmp_path)
     from google.genai import types
