@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import shutil
 import tempfile
 
-# Before Prefect is imported anywhere: a private home, no analytics, patient start-up.
+# Before Prefect is imported anywhere: a private home, no analytics, patient start-up. Both folders go when the
+# process ends (each xdist worker made two and left them: 192 in /tmp after a day's runs).
 _HOME = tempfile.mkdtemp(prefix="microstock-prefect-")
+atexit.register(shutil.rmtree, _HOME, True)
 os.environ["PREFECT_HOME"] = _HOME
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
@@ -16,6 +20,7 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
 os.environ["MICROSTOCK_PREFECT_SERVER"] = "ephemeral"
 # The user's list of workdir servers (`microstock server list`) of this session only.
 os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="microstock-state-")
+atexit.register(shutil.rmtree, os.environ["XDG_STATE_HOME"], True)
 for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "PREFECT_API_URL"):
     os.environ.pop(key, None)
 # The stages log on module loggers (the `tasks` tree); Prefect sends them to the run's logs as `microstock` does.
