@@ -17,7 +17,8 @@ pytestmark = pytest.mark.skipif(find_redis_server() is None and not os.environ.g
 
 
 def test_each_event_is_in_the_stream_when_its_publish_returns_and_no_timer_runs(tmp_path, monkeypatch):
-    pytest.importorskip("prefect_redis", reason="the redis extra is not installed")
+    if not os.environ.get("MICROSTOCK_REQUIRE_REDIS"):  # where Redis is required (CI), a missing extra fails
+        pytest.importorskip("prefect_redis", reason="the redis extra is not installed")
     redis = RedisServer(tmp_path / "redis", free_port())
     pid = redis.start()
     try:
