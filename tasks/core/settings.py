@@ -26,6 +26,12 @@ class GeminiSettings(_Strict):
     #: and when that was checked); the table of known models is ``tasks/gemini/models.toml``.
     model: str = "gemini-3.5-flash-lite"
     image_model: str = "gemini-3.1-flash-image"
+    #: What makes clips for ``run --clips N`` (the Interactions API; ``tasks/gemini/models.toml``, use ``clip``).
+    clip_model: str = "gemini-omni-1.2-flash"
+    #: Seconds between two looks at a clip being made, and the longest one attempt waits for it (a clip not
+    #: ready by then is taken up again by the next attempt or run: it is never asked for twice).
+    clip_poll_s: float = Field(10, gt=0)
+    clip_wait_s: float = Field(600, gt=0)
     #: The REST API version the client calls (``v1beta`` or ``v1``); docs/GEMINI.md explains the choice.
     api_version: str = Field("v1beta", pattern=r"^v1(beta)?$")
     #: Thinking effort of the describe model: a level (``minimal``, ``low`` …) or a budget in tokens
@@ -130,6 +136,11 @@ class GenerateSettings(_Strict):
     image_size: Literal["512", "1K", "2K", "4K"] = "2K"
     #: Landscape, as stock buyers favour; any ratio the model takes (docs/GEMINI.md).
     aspect_ratio: str = "3:2"
+    #: What a generated clip is asked for (``run --clips N``): 1080p, as Adobe takes clips from 1920 wide;
+    #: landscape, as Adobe asks ("avoid vertical or square framing"). The values the Interactions API's
+    #: ``VideoResponseFormat`` names (google-genai 3.6.1); models.toml says which model makes which.
+    clip_resolution: Literal["360p", "720p", "1080p", "4k"] = "1080p"
+    clip_aspect_ratio: Literal["16:9", "9:16"] = "16:9"
 
 
 class PackSettings(_Strict):

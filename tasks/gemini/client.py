@@ -8,7 +8,8 @@ Failures reach the caller only as :mod:`tasks.core.errors` classes, built in two
 places of this module and nowhere else:
 
 * :func:`map_gemini_errors` — exceptions out of the SDK (HTTP errors, transport
-  errors, a 200 whose body is not JSON);
+  errors, a 200 whose body is not JSON), from its ``generateContent`` client
+  and its Interactions client (clips) alike;
 * :func:`check_answer` — a 200 that carries no usable answer (blocks, finish
   reasons, empty output), which the SDK does not raise for; every finish and
   block reason is classed in :data:`FINISH_REASONS` / :data:`BLOCK_REASONS`.
@@ -119,7 +120,7 @@ class Target:
     #: ``gemini.model`` or ``gemini.image_model``.
     setting: str
     model: str
-    #: ``describe`` or ``image`` (which models to suggest).
+    #: ``describe``, ``image`` or ``clip`` (which models to suggest).
     use: str
     api_version: str
 
@@ -226,12 +227,22 @@ def map_gemini_errors(target: Target, api_key: str | None = None) -> Iterator[No
     not chained (its text holds the whole response body and request details).
     """
     import httpx2
-    from google.genai import errors
+    from google.genai import _interactions, errors  # the Interactions API's errors are exported there only (3.6.1)
 
     try:
         yield
     except errors.APIError as exc:
         raise _from_api_error(exc, api_key, target) from None
+    except _interactions.APIStatusError as exc:  # the same error body, through the Interactions client
+        body = exc.body if isinstance(exc.body, dict) else {"error": {"code": exc.status_code, "message": ""}}
+        raise _from_api_error(errors.APIError(exc.status_code, body), api_key, target) from None
+    except _interactions.APITimeoutError:
+        raise TransientError("Gemini did not answer in time (APITimeoutError)", kind="timeout") from None
+    except _interactions.APIConnectionError as exc:
+        raise TransientError(f"connection to Gemini failed ({type(exc).__name__}: {_clean(exc, api_key)})",
+                             kind="network") from None
+    except _interactions.APIResponseValidationError:
+        raise InvalidOutput("Gemini answered with JSON of an unexpected shape") from None
     except httpx2.TimeoutException as exc:
         raise TransientError(f"Gemini did not answer in time ({type(exc).__name__})", kind="timeout") from None
     except httpx2.TransportError as exc:

@@ -47,6 +47,8 @@ class ModelInfo:
     replacement: str = ""
     #: The ``image_config.image_size`` values an image model accepts.
     image_sizes: tuple[str, ...] = ()
+    #: The ``response_format.resolution`` values a clip model makes.
+    resolutions: tuple[str, ...] = ()
 
 
 @cache
@@ -55,7 +57,8 @@ def known_models() -> dict[str, ModelInfo]:
     rows = _table()["models"]
     return {name: ModelInfo(name=name, use=row["use"], status=row["status"], structured=row.get("structured", False),
                             thinking=row.get("thinking", ""), lowest=row.get("lowest", ""),
-                            replacement=row.get("replacement", ""), image_sizes=tuple(row.get("image_sizes", ())))
+                            replacement=row.get("replacement", ""), image_sizes=tuple(row.get("image_sizes", ())),
+                            resolutions=tuple(row.get("resolutions", ())))
             for name, row in rows.items()}
 
 
@@ -79,8 +82,20 @@ def check_image_settings(model: str, image_size: str, min_pixels: int, upscale: 
                           "or set pack.upscale_to_minimum = true")
 
 
+def check_clip_settings(model: str, resolution: str) -> None:
+    """ConfigError, naming the setting, when ``model`` is not a clip model of the table (an unlisted model's
+    request and price are unknown: nothing is paid for on a guess) or does not make ``resolution``."""
+    info = known_models().get(model)
+    if info is None or info.use != "clip":
+        raise ConfigError(f"`gemini.clip_model = {model}` is not a clip model of tasks/gemini/models.toml: "
+                          f"pick one of {', '.join(current_models('clip'))} (docs/GEMINI.md); nothing was sent")
+    if info.resolutions and resolution not in info.resolutions:
+        raise ConfigError(f"generate.clip_resolution = {resolution!r}: {model} makes only "
+                          f"{', '.join(info.resolutions)} (docs/GEMINI.md)")
+
+
 def current_models(use: str) -> list[str]:
-    """Generally-available models for ``use`` (``describe``, ``image``), as named in messages."""
+    """Generally-available models for ``use`` (``describe``, ``image``, ``clip``), as named in messages."""
     return [m.name for m in known_models().values() if m.use == use and m.status == "ga"]
 
 

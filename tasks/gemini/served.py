@@ -177,10 +177,12 @@ def disagreements(served: ServedList) -> list[str]:
 def check_models(wd: Workdir, settings: GeminiSettings, api_key: str, uses: tuple[str, ...], *,
                  now: Callable[[], dt.datetime] = utc_now) -> ModelCheck:
     """ConfigError, before any paid call, when a model the run will call (``uses``: ``describe`` for
-    ``gemini.model``, ``image`` for ``gemini.image_model``) is retired in the table or not in the day's list;
-    else what was found, with the lines to show (the list failing, the disagreements of a fresh list)."""
+    ``gemini.model``, ``image`` for ``gemini.image_model``, ``clip`` for ``gemini.clip_model``) is retired in the
+    table or not in the day's list; else what was found, with the lines to show (the list failing, the
+    disagreements of a fresh list)."""
     chosen = [(s, m, u) for s, m, u in (("gemini.model", settings.model, "describe"),
-                                        ("gemini.image_model", settings.image_model, "image")) if u in uses]
+                                        ("gemini.image_model", settings.image_model, "image"),
+                                        ("gemini.clip_model", settings.clip_model, "clip")) if u in uses]
     for setting, model, _ in chosen:
         if refusal := retired_refusal(setting, model):
             raise ConfigError(f"{refusal}; nothing was sent to Gemini")
