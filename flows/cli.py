@@ -83,6 +83,8 @@ def run(
     config: Optional[Path] = typer.Option(None, "--config", help="Config file (default: <workdir>/microstock.toml)."),
     count: int = typer.Option(0, "--count", min=0, help="Generate images 0…N-1 (without --source). Without it "
                                                         "nothing is generated: the run finishes the workdir's assets."),
+    clips: int = typer.Option(0, "--clips", min=0, help="Generate clips 0…N-1 (without --source): Gemini's clip "
+                                                        "model with a key, else the offline generator's."),
     source: Optional[Path] = typer.Option(None, "--source",
                                           help="Ingest the JPEG/PNG images and MP4/MOV clips of this folder."),
     agency: Optional[list[str]] = typer.Option(None, "--agency", help="Limit to these agencies (repeatable)."),
@@ -102,11 +104,11 @@ def run(
     # once, no server started); the flow makes it again, so a deployment run is refused exactly as this one. The
     # model list is kept for the day: Gemini is asked once, and its notes (a fresh list only) are said once, here.
     ctx = RunContext.open(wd_path, config, agency)
-    for note in ctx.check(bool(count and source is None), gemini_api_key()):  # warnings: on stderr
+    for note in ctx.check(bool(count and source is None), gemini_api_key(), bool(clips and source is None)):
         err.print(note, highlight=False, soft_wrap=True)
     for note in ctx.catalog.notes:
         console.print(note, highlight=False)
-    if not count and source is None:  # a bare re-run adds nothing nobody asked for
+    if not count and not clips and source is None:  # a bare re-run adds nothing nobody asked for
         console.print(f"no --count or --source: nothing is generated; finishing what {wd_path / 'assets'} holds",
                       highlight=False)
 
@@ -121,7 +123,7 @@ def run(
 
     with stage_bars(console):
         state = stock_batch(
-            workdir=str(wd_path), count=count, source=str(source.resolve()) if source else None,
+            workdir=str(wd_path), count=count, clips=clips, source=str(source.resolve()) if source else None,
             agencies=list(agency) if agency else None, config=str(config.resolve()) if config else None,
             return_state=True,
         )

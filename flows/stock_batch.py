@@ -62,6 +62,7 @@ def stock_batch(
     source: str | None = None,
     agencies: list[str] | None = None,
     config: str | None = None,
+    clips: Annotated[int, Field(ge=0)] = 0,
 ):
     """Take a batch from images to every enabled agency; ends Completed even when jobs are parked, and
     ``Incomplete`` (a Failed-type state: red in the UI, counted on the dashboard) when it left uploads pending
@@ -76,16 +77,18 @@ def stock_batch(
         agencies: Only these agencies (empty: every enabled agency). A name is a spec file: shipped
             (adobe, vecteezy, dreamstime, shutterstock, …) or <workdir>/agencies/<name>.toml.
         config: Config file (empty: microstock.toml in the workdir).
+        clips: Clips to generate when no source folder is given (Gemini's clip model with a key, else the
+            offline generator's). 0 (the default): none.
     """
     logger = get_run_logger()
     ctx = RunContext.open(workdir, config, agencies)  # settings, agencies, store, key: read once, here
-    for note in ctx.check(bool(count and not source), ctx.gemini_key):  # before anything is written or paid for
+    for note in ctx.check(bool(count and not source), ctx.gemini_key, bool(clips and not source)):  # nothing paid yet
         logger.warning(note)
     ctx.wd.prepare()
     for note in ctx.catalog.notes:
         logger.info(note)
 
-    gathered = assets_stage(ctx, count, source)
+    gathered = assets_stage(ctx, count, source, clips)
     described = describe_assets(ctx, gathered.assets + clip_assets(ctx.wd))  # images, then the clips checked
     csvs, packed, uploads, reviewed = publish_described(ctx)
 

@@ -273,8 +273,9 @@ class FileOutcome:
 
 @dataclass(frozen=True)
 class Made:
-    """A generated image and what making it cost (``usage`` None when nothing was billed)."""
+    """A generated asset and what making it cost (``usage`` None when nothing was billed)."""
 
-    jpeg: bytes
+    #: The file: a JPEG image, or an MP4 clip.
+    data: bytes
     usage: Usage | None = None
     cost_usd: float | None = None

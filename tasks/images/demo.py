@@ -185,13 +185,15 @@ def demo_jpeg_bytes(prompt: DemoPrompt, seed: int, index: int) -> bytes:
     return buf.getvalue()
 
 
-def generated_name(prompt: DemoPrompt, seed: int, index: int) -> str:
-    """``<slug>_<index>.jpg`` (with ``_s<seed>`` for a non-default seed), within every agency's file-name limit.
+def generated_name(prompt: DemoPrompt, seed: int, index: int, *, clip: bool = False) -> str:
+    """``<slug>_<index>.jpg`` (with ``_s<seed>`` for a non-default seed), within every agency's file-name limit;
+    a generated clip's is ``<slug>_c<index>.mp4`` (its own stem: an image and a clip of one prompt and index are
+    two assets, each with its sidecar).
 
     The limit is the shortest any agency spec sets (Adobe's 30 characters
     today); a spec with a shorter one would shorten the names of images
     generated after it, never rename those already made.
     """
-    tail = (f"_s{seed}" if seed else "") + f"_{index:03d}.jpg"
+    tail = (f"_s{seed}" if seed else "") + (f"_c{index:03d}.mp4" if clip else f"_{index:03d}.jpg")
     limit = shortest_file_name() or len(prompt.slug) + len(tail)
     return prompt.slug[: max(1, limit - len(tail))].rstrip("_") + tail

@@ -1,10 +1,11 @@
 """Where an image came from, read from the image itself, and how agencies are told.
 
-Both generators mark what they make in EXIF, so the image stays the record:
-``Software`` names the generator and ``ImageDescription`` holds the prompt.
-Gemini's images say ``prefect-microstock via Gemini <model> (AI-generated)``;
-the offline demo generator's say :data:`tasks.images.demo.DEMO_SOFTWARE`.
-Anything else is the contributor's own file.
+Both generators mark what they make in the file, so the file stays the record:
+an image's EXIF ``Software`` names the generator and ``ImageDescription`` holds
+the prompt; a clip's MP4 encoding-tool tag (``©too``, FFmpeg's ``encoder``)
+names it and its ``title`` holds the prompt. Gemini's say ``prefect-microstock
+via Gemini <model> (AI-generated)``; the offline demo generator's say
+:data:`tasks.images.demo.DEMO_SOFTWARE`. Anything else is the contributor's own file.
 
 Agencies and buyers read the IPTC Digital Source Type
 (``Iptc4xmpExt:DigitalSourceType`` in XMP): :func:`digital_source_type` gives
@@ -22,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from tasks.core.files import atomic_write_bytes
-from tasks.core.records import Made, Provenance, Usage
+from tasks.core.records import CLIP_EXTENSIONS, Made, Provenance, Usage
 from tasks.images.demo import DEMO_SOFTWARE
 from tasks.images.inspect import open_image, pillow_errors
 
@@ -44,6 +45,13 @@ def generation_record(image: Path) -> Path:
     return image.parent / f".{image.stem}.made.json"
 
 
+def pending_generation(asset: Path) -> Path:
+    """``assets/.<stem>.pending.json``: a paid generation started and not yet kept (a clip being made: its
+    interaction), so the attempt or run after a crash or a long wait takes it up instead of paying again.
+    Removed once the asset is written."""
+    return asset.parent / f".{asset.stem}.pending.json"
+
+
 def record_generation(image: Path, made: Made) -> None:
     """Keep ``made``'s usage and cost next to the image (nothing when it has none)."""
     if made.usage is not None:
@@ -52,14 +60,33 @@ def record_generation(image: Path, made: Made) -> None:
 
 
 def provenance_of(path: Path) -> Provenance:
-    """What the image at ``path`` says about where it came from (its header only is read).
+    """What the asset at ``path`` says about where it came from (an image's header, a clip's container tags).
 
     Raises BadInput naming the file when it cannot be read.
     """
+    if path.suffix.lower() in CLIP_EXTENSIONS:
+        return _clip_provenance(path)
     with open_image(path) as im, pillow_errors(path.name):
         exif = im.getexif()
         width, height = im.size
-    software, prompt = str(exif.get(_SOFTWARE, "")), str(exif.get(_IMAGE_DESCRIPTION, ""))
+    return _provenance(path, str(exif.get(_SOFTWARE, "")), str(exif.get(_IMAGE_DESCRIPTION, "")), width, height)
+
+
+def _clip_provenance(path: Path) -> Provenance:
+    """A clip's: its container's encoding tool and title (a clip FFmpeg cannot open is the contributor's own)."""
+    import av  # FFmpeg's libraries load when a clip is read, not with every run
+
+    try:
+        with av.open(str(path), mode="r") as container:
+            tags = {str(k).lower(): str(v) for k, v in container.metadata.items()}
+            video = container.streams.video
+            width, height = (video[0].codec_context.width, video[0].codec_context.height) if video else (0, 0)
+    except (OSError, av.FFmpegError, ValueError):
+        tags, width, height = {}, 0, 0
+    return _provenance(path, tags.get("encoder", ""), tags.get("title", ""), width, height)
+
+
+def _provenance(path: Path, software: str, prompt: str, width: int, height: int) -> Provenance:
     recorded = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     gemini = _GEMINI.match(software)
     if gemini:

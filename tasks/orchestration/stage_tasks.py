@@ -39,9 +39,9 @@ STOPPED = "Stopped"
 
 
 @task(name="assets", task_run_name="assets", cache_policy=NO_CACHE)
-def assets_stage(ctx: RunContext, count: int, source: str | None) -> Gathered:
+def assets_stage(ctx: RunContext, count: int, source: str | None, clips: int = 0) -> Gathered:
     """The assets stage (:func:`tasks.stages.assets.gather_assets`)."""
-    return gather_assets(ctx, count, source)
+    return gather_assets(ctx, count, source, clips)
 
 
 @task(name="pack", task_run_name="pack", cache_policy=NO_CACHE)

@@ -1,7 +1,8 @@
-"""The assets stage: the images of a batch, generated or ingested into ``assets/``.
+"""The assets stage: the images and clips of a batch, generated or ingested into ``assets/``.
 
 Generation is deterministic (the offline generator) or made by Gemini's image
-model; an image that exists is never made again. Ingestion (:mod:`ingest`)
+and clip models; an asset that exists is never made again, and a clip Gemini
+is still making when a run ends is taken up by the next (never asked for twice). Ingestion (:mod:`ingest`)
 copies the contributor's files unchanged and rejects unusable ones with a reason.
 """
 
@@ -16,14 +17,14 @@ from typing import Callable
 from tasks.core.errors import BadInput, MicrostockError, StageStopped, TransientError
 from tasks.core.files import atomic_write_bytes, disk_full, exclusive_lock, sha256_file
 from tasks.core.printable import printable
-from tasks.core.records import Asset, Made, iter_asset_files
+from tasks.core.records import CLIP_EXTENSIONS, Asset, Made, iter_asset_files
 from tasks.core.reports import Gathered
 from tasks.core.retry import delay_before_retry
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.images.demo import DemoPrompt, demo_jpeg_bytes, generated_name, prompts_from
 from tasks.images.inspect import ImageRules, image_rules, open_image
-from tasks.images.provenance import record_generation
+from tasks.images.provenance import pending_generation, record_generation
 from tasks.observe.progress import StageProgress
 from tasks.stages.clips import clips_stage
 from tasks.stages.ingest import IngestReport, disk_full_stop, ingest, settle_asset_names
@@ -37,6 +38,10 @@ GATHER_LOCK = ".gather.lock"
 
 #: Makes image ``index`` for a prompt (offline or with Gemini): its JPEG and what making it cost.
 ImageMaker = Callable[[DemoPrompt, int], Made]
+#: Makes clip ``index`` of a prompt, the one that goes to ``path`` (offline or with Gemini): its MP4 and what
+#: making it cost. The path names the clip, so a maker can keep what it started for it
+#: (tasks/images/provenance.py ``pending_generation``); the stage writes the file.
+ClipMaker = Callable[[DemoPrompt, int, Path], Made]
 
 
 @dataclass
@@ -56,10 +61,10 @@ GENERATE_ATTEMPTS = 3
 GENERATE_RETRY_DELAY_S = 2.0
 
 
-def _make_with_retries(make: ImageMaker, prompt: DemoPrompt, index: int, sleep=time.sleep) -> Made:
+def _make_with_retries(make: Callable[[], Made], sleep=time.sleep) -> Made:
     for attempt in range(1, GENERATE_ATTEMPTS + 1):
         try:
-            return make(prompt, index)
+            return make()
         except TransientError as exc:
             if attempt == GENERATE_ATTEMPTS:
                 raise
@@ -76,16 +81,28 @@ def generate(assets_dir: Path, count: int, prompts: list[DemoPrompt], seed: int,
     StageStopped failure (quota, refused key) stops generation at once; a full
     disk stops the run (StageStopped ``disk_full``, the images made kept).
     """
+    return _generate(assets_dir, count, prompts, seed, lambda prompt, i, path: make(prompt, i), "generate", sleep)
+
+
+def generate_clips(assets_dir: Path, count: int, prompts: list[DemoPrompt], seed: int, make: ClipMaker,
+                   sleep=time.sleep) -> Generated:
+    """Ensure generated clips 0..count-1 exist in ``assets_dir`` (``<slug>_c<index>.mp4``), as :func:`generate`
+    does images; what a clip maker kept for a clip still being made is removed once the clip is written."""
+    return _generate(assets_dir, count, prompts, seed, make, "generate-clips", sleep, clip=True)
+
+
+def _generate(assets_dir: Path, count: int, prompts: list[DemoPrompt], seed: int,
+              make: Callable[[DemoPrompt, int, Path], Made], label: str, sleep, *, clip: bool = False) -> Generated:
     result = Generated()
-    with StageProgress("generate", count) as progress:
+    with StageProgress(label, count) as progress:
         for i in range(count):
             prompt = prompts[i % len(prompts)]
-            path = assets_dir / generated_name(prompt, seed, i)
+            path = assets_dir / generated_name(prompt, seed, i, clip=clip)
             if not path.exists():
                 try:
-                    made = _make_with_retries(make, prompt, i, sleep)
-                    record_generation(path, made)  # first: an image is never there without its cost
-                    atomic_write_bytes(path, made.jpeg)
+                    made = _make_with_retries(lambda: make(prompt, i, path), sleep)
+                    record_generation(path, made)  # first: an asset is never there without its cost
+                    atomic_write_bytes(path, made.data)
                 except OSError as exc:  # the run stops, as at ingest: describing on a full disk loses paid answers
                     if not disk_full(exc):
                         raise
@@ -99,6 +116,7 @@ def generate(assets_dir: Path, count: int, prompts: list[DemoPrompt], seed: int,
                     result.failed[path.name] = exc.message
                     progress.advance()
                     continue
+            pending_generation(path).unlink(missing_ok=True)  # written: nothing left to take up
             result.assets.append(Asset(name=path.name, asset_id=sha256_file(path), path=path))
             progress.advance()
     return result
@@ -121,9 +139,27 @@ def image_maker(settings: Settings, api_key: str | None, wd: Workdir) -> ImageMa
     return lambda prompt, i: Made(demo_jpeg_bytes(prompt, seed, i))
 
 
+def clip_maker(settings: Settings, api_key: str | None, wd: Workdir) -> ClipMaker:
+    """Gemini's clip model when a key is set (counting the day's requests in ``wd``), else the offline demo
+    generator's clips."""
+    if api_key:
+        from tasks.gemini.clip_generation import GeminiClipMaker  # the SDK loads only when it is used
+        from tasks.gemini.daybudget import FILE_NAME, DailyBudget
+
+        gemini = settings.gemini
+        return GeminiClipMaker(gemini, api_key, settings.generate,
+                               DailyBudget(wd.root / FILE_NAME, gemini.clip_model, gemini.requests_per_day))
+    from tasks.images.demo_clip import demo_clip_bytes
+
+    seed = settings.generate.seed
+    return lambda prompt, i, path: Made(demo_clip_bytes(prompt, seed, i))
+
+
 def gather(assets_dir: Path, count: int, source: Path | None, prompts: list[DemoPrompt], seed: int,
-           make: ImageMaker, rules: list[ImageRules]) -> Gathered:
-    """Ingest ``source`` when given, else make ``count`` images with ``make``; then list every asset.
+           make: ImageMaker, rules: list[ImageRules], clips: int = 0,
+           make_clip: ClipMaker | None = None) -> Gathered:
+    """Ingest ``source`` when given, else make ``count`` images with ``make`` and ``clips`` clips with
+    ``make_clip``; then list every asset.
 
     An asset below the minimum size of every agency in ``rules`` (the chosen
     agencies) is rejected here, before anything is spent on it: it stays in
@@ -138,7 +174,7 @@ def gather(assets_dir: Path, count: int, source: Path | None, prompts: list[Demo
         for old, new in settle_asset_names(assets_dir).items():
             log.warning("renamed assets/%s to %s: not UTF-8, or a stem another asset has (one sidecar, one upload "
                         "name each)", printable(old), printable(new))
-        before = {p.name for p in iter_asset_files(assets_dir)}
+        before = {p.name for p in iter_asset_files(assets_dir) + iter_asset_files(assets_dir, CLIP_EXTENSIONS)}
         rejected: dict[str, str] = {}
         generated = Generated()
         ingested = IngestReport()
@@ -148,8 +184,13 @@ def gather(assets_dir: Path, count: int, source: Path | None, prompts: list[Demo
             for old, new in ingested.renamed.items():
                 log.warning("ingested %s as assets/%s (asset names: NFC, UTF-8, one per stem, within the disk's "
                             "limit)", printable(old), printable(new))
-        elif count > 0:
-            generated = generate(assets_dir, count, prompts, seed, make)
+        else:
+            if count > 0:
+                generated = generate(assets_dir, count, prompts, seed, make)
+            if clips > 0 and make_clip is not None:  # the clip model has its own quota: asked even if images stopped
+                made = generate_clips(assets_dir, clips, prompts, seed, make_clip)
+                generated.failed.update(made.failed)
+                generated.stopped = "; ".join(s for s in (generated.stopped, made.stopped) if s) or None
     assets, unreadable = [], {}
     for path in iter_asset_files(assets_dir):
         try:
@@ -159,7 +200,8 @@ def gather(assets_dir: Path, count: int, source: Path | None, prompts: list[Demo
     small = too_small_for_all(assets, rules)
     rejected.update({**unreadable, **small})  # the names above are the source folder's: only these are assets
     return Gathered(assets=[a for a in assets if a.name not in small],
-                    new=[a.name for a in assets if a.name not in before], rejected=rejected,
+                    new=[p.name for p in iter_asset_files(assets_dir) + iter_asset_files(assets_dir, CLIP_EXTENSIONS)
+                         if p.name not in before], rejected=rejected,
                     not_generated=generated.failed, stopped=generated.stopped,
                     left_out=ingested.left_out)
 
@@ -186,17 +228,19 @@ def too_small_for_all(assets: list[Asset], rules: list[ImageRules]) -> dict[str,
     return small
 
 
-def gather_assets(ctx: RunContext, count: int, source: str | None) -> Gathered:
-    """The assets stage: ingest ``source``, or make ``count`` images (with Gemini when the run has a key: the
-    flow checked the image model first, :meth:`~tasks.stages.run_context.RunContext.check`); every asset of the
-    workdir after it that at least one of the run's agencies takes by size."""
+def gather_assets(ctx: RunContext, count: int, source: str | None, clips: int = 0) -> Gathered:
+    """The assets stage: ingest ``source``, or make ``count`` images and ``clips`` clips (with Gemini when the run
+    has a key: the flow checked the image and clip models first,
+    :meth:`~tasks.stages.run_context.RunContext.check`); every asset of the workdir after it that at least one of
+    the run's agencies takes by size (the clips: checked by the clips stage)."""
     wd, settings, agencies = ctx.wd, ctx.settings, ctx.agencies
     make = image_maker(settings, ctx.gemini_key if count > 0 and not source else None, wd)  # ingesting: no key
+    make_clip = clip_maker(settings, ctx.gemini_key, wd) if clips > 0 and not source else None
     rules = [image_rules(a, wd) for a in agencies]
     gathered = gather(wd.assets, count, Path(source) if source else None, prompts_from(settings.generate.prompts),
                       settings.generate.seed, make,
-                      [] if any(settings.pack.upscales(a) for a in agencies) else rules)
-    if count == 0 and not source:
+                      [] if any(settings.pack.upscales(a) for a in agencies) else rules, clips, make_clip)
+    if count == 0 and clips == 0 and not source:
         log.info("nothing generated (no --count): finishing the %d assets already in %s",
                  len(list(iter_asset_files(wd.assets))), wd.assets)
     for name, reason in sorted(gathered.rejected.items()):
@@ -204,6 +248,7 @@ def gather_assets(ctx: RunContext, count: int, source: str | None) -> Gathered:
     for name, note in sorted(gathered.left_out.items()):
         log.warning("ingested %s: %s", printable(name), note)
     write_ingest_report(wd, gathered)  # a full disk: StageStopped, the assets kept
-    clips_stage(ctx)  # the clips take their own way: probed, a poster each, checked per agency (tasks/stages/clips.py)
-    log.info("%d assets (%d new)", len(gathered.assets), len(gathered.new))
+    # the clips take their own way: probed, a poster each, checked per agency (tasks/stages/clips.py)
+    checked = clips_stage(ctx)
+    log.info("%d images, %d clips (%d new)", len(gathered.assets), len(checked.facts), len(gathered.new))
     return gathered

@@ -204,9 +204,8 @@ class DescribeRun:
         for line in changes.lines():
             log.info("%s: keywords: %s", printable(asset.name), line)
         own_ai = self.settings.pack.label_own_files_ai
-        # a clip has no image provenance to read; it is the contributor's footage (no clip is generated yet)
-        provenance = None if asset.is_clip else provenance_of(asset.path)
-        ai = own_ai if provenance is None else is_ai_generated(provenance, own_ai)  # agencies' AI rules apply
+        provenance = provenance_of(asset.path)  # an image's EXIF or a clip's tags: generated, or the contributor's
+        ai = is_ai_generated(provenance, own_ai)  # agencies' AI rules apply
         path = self.wd.sidecar(asset.name)
         paid = f", US${metadata.cost_usd:.4f} paid" if metadata.cost_usd else ""
         try:

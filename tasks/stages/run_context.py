@@ -92,28 +92,30 @@ class RunContext:
         once a run); None without one (the offline describer and generator)."""
         return gemini_key()
 
-    def check(self, generates: bool, key: str | None) -> list[str]:
+    def check(self, generates: bool, key: str | None, clips: bool = False) -> list[str]:
         """The check before a run, before any paid call: ConfigError for a target URL that cannot be used, a
         configured model that is retired or not listed today, an image model and size no chosen agency takes, a
         generation prompt that names a protected name (tasks/agencies/protected.py); else the lines to show (the
         model list unreadable, the table disagreeing with it).
 
         ``generates``: the run makes images with Gemini (a count, no source folder), so the image model is
-        checked too. ``key``: the flow gives the run's (:attr:`gemini_key`); the CLI, before Prefect is set up,
+        checked too; ``clips``: it makes clips (``--clips``), so the clip model and resolution are. ``key``: the flow gives the run's (:attr:`gemini_key`); the CLI, before Prefect is set up,
         the environment's alone, so no Secret block is read there (a block's key is checked in the flow).
         Without a key only the targets and the prompts are checked: nothing is sent to Gemini.
         """
         from tasks.transports.targets import check_targets  # the transports' libraries load only for a run
 
         check_targets(self.settings, self.agencies)
-        if generates:  # offline too: the demo image's title would be the prompt
+        if generates or clips:  # offline too: the demo image's or clip's title would be the prompt
             check_prompts(self.settings.generate.prompts, ProtectedNames.of(self.settings.keywords))
         if not key:
             return []
-        from tasks.gemini.models import check_generation
+        from tasks.gemini.models import check_clip_settings, check_generation
         from tasks.gemini.served import check_models
 
         if generates:
             check_generation(self.settings, self.agencies, self.wd)
-        uses = ("describe", "image") if generates else ("describe",)
+        if clips:
+            check_clip_settings(self.settings.gemini.clip_model, self.settings.generate.clip_resolution)
+        uses = ("describe",) + (("image",) if generates else ()) + (("clip",) if clips else ())
         return check_models(self.wd, self.settings.gemini, key, uses).notes

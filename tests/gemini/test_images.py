@@ -52,7 +52,7 @@ def maker(fake_gemini):
 
 def test_png_answer_becomes_a_jpeg_with_the_prompt_in_its_exif(fake_gemini, maker):
     fake_gemini.push(answer_image(png_bytes(), with_text="Here is your image"))
-    data = maker(PROMPT, 0).jpeg
+    data = maker(PROMPT, 0).data
     with Image.open(BytesIO(data)) as im:
         assert (im.format, im.mode, im.size) == ("JPEG", "RGB", (96, 72))
         assert im.getpixel((70, 50))[0] > 200  # the orange half survived
@@ -81,7 +81,7 @@ def test_jpeg_answer_is_kept_as_jpeg_and_tagged(fake_gemini, maker):
     buf = BytesIO()
     Image.new("RGB", (64, 48), (10, 200, 10)).save(buf, "JPEG")
     fake_gemini.push(answer_image(buf.getvalue(), "image/jpeg"))
-    with Image.open(BytesIO(maker(PROMPT, 0).jpeg)) as im:
+    with Image.open(BytesIO(maker(PROMPT, 0).data)) as im:
         assert im.format == "JPEG" and im.size == (64, 48)
         assert im.getexif()[0x010E] == PROMPT.prompt
 
@@ -122,7 +122,7 @@ def test_failures_map_like_the_describers(fake_gemini, maker, reply, cls, error_
 def test_a_429_is_waited_out_and_called_again_without_failing_the_image(fake_gemini, maker):
     fake_gemini.push(rate_limited("0.3s"), error(429, "Quota exceeded. Please retry in 0.2s."),
                      answer_image(png_bytes()))
-    with Image.open(BytesIO(maker(PROMPT, 0).jpeg)) as im:
+    with Image.open(BytesIO(maker(PROMPT, 0).data)) as im:
         assert im.format == "JPEG"
     times = [r.at for r in fake_gemini.requests]
     assert len(times) == 3 and times[1] - times[0] >= 0.3 and times[2] - times[1] >= 0.2

@@ -43,7 +43,8 @@ def test_a_clip_over_the_inline_limit_is_uploaded_described_and_deleted_with_its
     sidecar = read_sidecar(workdir.sidecar("harbour.mp4"))
     assert sidecar.name == "harbour.mp4" and sidecar.metadata.title == GOOD_METADATA["title"]
     assert sidecar.metadata.usage.total == 1500 and sidecar.metadata.cost_usd > 0
-    assert sidecar.provenance is None and sidecar.metadata.ai_generated is False  # the contributor's footage
+    assert (sidecar.provenance.source, sidecar.provenance.width, sidecar.provenance.height) == ("own", 320, 180)
+    assert sidecar.metadata.ai_generated is False  # the contributor's footage: no generator named in its tags
 
 
 def test_a_clip_whose_attempts_all_fail_is_uploaded_once_parked_and_leaves_no_file_at_google(
