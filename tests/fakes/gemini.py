@@ -3,7 +3,9 @@
 It speaks ``POST /{api_version}/models/{model}:generateContent`` over real HTTP
 (and the Batch API: ``fake.batch``, :mod:`tests.fakes.gemini_batch` says what it
 serves and how tests steer it; the Models API, ``models.list`` and ``models.get``:
-``fake.models``, :mod:`tests.fakes.gemini_models`), and only what the real service accepts, before
+``fake.models``, :mod:`tests.fakes.gemini_models`; the Files API: ``fake.files``; the
+Interactions API that makes clips: ``fake.interactions``, :mod:`tests.fakes.gemini_interactions`), and only
+what the real service accepts, before
 any script is consulted:
 
 * only its one API version (``api_version``, default ``v1beta``); any other
@@ -53,6 +55,7 @@ from PIL import Image
 
 from tests.fakes.gemini_batch import FakeBatches
 from tests.fakes.gemini_files import FakeFiles
+from tests.fakes.gemini_interactions import CLIP_MODELS, FakeInteractions
 from tests.fakes.gemini_models import FakeModels
 
 #: A key shaped like a real one; tests assert it never leaks past the request header.
@@ -366,6 +369,8 @@ def refusal(req: "Request", api_version: str) -> Reply | None:
     model = req.model
     if model in RETIRED_MODELS:
         return model_retired(model)
+    if model in CLIP_MODELS:  # the words a live generateContent to Omni Flash got (TanStack/ai#871)
+        return error(400, "This model only supports Interactions API.", status="INVALID_ARGUMENT")
     if model not in SERVED_MODELS:
         return model_not_found(model, api_version)
     body = req.json if isinstance(req.json, dict) else {}
@@ -425,7 +430,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:  # a batch or models path (tests/fakes/gemini_batch.py, gemini_models.py), or what the real
             fake._record(req)  # endpoint says to a path it does not serve or a request it does not take
             reply = (refused or fake.batch.handle(method, self.path, req) or fake.models.handle(method, self.path)
-                     or fake.files.handle(method, self.path, req)
+                     or fake.files.handle(method, self.path, req) or fake.interactions.handle(method, self.path, req)
                      or error(404, f"The requested URL {self.path.split('?', 1)[0]} was not found on this server."))
         if reply.delay and fake._stopping.wait(reply.delay):
             self.close_connection = True
@@ -475,10 +480,12 @@ class FakeGemini:
         self.batch = FakeBatches(api_version, request_of=self._inline_request, reply=self._reply_for,
                                  refuse=lambda req: refusal(req, api_version), reply_type=Reply, error=error)
         #: The Models API: what it lists, scripted failures, records (tests/fakes/gemini_models.py).
-        self.models = FakeModels(api_version, SERVED_MODELS, image_models=IMAGE_SIZES, reply_type=Reply,
-                                 error=error)
+        self.models = FakeModels(api_version, SERVED_MODELS | CLIP_MODELS, image_models=IMAGE_SIZES,
+                                 reply_type=Reply, error=error)
         #: The Files API: uploads, PROCESSING → ACTIVE, deletion (tests/fakes/gemini_files.py).
         self.files = FakeFiles(api_version, base=lambda: self.url, reply_type=Reply, error=error)
+        #: The Interactions API: clip generation, in_progress → completed (tests/fakes/gemini_interactions.py).
+        self.interactions = FakeInteractions(api_version, reply_type=Reply, error=error)
 
     @property
     def url(self) -> str:

@@ -1,0 +1,86 @@
+"""Generated clips end to end (issue 38 item 4): ``--clips N`` makes them (Gemini's clip model through the real
+SDK's Interactions client against the test server, or the offline generator), and the chain takes them to the
+agencies that take clips, once."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import av
+import pytest
+from typer.testing import CliRunner
+
+from flows.cli import app
+from tasks.core.records import read_sidecar
+from tasks.core.workdir import Workdir
+from tasks.gemini import ratelimit
+from tasks.images.demo import DEMO_PROMPTS, DEMO_SOFTWARE, generated_name
+from tests.fakes.gemini import FAKE_KEY, fake_gemini  # noqa: F401  (fixture)
+from tests.fakes.gemini_interactions import TOKENS_PER_SECOND
+
+FAST = "[gemini]\nrequests_per_minute = 6000\nrequests_per_day = 0\nclip_poll_s = 0.01\n"
+CLIP = generated_name(DEMO_PROMPTS[0], 0, 0, clip=True)
+
+
+@pytest.fixture(autouse=True)
+def fresh_limiters(monkeypatch):
+    monkeypatch.setattr(ratelimit, "_shared", {})
+
+
+def test_a_gemini_clip_is_made_once_described_disclosed_and_delivered(prefect_harness, fake_gemini, monkeypatch,
+                                                                      tmp_path):
+    from flows.stock_batch import stock_batch
+
+    monkeypatch.setenv("GEMINI_API_KEY", FAKE_KEY)
+    wd = Workdir(tmp_path / "w").prepare()
+    wd.config_file.write_text(FAST)
+    summary = stock_batch(workdir=str(wd.root), clips=1, agencies=["adobe", "vecteezy"], return_state=True).result()
+
+    [asked] = fake_gemini.interactions.created
+    assert asked["model"] == "gemini-omni-1.2-flash" and asked["response_format"]["resolution"] == "1080p"
+    described = [r for r in fake_gemini.requests if r.method == "POST" and ":generateContent" in r.path]
+    assert len(described) == 1 and described[0].model == "gemini-3.5-flash-lite"  # the clip, described from itself
+    assert summary["uploaded_now"] == {"adobe": 1, "vecteezy": 1}
+    assert sorted(p.name for p in wd.outbox("adobe").iterdir()) == [CLIP]
+    sidecar = read_sidecar(wd.sidecar(CLIP))
+    assert sidecar.metadata.ai_generated and sidecar.provenance.model == "gemini-omni-1.2-flash"
+    assert summary["ai_ticks"] == {"adobe": ("Created using generative AI tools", [CLIP])}
+    assert (summary["generation_tokens"], summary["generation_cost_unknown"]) == (24 + TOKENS_PER_SECOND * 6, 1)
+
+    again = stock_batch(workdir=str(wd.root), clips=1, agencies=["adobe", "vecteezy"], return_state=True).result()
+    assert len(fake_gemini.interactions.created) == 1, "the clip exists: never asked for again"
+    assert not any(again["uploaded_now"].values()) and len(
+        [r for r in fake_gemini.requests if ":generateContent" in r.path]) == 1, "nothing described or sent twice"
+
+
+def test_the_offline_generator_makes_a_clip_adobe_takes(prefect_harness, tmp_path):
+    from flows.stock_batch import stock_batch
+
+    wd = Workdir(tmp_path / "w").prepare()
+    summary = stock_batch(workdir=str(wd.root), clips=1, agencies=["adobe"], return_state=True).result()
+    assert summary["uploaded_now"] == {"adobe": 1} and summary["held_back"] == {}
+    with av.open(str(wd.outbox("adobe") / CLIP)) as clip:  # read back by FFmpeg, not by the project
+        video = clip.streams.video[0]
+        assert (video.codec_context.width, video.codec_context.height, float(video.average_rate)) == (1920, 1080, 24)
+        assert float(clip.duration / av.time_base) == pytest.approx(6.0)
+    tags = json.loads(subprocess.run([shutil.which("exiftool") or "exiftool", "-j", "-G1", "-ItemList:all",
+                                      str(wd.outbox("adobe") / CLIP)], capture_output=True, text=True,
+                                     check=True).stdout)[0]
+    assert (tags["ItemList:Title"], tags["ItemList:Encoder"]) == (DEMO_PROMPTS[0].prompt, DEMO_SOFTWARE), (
+        "exiftool reads the prompt and the generator from the delivered clip")
+    sidecar = read_sidecar(wd.sidecar(CLIP))
+    assert sidecar.provenance.generator == "offline demo" and not sidecar.metadata.ai_generated
+    assert CLIP in wd.root.joinpath("csv", "adobe.csv").read_text()
+
+
+def test_a_clip_model_the_table_does_not_know_is_refused_before_anything_runs(fake_gemini, monkeypatch, tmp_path):
+    wd = tmp_path / "w"
+    wd.mkdir()
+    (wd / "microstock.toml").write_text('[gemini]\nclip_model = "veo-3.1-generate-preview"\n')
+    monkeypatch.setenv("GEMINI_API_KEY", FAKE_KEY)
+    result = CliRunner().invoke(app, ["run", "--clips", "1", "--workdir", str(wd)])
+    assert result.exit_code == 2 and "`gemini.clip_model = veo-3.1-generate-preview` is not a clip model" in (
+        result.output)
+    assert fake_gemini.requests == [] and not (wd / "assets").exists()
