@@ -38,7 +38,7 @@ def demo_clip_bytes(prompt: DemoPrompt, seed: int, index: int) -> bytes:
         for i in range(frames):
             left = _PAN * i // (frames - 1) // 2 * 2
             frame = av.VideoFrame(WIDTH, HEIGHT, "yuv420p")
-            for (data, stride), plane, shift in zip(planes, frame.planes, (0, 1, 1)):
+            for (data, stride), plane, shift in zip(planes, frame.planes, (0, 1, 1), strict=True):
                 x, width, rows = left >> shift, WIDTH >> shift, HEIGHT >> shift
                 pad = b"\0" * (plane.line_size - width)
                 plane.update(b"".join(data[r * stride + x:r * stride + x + width] + pad for r in range(rows)))

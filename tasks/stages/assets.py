@@ -61,10 +61,10 @@ GENERATE_ATTEMPTS = 3
 GENERATE_RETRY_DELAY_S = 2.0
 
 
-def _make_with_retries(make: Callable[[], Made], sleep=time.sleep) -> Made:
+def _make_with_retries(make: Callable[..., Made], args: tuple, sleep=time.sleep) -> Made:
     for attempt in range(1, GENERATE_ATTEMPTS + 1):
         try:
-            return make()
+            return make(*args)
         except TransientError as exc:
             if attempt == GENERATE_ATTEMPTS:
                 raise
@@ -100,7 +100,7 @@ def _generate(assets_dir: Path, count: int, prompts: list[DemoPrompt], seed: int
             path = assets_dir / generated_name(prompt, seed, i, clip=clip)
             if not path.exists():
                 try:
-                    made = _make_with_retries(lambda: make(prompt, i, path), sleep)
+                    made = _make_with_retries(make, (prompt, i, path), sleep)
                     record_generation(path, made)  # first: an asset is never there without its cost
                     atomic_write_bytes(path, made.data)
                 except OSError as exc:  # the run stops, as at ingest: describing on a full disk loses paid answers

@@ -99,8 +99,9 @@ class RunContext:
         model list unreadable, the table disagreeing with it).
 
         ``generates``: the run makes images with Gemini (a count, no source folder), so the image model is
-        checked too; ``clips``: it makes clips (``--clips``), so the clip model and resolution are. ``key``: the flow gives the run's (:attr:`gemini_key`); the CLI, before Prefect is set up,
-        the environment's alone, so no Secret block is read there (a block's key is checked in the flow).
+        checked too; ``clips``: it makes clips (``--clips``), so the clip model and resolution are. ``key``: the
+        flow gives the run's (:attr:`gemini_key`); the CLI, before Prefect is set up, the environment's alone,
+        so no Secret block is read there (a block's key is checked in the flow).
         Without a key only the targets and the prompts are checked: nothing is sent to Gemini.
         """
         from tasks.transports.targets import check_targets  # the transports' libraries load only for a run
