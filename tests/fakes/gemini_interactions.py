@@ -26,6 +26,7 @@ import base64
 import itertools
 import tempfile
 import threading
+from functools import cache
 from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlsplit
@@ -47,8 +48,9 @@ RESOLUTIONS = {"360p": (640, 360), "720p": (1280, 720), "1080p": (1920, 1080), "
 TOKENS_PER_SECOND = 5792
 
 
+@cache
 def mp4_of(resolution: str, seconds: int = 6) -> bytes:
-    """A real MP4 clip (H.264, 24 fps) of the size ``resolution`` names."""
+    """A real MP4 clip (H.264, 24 fps) of the size ``resolution`` names (made once per process)."""
     width, height = RESOLUTIONS[resolution]
     with tempfile.TemporaryDirectory() as folder:
         return make_clip(Path(folder) / "clip.mp4", width, height, seconds=seconds, fps=24).read_bytes()

@@ -14,9 +14,13 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from tasks.core.records import read_sidecar
+from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.gemini import ratelimit
 from tasks.images.demo import DEMO_PROMPTS, DEMO_SOFTWARE, generated_name
+from tasks.images.provenance import is_ai_generated, provenance_of
+from tasks.stages.assets import clip_maker, generate_clips
+from tasks.stages.clips import check_clips
 from tests.fakes.gemini import FAKE_KEY, fake_gemini  # noqa: F401  (fixture)
 from tests.fakes.gemini_interactions import TOKENS_PER_SECOND
 
@@ -29,8 +33,8 @@ def fresh_limiters(monkeypatch):
     monkeypatch.setattr(ratelimit, "_shared", {})
 
 
-def test_a_gemini_clip_is_made_once_described_disclosed_and_delivered(prefect_harness, fake_gemini, monkeypatch,
-                                                                      tmp_path):
+def test_a_gemini_clip_is_made_described_disclosed_and_delivered(prefect_harness, fake_gemini, monkeypatch,
+                                                                  tmp_path):
     from flows.stock_batch import stock_batch
 
     monkeypatch.setenv("GEMINI_API_KEY", FAKE_KEY)
@@ -49,30 +53,27 @@ def test_a_gemini_clip_is_made_once_described_disclosed_and_delivered(prefect_ha
     assert summary["ai_ticks"] == {"adobe": ("Created using generative AI tools", [CLIP])}
     assert (summary["generation_tokens"], summary["generation_cost_unknown"]) == (24 + TOKENS_PER_SECOND * 6, 1)
 
-    again = stock_batch(workdir=str(wd.root), clips=1, agencies=["adobe", "vecteezy"], return_state=True).result()
-    assert len(fake_gemini.interactions.created) == 1, "the clip exists: never asked for again"
-    assert not any(again["uploaded_now"].values()) and len(
-        [r for r in fake_gemini.requests if ":generateContent" in r.path]) == 1, "nothing described or sent twice"
 
 
-def test_the_offline_generator_makes_a_clip_adobe_takes(prefect_harness, tmp_path):
-    from flows.stock_batch import stock_batch
-
+def test_the_offline_generator_makes_a_clip_adobe_takes_once(tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
-    summary = stock_batch(workdir=str(wd.root), clips=1, agencies=["adobe"], return_state=True).result()
-    assert summary["uploaded_now"] == {"adobe": 1} and summary["held_back"] == {}
-    with av.open(str(wd.outbox("adobe") / CLIP)) as clip:  # read back by FFmpeg, not by the project
+    made = generate_clips(wd.assets, 1, DEMO_PROMPTS, 0, clip_maker(Settings(), None, wd))
+    assert [a.name for a in made.assets] == [CLIP]
+    report = check_clips(wd, ["adobe"], 1000, 400)
+    assert report.taken == {"adobe": [CLIP]} and report.held_back.get("adobe", {}) == {}
+    with av.open(str(wd.assets / CLIP)) as clip:  # read back by FFmpeg's own reader
         video = clip.streams.video[0]
         assert (video.codec_context.width, video.codec_context.height, float(video.average_rate)) == (1920, 1080, 24)
         assert float(clip.duration / av.time_base) == pytest.approx(6.0)
     tags = json.loads(subprocess.run([shutil.which("exiftool") or "exiftool", "-j", "-G1", "-ItemList:all",
-                                      str(wd.outbox("adobe") / CLIP)], capture_output=True, text=True,
-                                     check=True).stdout)[0]
+                                      str(wd.assets / CLIP)], capture_output=True, text=True, check=True).stdout)[0]
     assert (tags["ItemList:Title"], tags["ItemList:Encoder"]) == (DEMO_PROMPTS[0].prompt, DEMO_SOFTWARE), (
-        "exiftool reads the prompt and the generator from the delivered clip")
-    sidecar = read_sidecar(wd.sidecar(CLIP))
-    assert sidecar.provenance.generator == "offline demo" and not sidecar.metadata.ai_generated
-    assert CLIP in wd.root.joinpath("csv", "adobe.csv").read_text()
+        "exiftool reads the prompt and the generator from the clip")
+    provenance = provenance_of(wd.assets / CLIP)
+    assert (provenance.generator, is_ai_generated(provenance)) == ("offline demo", False)
+    written = (wd.assets / CLIP).stat().st_mtime_ns
+    again = generate_clips(wd.assets, 1, DEMO_PROMPTS, 0, lambda *a: pytest.fail("made again"))
+    assert [a.name for a in again.assets] == [CLIP] and (wd.assets / CLIP).stat().st_mtime_ns == written
 
 
 def test_a_clip_model_the_table_does_not_know_is_refused_before_anything_runs(fake_gemini, monkeypatch, tmp_path):
