@@ -189,19 +189,25 @@ class GeminiClipMaker:
         log.info("clip %s by %s: prompt %d · output %d · thinking %d tokens · %s", path.name, self.model,
                  usage.prompt_tokens, usage.output_tokens, usage.thought_tokens,
                  "cost unknown (no confirmed price)" if cost is None else f"${cost:.4f}")
-        video = found.output_video
-        if video is None or not (video.data or video.uri):
-            raise InvalidOutput(f"Gemini's finished clip holds no video (interaction {interaction_id})")
-        if not video.data:  # asked inline; a URI instead is a delivery this project does not fetch
-            pending.unlink(missing_ok=True)
-            raise PermanentError(f"Gemini delivered the clip by URI, not inline as asked (interaction "
-                                 f"{interaction_id}); this project does not fetch clip URIs", kind="refused",
-                                 code="uri_delivery")
-        try:
-            data = base64.b64decode(video.data, validate=True)
-        except (binascii.Error, ValueError):
-            raise InvalidOutput("the clip in Gemini's answer is not base64") from None
+        data = _video_of(found, interaction_id, pending)
+        del found  # the answer (its base64 text a third larger than the clip) is not held while the clip is remuxed
         return Made(tagged_clip(data, prompt.prompt, gemini_software(self.model)), usage, cost)
+
+
+def _video_of(found: Any, interaction_id: str, pending: Path) -> bytes:
+    """The clip's bytes from a completed interaction's inline video."""
+    video = found.output_video
+    if video is None or not (video.data or video.uri):
+        raise InvalidOutput(f"Gemini's finished clip holds no video (interaction {interaction_id})")
+    if not video.data:  # asked inline; a URI instead is a delivery this project does not fetch
+        pending.unlink(missing_ok=True)
+        raise PermanentError(f"Gemini delivered the clip by URI, not inline as asked (interaction "
+                             f"{interaction_id}); this project does not fetch clip URIs", kind="refused",
+                             code="uri_delivery")
+    try:
+        return base64.b64decode(video.data, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidOutput("the clip in Gemini's answer is not base64") from None
 
 
 def _pending_id(pending: Path) -> str | None:
