@@ -32,17 +32,19 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
-import json
 import logging
 import time
 from io import BytesIO
 from pathlib import Path
 from typing import Any, Callable
 
+from pydantic import BaseModel, Field
+
 from tasks.core.errors import ConfigError, InvalidOutput, PermanentError, StageStopped, TransientError
 from tasks.core.files import atomic_write_bytes
 from tasks.core.records import Made, Usage
 from tasks.core.settings import GeminiSettings, GenerateSettings
+from tasks.core.state_files import read_file
 from tasks.gemini.client import Target, gemini_client, map_gemini_errors
 from tasks.gemini.daybudget import DailyBudget
 from tasks.gemini.models import check_clip_settings, cost_usd, retired_refusal
@@ -132,7 +134,7 @@ class GeminiClipMaker:
         if not started.id:
             raise InvalidOutput("Gemini started a clip without an interaction id")
         atomic_write_bytes(pending_generation(path),
-                           json.dumps({"interaction": started.id, "model": self.model}).encode())
+                           PendingClip(interaction=started.id, model=self.model).model_dump_json().encode())
         log.info("clip %s: Gemini is making it (interaction %s)", path.name, started.id)
         return started.id
 
@@ -210,10 +212,16 @@ def _video_of(found: Any, interaction_id: str, pending: Path) -> bytes:
         raise InvalidOutput("the clip in Gemini's answer is not base64") from None
 
 
+class PendingClip(BaseModel):
+    """``assets/.<stem>.pending.json``: the interaction a clip is being made by, and the model asked."""
+
+    interaction: str = Field(min_length=1)
+    model: str = ""
+
+
 def _pending_id(pending: Path) -> str | None:
-    """The interaction a previous attempt or run started for this clip, if its record is readable."""
-    try:
-        found = json.loads(pending.read_text(encoding="utf-8")).get("interaction")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return found if isinstance(found, str) and found else None
+    """The interaction a previous attempt or run started for this clip; None when there is none. A damaged
+    record is set aside (its bytes kept, one warning): the clip is asked for anew."""
+    kept = read_file(pending, PendingClip.model_validate_json,
+                     "the clip is asked for anew (the interaction it named, if any, is in the bytes set aside)")
+    return kept.interaction if kept is not None else None

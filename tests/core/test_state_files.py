@@ -24,6 +24,7 @@ from tasks.core.records import Asset, Metadata, read_sidecar, write_sidecar
 from tasks.core.settings import load_settings
 from tasks.core.workdir import Workdir
 from tasks.gemini import served
+from tasks.gemini.clip_generation import _pending_id
 from tasks.gemini.daybudget import DailyBudget, pacific_day
 from tasks.images.provenance import _generation_cost
 from tasks.stages import pack_manifest
@@ -164,6 +165,9 @@ FILES = [
               _json({"usage": [10, 1290], "cost_usd": 0.039}),
               lambda wd: _generation_cost(wd.assets / "a.jpg"),
               lambda got: got["cost_usd"] == 0.039, lambda got: got == {}, quiet=True),
+    StateFile("assets/.a_c000.pending.json", lambda wd: _json({"interaction": "v1_fake000001", "model": "m"}),
+              _json({"interaction": 5}), lambda wd: _pending_id(wd.assets / ".a_c000.pending.json"),
+              lambda got: got == "v1_fake000001", lambda got: got is None),
 ]
 
 DAMAGES = ["bad byte", "wrong type", "truncated", "folder", "read-only"]

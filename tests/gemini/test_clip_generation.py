@@ -13,6 +13,7 @@ from tasks.core.errors import PermanentError, StageStopped
 from tasks.core.settings import GeminiSettings, GenerateSettings
 from tasks.gemini import ratelimit
 from tasks.gemini.clip_generation import GeminiClipMaker
+from tasks.gemini.daybudget import DailyBudget
 from tasks.images.demo import DEMO_PROMPTS, generated_name
 from tasks.images.provenance import is_ai_generated, pending_generation, provenance_of
 from tasks.stages.assets import generate_clips
@@ -134,3 +135,12 @@ def test_a_refused_key_stops_generation_and_never_leaks(fake_gemini, tmp_path):
     done = generate_clips(tmp_path, 2, [PROMPT], 0, maker())
     assert done.stopped and "GEMINI_API_KEY" in done.stopped and FAKE_KEY not in done.stopped
     assert len(posts(fake_gemini)) == 1, "stopped at the first refusal: the second clip was not asked for"
+
+
+def test_the_clip_models_requests_count_in_the_days_budget(fake_gemini, tmp_path):
+    budget = DailyBudget(tmp_path / "gemini-requests.json", "gemini-omni-1.2-flash", 1)
+    clip = GeminiClipMaker(GeminiSettings(requests_per_minute=6000, clip_poll_s=0.01), FAKE_KEY, GenerateSettings(),
+                           budget, sleep=lambda s: None)
+    done = generate_clips(tmp_path, 2, [PROMPT], 0, clip)
+    assert len(done.assets) == 1 and "gemini.requests_per_day = 1" in done.stopped
+    assert len(fake_gemini.interactions.created) == 1, "the second clip was not asked for"
