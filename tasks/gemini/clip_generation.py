@@ -17,7 +17,8 @@ made after ``gemini.clip_wait_s`` is a TransientError (the next attempt waits ag
 
 Failures go through the same boundary as every call (:func:`~tasks.gemini.client.map_gemini_errors`); a final
 status other than ``completed`` is a PermanentError naming it (``failed`` with the service's own message), and
-the pending file is removed: nothing is left to take up. A model the table marks retired, or that is not a clip
+so is a completed one whose clip cannot be read (asking the same interaction again gives the same bytes); the
+pending file is removed then: nothing is left to take up. A model the table marks retired, or that is not a clip
 model of the table, is refused before the first call (StageStopped ``model``). The clip is written as Gemini
 sent it, remuxed (stream copy, no re-encoding) only to carry the prompt as its ``title`` and
 ``prefect-microstock via Gemini <model> (AI-generated)`` as its encoding tool — the record
@@ -43,6 +44,7 @@ from pydantic import BaseModel, Field
 from tasks.core.errors import ConfigError, InvalidOutput, PermanentError, StageStopped, TransientError
 from tasks.core.files import atomic_write_bytes
 from tasks.core.records import Made, Usage
+from tasks.core.secrets import redact
 from tasks.core.settings import GeminiSettings, GenerateSettings
 from tasks.core.state_files import read_file
 from tasks.gemini.client import Target, gemini_client, map_gemini_errors
@@ -183,17 +185,23 @@ class GeminiClipMaker:
         status = str(found.status)
         if status != "completed":
             pending.unlink(missing_ok=True)  # a final status: nothing left to take up
-            said = "; ".join(f"{e.message}" for e in (found.errors or []) if e.message) or "no reason given"
-            raise PermanentError(f"Gemini's clip ended {status} (interaction {interaction_id}): {said[:200]}",
+            said = " ".join("; ".join(e.message for e in (found.errors or []) if e.message).split())
+            said = redact(said, self._api_key, mark="[redacted]")[:200] or "no reason given"
+            raise PermanentError(f"Gemini's clip ended {status} (interaction {interaction_id}): {said}",
                                  kind="refused", code=status)
         usage = usage_of_interaction(found)
         cost = cost_usd(self.model, usage, dt.date.today())
         log.info("clip %s by %s: prompt %d · output %d · thinking %d tokens · %s", path.name, self.model,
                  usage.prompt_tokens, usage.output_tokens, usage.thought_tokens,
                  "cost unknown (no confirmed price)" if cost is None else f"${cost:.4f}")
-        data = _video_of(found, interaction_id, pending)
-        del found  # the answer (its base64 text a third larger than the clip) is not held while the clip is remuxed
-        return Made(tagged_clip(data, prompt.prompt, gemini_software(self.model)), usage, cost)
+        try:
+            data = _video_of(found, interaction_id, pending)
+            del found  # the answer (base64, a third larger than the clip) is not held while the clip is remuxed
+            return Made(tagged_clip(data, prompt.prompt, gemini_software(self.model)), usage, cost)
+        except InvalidOutput as exc:  # a finished interaction answers the same bytes again: nothing to take up
+            pending.unlink(missing_ok=True)
+            raise PermanentError(f"{exc.message} (interaction {interaction_id}): the next run asks for the clip anew",
+                                 code="unreadable_clip") from None
 
 
 def _video_of(found: Any, interaction_id: str, pending: Path) -> bytes:

@@ -2,8 +2,9 @@
 
 Generation is deterministic (the offline generator) or made by Gemini's image
 and clip models; an asset that exists is never made again, and a clip Gemini
-is still making when a run ends is taken up by the next (never asked for twice). Ingestion (:mod:`ingest`)
-copies the contributor's files unchanged and rejects unusable ones with a reason.
+is still making when a run ends is taken up by the next (never asked for twice).
+Ingestion (:mod:`ingest`) copies the contributor's files unchanged and rejects
+unusable ones with a reason.
 """
 
 from __future__ import annotations
@@ -116,7 +117,8 @@ def _generate(assets_dir: Path, count: int, prompts: list[DemoPrompt], seed: int
                     result.failed[path.name] = exc.message
                     progress.advance()
                     continue
-            pending_generation(path).unlink(missing_ok=True)  # written: nothing left to take up
+            if clip:  # written: nothing left to take up (only a clip maker keeps a pending record)
+                pending_generation(path).unlink(missing_ok=True)
             result.assets.append(Asset(name=path.name, asset_id=sha256_file(path), path=path))
             progress.advance()
     return result

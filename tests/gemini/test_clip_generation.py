@@ -3,6 +3,7 @@ Gemini server's interactions (background create, in_progress → completed)."""
 
 from __future__ import annotations
 
+import base64
 import json
 from io import BytesIO
 
@@ -144,3 +145,14 @@ def test_the_clip_models_requests_count_in_the_days_budget(fake_gemini, tmp_path
     done = generate_clips(tmp_path, 2, [PROMPT], 0, clip)
     assert len(done.assets) == 1 and "gemini.requests_per_day = 1" in done.stopped
     assert len(fake_gemini.interactions.created) == 1, "the second clip was not asked for"
+
+
+def test_a_finished_clip_that_cannot_be_read_is_not_taken_up_again(fake_gemini, tmp_path):
+    fake_gemini.interactions.end = lambda asked: {"status": "completed", "steps": [{"type": "model_output", "content": [
+        {"type": "video", "mime_type": "video/mp4", "data": base64.b64encode(b"not an mp4").decode()}]}]}
+    path = tmp_path / "a_c000.mp4"
+    with pytest.raises(PermanentError) as caught:
+        maker()(PROMPT, 0, path)
+    assert caught.value.error_class == "permanent:unreadable_clip" and "cannot be read as a video" in (
+        caught.value.message)
+    assert not pending_generation(path).exists(), "the same interaction would answer the same bytes"
