@@ -209,9 +209,10 @@ def describe_contents(asset: Asset, prompt: str) -> list:
 
 
 def to_metadata(answer: StockAnswer, response: types.GenerateContentResponse, *, describer: str,
-                settings: GeminiSettings, usage: Usage, batch: bool = False) -> Metadata:
+                settings: GeminiSettings, usage: Usage, batch: bool = False, audio_tokens: int = 0) -> Metadata:
     """The sidecar metadata of a parsed answer; ``usage`` (every call made for the asset) priced at the sync or
-    the batch price (``cost_usd`` None when that price is not confirmed)."""
+    the batch price, ``audio_tokens`` (a clip's sound) at the audio price (``cost_usd`` None when a price needed
+    is not confirmed)."""
     meta = response.usage_metadata
     return Metadata(
         title=" ".join(answer.title.split()),
@@ -223,7 +224,7 @@ def to_metadata(answer: StockAnswer, response: types.GenerateContentResponse, *,
         describer=describer,
         tokens=(meta.total_token_count or 0) if meta else 0,
         usage=usage,
-        cost_usd=cost_usd(settings.model, usage, dt.date.today(), batch=batch),
+        cost_usd=cost_usd(settings.model, usage, dt.date.today(), batch=batch, audio_tokens=audio_tokens),
     )
 
 
@@ -309,10 +310,8 @@ class GeminiDescriber:
         with self._lock:
             self._spent.pop(asset.asset_id, None)
             self._truncated.discard(asset.asset_id)
-        metadata = to_metadata(answer, response, describer=self.name, settings=self.settings, usage=usage)
-        if asset.is_clip and _audio_tokens(response):  # billed at the model's audio price, which prices.toml lacks
-            metadata = metadata.model_copy(update={"cost_usd": None})
-        return metadata
+        return to_metadata(answer, response, describer=self.name, settings=self.settings, usage=usage,
+                           audio_tokens=_audio_tokens(response) if asset.is_clip else 0)
 
 
 def _audio_tokens(response: types.GenerateContentResponse) -> int:

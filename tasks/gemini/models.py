@@ -155,6 +155,8 @@ class Price:
     batch_input_per_million: float | None = None
     batch_output_per_million: float | None = None
     since: dt.date | None = None
+    #: The price of audio input (a clip's sound) where the pricing page names it; None: not confirmed.
+    audio_input_per_million: float | None = None
 
     def covers(self, on: dt.date) -> bool:
         return (self.since is None or on >= self.since) and (self.until is None or on <= self.until)
@@ -165,8 +167,9 @@ def _price(row: dict) -> Price:
         return dt.date.fromisoformat(row[key]) if key in row else None
 
     batch = (float(row[k]) if k in row else None for k in ("batch_input_per_million", "batch_output_per_million"))
+    audio = float(row["audio_input_per_million"]) if "audio_input_per_million" in row else None
     return Price(float(row["input_per_million"]), float(row["output_per_million"]), day("until"), *batch,
-                 since=day("from"))
+                 since=day("from"), audio_input_per_million=audio)
 
 
 @cache
@@ -181,18 +184,21 @@ def prices() -> dict[str, tuple[Price, ...]]:
         raise ConfigError(f"tasks/gemini/prices.toml: {exc}") from None
 
 
-def cost_usd(model: str, usage: Usage, on: dt.date, *, batch: bool = False) -> float | None:
+def cost_usd(model: str, usage: Usage, on: dt.date, *, batch: bool = False, audio_tokens: int = 0) -> float | None:
     """What ``usage`` cost on ``model`` on day ``on`` (through the Batch API when ``batch``), at the price in
-    effect that day; None when no confirmed price is known for it."""
+    effect that day; None when no confirmed price is known for it. ``audio_tokens`` of the prompt (a clip's sound)
+    are billed at the model's audio input price: None when that is not confirmed (or through the Batch API)."""
     price = next((p for p in prices().get(model, ()) if p.covers(on)), None)
     if price is None:
         return None
     per_input, per_output = ((price.batch_input_per_million, price.batch_output_per_million) if batch
                              else (price.input_per_million, price.output_per_million))
-    if per_input is None or per_output is None:
+    per_audio = None if batch else price.audio_input_per_million
+    if per_input is None or per_output is None or (audio_tokens and per_audio is None):
         return None
     billed_output = usage.output_tokens + usage.thought_tokens
-    return (usage.prompt_tokens * per_input + billed_output * per_output) / 1e6
+    audio = min(audio_tokens, usage.prompt_tokens)
+    return ((usage.prompt_tokens - audio) * per_input + audio * (per_audio or 0) + billed_output * per_output) / 1e6
 
 
 def check_generation(settings: Settings, agencies: list[str], wd: Workdir | None = None) -> None:

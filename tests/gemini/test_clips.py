@@ -141,17 +141,27 @@ def test_a_clip_used_too_early_or_gone_is_transient_not_a_refused_key(fake_gemin
     assert gone.value.error_class == "retryable:file_gone" and not isinstance(gone.value, StageStopped)
 
 
-def test_tokens_and_cost_of_a_clip_are_in_its_metadata_and_audio_makes_the_cost_unknown(fake_gemini, tmp_path):
+def test_tokens_and_cost_of_a_clip_are_in_its_metadata_its_sound_at_the_audio_price_where_confirmed(fake_gemini,
+                                                                                                 tmp_path):
     clip = clip_asset(tmp_path)
     fake_gemini.push(answer_json(tokens=2000))
     md = describer().describe(clip)
     assert md.usage.prompt_tokens == 2000 - 60 and md.usage.output_tokens == 60
     assert md.cost_usd == pytest.approx((1940 * 0.30 + 60 * 2.50) / 1e6)
-    with_sound = answer_json(tokens=2000)
-    with_sound.body["usageMetadata"]["promptTokensDetails"] = [{"modality": "VIDEO", "tokenCount": 1500},
+
+    def with_sound():
+        answer = answer_json(tokens=2000)
+        answer.body["usageMetadata"]["promptTokensDetails"] = [{"modality": "VIDEO", "tokenCount": 1500},
                                                                {"modality": "AUDIO", "tokenCount": 400}]
-    fake_gemini.push(with_sound)
-    assert describer().describe(clip).cost_usd is None  # the audio price is not in prices.toml
+        return answer
+
+    fake_gemini.push(with_sound())  # 3.5 Flash-Lite: "$0.30 (text / image / video / audio)"
+    assert describer().describe(clip).cost_usd == pytest.approx((1540 * 0.30 + 400 * 0.30 + 60 * 2.50) / 1e6)
+    fake_gemini.push(with_sound())
+    assert describer(model="gemini-3.6-flash").describe(clip).cost_usd is None  # its audio price is not confirmed
+    fake_gemini.push(answer_json(tokens=2000))
+    assert describer(model="gemini-3.6-flash").describe(clip).cost_usd == pytest.approx(
+        (1940 * 1.50 + 60 * 7.50) / 1e6), "a silent clip: priced"
 
 
 def test_a_media_resolution_the_api_does_not_have_is_refused_by_the_test_server(fake_gemini, tmp_path):
