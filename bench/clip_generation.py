@@ -29,8 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.clips import _peak_mb
-from bench.measure import OUT, machine
+from bench.measure import OUT, machine, peak_hwm_mb
 
 ROUNDS = 3
 
@@ -66,7 +65,7 @@ def run_step(step: str, folder: Path) -> dict:
     if step == "offline":
         from tasks.images.demo_clip import demo_clip_bytes
 
-        before = _peak_mb()
+        before = peak_hwm_mb()
         start = time.perf_counter()
         size = len(demo_clip_bytes(DEMO_PROMPTS[0], 0, 0))
     else:
@@ -75,11 +74,11 @@ def run_step(step: str, folder: Path) -> dict:
 
         maker = GeminiClipMaker(GeminiSettings(clip_poll_s=0.05, timeout_s=120, requests_per_minute=6000),
                                 "AIzaSyBENCH-key-0123456789abcdefghijklm", GenerateSettings(clip_resolution="4k"))
-        before = _peak_mb()
+        before = peak_hwm_mb()
         start = time.perf_counter()
         size = len(maker(DEMO_PROMPTS[0], 0, folder / "bench_c000.mp4").data)
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "peak_mb": _peak_mb(), "peak_before_mb": before, "bytes": size}
+    return {"seconds": seconds, "peak_mb": peak_hwm_mb(), "peak_before_mb": before, "bytes": size}
 
 
 def in_child(step: str, folder: Path, env: dict[str, str]) -> dict:

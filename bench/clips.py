@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.measure import OUT, machine
+from bench.measure import OUT, machine, peak_hwm_mb
 
 SIZES = {"1080p": (1920, 1080), "4K": (3840, 2160)}
 FPS, GOP, CRF = 25, 25, 30
@@ -78,15 +78,6 @@ def sparse_file(path: Path, size: int) -> None:
 # --- one step, in a child process -------------------------------------------------------------
 
 
-def _peak_mb() -> float:
-    """This process's peak resident set (``VmHWM``, per address space). Not ``ru_maxrss``: Linux keeps that
-    across ``execve``, so a child started by a parent that made a 4K clip reported the parent's 500 MB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM in /proc/self/status (Linux only)")
-
-
 def run_step(step: str, path: Path, port: int) -> dict:
     """The child's side: import what the step needs, note the peak RSS, do the step, note time and peak again."""
     if step in ("probe", "poster", "signature"):
@@ -115,11 +106,11 @@ def run_step(step: str, path: Path, port: int) -> dict:
         def work() -> None:
             with target:
                 target.put(path, path.name)
-    before = _peak_mb()
+    before = peak_hwm_mb()
     started = time.monotonic()
     work()
     took = time.monotonic() - started
-    return {"seconds": took, "peak_before_mb": before, "peak_mb": _peak_mb()}
+    return {"seconds": took, "peak_before_mb": before, "peak_mb": peak_hwm_mb()}
 
 
 def in_child(step: str, path: Path, port: int = 0) -> dict:

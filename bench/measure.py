@@ -64,6 +64,16 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def peak_hwm_mb() -> float:
+    """This process's peak resident set (``VmHWM``, per address space). Not ``ru_maxrss`` (:func:`peak_rss_mb`)
+    where a parent made something large first: Linux keeps that across ``execve``, so a child started by a parent
+    that made a 4K clip reported the parent's 500 MB."""
+    kb = _status_kb(os.getpid(), "VmHWM")
+    if not kb:
+        raise RuntimeError("no VmHWM in /proc/self/status (Linux only)")
+    return kb / 1024
+
+
 def _status_kb(pid: int, key: str) -> int:
     """``key`` (``VmRSS``, ``VmHWM`` …) of ``/proc/<pid>/status`` in KiB; 0 when the process is gone."""
     try:
