@@ -54,7 +54,6 @@ def test_a_gemini_clip_is_made_described_disclosed_and_delivered(prefect_harness
     assert (summary["generation_tokens"], summary["generation_cost_unknown"]) == (24 + TOKENS_PER_SECOND * 6, 1)
 
 
-
 def test_the_offline_generator_makes_a_clip_adobe_takes_once(tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
     made = generate_clips(wd.assets, 1, DEMO_PROMPTS, 0, clip_maker(Settings(), None, wd))
