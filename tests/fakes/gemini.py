@@ -543,7 +543,11 @@ def gemini_for_module() -> Iterator[tuple["FakeGemini", pytest.MonkeyPatch]]:
 
 @pytest.fixture
 def fake_gemini(monkeypatch):
-    """A running :class:`FakeGemini`; the SDK is pointed at it through ``GOOGLE_GEMINI_BASE_URL``."""
+    """A running :class:`FakeGemini`; the SDK is pointed at it through ``GOOGLE_GEMINI_BASE_URL``. The process's
+    rate limiters start afresh with it (a pause earned against another test's server does not carry over)."""
+    from tasks.gemini import ratelimit
+
+    monkeypatch.setattr(ratelimit, "_shared", {})
     fake = FakeGemini().start()
     monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", fake.url)
     monkeypatch.delenv("GOOGLE_GENAI_API_VERSION", raising=False)

@@ -3,13 +3,11 @@ and cancel. Real Prefect (test harness), the real SDK against the fake Gemini se
 
 from __future__ import annotations
 
-import pytest
 from typer.testing import CliRunner
 
 from flows.cli import app
 from tasks.core.records import read_sidecar
 from tasks.core.workdir import Workdir
-from tasks.gemini import ratelimit
 from tasks.stores.batch_jobs import BatchJobs
 from tests.fakes.gemini import fake_gemini  # noqa: F401  (a fixture)
 from tests.fakes.ledger import ledger_entries
@@ -19,11 +17,6 @@ from tests.stages.test_describe import gemini_key, run_describe  # noqa: F401  (
 AGENCIES = ("adobe", "vecteezy", "dreamstime")
 NAMES = ["harbour.jpg", "meadow.jpg", "street.jpg"]
 BATCH_TOML = '[gemini]\nmode = "batch"\nrequests_per_minute = 6000\nrequests_per_day = 0\n'
-
-
-@pytest.fixture(autouse=True)
-def fresh_limiters(monkeypatch):
-    monkeypatch.setattr(ratelimit, "_shared", {})
 
 
 def test_collect_batches_carries_what_it_collected_to_the_outboxes(prefect_harness, fake_gemini, gemini_key,

@@ -12,7 +12,6 @@ import pytest
 
 from tasks.core.errors import PermanentError, StageStopped
 from tasks.core.settings import GeminiSettings, GenerateSettings
-from tasks.gemini import ratelimit
 from tasks.gemini.clip_generation import GeminiClipMaker
 from tasks.gemini.daybudget import DailyBudget
 from tasks.images.demo import DEMO_PROMPTS, generated_name
@@ -22,11 +21,6 @@ from tests.fakes.gemini import FAKE_KEY, error, fake_gemini, rate_limited  # noq
 from tests.fakes.gemini_interactions import TOKENS_PER_SECOND, failed_clip
 
 PROMPT = DEMO_PROMPTS[0]
-
-
-@pytest.fixture(autouse=True)
-def fresh_limiters(monkeypatch):
-    monkeypatch.setattr(ratelimit, "_shared", {})
 
 
 def maker(clip_wait_s: float = 60, resolution: str = "1080p", model: str = "gemini-omni-1.2-flash",

@@ -9,7 +9,6 @@ from PIL import Image
 
 from tasks.core.errors import ContentBlocked, InvalidOutput, PermanentError, StageStopped
 from tasks.core.settings import GeminiSettings
-from tasks.gemini import ratelimit
 from tasks.gemini.images import GeminiImageMaker
 from tasks.images.contributor_meta import read_embedded
 from tasks.images.demo import DEMO_PROMPTS
@@ -26,12 +25,6 @@ from tests.fakes.gemini import (  # noqa: F401
     prompt_blocked,
     rate_limited,
 )
-
-
-@pytest.fixture(autouse=True)
-def fresh_limiters(monkeypatch):
-    """Each test starts with no limiter in the process, so no pause carries over from another test."""
-    monkeypatch.setattr(ratelimit, "_shared", {})
 
 PROMPT = DEMO_PROMPTS[0]
 

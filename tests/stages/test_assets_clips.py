@@ -16,7 +16,6 @@ from flows.cli import app
 from tasks.core.records import read_sidecar
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
-from tasks.gemini import ratelimit
 from tasks.images.demo import DEMO_PROMPTS, DEMO_SOFTWARE, generated_name
 from tasks.images.provenance import is_ai_generated, provenance_of
 from tasks.stages.assets import clip_maker, generate_clips
@@ -26,11 +25,6 @@ from tests.fakes.gemini_interactions import TOKENS_PER_SECOND
 
 FAST = "[gemini]\nrequests_per_minute = 6000\nrequests_per_day = 0\nclip_poll_s = 0.01\n"
 CLIP = generated_name(DEMO_PROMPTS[0], 0, 0, clip=True)
-
-
-@pytest.fixture(autouse=True)
-def fresh_limiters(monkeypatch):
-    monkeypatch.setattr(ratelimit, "_shared", {})
 
 
 def test_a_gemini_clip_is_made_described_disclosed_and_delivered(prefect_harness, fake_gemini, monkeypatch,

@@ -15,16 +15,10 @@ from tasks.core.errors import ConfigError
 from tasks.core.records import read_sidecar
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
-from tasks.gemini import ratelimit
 from tasks.gemini.models import check_generation
 from tests.fakes.gemini import FAKE_KEY, answer_image, fake_gemini, image_or_metadata  # noqa: F401  (fixture)
 
 FAST = "[gemini]\nrequests_per_minute = 6000\nrequests_per_day = 0\n"
-
-
-@pytest.fixture(autouse=True)
-def fresh_limiters(monkeypatch):
-    monkeypatch.setattr(ratelimit, "_shared", {})
 
 
 def test_default_settings_make_images_every_enabled_agency_takes_end_to_end(prefect_harness, fake_gemini, monkeypatch,

@@ -4,22 +4,15 @@ from __future__ import annotations
 
 import csv
 
-import pytest
 from PIL import Image
 
 from tasks.core.records import read_sidecar
 from tasks.core.workdir import Workdir
-from tasks.gemini import ratelimit
 from tasks.images.provenance import TRAINED_ALGORITHMIC_MEDIA
 from tests.fakes.gemini import FAKE_KEY, fake_gemini, image_or_metadata  # noqa: F401  (fixture)
 from tests.images.test_provenance import xmp_source_type
 
 FAST = "[gemini]\nrequests_per_minute = 6000\nrequests_per_day = 0\n"
-
-
-@pytest.fixture(autouse=True)
-def fresh_limiters(monkeypatch):
-    monkeypatch.setattr(ratelimit, "_shared", {})
 
 
 def test_a_generated_assets_dreamstime_row_and_xmp_say_it_is_ai_generated_and_an_own_photos_do_not(

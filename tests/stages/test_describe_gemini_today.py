@@ -16,7 +16,6 @@ from tasks.core.errors import ConfigError
 from tasks.core.records import read_sidecar
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
-from tasks.gemini import ratelimit
 from tasks.gemini.daybudget import FILE_NAME, pacific_day
 from tasks.stages.describe import describe_stage
 from tasks.stages.run_context import RunContext
@@ -31,12 +30,6 @@ from tests.fakes.gemini import (  # noqa: F401  (fake_gemini is a fixture)
     unknown_field,
 )
 from tests.stages.test_describe import Script, fast_settings, gemini_key, make_assets, stage_lines  # noqa: F401
-
-
-@pytest.fixture(autouse=True)
-def fresh_limiters(monkeypatch):
-    monkeypatch.setattr(ratelimit, "_shared", {})
-
 
 NAMES = [f"w{i}.jpg" for i in range(8)]
 

@@ -17,7 +17,6 @@ from tasks.core.records import Asset, read_sidecar
 from tasks.core.reports import DescribeReport
 from tasks.core.settings import GeminiSettings, KeywordSettings, Settings
 from tasks.core.workdir import Workdir
-from tasks.gemini import ratelimit
 from tasks.gemini.describer import GeminiDescriber
 from tasks.stages.describe import describe_stage
 from tasks.stages.describe_job import DescribeRun
@@ -25,12 +24,6 @@ from tasks.stages.offline_describer import OfflineDescriber
 from tasks.stages.run_context import RunContext
 from tasks.stores.dead_letter_open import open_store
 from tests.fakes.gemini import FAKE_KEY, answer_json, fake_gemini, rate_limited, slow  # noqa: F401  (fixture)
-
-
-@pytest.fixture(autouse=True)
-def fresh_limiters(monkeypatch):
-    """Each test starts with no limiter in the process, so no pause carries over from another test."""
-    monkeypatch.setattr(ratelimit, "_shared", {})
 
 
 @pytest.fixture
