@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import tempfile
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -103,10 +104,14 @@ def check_home(home: Path) -> list[str]:
         home.mkdir(mode=0o700, parents=True, exist_ok=True)
         for path in (record_path(home), lock_path(home), port_path(home), auth_path(home), log_path(home)):
             if _not_a_file(path):
-                notes.append(f"{path} was not a file: set aside as {set_aside(path).name}")
-        probe = home / ".write-test"
-        probe.write_bytes(b"")
-        probe.unlink()
+                try:
+                    notes.append(f"{path} was not a file: set aside as {set_aside(path).name}")
+                except FileNotFoundError:  # another command starting at the same moment set it aside first
+                    pass
+        # the write probe is this process's own file: two commands starting at once each write and remove theirs
+        # (one shared name failed the slower one's unlink: "cannot be written", seen on a clean-clone CI run)
+        with tempfile.NamedTemporaryFile(dir=home, prefix=".write-test."):
+            pass
     except OSError as exc:
         raise ConfigError(f"the workdir's Prefect home {home} cannot be written ({exc.strerror or exc}): make it "
                           f"writable for you (chmod u+rwx {home}) or point PREFECT_HOME elsewhere") from exc

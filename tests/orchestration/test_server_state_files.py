@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,21 @@ def test_damaged_server_files_cost_one_line_and_never_a_second_server(tmp_path, 
         record = back
     finally:
         workdir_server.stop(home, force=True)
+
+
+def test_commands_checking_the_home_at_the_same_moment_never_fail_each_other(tmp_path):
+    """Two commands starting at once both check the home; one shared write probe made the slower one's removal
+    fail ("cannot be written", a clean-clone CI run). A folder where the record belongs is set aside once."""
+    home = tmp_path / "work" / ".prefect"
+    (home / "server.json").mkdir(parents=True)
+
+    def check(_):
+        return [server_record.check_home(home) for _ in range(100)]
+
+    with ThreadPoolExecutor(8) as pool:
+        notes = [note for rounds in pool.map(check, range(8)) for said in rounds for note in said]
+    assert len(notes) == 1 and "server.json was not a file: set aside" in notes[0]
+    assert sorted(p.name for p in home.iterdir() if p.name.startswith(".")) == [], "no probe left behind"
 
 
 def test_a_read_only_home_is_one_line(tmp_path):
