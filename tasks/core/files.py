@@ -67,6 +67,13 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         fh.write(data)
 
 
+def check_writable(folder: Path) -> None:
+    """OSError unless a file can be made in ``folder``: this process's own temporary file, made and removed, so
+    commands checking the same folder at the same moment never remove each other's probe."""
+    with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test."):
+        pass
+
+
 def sha256_file(path: Path) -> str:
     """Hex SHA-256 of a file's bytes, read in 1 MiB chunks (memory stays flat)."""
     h = hashlib.sha256()

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tasks.core.errors import ConfigError
+from tasks.core.files import check_writable
 from tasks.core.state_files import set_aside
 
 log = logging.getLogger(__name__)
@@ -84,11 +85,12 @@ class Workdir:
         try:
             for d in (self.root, self.assets, self.csv, self.packs, self.reports):
                 if d != self.root and (d.is_file() or d.is_symlink() and not d.is_dir()):
-                    log.warning("%s is a file where a folder belongs: set aside as %s", d, set_aside(d).name)
+                    try:
+                        log.warning("%s is a file where a folder belongs: set aside as %s", d, set_aside(d).name)
+                    except FileNotFoundError:  # another run preparing the workdir at the same moment did it
+                        pass
                 d.mkdir(parents=True, exist_ok=True)
-            probe = self.root / ".write-test"
-            probe.write_bytes(b"")
-            probe.unlink()
+            check_writable(self.root)  # each run its own probe: two runs starting at once never fail each other
         except OSError as exc:
             raise ConfigError(f"workdir {self.root} is not usable: {exc.strerror or exc}") from exc
         return self

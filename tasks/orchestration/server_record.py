@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import tempfile
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,6 +36,7 @@ from typing import Iterator
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tasks.core.errors import ConfigError
+from tasks.core.files import check_writable
 from tasks.core.state_files import set_aside
 from tasks.orchestration.local_server import HOST, new_auth_string
 
@@ -108,10 +108,7 @@ def check_home(home: Path) -> list[str]:
                     notes.append(f"{path} was not a file: set aside as {set_aside(path).name}")
                 except FileNotFoundError:  # another command starting at the same moment set it aside first
                     pass
-        # the write probe is this process's own file: two commands starting at once each write and remove theirs
-        # (one shared name failed the slower one's unlink: "cannot be written", seen on a clean-clone CI run)
-        with tempfile.NamedTemporaryFile(dir=home, prefix=".write-test."):
-            pass
+        check_writable(home)  # each command its own probe: one shared name failed the slower one's removal
     except OSError as exc:
         raise ConfigError(f"the workdir's Prefect home {home} cannot be written ({exc.strerror or exc}): make it "
                           f"writable for you (chmod u+rwx {home}) or point PREFECT_HOME elsewhere") from exc

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -256,6 +257,25 @@ def test_a_file_where_a_workdir_folder_belongs_is_set_aside_and_the_folder_made(
     assert aside.read_bytes() == b"not a folder"
     [line] = [r.getMessage() for r in caplog.records]
     assert str(root / folder) in line and aside.name in line
+
+
+def test_runs_preparing_one_workdir_at_the_same_moment_never_fail_each_other(tmp_path, caplog):
+    """One shared write probe made the slower of two runs starting at once fail ("not usable: No such file"); a
+    file where a folder belongs is set aside once."""
+    root = tmp_path / "wd"
+    root.mkdir()
+    (root / "reports").write_bytes(b"not a folder")
+    caplog.set_level(logging.WARNING)
+
+    def prepare(_):
+        for _ in range(100):
+            Workdir(root).prepare()
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(prepare, range(8)))
+    assert (root / "reports").is_dir() and len(list(root.glob("reports.damaged-*"))) == 1
+    assert len(caplog.records) == 1
+    assert [p.name for p in root.iterdir() if p.name.startswith(".")] == [], "no probe left behind"
 
 
 @pytest.mark.parametrize("damage", ["not a database", "truncated", "folder"])
