@@ -80,6 +80,19 @@ def test_batch_cost_is_half_the_sync_cost_where_a_batch_price_is_confirmed_and_u
     assert cost_usd("gemini-3.8-flash", usage, dt.date(2026, 11, 30), batch=True) is None  # no batch row confirmed
 
 
+def test_a_clips_sound_is_billed_at_the_audio_price_and_the_rest_of_the_prompt_at_the_input_price(monkeypatch):
+    # a row whose audio price differs from its input price (as 2.5 Flash's "$1.00 (audio)" beside "$0.30"), so
+    # the split shows; the shipped 3.5 Flash-Lite row names one price for both
+    row = models_module.Price(0.30, 2.50, None, 0.15, 1.25, audio_input_per_million=1.00)
+    monkeypatch.setattr(models_module, "prices", lambda: {"m": (row,)})
+    usage = Usage(prompt_tokens=1_000_000, output_tokens=100_000)
+    on = dt.date(2026, 12, 5)
+    assert cost_usd("m", usage, on, audio_tokens=400_000) == pytest.approx(0.6 * 0.30 + 0.4 * 1.00 + 0.1 * 2.50)
+    assert cost_usd("m", usage, on) == pytest.approx(0.30 + 0.25)  # silent: all at the input price
+    assert cost_usd("m", usage, on, batch=True) == pytest.approx(0.15 + 0.125)
+    assert cost_usd("m", usage, on, audio_tokens=400_000, batch=True) is None  # no batch price for audio
+
+
 def test_an_unusable_model_is_answered_with_its_replacement_and_the_current_ones():
     assert suggestion("gemini-2.5-flash", "describe").startswith(
         "its replacement is gemini-3.5-flash-lite; or pick one of")
