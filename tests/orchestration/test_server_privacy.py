@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from tasks.orchestration import server_record, workdir_server
+from tests.fakes.local_users import other_user, run_as_other, system_python
 
 pytestmark = pytest.mark.server
 
-OTHER = "microstock-other"
 MICROSTOCK = [sys.executable, "-c", "from flows.cli import main; main()"]
 
 #: Run as the other user: the API without credentials, then a read of each file; prints what each answered.
@@ -48,25 +48,10 @@ print(json.dumps(out))
 """
 
 
-def other_user() -> str:
-    """The second local user, made when absent; the test is skipped where that cannot be done."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root: it creates a second local user and runs a probe as that user")
-    if not (shutil.which("useradd") and shutil.which("runuser")):
-        pytest.skip("needs useradd and runuser (util-linux, passwd) to act as a second local user")
-    if subprocess.run(["id", "-u", OTHER], capture_output=True).returncode != 0:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER],
-                       check=True, capture_output=True)
-    return OTHER
-
-
 def as_other_user(api_url: str, *paths: Path) -> dict:
     """What the API and each file answer the other user (the system's python3: not the contributor's venv)."""
-    python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")
-    if python is None:
-        pytest.skip("needs a system python3 to run the other user's probe")
-    ran = subprocess.run(["runuser", "-u", other_user(), "--", python, "-I", "-c", PROBE, api_url, *map(str, paths)],
-                         capture_output=True, text=True, timeout=120, cwd="/")
+    ran = run_as_other([system_python(), "-I", "-c", PROBE, api_url, *map(str, paths)],
+                       capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stderr[-2000:]
     return json.loads(ran.stdout)
 
