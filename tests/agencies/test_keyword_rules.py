@@ -81,3 +81,14 @@ def test_a_sidecar_written_before_removed_keywords_were_kept_still_loads():
                                       '{"title": "t", "description": "d", "keywords": ["sea"]}}')
     assert old.metadata.removed_keywords == {}
     assert Sidecar.model_validate_json(old.model_dump_json()).metadata == old.metadata
+
+
+def test_keywords_written_around_a_name_are_removed_and_recorded_as_the_name_itself_is():
+    md = Metadata(title="t", description="d",
+                  keywords=["Nikes", "N\u0456ke", "spider_man", "Picassos", "batman2", "Coca_Cola", "Coca-Colas",
+                            "shoe", "monetary", "pepsin"])
+    out, _ = apply_keyword_rules(md, KeywordSettings(), NAMES)
+    assert out.keywords == ["shoe", "monetary", "pepsin"]
+    assert out.removed_keywords["N\u0456ke"] == "protected name 'Nike' (brand)"
+    assert out.removed_keywords["Coca-Colas"] == "protected name 'Coca-Cola' (brand)"
+    assert len(out.removed_keywords) == 7
