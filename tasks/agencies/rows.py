@@ -14,7 +14,7 @@ Rule names read ``<field>.<rule>`` (``title.max_chars``, ``keywords.min``,
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict
 
@@ -22,15 +22,10 @@ from tasks.agencies import categories as category_rules
 from tasks.agencies.config_cells import check_csv_defaults, config_value
 from tasks.agencies.dialect import bom_bytes, csv_bytes, unencodable
 from tasks.agencies.disclosure import description_note, with_category, with_note, without_terms
+from tasks.agencies.embedded import EmbeddedFields
 from tasks.agencies.protected import ProtectedNames
 from tasks.agencies.spec import AgencySpec, KeywordRule, TextRule
-from tasks.agencies.text import (
-    capitalize_first,
-    clean_cell,
-    first_non_latin,
-    keep_punctuation,
-    shorten,
-)
+from tasks.agencies.text import clean_cell, first_non_latin, prepare, shorten
 from tasks.core.records import Metadata
 from tasks.core.reports import Problem
 
@@ -82,23 +77,13 @@ class _Row:
         self.problems.append(Problem(agency=self.spec.name, asset=self.asset, rule=rule, message=message))
 
 
-def _prepare(rule: TextRule, raw: str) -> str:
-    text = clean_cell(raw)
-    for ch in rule.remove_chars:
-        text = text.replace(ch, " ")
-    if rule.allowed_punctuation is not None:
-        text = keep_punctuation(text, rule.allowed_punctuation)
-    text = clean_cell(text)
-    return capitalize_first(text) if rule.capitalize_first else text
-
-
 def _text(row: _Row, field: str, rule: TextRule, raw: str, fallback_raw: str) -> str | None:
     """A title or description cell by ``rule``; None (with a problem) when it cannot be valid."""
-    value = _prepare(rule, raw)
+    value = prepare(rule, raw)
     if value != raw.strip() and value:
         row.fix(f"{field}.cleaned", f"{field}: removed line breaks, control, formula or disallowed characters")
     if not value and rule.fallback:
-        value = _prepare(rule, fallback_raw)
+        value = prepare(rule, fallback_raw)
         if value:
             row.fix(f"{field}.fallback", f"{field} was empty; used the {rule.fallback}")
     if not value:
@@ -147,7 +132,10 @@ def _note(row: _Row, description: str, filename: str) -> str | None:
     return noted
 
 
-def _keywords(row: _Row, rule: KeywordRule, raw: list[str]) -> list[str] | None:
+def _keywords(row: _Row, rule: KeywordRule, raw: list[str], names: ProtectedNames | None,
+              removed: list[str]) -> list[str] | None:
+    """The keywords cell's words by ``rule``; a word that names one of ``names`` once cleaned and split is added to
+    ``removed`` and left out (before the maximum is counted)."""
     words: list[str] = []
     seen: set[str] = set()
     dropped = split = 0
@@ -162,6 +150,9 @@ def _keywords(row: _Row, rule: KeywordRule, raw: list[str]) -> list[str] | None:
                     dropped += 1
                     continue
                 seen.add(key)
+                if names is not None and names.found_in(word):
+                    removed.append(word)
+                    continue
                 words.append(word)
     if split:
         row.fix("keywords.single_words", f"split {split} multi-word keyword(s) into single words")
@@ -213,22 +204,28 @@ def _language(row: _Row, md: Metadata) -> None:
                     f"{row.spec.display_name} takes {want!r} metadata only; this asset's is {md.language!r}")
 
 
-def _without_names(row: _Row, keywords: list[str], names: ProtectedNames | None, editorial: bool) -> list[str]:
-    """The keywords without those naming a protected name, for every agency (a sidecar described before the
+def _names_removed(row: _Row, gone: list[str]) -> None:
+    """The fix for keywords left out for naming a protected name, for every agency (a sidecar described before the
     rules, or corrected by hand, may still hold one; the describe stage removes them from new answers)."""
-    kept, gone = names.keywords_without(keywords, editorial) if names else (keywords, [])
     if gone:
-        row.fix("names.protected", f"removed keyword(s) naming a protected name: {', '.join(gone)}")
-    return kept
+        row.fix("names.protected", f"removed keyword(s) naming a protected name: {', '.join(dict.fromkeys(gone))}")
 
 
-def _protected_names(row: _Row, md: Metadata, names: ProtectedNames | None) -> None:
+def _protected_names(row: _Row, md: Metadata, names: ProtectedNames | None,
+                     texts: dict[str, list[str | None]]) -> None:
+    """A problem for each of ``texts``' fields whose versions (as described, as its cell carries it) name a
+    protected name, where the spec's ``[names]`` holds such an asset back; a field ``"<field> embedded …"`` only
+    for names its ``<field>`` did not show; a version that is None (a cell that could not be made) is not looked at."""
     policy = row.spec.names
     if names is None or policy.in_text != "hold_back" or (md.editorial and policy.editorial_exempt):
         return
-    for field, text in (("title", md.title), ("description", md.description)):
-        if found := names.found_in(text):
-            row.problem("names.protected", f"the {field} names {', '.join(str(n) for n in found)}: "
+    said: dict[str, set[str]] = {}
+    for field, versions in texts.items():
+        shown = said.setdefault(field.split(" ")[0], set())
+        found = {str(n): n for text in versions if text for n in names.found_in(text) if str(n) not in shown}
+        shown.update(found)
+        if found:
+            row.problem("names.protected", f"the {field} names {', '.join(found)}: "
                                            f"{row.spec.display_name} refuses protected names in metadata "
                                            "(correct it with `microstock review edit`)")
 
@@ -240,14 +237,18 @@ def build_row(
     csv_defaults: Mapping[str, str] | None = None,
     asset: str | None = None,
     names: ProtectedNames | None = None,
+    embedded: EmbeddedFields | None = None,
 ) -> RowResult:
     """The agency's CSV row for one asset, every rule of ``spec`` applied.
 
     ``filename`` is the name of the file the agency receives (the upload-ready
     JPEG); ``asset`` is the asset's name in ``assets/`` (defaults to
     ``filename``), used in problems. ``csv_defaults`` are the agency's
-    configured column values. ``names``: the run's protected names; a title or description naming one holds
-    the asset back where the spec's ``[names] in_text`` says so. Deterministic: the same inputs give the same row.
+    configured column values. ``names``: the run's protected names, looked for after every cleaning step: a
+    title or description naming one, as described, as its cell carries it or as ``embedded`` (the upload-ready
+    JPEG's fields, :func:`embedded_fields`) carries it, holds the asset back where the spec's ``[names] in_text``
+    says so; a keyword naming one, as described or once cleaned and split for the cell, is removed (a fix).
+    Deterministic: the same inputs give the same row.
     """
     defaults = dict(csv_defaults or {})
     row = _Row(spec, asset or filename)
@@ -257,7 +258,6 @@ def build_row(
         return _result(row, filename, None)
     _filename(row, filename)
     _language(row, metadata)
-    _protected_names(row, metadata, names)
     for problem in check_csv_defaults(spec, defaults):
         row.problem(problem.rule, problem.message)
     columns = spec.active_columns(defaults)
@@ -273,11 +273,17 @@ def build_row(
     if ai and spec.ai.description_note and description is not None:
         description = _note(row, description, filename)
     raw_keywords = _without_terms(row, "keywords", metadata.keywords, terms) if "keywords" in sources else []
-    raw_keywords = _without_names(row, raw_keywords, names, metadata.editorial)
+    unnamed = names if names is not None and not metadata.editorial else None  # editorial: brands are kept
+    raw_keywords, gone = unnamed.keywords_without(raw_keywords) if unnamed else (raw_keywords, [])
     if ai and spec.ai.keyword:
         raw_keywords = [spec.ai.keyword, *raw_keywords]
         row.fix("ai.keyword", f"added {spec.ai.keyword!r} first: the asset is AI-generated")
-    keywords = _keywords(row, spec.keywords, raw_keywords) if "keywords" in sources else []
+    keywords = _keywords(row, spec.keywords, raw_keywords, unnamed, gone) if "keywords" in sources else []
+    _names_removed(row, gone)
+    _protected_names(row, metadata, names, {
+        "title": [metadata.title, title], "description": [metadata.description, description],
+        "title embedded in the upload-ready JPEG": [embedded.title if embedded else None],
+        "description embedded in the upload-ready JPEG": [embedded.description if embedded else None]})
     categories: list[int] = []
     if spec.categories and sources & {"category", "categories"}:
         categories, fixes = category_rules.choose(spec.categories, metadata, spec.display_name)
@@ -338,63 +344,3 @@ def _result(row: _Row, filename: str, cells: tuple[str, ...] | None) -> RowResul
 def split_keywords(spec: AgencySpec, cell: str) -> list[str]:
     """The keyword list back from a written keywords cell."""
     return cell.split(spec.keywords.separator) if cell else []
-
-
-# --- what the upload-ready JPEG carries ---------------------------------------------------
-
-
-#: Only cleaned: the description's rule in the embedded fields.
-_PLAIN = TextRule()
-
-
-class EmbeddedFields(BaseModel):
-    """Title, description and keywords for the XMP/IPTC of the upload-ready JPEG."""
-
-    model_config = ConfigDict(frozen=True)
-
-    title: str
-    description: str
-    keywords: tuple[str, ...]
-
-
-def embedded_fields(metadata: Metadata, specs: Iterable[AgencySpec],
-                    names: ProtectedNames | None = None) -> EmbeddedFields:
-    """The values one upload-ready JPEG carries for every agency in ``specs``.
-
-    One file goes to every agency, so the strictest limits apply: the title
-    and description are cleaned and shortened at a word boundary to the
-    smallest limit (kept whole when no boundary fits: the CSV row is what the
-    agency validates), keywords are cleaned, de-duplicated and capped at the
-    smallest maximum, in their order; the title is rewritten by every agency's
-    title rules at once (:meth:`TextRule.rewriting_of_all`), so it is never
-    looser than the strictest CSV; an AI-generated asset's title and keywords
-    lose every agency's ``ai.forbidden_terms``; with ``names`` (the run's protected
-    names) keywords naming one go, as from the rows (``ProtectedNames.keywords_without``).
-    """
-    specs = list(specs)
-
-    def limit(values: Iterable[int | None]) -> int | None:
-        found = [v for v in values if v is not None]
-        return min(found) if found else None
-
-    def text(raw: str, fallback: str, max_chars: int | None, rule: TextRule = _PLAIN) -> str:
-        value = _prepare(rule, raw) or _prepare(rule, fallback)
-        return (shorten(value, max_chars) or value) if max_chars else value
-
-    strictest = TextRule.rewriting_of_all(s.title for s in specs)  # Adobe: no commas or special characters
-    # an AI-generated asset's embedded title and keywords also lose the wording any of the agencies forbids
-    terms = tuple(t for s in specs for t in s.ai.forbidden_terms) if metadata.ai_generated else ()
-    title = text(without_terms(metadata.title, terms)[0], without_terms(metadata.description, terms)[0],
-                 limit(s.title.max_chars for s in specs), strictest)
-    description = text(metadata.description, metadata.title, limit(s.description.max_chars for s in specs))
-    keywords: list[str] = []
-    seen: set[str] = set()
-    raw_keywords = names.keywords_without(metadata.keywords, metadata.editorial)[0] if names else metadata.keywords
-    for raw in raw_keywords:
-        for part in without_terms(raw, terms)[0].split(","):
-            word = clean_cell(part)
-            if word and word.casefold() not in seen:
-                seen.add(word.casefold())
-                keywords.append(word)
-    cap = limit(s.keywords.max for s in specs)
-    return EmbeddedFields(title=title, description=description, keywords=tuple(keywords[:cap] if cap else keywords))

@@ -6,12 +6,15 @@
 - :func:`shorten` cuts at a word boundary, never inside a word.
 - :func:`first_non_latin` finds a letter outside the Latin script (Vecteezy takes English only).
 - :func:`remove_terms` takes words an agency forbids out of a text (Adobe: "generative AI" in titles).
+- :func:`prepare` rewrites a title or description by its rule (:class:`tasks.agencies.spec.TextRule`).
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+
+from tasks.agencies.spec import TextRule
 
 #: A cell starting with one of these is run as a formula by spreadsheets.
 FORMULA_CHARS = "=+-@"
@@ -109,3 +112,15 @@ def remove_terms(text: str, terms: tuple[str, ...]) -> str:
     out = re.sub(r"\s+([,;:.!?])", r"\1", _SPACES.sub(" ", out))  # "sea , city" → "sea, city"
     out = re.sub(r"([,;:])(\s*[,;:])+", r"\1", out)  # separators left side by side → one
     return out.strip().strip(_CUT_TRAIL).strip()
+
+
+def prepare(rule: TextRule, raw: str) -> str:
+    """``raw`` cleaned (:func:`clean_cell`), the rule's removed characters and disallowed punctuation spaces, the
+    first letter upper-cased when the rule says so; limits and rejections are the caller's."""
+    text = clean_cell(raw)
+    for ch in rule.remove_chars:
+        text = text.replace(ch, " ")
+    if rule.allowed_punctuation is not None:
+        text = keep_punctuation(text, rule.allowed_punctuation)
+    text = clean_cell(text)
+    return capitalize_first(text) if rule.capitalize_first else text

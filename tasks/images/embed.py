@@ -44,13 +44,16 @@ name: Lightroom's ``Brands|Nike``, a category ``Nike``).
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 
 import pyexiv2
 
+from tasks.agencies.protected import ProtectedNames
 from tasks.agencies.text import clean_cell, shorten
 from tasks.core.errors import BadInput
+from tasks.core.printable import printable
 from tasks.images import iim
 from tasks.images.jpeg_segments import app_segment, metadata_segments, with_segments
 from tasks.images.xmp_extension import edit_carried, xmp_property
@@ -81,6 +84,8 @@ _COPIES_XMP = [xmp_property(key.split(".", 1)[1].replace(".", ":", 1).encode()) 
 #: The IIM's copy: 2:20 SupplementalCategories (the IIM's own copy of the keywords, 2:25, is rewritten).
 _IIM_COPIES = {(2, 20): []}
 
+log = logging.getLogger(__name__)
+
 _SUBJECT_SEQ = re.compile(r"(<dc:subject>\s*)<rdf:Seq>(.*?)</rdf:Seq>(\s*</dc:subject>)", re.DOTALL)
 
 
@@ -98,19 +103,45 @@ def fit_bytes(text: str, limit: int) -> str:
     return shorten(text, chars) or text[:chars]
 
 
+def _names_made(names: ProtectedNames | None, given: str, written: Sequence[str]) -> str:
+    """The protected names the ``written`` forms of a value hold that the value as ``given`` does not (made by
+    cleaning or by a cut inside a word), in words; "" when none."""
+    if names is None:
+        return ""
+    had = {str(n) for n in names.found_in(given)}
+    return ", ".join(dict.fromkeys(str(n) for form in written for n in names.found_in(form) if str(n) not in had))
+
+
 def embed_metadata(jpeg: bytes, title: str, description: str, keywords: Sequence[str], *, name: str = "image",
-                   digital_source_type: str | None = None) -> bytes:
+                   digital_source_type: str | None = None, names: ProtectedNames | None = None) -> bytes:
     """A copy of ``jpeg`` carrying ``title``, ``description`` and ``keywords`` (order kept) in XMP and IPTC.
 
-    The caller chooses the values (e.g. :func:`tasks.agencies.rows.embedded_fields`);
+    The caller chooses the values (e.g. :func:`tasks.agencies.embedded.embedded_fields`);
     they are only made safe here with :func:`~tasks.agencies.text.clean_cell`
     (one line, no control characters, which XML cannot carry; clean values are
     unchanged), empty keywords are dropped, and the IPTC copies are shortened to
-    the IIM limits. Raises BadInput naming ``name`` when exiv2 cannot read or
-    write the bytes as a JPEG.
+    the IIM limits. With ``names`` (the run's protected names), the last guard on the exact strings written:
+    a keyword that this cleaning or cut makes name a protected name is left out (and logged), and a title or
+    description it would make name one raises BadInput (the asset is not packed) — a name the values already
+    held is the caller's to judge (an editorial asset keeps its brands). Raises BadInput naming ``name`` when
+    exiv2 cannot read or write the bytes as a JPEG.
     """
-    title, description = clean_cell(title), clean_cell(description)
-    keywords = [k for k in (clean_cell(k) for k in keywords) if k]
+    kept = []
+    for given in keywords:
+        keyword = clean_cell(given)
+        if made := _names_made(names, given, [keyword, fit_bytes(keyword, IPTC_KEYWORD_BYTES)]):
+            log.warning("%s: keyword %r left out of the embedded metadata: as written it would name %s",
+                        printable(name), keyword, made)
+        elif keyword:
+            kept.append(keyword)
+    keywords = kept
+    fields = {"title": (title, clean_cell(title), IPTC_OBJECT_NAME_BYTES),
+              "description": (description, clean_cell(description), IPTC_CAPTION_BYTES)}
+    for field, (given, clean, limit) in fields.items():
+        if made := _names_made(names, given, [clean, fit_bytes(clean, limit)]):
+            raise BadInput(name, f"the {field} as embedded ({fit_bytes(clean, limit)!r}: IPTC keeps {limit} bytes) "
+                                 f"would name {made}; shorten the {field} (`microstock review edit`)")
+    title, description = fields["title"][1], fields["description"][1]
     # An empty list removes the dataset, so an empty value leaves no empty dataset behind.
     iptc = {
         (2, 5): [fit_bytes(title, IPTC_OBJECT_NAME_BYTES)] if title else [],

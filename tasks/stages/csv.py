@@ -25,6 +25,7 @@ from pathlib import Path
 
 from tasks.agencies.catalog import catalog
 from tasks.agencies.dialect import bom_bytes, csv_bytes
+from tasks.agencies.embedded import EmbeddedFields, embedded_fields
 from tasks.agencies.protected import ProtectedNames
 from tasks.agencies.rows import RowResult, build_row, check_csv_defaults
 from tasks.agencies.spec import AgencySpec
@@ -39,15 +40,18 @@ from tasks.stores.pending import taken_clips
 
 
 def agency_rows(spec: AgencySpec, sidecars: list[Sidecar], csv_defaults: Mapping[str, str],
-                protected: ProtectedNames | None = None) -> list[RowResult]:
+                protected: ProtectedNames | None = None,
+                embedded: Mapping[str, EmbeddedFields] | None = None) -> list[RowResult]:
     """Every described asset's row for one agency, in order; the same image or upload file name is used once.
-    ``protected``: the protected names the spec's ``[names]`` policy holds back for."""
+    ``protected``: the protected names the spec's ``[names]`` policy holds back for, looked for in the row and in
+    what ``embedded`` says an asset's upload-ready JPEG carries (by asset name; clips have none)."""
     results: list[RowResult] = []
     names: dict[str, str] = {}
     images: dict[str, str] = {}
     for sidecar in sidecars:
         filename = ready_name(sidecar.name)
-        result = build_row(spec, sidecar.metadata, filename, csv_defaults, asset=sidecar.name, names=protected)
+        result = build_row(spec, sidecar.metadata, filename, csv_defaults, asset=sidecar.name, names=protected,
+                           embedded=(embedded or {}).get(sidecar.name))
         twin = names.get(filename) or images.get(sidecar.asset_id)
         if twin is not None:
             result = RowResult(agency=spec.name, asset=sidecar.name, filename=filename, cells=None, problems=(
@@ -149,6 +153,8 @@ def write_agency_csvs(
     review.update({name: "waiting for review" for name in waiting if name not in review})
     report = CsvReport()
     known = catalog(wd)
+    # what each image's upload-ready JPEG carries, as the pack stage embeds it (every known agency's rules)
+    embedded = {s.name: embedded_fields(s.metadata, known.specs.values(), names) for s in sidecars}
     for agency in agencies:
         spec = (specs or {}).get(agency) or known.spec(agency)
         defaults = settings.agency(agency).csv_defaults
@@ -170,7 +176,7 @@ def write_agency_csvs(
         rows = agency_rows(spec, sorted([s for s in sidecars if s.name not in excluded and s.name not in review]
                                         + [s for s in clips if s.name in taken and s.name not in review],
                                         key=lambda s: s.name),
-                           defaults, names)
+                           defaults, names, embedded)
         fixes: Counter[str] = Counter(f.rule for r in rows for f in r.fixes)
         valid = [r for r in rows if r.ok]
         report.problems.extend(p for r in rows for p in r.problems)

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tasks.agencies.catalog import catalog
+from tasks.agencies.embedded import EmbeddedFields, embedded_fields
 from tasks.agencies.protected import ProtectedNames
-from tasks.agencies.rows import EmbeddedFields, embedded_fields
 from tasks.core.errors import BadInput, StageStopped
 from tasks.core.files import atomic_write_bytes, disk_full, disk_of, exclusive_lock, sha256_file
 from tasks.core.printable import printable
@@ -144,12 +144,13 @@ def _current(previous: dict | None, key: str, files: PackedFiles) -> bool:
 
 def pack_asset(src: Path, files: PackedFiles, fields: EmbeddedFields, settings: PackSettings,
                previous: dict | None = None, *, min_pixels: int = 0, source_type: str | None = None,
-               upscale_to: int = 0) -> tuple[dict, bool]:
+               upscale_to: int = 0, names: ProtectedNames | None = None) -> tuple[dict, bool]:
     """Write one asset's ready JPEG, preview and thumbnail, unless ``previous`` shows them current.
 
     Returns the asset's manifest entry and whether anything was written.
     Raises BadInput naming the file when it cannot be packed, or when it has
-    fewer than ``min_pixels`` (no agency would take it).
+    fewer than ``min_pixels`` (no agency would take it), or when writing ``fields`` would make a title or
+    description name one of ``names`` (:func:`tasks.images.embed.embed_metadata`'s last guard).
     """
     sha, source = _source_sha(src, previous)
     key = _pack_key(sha, fields, settings, source_type, upscale_to)
@@ -163,7 +164,7 @@ def pack_asset(src: Path, files: PackedFiles, fields: EmbeddedFields, settings: 
         raise too_small(src.name, ready.width, ready.height, min_pixels)
     with _EXIV2_LOCK:
         data = embed_metadata(ready.jpeg, fields.title, fields.description, fields.keywords, name=src.name,
-                              digital_source_type=source_type)
+                              digital_source_type=source_type, names=names)
     for path, content in zip(files.all(), (data, preview, thumb), strict=True):
         atomic_write_bytes(path, content)
     entry = {"key": key, "source": source, "width": ready.width, "height": ready.height,
@@ -262,7 +263,7 @@ def _pack_what_is_left(wd: Workdir, settings: PackSettings, sidecars: list[Sidec
         source_type = digital_source_type(s.provenance or provenance_of(src), settings.label_own_files_ai)
         return pack_asset(src, PackedFiles.of(wd, s.name), embedded_fields(s.metadata, specs, names),
                           settings, entries.get(s.name), min_pixels=min_pixels, source_type=source_type,
-                          upscale_to=upscale_to)
+                          upscale_to=upscale_to, names=names)
 
     full: OSError | None = None  # the disk filled up: no further asset is started
 

@@ -8,7 +8,8 @@ import pytest
 
 from tasks.agencies.catalog import all_specs
 from tasks.agencies.disclosure import with_category, with_note
-from tasks.agencies.rows import build_row, embedded_fields
+from tasks.agencies.embedded import embedded_fields
+from tasks.agencies.rows import build_row
 from tasks.agencies.spec import TextRule, load_spec, parse_spec
 from tasks.agencies.text import remove_terms
 from tasks.core.errors import ConfigError

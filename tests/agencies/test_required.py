@@ -4,7 +4,8 @@ title rule ("without commas or special characters") is applied to the CSV and to
 from __future__ import annotations
 
 from tasks.agencies.catalog import all_specs
-from tasks.agencies.rows import build_row, embedded_fields
+from tasks.agencies.embedded import embedded_fields
+from tasks.agencies.rows import build_row
 from tasks.agencies.spec import load_spec
 from tasks.core.records import Metadata
 

@@ -8,7 +8,8 @@ import pytest
 
 from tasks.agencies.catalog import all_specs
 from tasks.agencies.categories import hint_to_id
-from tasks.agencies.rows import build_row, check_csv_defaults, embedded_fields, split_keywords
+from tasks.agencies.embedded import embedded_fields
+from tasks.agencies.rows import build_row, check_csv_defaults, split_keywords
 from tasks.agencies.spec import load_spec, parse_spec
 from tasks.agencies.text import clean_cell, shorten
 from tasks.core.errors import ConfigError
