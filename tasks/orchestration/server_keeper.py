@@ -15,26 +15,25 @@ Paused or Cancelling in the database that started before every process now
 using the server can have no process left, and is marked Crashed with what to
 do, so the UI does not show it running forever.
 
-Nothing here imports Prefect (its REST API is called with the standard library).
+Nothing here imports Prefect (its REST API is called with the standard library, only once its port has proven
+to be held by its own server: :mod:`server_proof`).
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import signal
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from datetime import datetime, timezone
 from pathlib import Path
 
 from tasks.core.errors import ConfigError
 from tasks.orchestration import server_users
 from tasks.orchestration.local_server import LocalServer
+from tasks.orchestration.server_proof import ask
 from tasks.orchestration.server_record import auth_path, auth_string, locked, read_record, record_path
 
 #: How often the keeper looks at its server and its users, at most (a short idle limit looks more often).
@@ -45,27 +44,32 @@ ORPHAN_MESSAGE = ("its command ended while the workdir's Prefect server was gone
 UNFINISHED = ["RUNNING", "PENDING", "PAUSED", "CANCELLING"]
 
 
-def _api(api_url: str, auth: str, path: str, body: dict) -> object:
-    token = base64.b64encode(auth.encode()).decode()
-    req = urllib.request.Request(f"{api_url}{path}", data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json", "Authorization": f"Basic {token}"})
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        return json.loads(resp.read() or b"null")
+def _api(server: LocalServer, auth: str, path: str, body: dict) -> object:
+    """``POST`` to the keeper's own server, once its port is proven held by that server
+    (:func:`server_proof.ask`: the auth string goes to no other process); OSError when it is not, or answers
+    other than 2xx."""
+    answer = ask(server.api_url, path, pid=server.proc.pid, auth=auth, body=body, timeout_s=30)
+    if answer is None:
+        raise OSError(f"the port of {server.url} is not held by the keeper's server: nothing sent")
+    status, data = answer
+    if not 200 <= status < 300:
+        raise OSError(f"{path} answered HTTP {status}")
+    return json.loads(data or b"null")
 
 
-def crash_orphans(home: Path, api_url: str, auth: str) -> list[str]:
+def crash_orphans(home: Path, server: LocalServer, auth: str) -> list[str]:
     """Mark Crashed every unfinished flow run that started before every live user of the server (none: all);
     the ids it marked."""
     users = server_users.live(home)
     oldest = min((u.since for u in users), default=None)
-    runs = _api(api_url, auth, "/flow_runs/filter",
+    runs = _api(server, auth, "/flow_runs/filter",
                 {"flow_runs": {"state": {"type": {"any_": UNFINISHED}}}, "limit": 200})
     marked = []
     for run in runs:
         began = run.get("start_time") or run.get("created") or ""
         if oldest is not None and _utc(began) >= _utc(oldest):
             continue
-        _api(api_url, auth, f"/flow_runs/{run['id']}/set_state",
+        _api(server, auth, f"/flow_runs/{run['id']}/set_state",
              {"state": {"type": "CRASHED", "name": "Crashed", "message": ORPHAN_MESSAGE}, "force": True})
         marked.append(run["id"])
     return marked
@@ -121,9 +125,9 @@ def keep(home: Path, port: int, idle_s: float) -> None:
             except OSError:  # set aside as damaged this moment by a command that rebuilds it (fresh: now)
                 pass
             try:
-                if marked := crash_orphans(home, server.api_url, auth):
+                if marked := crash_orphans(home, server, auth):
                     _say(f"{len(marked)} run(s) that lost their command marked Crashed: {', '.join(marked)}")
-            except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError) as exc:
+            except (OSError, ValueError, KeyError, TypeError) as exc:
                 _say(f"could not look for runs that lost their command: {exc}")
             while not stopping.wait(check_s):
                 if server.proc is None or server.proc.poll() is not None:
