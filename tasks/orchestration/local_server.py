@@ -57,13 +57,18 @@ def new_auth_string() -> str:
 AUTH_SHAPE = re.compile(r"microstock:[A-Za-z0-9_-]{32}")
 
 
+class AuthRefused(ConfigError):
+    """A server proven to be the one asked for refused the auth string it was given (it was started with
+    another): the workdir's server says which file and the way on."""
+
+
 def healthy(api_url: str, timeout_s: float = 2.0, *, pid: int | None = None, auth: str | None = None) -> bool:
     """True when the server at ``api_url`` answers.
 
     With ``pid`` (the server's process, or the keeper whose child it is): only once the port has proven to be
     held by it (:func:`server_proof.ask`: nothing is sent to anyone else's, issue 50); then, with ``auth``, an
-    authenticated ``GET <api_url>/admin/version`` must answer 200 (ConfigError when that proven server refuses
-    ``auth``: it was started with another one, and waiting cannot help), else ``GET <api_url>/health``.
+    authenticated ``GET <api_url>/admin/version`` must answer 200 (:class:`AuthRefused` when that proven server
+    refuses ``auth``: it was started with another one, and waiting cannot help), else ``GET <api_url>/health``.
     Without ``pid``: ``/health`` alone, whoever answers (a server of the test harness, no auth string).
 
     Why the proof, not ``/health``: with an auth string on, Prefect answers ``GET /health`` to anyone, so it
@@ -84,7 +89,7 @@ def healthy(api_url: str, timeout_s: float = 2.0, *, pid: int | None = None, aut
     except (OSError, ValueError):
         return False
     if answer and answer[0] == 401 and auth:
-        raise ConfigError(f"the server on {api_url.removesuffix('/api')} (pid {pid}) refuses the auth string it "
+        raise AuthRefused(f"the server on {api_url.removesuffix('/api')} (pid {pid}) refuses the auth string it "
                           "was given")
     return answer is not None and answer[0] == 200
 

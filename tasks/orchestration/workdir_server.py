@@ -61,6 +61,7 @@ from tasks.core.secrets import server_environment
 from tasks.orchestration import server_users
 from tasks.orchestration.local_server import (
     DEFAULT_PORT,
+    AuthRefused,
     free_port,
     healthy,
     port_in_use,
@@ -152,10 +153,9 @@ def running(home: Path) -> ServerRecord | None:
 
 
 def _answers(home: Path, record: ServerRecord) -> bool:
-    """True when ``record``'s server answers with the home's auth string, sent once its port has proven to be
-    held by that keeper's server (:func:`local_server.healthy`); False while it does not (yet). ConfigError at
-    once when the home's auth file is missing, damaged (set aside) or not the running server's: waiting cannot
-    mend that (it hung 181 s, or a 401 traceback, issue 50); a new server makes a new auth string."""
+    """True when ``record``'s server, proven this keeper's (:func:`local_server.healthy`), answers with the home's
+    auth string; False while it does not (yet). ConfigError at once when the auth file is missing, damaged (set
+    aside) or not the server's: waiting cannot mend that (it hung 181 s, issue 50), a new server can."""
     fix = "`microstock server stop` (--force while a command uses it), then the next command starts it anew"
     auth = auth_string(home)
     if auth is None:
@@ -163,7 +163,7 @@ def _answers(home: Path, record: ServerRecord) -> bool:
                           f"file {auth_path(home)} is missing or damaged, so no command can use it: {fix}")
     try:
         return healthy(record.api_url, pid=record.pid, auth=auth)
-    except ConfigError:  # the proven server refused it
+    except AuthRefused:
         raise ConfigError(f"the workdir's Prefect server ({record.url}, pid {record.pid}) refuses the auth string "
                           f"in {auth_path(home)} (the file changed since the server started): {fix}") from None
 
