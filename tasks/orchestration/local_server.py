@@ -13,8 +13,8 @@ environment before Prefect is imported by the serving process.
 
 from __future__ import annotations
 
-import base64
 import os
+import re
 import secrets
 import signal
 import socket
@@ -26,6 +26,7 @@ import urllib.request
 from pathlib import Path
 
 from tasks.core.errors import ConfigError
+from tasks.orchestration.server_proof import ask
 
 DEFAULT_PORT = 4200
 HOST = "127.0.0.1"
@@ -47,32 +48,50 @@ def free_port(host: str = HOST) -> int:
 
 def new_auth_string() -> str:
     """A new ``user:password`` for a server's ``PREFECT_SERVER_API_AUTH_STRING`` (and its clients'
-    ``PREFECT_API_AUTH_STRING``): ``microstock:`` and 32 random URL-safe characters."""
+    ``PREFECT_API_AUTH_STRING``): ``microstock:`` and 32 random URL-safe characters (:data:`AUTH_SHAPE`)."""
     return f"microstock:{secrets.token_urlsafe(24)}"
 
 
-def healthy(api_url: str, timeout_s: float = 2.0, auth: str | None = None) -> bool:
-    """True when ``<api_url>/health`` answers 200, and with ``auth`` (a server's auth string) an authenticated
-    ``GET <api_url>/admin/version`` too.
+#: What :func:`new_auth_string` makes (and every auth string made since the first, issue 34): anything else in
+#: a server's auth file is damage (cut short, a bad byte).
+AUTH_SHAPE = re.compile(r"microstock:[A-Za-z0-9_-]{32}")
 
-    Why both: with an auth string on, Prefect answers ``GET /health`` (and ``/ready``) without credentials, so
-    ``/health`` alone cannot tell a server from another one on the same port. Two workdirs' servers started at
-    once both chose the free port 4200; the one that lost the bind saw the winner's ``/health`` answer, took it
-    for its own, and its command got 401 from the other server (a CI run, 2026-12-03). Only the server holding
-    this auth string answers the second request.
+
+class AuthRefused(ConfigError):
+    """A server proven to be the one asked for refused the auth string it was given (it was started with
+    another): the workdir's server says which file and the way on."""
+
+
+def healthy(api_url: str, timeout_s: float = 2.0, *, pid: int | None = None, auth: str | None = None) -> bool:
+    """True when the server at ``api_url`` answers.
+
+    With ``pid`` (the server's process, or the keeper whose child it is): only once the port has proven to be
+    held by it (:func:`server_proof.ask`: nothing is sent to anyone else's, issue 50); then, with ``auth``, an
+    authenticated ``GET <api_url>/admin/version`` must answer 200 (:class:`AuthRefused` when that proven server
+    refuses ``auth``: it was started with another one, and waiting cannot help), else ``GET <api_url>/health``.
+    Without ``pid``: ``/health`` alone, whoever answers (a server of the test harness, no auth string).
+
+    Why the proof, not ``/health``: with an auth string on, Prefect answers ``GET /health`` to anyone, so it
+    cannot tell a server from another one on the same port. Two workdirs' servers started at once both chose
+    the free port 4200, and the one that lost the bind took the winner's ``/health`` for its own (a CI run,
+    2026-12-03); another user's server on the port would have been sent the auth string.
     """
+    if pid is None:
+        if auth is not None:
+            raise ValueError("an auth string goes only to a server that proved it is ours: give its pid")
+        try:
+            with urllib.request.urlopen(f"{api_url}/health", timeout=timeout_s) as resp:
+                return resp.status == 200
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
     try:
-        with urllib.request.urlopen(f"{api_url}/health", timeout=timeout_s) as resp:
-            if resp.status != 200:
-                return False
-        if auth is None:
-            return True
-        token = base64.b64encode(auth.encode()).decode()
-        request = urllib.request.Request(f"{api_url}/admin/version", headers={"Authorization": f"Basic {token}"})
-        with urllib.request.urlopen(request, timeout=timeout_s) as resp:
-            return resp.status == 200
-    except (urllib.error.URLError, OSError, ValueError):  # HTTPError (a 401 from another server) is a URLError
+        answer = ask(api_url, "/admin/version" if auth else "/health", pid=pid, auth=auth, timeout_s=timeout_s)
+    except (OSError, ValueError):
         return False
+    if answer and answer[0] == 401 and auth:
+        raise AuthRefused(f"the server on {api_url.removesuffix('/api')} (pid {pid}) refuses the auth string it "
+                          "was given")
+    return answer is not None and answer[0] == 200
 
 
 def refuse_busy_port(port: int) -> None:
@@ -93,12 +112,12 @@ def log_tail(log: Path, lines: int = 5) -> str:
 
 def wait_healthy(proc: subprocess.Popen, api_url: str, log: Path, timeout_s: float, what: str,
                  auth: str | None = None) -> None:
-    """Return once ``api_url`` answers (with ``auth``: as the server holding that auth string, :func:`healthy`);
-    ConfigError with the log's last lines when ``proc`` (the server, or the process that runs it) exits first or
-    ``timeout_s`` passes (``prefect server start --background`` returns before its server answers and never says
-    whether it did)."""
+    """Return once the server ``proc`` runs (it, or a child of it) answers on ``api_url``, proven its own
+    (with ``auth``: as the server holding that auth string, :func:`healthy`); ConfigError with the log's last
+    lines when ``proc`` exits first or ``timeout_s`` passes (``prefect server start --background`` returns
+    before its server answers and never says whether it did)."""
     deadline = time.monotonic() + timeout_s
-    while not healthy(api_url, auth=auth):
+    while not healthy(api_url, pid=proc.pid, auth=auth):
         if proc.poll() is not None:
             raise ConfigError(f"{what} did not start on {api_url.removesuffix('/api')} (it exited with code "
                               f"{proc.returncode}): {log_tail(log)} (log: {log})")

@@ -37,8 +37,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tasks.core.errors import ConfigError
 from tasks.core.files import check_writable
-from tasks.core.state_files import set_aside
-from tasks.orchestration.local_server import HOST, new_auth_string
+from tasks.core.state_files import read_file, set_aside
+from tasks.orchestration.local_server import AUTH_SHAPE, HOST, new_auth_string
+from tasks.orchestration.server_proof import own_process
 
 #: The keeper's module, as it appears on its command line (how a live keeper is told from a reused pid).
 KEEPER = "tasks.orchestration.server_keeper"
@@ -124,12 +125,19 @@ def make_private(home: Path) -> None:
             os.chmod(path, 0o600)
 
 
+def _auth(raw: bytes) -> str:
+    text = raw.decode("utf-8").strip()
+    if not AUTH_SHAPE.fullmatch(text):  # never the text itself in the message: it is the secret, or most of it
+        raise ValueError(f"not `microstock:` and 32 URL-safe characters ({len(text)} characters)")
+    return text
+
+
 def auth_string(home: Path) -> str | None:
-    """The workdir server's auth string, None before a server was first started."""
-    try:
-        return auth_path(home).read_text(encoding="utf-8").strip() or None
-    except (OSError, UnicodeDecodeError):
-        return None
+    """The workdir server's auth string; None before a server was first started, or when the file is damaged
+    (cut short, a bad byte, a folder: set aside as ``server.auth.damaged-<UTC>`` with one warning, read
+    defended as every state file is)."""
+    return read_file(auth_path(home), _auth, "a new one is made when the workdir's server next starts (the "
+                                             "UI's login then asks for the new one)")
 
 
 def ensure_auth(home: Path) -> None:
@@ -179,6 +187,11 @@ def last_port(home: Path) -> int | None:
 
 
 def _keeper_args(pid: int) -> list[str] | None:
+    """The command line of ``pid`` when it is a process of this user's, else None: another user's process is
+    never a keeper, whatever its command line says (issue 50: one named itself this home's keeper to be sent
+    the auth string)."""
+    if not own_process(pid):
+        return None
     try:
         return [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")]
     except OSError:
@@ -186,13 +199,14 @@ def _keeper_args(pid: int) -> list[str] | None:
 
 
 def is_keeper(pid: int, home: Path) -> bool:
-    """True when ``pid`` is alive and is the keeper of ``home`` (not a process that reused the pid)."""
+    """True when ``pid`` is alive, this user's, and the keeper of ``home`` (not a process that reused the
+    pid)."""
     args = _keeper_args(pid)
     return bool(args) and KEEPER in args and str(home) in args
 
 
 def find_keeper(home: Path) -> ServerRecord | None:
-    """The record of a keeper of ``home`` found in the process table (its command line is
+    """The record of a keeper of ``home`` found among this user's processes (its command line is
     ``python -m KEEPER HOME PORT IDLE_S``): how a lost or damaged record is rebuilt rather than a second server
     started on the same database."""
     for entry in Path("/proc").iterdir():

@@ -2,8 +2,8 @@
 
 The first command that needs Prefect (without ``PREFECT_API_URL``) calls
 :func:`ensure`: under the home's lock it either finds the server the record
-``<PREFECT_HOME>/server.json`` names (or, with no usable record, the keeper the
-process table shows for this home: :func:`server_record.find_keeper`) or starts
+``<PREFECT_HOME>/server.json`` names (or, with no usable record, the keeper of this
+home among the user's own processes: :func:`server_record.find_keeper`) or starts
 one: the keeper (:mod:`server_keeper`), detached, runs Prefect's own ``prefect
 server start`` on loopback. A new server takes the port the home's server last
 had (``server.port``), else Prefect's 4200 when free, else a free one; so the
@@ -31,7 +31,9 @@ Only the contributor reaches it (other users of the machine reach loopback
 too): the server requires an auth string (``PREFECT_SERVER_API_AUTH_STRING``)
 kept in ``<PREFECT_HOME>/server.auth`` (mode 0600, made once, never logged, never
 in the record), which :func:`client_env` hands to every command as
-``PREFECT_API_AUTH_STRING``; the home is mode 0700 and the keeper and server
+``PREFECT_API_AUTH_STRING`` once the server's port has proven to be this home's
+keeper's server's (:mod:`server_proof`: another user's program is sent nothing);
+the home is mode 0700 and the keeper and server
 create their files 0600 (umask 077), so the database (which holds the Secret
 blocks' encryption key) is the contributor's only; and the keeper's environment
 is an allow-list of the command's (:func:`tasks.core.secrets.server_environment`).
@@ -59,15 +61,18 @@ from tasks.core.secrets import server_environment
 from tasks.orchestration import server_users
 from tasks.orchestration.local_server import (
     DEFAULT_PORT,
+    AuthRefused,
     free_port,
     healthy,
     port_in_use,
     refuse_busy_port,
     wait_healthy,
 )
+from tasks.orchestration.server_proof import family
 from tasks.orchestration.server_record import (
     KEEPER,
     ServerRecord,
+    auth_path,
     auth_string,
     check_home,
     ensure_auth,
@@ -137,13 +142,30 @@ def _current(home: Path) -> ServerRecord | None:
 
 
 def running(home: Path) -> ServerRecord | None:
-    """The record when this home's keeper lives and its server answers now; else None."""
+    """The record when this home's keeper lives and its server answers now, proven this home's (:func:`_answers`);
+    else None. ConfigError when it runs but the home's auth file is damaged (:func:`_answers`)."""
     if not record_path(home).is_file() and not find_keeper(home):
         return None
     check_home(home)
     with locked(home):
         record = _current(home)
-    return record if record and healthy(record.api_url, auth=auth_string(home)) else None
+    return record if record and _answers(home, record) else None
+
+
+def _answers(home: Path, record: ServerRecord) -> bool:
+    """True when ``record``'s server, proven this keeper's (:func:`local_server.healthy`), answers with the home's
+    auth string; False while it does not (yet). ConfigError at once when the auth file is missing, damaged (set
+    aside) or not the server's: waiting cannot mend that (it hung 181 s, issue 50), a new server can."""
+    fix = "`microstock server stop` (--force while a command uses it), then the next command starts it anew"
+    auth = auth_string(home)
+    if auth is None:
+        raise ConfigError(f"the workdir's Prefect server runs ({record.url}, pid {record.pid}) but its auth string "
+                          f"file {auth_path(home)} is missing or damaged, so no command can use it: {fix}")
+    try:
+        return healthy(record.api_url, pid=record.pid, auth=auth)
+    except AuthRefused:
+        raise ConfigError(f"the workdir's Prefect server ({record.url}, pid {record.pid}) refuses the auth string "
+                          f"in {auth_path(home)} (the file changed since the server started): {fix}") from None
 
 
 def touch(home: Path) -> None:
@@ -186,7 +208,7 @@ def ensure(home: Path, port: int | None = None, *, startup_timeout_s: float = 18
         record = _current(home)
         if record:
             deadline = time.monotonic() + startup_timeout_s
-            while not healthy(record.api_url, auth=auth_string(home)):
+            while not _answers(home, record):
                 if not is_keeper(record.pid, home):
                     break  # it died while we waited: start a new one below
                 if time.monotonic() > deadline:
@@ -326,7 +348,7 @@ def _stop_keeper(home: Path, timeout_s: float = 30.0) -> ServerRecord | None:
         return None
     try:
         os.kill(record.pid, signal.SIGTERM)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):  # gone, and its pid another user's by now
         pass
     deadline = time.monotonic() + timeout_s
     while is_keeper(record.pid, home) and time.monotonic() < deadline:
@@ -334,7 +356,7 @@ def _stop_keeper(home: Path, timeout_s: float = 30.0) -> ServerRecord | None:
     if is_keeper(record.pid, home):
         try:
             os.killpg(record.pid, signal.SIGKILL)
-        except ProcessLookupError:  # it exited between the check and the kill
+        except (ProcessLookupError, PermissionError):  # it exited between the check and the kill
             pass
     record_path(home).unlink(missing_ok=True)
     return record
@@ -353,9 +375,9 @@ class Listed:
 
 
 def _memory_mb(pid: int) -> float:
-    """Resident memory of ``pid`` and its children (the keeper and its server), in MB."""
+    """Resident memory of ``pid`` and its descendants (the keeper and its server), in MB."""
     total = 0
-    for who in [pid, *_children(pid)]:
+    for who in family(pid):
         try:
             for line in Path(f"/proc/{who}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
@@ -365,18 +387,14 @@ def _memory_mb(pid: int) -> float:
     return total / 1024
 
 
-def _children(pid: int) -> list[int]:
-    try:
-        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
-
-
 def servers() -> list[Listed]:
-    """This user's workdir servers (every home one ever started in), running or not."""
+    """This user's workdir servers (every home one ever started in), running (its auth file damaged too) or not."""
     out = []
     for home in known_homes():
-        record = running(home)
+        try:
+            record = running(home)
+        except ConfigError:  # it runs, its auth file damaged: `server status` there says how on
+            record = read_record(home)
         out.append(Listed(home, record, record.port if record else last_port(home),
                           _memory_mb(record.pid) if record else 0.0, server_users.live(home)))
     return out

@@ -113,7 +113,10 @@ def test_a_stale_record_misleads_nobody_and_an_idle_server_stops_itself(tmp_path
         record, started = workdir_server.ensure(home)
         assert started and record.port != busy and record.pid != os.getpid() and healthy(record.api_url)
         auth = server_record.auth_string(home)
-        assert healthy(record.api_url, auth=auth) and not healthy(record.api_url, auth="microstock:another-one")
+        assert healthy(record.api_url, pid=record.pid, auth=auth)
+        assert not healthy(f"http://{HOST}:{busy}/api", pid=record.pid, auth=auth), "not proven: nothing sent"
+        with pytest.raises(ConfigError, match="refuses the auth string"):
+            healthy(record.api_url, pid=record.pid, auth="microstock:another-one")
         assert server_record.read_record(home) == record
         assert workdir_server.ensure(home) == (record, False), "the next command uses it"
     # Nobody uses it: it stops by itself and drops its record.
