@@ -25,6 +25,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from tasks.core.errors import ConfigError
+from tasks.core.ownership import check_ours
 from tasks.core.secrets import agency_password, password_block_name, password_env_var
 from tasks.core.settings import AgencySettings, Settings
 from tasks.core.workdir import Workdir
@@ -80,12 +81,15 @@ def parse_target(agency: str, url: str) -> Target:
     return Target(scheme, parts.hostname, port or _PORTS[scheme], unquote(parts.username or ""), folder)
 
 
-def check_targets(settings: Settings, agencies: list[str]) -> None:
-    """ConfigError naming the first of ``agencies`` whose target URL is unusable (before anything runs)."""
+def check_targets(settings: Settings, agencies: list[str], workdir: Workdir) -> None:
+    """ConfigError naming the first of ``agencies`` whose target URL is unusable, or whose local folder (a
+    ``file://`` target, else the workdir's outbox) another user could change (before anything runs)."""
     for agency in agencies:
         target = settings.agency(agency).target
-        if target.strip():
-            parse_target(agency, target)
+        parsed = parse_target(agency, target) if target.strip() else None
+        if parsed is None or parsed.scheme == "file":
+            folder = Path(parsed.path) if parsed else workdir.outbox(agency)
+            check_ours(folder, f"{agency}'s target folder", sends="your files")
 
 
 def target_display(agency: str, settings: AgencySettings, workdir: Workdir) -> str:
