@@ -137,8 +137,25 @@ def _their_target_folder(wd: Path, shared: Path) -> tuple[list[str], str]:
     return [], f"adobe's target folder {owned_by_them(shared / 'outbox')}"
 
 
+def _their_ca_file(wd: Path, shared: Path) -> tuple[list[str], str]:
+    """Whoever can change the certificates an FTPS target trusts can stand between it and the password."""
+    as_other("tee", str(shared / "ca.pem"), input="")
+    Workdir(wd).config_file.write_text(f"[agencies.adobe]\ntarget = 'ftps://u@127.0.0.1:1/'\n"
+                                       f"ca_file = '{shared}/ca.pem'\n", encoding="utf-8")
+    return [], f"agencies.adobe.ca_file {owned_by_them(shared / 'ca.pem')}"
+
+
+def _their_pinned_certificates(wd: Path, shared: Path) -> tuple[list[str], str]:
+    (wd / "ftps_known_certs").write_text("", encoding="utf-8")
+    os.chown(wd / "ftps_known_certs", other_uid(), -1)
+    Workdir(wd).config_file.write_text("[agencies.adobe]\ntarget = 'ftps://u@127.0.0.1:1/'\n"
+                                       "trust_unknown_host = true\n", encoding="utf-8")
+    return [], f"the pinned FTPS certificates {owned_by_them(wd / 'ftps_known_certs')}"
+
+
 @pytest.mark.parametrize("case", [_made_group_writable, _world_writable_config, _their_agency_spec,
-                                  _their_config_file, _their_target_folder], ids=lambda c: c.__name__.strip("_"))
+                                  _their_config_file, _their_target_folder, _their_ca_file,
+                                  _their_pinned_certificates], ids=lambda c: c.__name__.strip("_"))
 def test_a_workdir_another_user_could_change_is_refused(case, shared, source, run_microstock, tmp_path):
     wd = tmp_path / "data"
     wd.mkdir()
