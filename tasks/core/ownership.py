@@ -6,12 +6,15 @@ folder above it, where they could put their own workdir in its place) chooses wh
 and files go: their FTP server receives the password. So every name the lookup of such a path passes (symlinks
 followed) must belong to the user the command runs as, or to root, and be writable by nobody else; a folder above
 it may be writable by others only with the sticky bit (``/tmp``: nobody renames or removes another's entry there).
+A group write bit counts only for a group others are in: a user's own private group lets no one else in.
 One rule for every command, the read-only ones too (docs/INTERFACE.md, "Whose workdir").
 """
 
 from __future__ import annotations
 
+import grp
 import os
+import pwd
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,9 +71,22 @@ def _unsafe(st: os.stat_result, last: bool) -> tuple[str, int | None] | None:
         return f"owned by another user (uid {st.st_uid})", None
     if stat.S_ISLNK(st.st_mode):  # a symlink's own mode means nothing; where it points is checked next
         return None
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and (last or not st.st_mode & stat.S_ISVTX):
+    others = stat.S_IWOTH | (0 if _private_group(st.st_gid) else stat.S_IWGRP)
+    if st.st_mode & others and (last or not st.st_mode & stat.S_ISVTX):
         return "writable by other users", stat.S_IMODE(st.st_mode)
     return None
+
+
+def _private_group(gid: int) -> bool:
+    """Whether ``gid`` is this user's own group (named after them, their primary group, nobody else in it): its
+    write bit lets no one else in. Debian and Ubuntu give such a user umask 002 (``USERGROUPS_ENAB``), so every
+    folder and file they make is group-writable."""
+    try:
+        me = pwd.getpwuid(os.geteuid())
+        group = grp.getgrgid(gid)
+    except KeyError:  # a user or group the system does not name
+        return False
+    return gid == me.pw_gid and group.gr_name == me.pw_name and set(group.gr_mem) <= {me.pw_name}
 
 
 def _names_on_the_way(path: Path) -> Iterator[tuple[Path, os.stat_result, bool]]:

@@ -6,7 +6,9 @@ does the flow itself (a run created through the API), so the check cannot be gon
 
 from __future__ import annotations
 
+import grp
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -19,7 +21,7 @@ import typer.main
 from tasks import agencies
 from tasks.core.errors import ConfigError
 from tasks.core.workdir import Workdir
-from tests.fakes.local_users import other_uid, run_as_other
+from tests.fakes.local_users import other_uid, other_user, run_as_other
 from tests.fakes.servers import PASSWORD, FtpServer
 from tests.orchestration.test_server import make_photo
 
@@ -108,6 +110,7 @@ def test_a_run_created_through_the_api_with_their_workdir_is_refused(shared, ftp
 
 
 def _made_group_writable(wd: Path, shared: Path) -> tuple[list[str], str]:
+    os.chown(wd, -1, pwd.getpwnam(other_user()).pw_gid)  # a group the other user is in
     wd.chmod(0o770)
     return [], f"workdir {wd} is writable by other users (mode 0770)"
 
@@ -166,6 +169,22 @@ def test_a_workdir_another_user_could_change_is_refused(case, shared, source, ru
     assert result.stderr.splitlines()[0].startswith(f"error: {why}: not using it"), result.stderr
     assert len(result.stderr.splitlines()) == 1, result.stderr
     assert not Workdir(wd).assets.exists(), "the run went on"
+
+
+def test_a_workdir_writable_only_by_our_own_group_is_ours(run_microstock, tmp_path):
+    """Debian and Ubuntu give a user umask 002 (their own private group): every folder and file they make is
+    group-writable, and nobody else is in that group — not refused."""
+    me = pwd.getpwuid(os.geteuid())
+    if grp.getgrgid(me.pw_gid).gr_name != me.pw_name:
+        pytest.skip("this user has no group of their own")
+    wd = tmp_path / "data"
+    wd.mkdir(mode=0o775)
+    (wd / "microstock.toml").write_text("", encoding="utf-8")
+    for path, mode in ((wd, 0o775), (wd / "microstock.toml", 0o664)):
+        os.chown(path, -1, me.pw_gid)
+        path.chmod(mode)
+    result = run_microstock("ledger", "status", "--workdir", str(wd))
+    assert result.exit_code == 0, result.output[-3000:]
 
 
 def _ours_in_the_sticky_folder(shared: Path, tmp_path: Path) -> tuple[Path, str | None]:
