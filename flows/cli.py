@@ -95,7 +95,7 @@ def run(
     from tasks.core.workdir import Workdir
     from tasks.stages.run_context import RunContext
 
-    wd_path = resolve_workdir(workdir)
+    wd_path = resolve_workdir(workdir, config)
     if config is not None and not config.is_file():
         fail(f"{config}: config file not found")
     if source is not None and not source.is_dir():

@@ -36,8 +36,15 @@ err = command_console(stderr=True)
 WorkdirOpt = typer.Option(None, "--workdir", help="Workdir (default: $MICROSTOCK_WORKDIR, else ./microstock-data).")
 
 
-def resolve_workdir(workdir: Optional[Path]) -> Path:
-    return (workdir or default_workdir()).resolve()
+def resolve_workdir(workdir: Optional[Path], config: Optional[Path] = None) -> Path:
+    """The workdir a command uses (``--workdir``, else $MICROSTOCK_WORKDIR, else ./microstock-data), its real path;
+    ConfigError (exit 2) when another user could change it or its configuration (``config``: ``--config``), before
+    anything of it is read (:func:`~tasks.core.ownership.check_workdir`): every command, the read-only ones too."""
+    from tasks.core.ownership import check_workdir
+
+    path = workdir or default_workdir()
+    check_workdir(path, config)
+    return path.resolve()
 
 
 def print_error(message: str) -> None:

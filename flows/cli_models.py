@@ -27,7 +27,7 @@ def models(
     from tasks.gemini.models import known_models
     from tasks.gemini.served import disagreements, served_today
 
-    wd = Workdir(resolve_workdir(workdir))
+    wd = Workdir(resolve_workdir(workdir, config))
     settings = load_settings(wd.config_path(config)).gemini
     key = gemini_api_key()
     served, why = None, "no key in GEMINI_API_KEY / GOOGLE_API_KEY: Gemini was not asked"

@@ -34,10 +34,10 @@ StageStopped       ``quota:daily``, ``quota:wait`` (the run's 429 waits used up)
                    ``location``, ``request_shape``, ``account``, ``host_key`` (unknown or changed),
                    ``tls:certificate``, ``tls:changed`` (not the pinned certificate), ``tls:pins``
                    (``ftps_known_certs`` damaged or unusable: nothing checked or pinned), ``key_file``,
-                   ``unconfirmed`` (stored, then gone), ``busy`` (another run holds the agency),
-                   ``target:<error_class of the cause>``, ``disk_full`` (the workdir's disk has no room:
-                   the stage stops with one line naming the disk and what it kept), ``unreachable`` (the
-                   describe service never answered one call of the run: :func:`unreachable`)
+                   ``unconfirmed`` (stored, then gone), ``target:<error_class of the cause>``,
+                   ``disk_full`` (the workdir's disk has no room: the stage stops with one line naming
+                   the disk and what it kept), ``unreachable`` (the describe service never answered one
+                   call of the run: :func:`unreachable`)
 =================  ==========================================================================
 
 ``error_class`` (stored in the dead-letter store, shown in messages) is

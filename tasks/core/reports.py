@@ -211,6 +211,8 @@ class AgencyUpload:
     reconciled: list[str] = field(default_factory=list)
     #: Already in the ledger before this run.
     already: list[str] = field(default_factory=list)
+    #: Of ``already``: recorded by another run that was uploading to the agency while this one waited its turn.
+    by_other_run: list[str] = field(default_factory=list)
     #: Left pending: name -> why.
     failed: dict[str, str] = field(default_factory=dict)
     #: Left pending without being tried, because the agency stopped (and the file it stopped on, see below).

@@ -59,13 +59,23 @@ def _in_a_run() -> bool:
     return bool(FlowRunContext.get() or TaskRunContext.get())
 
 
+#: How long leaving a stage waits for its progress thread's last post to Prefect's API.
+PUBLISH_WAIT_S = 30.0
+
+log = logging.getLogger(__name__)
+
+
 class StageProgress:
     """Counts one stage's items (from any thread); the ``progress-<stage>`` artifact follows every 5 %.
 
     The artifact is created and updated by one background thread of the run,
     so a stage never waits for Prefect's API to show progress (each update is
     a server write, ≈ 0.1 s here: it stalled the describe stage's submit loop).
-    Leaving the ``with`` block posts the final count and waits for it.
+    Leaving the ``with`` block posts the final count and waits for it, at most
+    :data:`PUBLISH_WAIT_S`; a thread still waiting on the API then (its server
+    killed) is left behind silent: whatever it meets later, the stage, the run
+    and perhaps logging itself are over (its late warning, after the summary,
+    was ``--- Logging error ---`` and two tracebacks).
     """
 
     def __init__(self, stage: str, total: int) -> None:
@@ -74,6 +84,8 @@ class StageProgress:
         self._wake = threading.Event()
         self._closed = False
         self._publisher: threading.Thread | None = None
+        #: The progress thread is done (under ``_lock``), and the stage was left without it (it stays silent).
+        self._published = self._left_behind = False
 
     def __enter__(self) -> "StageProgress":
         # No run can be in progress unless Prefect is loaded: never load it here (a plain
@@ -94,8 +106,14 @@ class StageProgress:
     def __exit__(self, *exc: object) -> None:
         self._closed = True
         self._emit()
-        if self._publisher is not None:
-            self._publisher.join(timeout=30)
+        if self._publisher is None:
+            return
+        self._publisher.join(timeout=PUBLISH_WAIT_S)
+        with self._lock:
+            self._left_behind = not self._published
+        if self._left_behind:  # said now, while the run is there to log it
+            log.warning("progress of %s not shown in the UI: Prefect's API did not answer in %.0f s",
+                        self.stage, PUBLISH_WAIT_S)
 
     def _emit(self) -> None:
         for listener in list(_listeners):
@@ -120,7 +138,11 @@ class StageProgress:
                     update_progress_artifact(artifact_id, pct)
                     posted = pct
                 if closed:
-                    return
+                    break
         except Exception as exc:  # progress is for show: it never fails the stage
-            logging.getLogger(__name__).warning("progress of %s not shown in the UI (%s: %s)",
-                                                self.stage, type(exc).__name__, exc)
+            with self._lock:
+                if not self._left_behind:
+                    log.warning("progress of %s not shown in the UI (%s: %s)", self.stage, type(exc).__name__, exc)
+        finally:
+            with self._lock:
+                self._published = True

@@ -68,6 +68,8 @@ class BatchSummary(BaseModel):
     csv_files: dict[str, list[str]] = Field(default_factory=dict)
     uploaded_now: dict[str, int] = Field(default_factory=dict)
     uploaded_total: dict[str, int] = Field(default_factory=dict)
+    #: Uploaded by another run at the same time, while this one waited its turn (counted in uploaded_total).
+    uploaded_by_other_run: dict[str, int] = Field(default_factory=dict)
     upload_failed: dict[str, dict[str, str]] = Field(default_factory=dict)
     #: Agencies that stopped early (refused login, unreachable server): agency -> why.
     upload_stopped: dict[str, str] = Field(default_factory=dict)
@@ -126,6 +128,7 @@ class BatchSummary(BaseModel):
             csv_files=csvs.files,
             uploaded_now={a: len(u.uploaded) for a, u in uploads.items()},
             uploaded_total={a: len(u.uploaded) + len(u.reconciled) + len(u.already) for a, u in uploads.items()},
+            uploaded_by_other_run={a: len(u.by_other_run) for a, u in uploads.items() if u.by_other_run},
             upload_failed={a: u.failed for a, u in uploads.items() if u.failed},
             upload_stopped={a: u.stopped for a, u in uploads.items() if u.stopped},
             upload_not_tried={a: len(u.not_tried) for a, u in uploads.items() if u.not_tried},

@@ -80,7 +80,11 @@ def skip_notes(s: BatchSummary) -> list[str]:
     if s.described > s.described_now:
         notes.append(f"skipped {s.described - s.described_now} assets already described")
     for agency, total in s.uploaded_total.items():
-        already = total - s.uploaded_now.get(agency, 0)
+        by_other_run = s.uploaded_by_other_run.get(agency, 0)
+        already = total - s.uploaded_now.get(agency, 0) - by_other_run
+        if by_other_run:
+            notes.append(f"{by_other_run} upload(s) to {agency} made by another run at the same time (this run "
+                         "waited for it to finish)")
         if already:
             notes.append(f"skipped {already} uploads to {agency} already in the ledger")
     return notes

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from tasks.agencies.catalog import Catalog, catalog
 from tasks.agencies.protected import ProtectedNames, check_prompts
+from tasks.core.ownership import check_workdir
 from tasks.core.secrets import gemini_key
 from tasks.core.settings import Settings, load_settings
 from tasks.core.workdir import Workdir, default_workdir
@@ -55,9 +56,12 @@ class RunContext:
         ``config`` (empty: the workdir's microstock.toml), limited to ``agencies`` when given.
 
         ConfigError (one line naming the file and the key) for settings that do not validate, a broken agency
-        spec or an unknown agency — before anything is written.
+        spec or an unknown agency — before anything is written; and (one line naming the path and why) for a
+        workdir, config file or agency spec another user could change, before anything of it is read
+        (:func:`~tasks.core.ownership.check_workdir`: a run created through the API is refused as the command is).
         """
         wd = Workdir(Path(workdir) if workdir else default_workdir())
+        check_workdir(wd.root, Path(config) if config else None)
         settings = load_settings(wd.config_path(config))
         return cls(wd, settings, catalog(wd).enabled(settings, agencies))
 
@@ -93,10 +97,11 @@ class RunContext:
         return gemini_key()
 
     def check(self, generates: bool, key: str | None, clips: bool = False) -> list[str]:
-        """The check before a run, before any paid call: ConfigError for a target URL that cannot be used, a
-        configured model that is retired or not listed today, an image model and size no chosen agency takes, a
-        generation prompt that names a protected name (tasks/agencies/protected.py); else the lines to show (the
-        model list unreadable, the table disagreeing with it).
+        """The check before a run, before any paid call: ConfigError for a target URL that cannot be used, a local
+        target folder another user could change (the outbox too: tasks/core/ownership.py), a configured model that
+        is retired or not listed today, an image model and size no chosen agency takes, a generation prompt that
+        names a protected name (tasks/agencies/protected.py); else the lines to show (the model list unreadable,
+        the table disagreeing with it).
 
         ``generates``: the run makes images with Gemini (a count, no source folder), so the image model is
         checked too; ``clips``: it makes clips (``--clips``), so the clip model and resolution are. ``key``: the
@@ -106,7 +111,7 @@ class RunContext:
         """
         from tasks.transports.targets import check_targets  # the transports' libraries load only for a run
 
-        check_targets(self.settings, self.agencies)
+        check_targets(self.settings, self.agencies, self.wd)
         if generates or clips:  # offline too: the demo image's or clip's title would be the prompt
             check_prompts(self.settings.generate.prompts, ProtectedNames.of(self.settings.keywords))
         if not key:

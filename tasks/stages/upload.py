@@ -2,7 +2,8 @@
 
 For one agency (the flow runs agencies in parallel, one task each)::
 
-    lock the agency → read the ledger once → pending = items whose source
+    lock the agency (another run holding it: wait for it, then take what it
+    left) → read the ledger once → pending = items whose source
     SHA-256 is not recorded for this agency → for each pending file:
         reconcile: is it already on the server, whole? → record it, send nothing
         send → confirm (success reply + remote size) → record one ledger line
@@ -16,10 +17,10 @@ Failures (classified once, by each transport's error mapper on top of ``tasks.tr
 a TransientError retries the file with backoff within ``attempts``, on a
 fresh connection; a file that keeps failing, or fails permanently, is
 reported and left pending — never recorded; a StageStopped (refused login,
-unknown host key, a server that lost a confirmed file, another run holding
-the agency) stops this agency at once with one message, the other agencies go
-on; so do ``stop_after_same_failures`` files in a row failing for a cause every
-file meets alike (``scope="target"``: the data connection, a full disk). A
+unknown host key, a server that lost a confirmed file) stops this agency at
+once with one message, the other agencies go on; so do
+``stop_after_same_failures`` files in a row failing for a cause every file
+meets alike (``scope="target"``: the data connection, a full disk). A
 send whose reply came too late may still be arriving: its remote copy is
 watched (``tasks.transports.transit``) before anything is sent again. One
 connection per agency is reused for every file; ``parallel_files`` opens that
@@ -57,7 +58,7 @@ from tasks.core.retry import delay_before_retry
 from tasks.core.secrets import agency_password, password_block_name, password_env_var, redact
 from tasks.core.settings import AgencySettings
 from tasks.core.workdir import Workdir
-from tasks.observe.progress import StageProgress
+from tasks.observe.progress import StageProgress, notify
 from tasks.stages.upload_caps import upload_cap, within_cap
 from tasks.stores.ledger import Ledger
 from tasks.transports.base import Transport
@@ -101,9 +102,18 @@ def upload_agency(
     settings = settings or AgencySettings()
     result = AgencyUpload()
     ledger = Ledger(wd.ledger)
+    before_wait: set[str] | None = None  # what the ledger held for the agency when another run held it
+
+    def waiting() -> None:
+        nonlocal before_wait
+        before_wait = set(ledger.read().done_for(agency))
+        log.info("%s: another run is uploading there right now: this run waits for it to finish, then sends what "
+                 "it left", agency)
+        notify(f"{agency}: another run is uploading there right now; waiting for it to finish")
+
     try:
         result.target = target_display(agency, settings, wd)  # also when nothing is pending
-        with ledger.agency_lock(agency):
+        with ledger.agency_lock(agency, waiting):
             state = ledger.read()
             done = state.done_for(agency)
             pending: list[UploadItem] = []
@@ -112,6 +122,8 @@ def upload_agency(
             for item in items:  # identity is content: the same image under two names goes once
                 if item.sha256 in done or item.sha256 in seen:
                     result.already.append(item.name)
+                    if before_wait is not None and item.sha256 in done and item.sha256 not in before_wait:
+                        result.by_other_run.append(item.name)
                 else:
                     seen.add(item.sha256)
                     pending.append(item)
@@ -119,6 +131,8 @@ def upload_agency(
                         doubts[item.name] = f"the ledger's damaged line {doubt.line} may record it as uploaded"
             if result.already:
                 log.info("%s: %d already in the ledger", agency, len(result.already))
+            if result.by_other_run:
+                log.info("%s: %d uploaded by the other run meanwhile", agency, len(result.by_other_run))
             if pending and (cap := upload_cap(wd, agency, settings)) is not None:
                 pending, capped = within_cap(pending, cap, wd.ledger, agency, now())
                 if capped:

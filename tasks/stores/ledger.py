@@ -34,7 +34,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from tasks.agencies.catalog import agency_names
-from tasks.core.errors import StageStopped, StoreUnavailable
+from tasks.core.errors import StoreUnavailable
 from tasks.core.files import exclusive_lock, locked_append
 from tasks.core.workdir import Workdir
 from tasks.stores.ledger_index import (
@@ -336,15 +336,13 @@ class Ledger:
     # --- one uploader per agency ---------------------------------------------------
 
     @contextmanager
-    def agency_lock(self, agency: str) -> Iterator[None]:
-        """Hold ``.upload-<agency>.lock`` next to the ledger while uploading to ``agency``.
-
-        Raises StageStopped ``busy`` at once when another run holds it: two runs
-        uploading the same pending files would post them twice.
+    def agency_lock(self, agency: str, waiting: Callable[[], None] | None = None) -> Iterator[None]:
+        """Hold ``.upload-<agency>.lock`` next to the ledger while uploading to ``agency``: two runs uploading
+        the same pending files would post them twice. When another run holds it, ``waiting()`` is called once
+        (to say so, and to note what the ledger held then) and this run waits its turn: it then reads the
+        ledger the other run wrote, and what that run uploaded is done for this one too.
         """
-        busy = StageStopped(f"another run is uploading to {agency} right now; this run leaves {agency} to it",
-                            kind="busy")
-        with exclusive_lock(self.path.parent / f".upload-{agency}.lock", f"uploading to {agency}", busy=busy):
+        with exclusive_lock(self.path.parent / f".upload-{agency}.lock", f"uploading to {agency}", waiting=waiting):
             yield
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from tasks.core.errors import ConfigError
+from tasks.core.ownership import check_ours
 from tasks.core.secrets import agency_password, password_block_name, password_env_var
 from tasks.core.settings import AgencySettings, Settings
 from tasks.core.workdir import Workdir
@@ -34,6 +35,8 @@ from tasks.transports.local import LocalFolder
 from tasks.transports.pins import CertificatePins
 
 _PORTS = {"ftp": 21, "ftps": 21, "sftp": 22}
+#: The FTPS certificates pinned on first use (``trust_unknown_host``), in the workdir.
+_PINS_FILE = "ftps_known_certs"
 
 
 @dataclass(frozen=True)
@@ -80,12 +83,21 @@ def parse_target(agency: str, url: str) -> Target:
     return Target(scheme, parts.hostname, port or _PORTS[scheme], unquote(parts.username or ""), folder)
 
 
-def check_targets(settings: Settings, agencies: list[str]) -> None:
-    """ConfigError naming the first of ``agencies`` whose target URL is unusable (before anything runs)."""
+def check_targets(settings: Settings, agencies: list[str], workdir: Workdir) -> None:
+    """ConfigError naming the first of ``agencies`` whose target URL is unusable, or whose local folder (a
+    ``file://`` target, else the workdir's outbox) or FTPS trust (its ``ca_file``, the workdir's pinned
+    certificates) another user could change: whoever can, chooses the server the password goes to (before
+    anything runs)."""
     for agency in agencies:
-        target = settings.agency(agency).target
-        if target.strip():
-            parse_target(agency, target)
+        agency_settings = settings.agency(agency)
+        parsed = parse_target(agency, agency_settings.target) if agency_settings.target.strip() else None
+        if parsed is None or parsed.scheme == "file":
+            folder = Path(parsed.path) if parsed else workdir.outbox(agency)
+            check_ours(folder, f"{agency}'s target folder", sends="your files")
+        elif parsed.scheme == "ftps" and agency_settings.ca_file:
+            check_ours(Path(os.path.expanduser(agency_settings.ca_file)), f"agencies.{agency}.ca_file")
+        elif parsed.scheme == "ftps" and agency_settings.trust_unknown_host:
+            check_ours(workdir.root / _PINS_FILE, "the pinned FTPS certificates")
 
 
 def target_display(agency: str, settings: AgencySettings, workdir: Workdir) -> str:
@@ -120,7 +132,7 @@ def open_transport(agency: str, settings: AgencySettings, workdir: Workdir) -> T
     if target.scheme == "ftps" and settings.ca_file:
         context = _trusting(agency, settings.ca_file)
     elif target.scheme == "ftps" and settings.trust_unknown_host:
-        pins = CertificatePins(workdir.root / "ftps_known_certs")
+        pins = CertificatePins(workdir.root / _PINS_FILE)
     return FtpTarget(
         target.host, target.port, target.user, _required_password(agency), target.path,
         tls=target.scheme == "ftps", timeout=settings.timeout_s, ssl_context=context, pins=pins,

@@ -162,14 +162,6 @@ def _pins_damaged(tmp: Path) -> None:
     CertificatePins(tmp / "pins").check(WHERE, "h", 21, b"first")
 
 
-def _agency_busy(tmp: Path) -> None:
-    from tasks.stores.ledger import Ledger
-
-    ledger = Ledger(tmp / "uploads.ledger")
-    with ledger.agency_lock("adobe"), ledger.agency_lock("adobe"):
-        pass
-
-
 def _missing_password(tmp: Path, monkeypatch) -> None:
     from tasks.transports import targets
 
@@ -283,7 +275,6 @@ BOUNDARIES: dict[str, tuple[Callable[..., MicrostockError], str, type]] = {
                            "bad_input", BadInput),
     "corrupt": (lambda: mapped(pillow_errors, OSError("truncated"), name="a.jpg"), "bad_input", BadInput),
     # the ledger and the targets
-    "agency busy": (lambda tmp: raised(lambda: _agency_busy(tmp)), "busy", StageStopped),
     "no password": (lambda tmp, monkeypatch: raised(lambda: _missing_password(tmp, monkeypatch)),
                     "config:password", ConfigError),
 }

@@ -133,3 +133,34 @@ def test_run_sets_prefects_environment_before_anything_imports_prefect(cli_env, 
     result = subprocess.run([sys.executable, "-c", probe, "run", "--count", "1", "--workdir", str(tmp_path / "w")],
                             env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.stdout.strip() == "not loaded yet", result.stderr[-2000:]
+
+
+def test_the_run_that_waited_for_another_says_that_run_uploaded_and_exits_0(cli_env, tmp_path):
+    """Two runs at once on one workdir: the test is the first (it holds adobe's lock, and records the upload as that
+    run does); the command, the second, waits for it, then finds the file uploaded: exit 0, the other run named as
+    the one that uploaded it, nothing sent twice (it exited 3 with "Fix first … left pending" for that file)."""
+    from tasks.core.files import sha256_file
+    from tasks.core.workdir import Workdir
+    from tasks.stores.ledger import Ledger
+    from tests.orchestration.test_server import make_photo
+
+    wd = Workdir(tmp_path / "data").prepare()
+    source = tmp_path / "source"
+    source.mkdir()
+    make_photo(source / "red_barn.jpg", "red")
+    ledger = Ledger(wd.ledger)
+    with ledger.agency_lock("adobe"), open(tmp_path / "run.err", "w") as err:
+        run = subprocess.Popen(MICROSTOCK + ["run", "--source", str(source), "--agency", "adobe",
+                                             "--workdir", str(wd.root)],
+                               env=cli_env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=err, text=True)
+        said = []
+        for line in run.stdout:  # until the command waits for the agency (or ends: the old code did not wait)
+            said.append(line)
+            if "adobe: another run is uploading there right now; waiting for it to finish" in line:
+                break
+        ledger.record("adobe", "red_barn.jpg", sha256_file(source / "red_barn.jpg"), "red_barn.jpg")
+    out = "".join(said) + run.communicate(timeout=600)[0]
+    assert run.returncode == 0, out[-3000:] + (tmp_path / "run.err").read_text()[-3000:]
+    assert "1 upload(s) to adobe made by another run at the same time (this run waited for it to finish)" in out
+    assert "Fix first" not in out and "STOPPED" not in out, out[-3000:]
+    assert not (wd.outbox("adobe") / "red_barn.jpg").exists(), "the file was sent again"

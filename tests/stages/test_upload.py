@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 
 import pytest
 
 from tasks.core.records import UploadItem
 from tasks.core.settings import AgencySettings
+from tasks.observe import progress
 from tasks.stages.upload import upload_agency
-from tasks.stores.ledger import Ledger
 from tasks.transports.ftp import FtpTarget
+from tasks.transports.local import LocalFolder
 from tests.fakes.ledger import ledger_entries
 from tests.fakes.servers import (  # noqa: F401  (fixtures)
     PASSWORD,
@@ -249,12 +251,52 @@ def test_bad_target_stops_only_with_a_message(workdir):
     assert "agencies.adobe.target" in report.stopped and report.not_tried == ["img_000.jpg"]
 
 
-def test_another_run_holding_the_agency_stops_this_one(workdir):
-    items = make_items(workdir, 1)
-    with Ledger(workdir.ledger).agency_lock("adobe"):
-        report = upload_agency(workdir, "adobe", items)
-    assert "another run is uploading to adobe" in report.stopped
-    assert upload_agency(workdir, "adobe", items).uploaded == [items[0].name]
+def test_two_runs_uploading_at_once_the_second_waits_and_the_firsts_uploads_are_its_own(workdir):
+    """Two runs started at once: the second waits while the first holds the agency (and says so), then finds what
+    the first uploaded in the ledger — done, by the other run, nothing stopped — and sends only what it left.
+    (It used to stop the agency: "Fix first … left pending" and exit 3, for files the first one uploaded.)"""
+    items = make_items(workdir, 3)
+    first_sending, go_on, second_waits = threading.Event(), threading.Event(), threading.Event()
+
+    class Held(LocalFolder):
+        def send(self, local, name):
+            first_sending.set()
+            go_on.wait()
+            super().send(local, name)
+
+    reports = {}
+
+    def first() -> None:  # the first run has two of the files
+        reports["first"] = upload_agency(workdir, "adobe", items[:2], opener=lambda a, s, wd: Held(wd.outbox(a)))
+
+    def second() -> None:
+        try:
+            reports["second"] = upload_agency(workdir, "adobe", items)
+        finally:
+            second_waits.set()  # the old code did not wait: it returned at once
+
+    def notice(text: str) -> None:
+        if text == "adobe: another run is uploading there right now; waiting for it to finish":
+            second_waits.set()
+
+    runs = [threading.Thread(target=first), threading.Thread(target=second)]
+    runs[0].start()
+    first_sending.wait()  # the first run holds the agency
+    progress.add_notice(notice)
+    try:
+        runs[1].start()
+        second_waits.wait()
+    finally:
+        progress.remove_notice(notice)
+    go_on.set()
+    for run in runs:
+        run.join()
+    assert sorted(reports["first"].uploaded) == [items[0].name, items[1].name]
+    after = reports["second"]
+    assert after.stopped is None and after.failed == {} and after.not_tried == [], after
+    assert sorted(after.by_other_run) == sorted(after.already) == [items[0].name, items[1].name]
+    assert after.uploaded == [items[2].name], "what the first run left is this run's"
+    assert ledger_names(workdir, "adobe") == [i.name for i in items], "each file recorded once"
 
 
 def test_an_unwritable_ledger_stops_the_agency_after_the_upload(workdir, ftp_server, ftp_settings, monkeypatch):

@@ -12,7 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tasks.agencies.catalog import agency_names
-from tasks.core.errors import StageStopped, StoreUnavailable
+from tasks.core.errors import StoreUnavailable
 from tasks.stores.ledger import Ledger
 from tasks.stores.ledger_lines import HEADER, parse_line
 from tests.fakes.ledger import done_keys, ledger_entries
@@ -198,16 +198,27 @@ def test_unreadable_ledger_is_a_store_error(tmp_path):
 
 
 def test_agency_lock_lets_one_run_upload_to_an_agency_at_a_time(tmp_path):
+    """The second run waits its turn (told once, to say so), and has the agency once the first lets go."""
     ledger = Ledger(tmp_path / "uploads.ledger")
     other = Ledger(tmp_path / "uploads.ledger")
+    waiting, holding = threading.Event(), threading.Event()
+
+    def second_run() -> None:
+        try:
+            with other.agency_lock("adobe", waiting.set):
+                holding.set()
+        finally:
+            waiting.set()  # never left waiting when the lock is not taken
+
     with ledger.agency_lock("adobe"):
         with other.agency_lock("vecteezy"):  # other agencies are free
             pass
-        with pytest.raises(StageStopped, match="another run is uploading to adobe"):
-            with other.agency_lock("adobe"):
-                pass
-    with other.agency_lock("adobe"):  # released
-        pass
+        second = threading.Thread(target=second_run)
+        second.start()
+        waiting.wait()
+        assert not holding.is_set(), "two runs held the agency at once"
+    second.join()
+    assert holding.is_set(), "the second run never had the agency"
 
 
 _field = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30)
