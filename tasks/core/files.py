@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import hashlib
+import logging
 import os
 import tempfile
 from collections.abc import Callable, Iterator
@@ -13,6 +14,9 @@ from pathlib import Path
 from typing import BinaryIO
 
 from tasks.core.errors import StoreUnavailable
+from tasks.core.state_files import set_aside
+
+log = logging.getLogger(__name__)
 
 _CHUNK = 1 << 20
 
@@ -25,7 +29,10 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
     renamed over ``path``; on any error it is removed and ``path`` is untouched.
     A reader sees the old file or the new one, never a partial one. The temp
     name fits the folder's name limit whatever the length of ``path``'s name
-    (a long name's temp file is named by its hash instead).
+    (a long name's temp file is named by its hash instead). A folder in
+    ``path``'s place is set aside (``<name>.damaged-<UTC>``, kept with what it
+    holds; one warning) and the file written: every file written here is
+    rewritten whole, so nothing the folder stood for is lost.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(path), suffix=".tmp")
@@ -34,7 +41,12 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except IsADirectoryError:
+            log.warning("%s is a folder where a file belongs: set aside as %s (kept: look in it, then delete it); "
+                        "the file is written anew", path, set_aside(path).name)
+            os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -72,6 +84,16 @@ def check_writable(folder: Path) -> None:
     commands checking the same folder at the same moment never remove each other's probe."""
     with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test."):
         pass
+
+
+def check_appendable(path: Path) -> None:
+    """OSError unless ``path`` is missing or a file this process can open to read and append to: a folder in its
+    place raises IsADirectoryError, a file its modes, an immutable flag or a read-only mount protect raise theirs."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND)
+    except FileNotFoundError:
+        return
+    os.close(fd)
 
 
 def sha256_file(path: Path) -> str:

@@ -105,7 +105,7 @@ def _write_files(wd: Workdir, agency: str, contents: list[bytes], report: CsvRep
     paths = []
     for i, data in enumerate(contents, start=1):
         path = wd.csv / csv_file_name(agency, i)
-        if not path.exists() or path.read_bytes() != data:
+        if not path.is_file() or path.read_bytes() != data:  # a folder in its place: set aside by the write
             _write(path, data, report)
         paths.append(str(path))
     stale = re.compile(rf"{re.escape(agency)}-(\d+)\.csv")

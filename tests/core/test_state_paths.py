@@ -1,0 +1,221 @@
+"""The damage table, continued (tests/core/test_state_files.py damages what is *read*): every state path a stage
+*writes*, and the workdir's folders, as a folder where a file belongs, read-only, cut short or with a bad byte.
+
+Each decision is docs/INTERFACE.md's ("State files"): a file rewritten whole each run (a report, a CSV, the ZIP)
+with a folder in its place has the folder set aside (one warning naming both) and is written, the stage's other
+work done; read-only, cut short or with a bad byte it is simply rewritten (a file's own mode does not protect it
+from the rename that replaces it, as for any editor; its reader's damage line is the read table's). A workdir
+folder that cannot be written, or a ledger that is a folder or cannot be appended to, stops ``microstock run``
+before anything is done: one line naming the path and what to do, exit 2.
+
+Read-only is made real: root ignores file modes, so those rows run ``microstock`` as the second local user
+(tests/fakes/local_users.py) on a workdir that user owns. The venv's interpreter lies under /root, which that
+user cannot reach, so the command runs on the system's python3 of the same minor version with the venv's
+site-packages (``flows.cli:main``, the console script's entry point); it stops before Prefect starts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tasks.core.reports import Gathered, PackReport
+from tasks.core.settings import Settings
+from tasks.core.workdir import Workdir
+from tasks.stages.clips import check_clips
+from tasks.stages.csv import write_agency_csvs
+from tasks.stages.ingest_report import write_ingest_report
+from tasks.stages.pack import finish_batch
+from tests.fakes.local_users import other_uid, run_as_other, system_python
+from tests.stages.test_csv import GOLDEN_ASSETS, describe
+
+AGENCIES = ["adobe", "vecteezy"]
+
+
+def _csv_stage(wd: Workdir) -> list[Path]:
+    write_agency_csvs(wd, AGENCIES, Settings())
+    return [wd.csv / "adobe.csv", wd.csv / "vecteezy.csv", wd.reports / "validation.json"]
+
+
+def _pack_finish(wd: Workdir) -> list[Path]:
+    finish_batch(wd, PackReport())
+    return [wd.packs / "batch.zip", wd.reports / "pack.json"]
+
+
+def _ingest_report(wd: Workdir) -> list[Path]:
+    write_ingest_report(wd, Gathered(assets=[], rejected={"x.gif": "unsupported: GIF"}))
+    return [wd.reports / "ingest.json"]
+
+
+def _clips_check(wd: Workdir) -> list[Path]:
+    check_clips(wd, AGENCIES, 640, 400)
+    return [wd.reports / "clips.json"]
+
+
+#: Each path a stage writes whole, and the stage (it returns every file it wrote: the stage's work).
+WRITTEN = {
+    "reports/validation.json": _csv_stage,
+    "csv/adobe.csv": _csv_stage,
+    "reports/pack.json": _pack_finish,
+    "packs/batch.zip": _pack_finish,
+    "reports/ingest.json": _ingest_report,
+    "reports/clips.json": _clips_check,
+}
+DAMAGES = ["folder", "read-only", "cut short", "bad byte"]
+
+
+def _written_whole(path: Path) -> None:
+    data = path.read_bytes()
+    if path.suffix == ".json":
+        json.loads(data)
+    elif path.suffix == ".zip":
+        assert data.startswith(b"PK")
+    else:
+        data.decode("utf-8")
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+@pytest.mark.parametrize("where", list(WRITTEN))
+def test_a_damaged_file_a_stage_writes_whole_is_written_and_the_stage_goes_on(tmp_path, caplog, where, damage):
+    wd = Workdir(tmp_path / "wd").prepare()
+    describe(wd, "a.jpg", GOLDEN_ASSETS["sunset_sea_000.jpg"])
+    path = wd.root / where
+    stage = WRITTEN[where]
+    stage(wd)  # what the last run left
+    good = path.read_bytes()
+    path.unlink()
+    if damage == "folder":
+        path.mkdir()
+        (path / "inside").write_bytes(b"kept")
+    elif damage == "read-only":
+        path.write_bytes(b"an older report")
+        path.chmod(0o444)
+    elif damage == "cut short":
+        path.write_bytes(good[: len(good) // 2])
+    else:
+        path.write_bytes(good[:1] + b"\xff" + good[1:])
+
+    caplog.set_level(logging.WARNING)
+    wrote = stage(wd)
+
+    for written in wrote:  # the stage's work, all of it
+        _written_whole(written)
+    assert path.read_bytes() == good
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    if damage == "folder":
+        [aside] = path.parent.glob(path.name + ".damaged-*")
+        assert (aside / "inside").read_bytes() == b"kept"  # set aside, never deleted
+        assert len(lines) == 1 and "\n" not in lines[0], lines
+        assert str(path) in lines[0] and aside.name in lines[0], lines
+    else:
+        assert lines == [], lines  # rewritten whole, as every run does: nothing to say
+
+
+def _argv(wd: Path) -> list[str]:
+    return ["run", "--count", "1", "--agency", "adobe", "--workdir", str(wd)]
+
+
+def test_a_run_with_folders_in_place_of_its_reports_goes_on_saying_one_line_each(prefect_harness, run_microstock,
+                                                                                 tmp_path, caplog):
+    """A folder in place of each report, a CSV and the ZIP was exit 1 and two tracebacks: now one warning
+    each in the run's log, and the run completes (uploads included)."""
+    wd = tmp_path / "w"
+    damaged = ["reports/validation.json", "reports/ingest.json", "reports/clips.json", "reports/pack.json",
+               "csv/adobe.csv", "packs/batch.zip"]
+    for where in damaged:
+        (wd / where).mkdir(parents=True)
+    caplog.set_level(logging.WARNING)
+    result = run_microstock(*_argv(wd))
+    assert result.exit_code == 0, result.output[-3000:]
+    assert "Traceback" not in result.output + caplog.text
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    for where in damaged:
+        path = wd / where
+        assert path.is_file() and len(list(path.parent.glob(path.name + ".damaged-*"))) == 1
+        assert sum(f"{path} is a folder where a file belongs" in line for line in lines) == 1, (where, lines)
+    assert len(lines) == len(damaged), lines
+    assert "1 described · 0 parked · 1 uploaded" in result.stdout
+
+
+def test_a_folder_in_place_of_the_ledger_stops_the_run_before_anything_is_done(run_microstock, tmp_path):
+    """Was exit 1 and two tracebacks after describe and pack; an upload sent now could not be recorded."""
+    wd = tmp_path / "w"
+    (wd / "uploads.ledger").mkdir(parents=True)
+    result = run_microstock(*_argv(wd))
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.stderr.splitlines() == [
+        f"error: {wd / 'uploads.ledger'} is a folder, not the ledger file: nothing was done (no upload could be "
+        f"recorded) — move the folder away (if it holds your ledger file, put that file at "
+        f"{wd / 'uploads.ledger'}) and run again"]
+    assert not list((wd / "assets").iterdir()) and not (wd / "outbox").exists()
+
+
+@pytest.fixture(scope="module")
+def as_other():
+    """``as_other(*args, cwd)``: ``microstock ARGS`` run as the second local user, from ``cwd``; the test is
+    skipped, saying why, where that user cannot run this venv's packages."""
+    uid = other_uid()
+    python = system_python()
+    site = sysconfig.get_path("purelib")
+    probe = f"import site, sys; site.addsitedir({site!r}); sys.argv = ['microstock', *sys.argv[1:]]; " \
+            "from flows.cli import main; sys.exit(main())"
+    version = subprocess.run([python, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True,
+                             text=True).stdout.strip()
+    if version != str(sys.version_info[:2]):
+        pytest.skip(f"the system's python3 is {version}, the venv's {sys.version_info[:2]}: the other user "
+                    "cannot run this venv's packages")
+    homes = []
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        home = Path(tempfile.mkdtemp(prefix="microstock-other-"))
+        homes.append(home)
+        os.chown(home, uid, -1)
+        home.chmod(0o755)
+        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(home), "PREFECT_HOME": str(home / ".prefect"),
+               "MICROSTOCK_PREFECT_SERVER": "ephemeral", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+        return run_as_other([python, "-I", "-c", probe, *args], capture_output=True, text=True, env=env)
+
+    reach = run("--help")
+    if reach.returncode != 0:
+        pytest.skip(f"the other user cannot run this venv's packages: {reach.stderr.strip()[-300:]}")
+    yield run
+    for home in homes:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture
+def others_workdir():
+    """A workdir the second local user owns (0755, in a folder they can reach), prepared as a run leaves it."""
+    base = Path(tempfile.mkdtemp(prefix="microstock-otherwd-"))
+    base.chmod(0o755)
+    wd = Workdir(base / "w").prepare()
+    (wd.ledger).write_text("# uploads\n")
+    for path in [wd.root, *wd.root.rglob("*")]:
+        os.chown(path, other_uid(), -1)
+    yield wd
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.parametrize("where", ["assets", "csv", "packs", "reports", "uploads.ledger"])
+def test_a_read_only_folder_or_ledger_stops_the_run_before_anything_is_done(as_other, others_workdir, where):
+    """As their owner (no root), a read-only folder was exit 1 and two tracebacks halfway through the run; a
+    read-only ledger let an upload go that could not be recorded (sent again by the next run)."""
+    wd = others_workdir
+    path = wd.root / where
+    path.chmod(0o444 if path.is_file() else 0o555)
+    out = as_other(*_argv(wd.root))
+    output = out.stdout + out.stderr
+    assert out.returncode == 2, output[-3000:]
+    assert "Traceback" not in output
+    [line] = [line for line in output.splitlines() if line.strip()]
+    assert line.startswith(f"error: {path} cannot be ") and "make " in line and "run again" in line, line
+    assert not list(wd.assets.iterdir()) and not (wd.root / "outbox").exists(), "nothing was done"
