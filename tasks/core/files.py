@@ -129,14 +129,21 @@ def exclusive_lock(path: Path, what: str, *, waiting: Callable[[], None] | None 
     second run must not wait: it leaves the work to the first), else
     ``waiting()`` is called once (to say so) and this one waits its turn.
     Closing the file releases the lock, so a crash never leaves it held.
-    StoreUnavailable naming ``path`` and ``what`` when the lock file cannot
-    be opened.
+    A lock is only held, never written: a read-only lock file, or a folder
+    in its place, is opened to read and locked the same (``flock`` needs no
+    write access, and every process opening it so locks the same inode).
+    StoreUnavailable naming ``path`` and ``what`` when the lock cannot be
+    opened at all.
     """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except (PermissionError, IsADirectoryError):
+            fd = os.open(path, os.O_RDONLY)
     except OSError as exc:
-        raise StoreUnavailable(f"{path}: cannot open the lock for {what} ({exc.strerror or exc})") from exc
+        raise StoreUnavailable(f"{path}: cannot open the lock for {what} ({exc.strerror or exc}): make it "
+                               "readable by you (or delete it: it holds nothing) and run again") from exc
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
