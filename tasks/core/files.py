@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-from tasks.core.errors import StoreUnavailable
+from tasks.core.errors import StageStopped, StoreUnavailable
 from tasks.core.state_files import set_aside
 
 log = logging.getLogger(__name__)
@@ -203,6 +203,14 @@ DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 def disk_full(exc: BaseException) -> bool:
     """Did this write fail for want of room on the disk (ENOSPC, EDQUOT)?"""
     return isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS
+
+
+def cannot_write(path: Path, exc: OSError, kept: str) -> StageStopped:
+    """The one line a stage stops with when ``path`` cannot be written for a cause other than a full disk (a
+    read-only folder or mount, say; StageStopped ``unwritable``): the file, why, ``kept`` (what the stage keeps)
+    and what to do."""
+    return StageStopped(f"{path} cannot be written ({exc.strerror or exc}): {kept} — make {path.parent} writable by "
+                        "you and run again", kind="unwritable")
 
 
 def disk_of(path: Path) -> Path:

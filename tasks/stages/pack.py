@@ -37,7 +37,7 @@ from tasks.agencies.catalog import catalog
 from tasks.agencies.protected import ProtectedNames
 from tasks.agencies.rows import EmbeddedFields, embedded_fields
 from tasks.core.errors import BadInput, StageStopped
-from tasks.core.files import atomic_write_bytes, disk_full, disk_of, exclusive_lock, sha256_file
+from tasks.core.files import atomic_write_bytes, cannot_write, disk_full, disk_of, exclusive_lock, sha256_file
 from tasks.core.printable import printable
 from tasks.core.records import Sidecar, Upscaled, described_sidecars, ready_name, record_upscaled
 from tasks.core.reports import PackReport
@@ -369,20 +369,23 @@ def _write_zip_if_changed(wd: Workdir, report: PackReport) -> Path:
 def finish_batch(wd: Workdir, report: PackReport) -> PackReport:
     """Log each rejected and held-back asset, write the batch ZIP (with the CSVs as they are now) and
     ``reports/pack.json``; returns ``report`` with ``zip_path`` set. A full disk: StageStopped ``disk_full``
-    (each is written whole or not at all; the packed files are kept)."""
+    (each is written whole or not at all; the packed files are kept); any other cause (a read-only folder):
+    StageStopped ``unwritable`` naming the file."""
     log.info("%d packed now, %d already current from an earlier run", len(report.packed_now), len(report.reused))
     for name, reason in report.rejected.items():
         log.warning("rejected %s: %s", printable(name), printable(reason))
     for agency, held in report.held_back.items():
         for name, rule in held.items():
             log.warning("held back from %s: %s: %s", agency, printable(name), rule)
+    writing = wd.packs / "batch.zip"
     try:
         report.zip_path = write_batch_zip(wd, report)
-        atomic_write_bytes(wd.reports / "pack.json",
-                           json.dumps(report.as_json(), indent=2, ensure_ascii=False).encode("utf-8"))
+        writing = wd.reports / "pack.json"
+        atomic_write_bytes(writing, json.dumps(report.as_json(), indent=2, ensure_ascii=False).encode("utf-8"))
     except OSError as exc:
         if not disk_full(exc):
-            raise
+            raise cannot_write(writing, exc, f"the {len(report.ready)} packed asset(s) are kept, nothing "
+                                             "uploaded") from None
         disk = disk_of(wd.packs)
         raise StageStopped(f"disk full: {disk} has no room left for {wd.packs / 'batch.zip'} ({exc.strerror or exc});"
                            f" the {len(report.ready)} packed asset(s) are kept, the ZIP and reports/pack.json not "
