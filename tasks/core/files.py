@@ -120,6 +120,10 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+#: What ``errno`` says when a file may be read but not written: its modes, an immutable flag, a read-only mount.
+_READ_ONLY_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+
+
 @contextmanager
 def exclusive_lock(path: Path, what: str, *, waiting: Callable[[], None] | None = None,
                    busy: Exception | None = None) -> Iterator[None]:
@@ -129,21 +133,25 @@ def exclusive_lock(path: Path, what: str, *, waiting: Callable[[], None] | None 
     second run must not wait: it leaves the work to the first), else
     ``waiting()`` is called once (to say so) and this one waits its turn.
     Closing the file releases the lock, so a crash never leaves it held.
-    A lock is only held, never written: a read-only lock file, or a folder
-    in its place, is opened to read and locked the same (``flock`` needs no
-    write access, and every process opening it so locks the same inode).
-    StoreUnavailable naming ``path`` and ``what`` when the lock cannot be
-    opened at all.
+    A lock is only held, never written: a read-only lock file (its modes,
+    an immutable flag, a read-only mount) is opened to read and locked the
+    same (``flock`` needs no write access; every process locks the same
+    inode). StoreUnavailable naming ``path`` and ``what`` when the lock
+    cannot be opened at all (a folder in its place, say).
     """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except (PermissionError, IsADirectoryError):
-            fd = os.open(path, os.O_RDONLY)
+        except OSError as exc:
+            if exc.errno not in _READ_ONLY_ERRNOS:
+                raise
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:  # none there, and its folder takes no new file
+                raise exc from None
     except OSError as exc:
-        raise StoreUnavailable(f"{path}: cannot open the lock for {what} ({exc.strerror or exc}): make it "
-                               "readable by you (or delete it: it holds nothing) and run again") from exc
+        raise StoreUnavailable(f"{path}: cannot open the lock for {what} ({exc.strerror or exc})") from exc
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -35,6 +35,7 @@ from tasks.stages.clips import check_clips
 from tasks.stages.csv import write_agency_csvs
 from tasks.stages.ingest_report import write_ingest_report
 from tasks.stages.pack import finish_batch
+from tasks.stores.dead_letter_open import open_store
 from tests.fakes.local_users import other_uid, run_as_other, system_python
 from tests.stages.test_csv import GOLDEN_ASSETS, describe
 
@@ -247,12 +248,17 @@ IN_PLACE = {
     ".upload-adobe.lock": "uploaded",
     "gemini-requests.json": "stopped",
     "ftps_known_certs": "stopped",
+    "batch_jobs.jsonl": "stopped",
+    "dead_letter.db": "stopped",
 }
 _WRITE_IN_PLACE = """
 import hashlib, logging, pathlib
 from tasks.core.errors import MicrostockError
 from tasks.core.records import UploadItem
+from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
+from tasks.stores.batch_jobs import BatchJobs
+from tasks.stores.dead_letter_open import open_store
 from tasks.gemini.daybudget import DailyBudget
 from tasks.stages.upload import upload_agency
 from tasks.transports.pins import CertificatePins
@@ -263,6 +269,11 @@ try:
         DailyBudget(wd.root / where, "m", 100).take()
     elif where == "ftps_known_certs":
         CertificatePins(wd.root / where).check("adobe", "127.0.0.1", 21, b"a DER certificate")
+    elif where == "batch_jobs.jsonl":  # the intent, before a batch job is paid for
+        BatchJobs(wd).intend("job-1", {"a" * 64: "a.jpg"}, 1)
+    elif where == "dead_letter.db":
+        open_store(wd, Settings()).park("a" * 64, payload={}, model="m", error_class="exhausted:503",
+                                        error_message="x", attempts=1, asset_name="a.jpg")
     else:  # the upload stage logs its stop, one line
         ready = wd.packs / "a.jpg"
         if upload_agency(wd, "adobe", [UploadItem("a.jpg", ready, hashlib.sha256(b"a").hexdigest())]).uploaded:
@@ -277,13 +288,18 @@ def test_a_read_only_file_written_in_place_stops_its_writer_with_one_line_or_is_
                                                                                      where):
     """As its owner: a read-only ledger let the upload go and then could not record it (sent again by the next
     run); a read-only day count was a traceback; a lock is only held, so a read-only one locks as well (it
-    stopped the agency); a read-only pin file stops before any password is sent, as it did."""
+    stopped the agency). As they did: a read-only pin file stops before any password is sent, batch_jobs.jsonl
+    before a batch job is paid for (its intent cannot be kept), dead_letter.db the park (the job stays pending).
+    """
     wd = others_workdir
     path = wd.root / where
     (wd.packs / "a.jpg").write_bytes(b"an upload-ready JPEG")
-    if not path.exists():
+    if where == "dead_letter.db":  # a store with one parked job
+        open_store(wd, Settings()).park("b" * 64, payload={}, model="m", error_class="exhausted:503",
+                                        error_message="x", attempts=1, asset_name="b.jpg")
+    elif not path.exists():
         path.write_bytes(b"")
-    for made in (path, wd.packs / "a.jpg"):
+    for made in wd.root.rglob("*"):
         os.chown(made, other_uid(), -1)
     path.chmod(0o444)
     before = path.read_bytes()
@@ -297,3 +313,55 @@ def test_a_read_only_file_written_in_place_stops_its_writer_with_one_line_or_is_
     else:
         assert lines == ["uploaded"], lines
         assert (wd.root / "outbox" / "adobe" / "a.jpg").is_file()
+
+
+#: A stage, and the folder that went read-only during the run (after the start's check) where it writes.
+MID_RUN = {
+    "csv": ("csv", "csv/adobe.csv"),
+    "csv report": ("reports", "reports/validation.json"),
+    "pack": ("packs", "packs/batch.zip"),
+    "ingest report": ("reports", "reports/ingest.json"),
+    "clips": ("reports", "reports/clips.json"),
+}
+_STAGE = """
+import pathlib
+from tasks.core.errors import MicrostockError
+from tasks.core.reports import Gathered, PackReport
+from tasks.core.settings import Settings
+from tasks.core.workdir import Workdir
+from tasks.stages.clips import check_clips
+from tasks.stages.csv import write_agency_csvs
+from tasks.stages.ingest_report import write_ingest_report
+from tasks.stages.pack import finish_batch
+wd, stage = Workdir(pathlib.Path(sys.argv[1])), sys.argv[2]
+try:
+    if stage.startswith("csv"):
+        write_agency_csvs(wd, ["adobe"], Settings())
+    elif stage == "pack":
+        finish_batch(wd, PackReport())
+    elif stage == "ingest report":
+        write_ingest_report(wd, Gathered(assets=[]))
+    else:
+        check_clips(wd, ["adobe"], 640, 400)
+    print("written")
+except MicrostockError as exc:
+    print(exc.message)
+"""
+
+
+@pytest.mark.parametrize("stage", list(MID_RUN))
+def test_a_folder_made_read_only_during_the_run_stops_its_stage_with_one_line(other_python, others_workdir, stage):
+    """As its owner: the CSV, pack, ingest report and clips writers raised PermissionError (a traceback) for a
+    folder made read-only after the run's start; now the stage stops with one line naming the file."""
+    wd = others_workdir
+    describe(wd, "a.jpg", GOLDEN_ASSETS["sunset_sea_000.jpg"])
+    (wd.packs / ".pack.lock").touch()  # made when the run's pack stage began
+    for made in wd.root.rglob("*"):
+        os.chown(made, other_uid(), -1)
+    folder, where = MID_RUN[stage]
+    (wd.root / folder).chmod(0o555)
+    out = other_python(_STAGE, str(wd.root), stage)
+    assert "Traceback" not in out.stdout + out.stderr, out.stderr[-3000:]
+    [line] = (out.stdout + out.stderr).splitlines()
+    assert line.startswith(f"{wd.root / where} cannot be written (Permission denied): "), line
+    assert line.endswith(f"make {wd.root / folder} writable by you and run again"), line
