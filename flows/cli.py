@@ -104,9 +104,9 @@ def run(
     # once, no server started); the flow makes it again, so a deployment run is refused exactly as this one. The
     # model list is kept for the day: Gemini is asked once, and its notes (a fresh list only) are said once, here.
     ctx = RunContext.open(wd_path, config, agency)
-    ctx.wd.prepare()  # a read-only folder or a folder in the ledger's place: one line, exit 2, nothing started
     for note in ctx.check(bool(count and source is None), gemini_api_key(), bool(clips and source is None)):
         err.print(note, highlight=False, soft_wrap=True)
+    ctx.wd.prepare()  # a read-only folder or a folder in the ledger's place: one line, exit 2, nothing started
     for note in ctx.catalog.notes:
         console.print(note, highlight=False)
     if not count and not clips and source is None:  # a bare re-run adds nothing nobody asked for
