@@ -32,9 +32,10 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
     (a long name's temp file is named by its hash instead). A folder in
     ``path``'s place is set aside (``<name>.damaged-<UTC>``, kept with what it
     holds; one warning) and the file written: every file written here is
-    rewritten whole, so nothing the folder stood for is lost.
+    rewritten whole, so nothing the folder stood for is lost. So is a file
+    where its folder belongs (:func:`make_folder`).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(path), suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -50,6 +51,24 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def make_folder(folder: Path) -> None:
+    """``folder`` and its parents made; a file where one of them belongs is set aside first
+    (``<name>.damaged-<UTC>``, kept; one warning)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        return
+    except (FileExistsError, NotADirectoryError):
+        pass
+    for at in reversed([folder, *folder.parents]):
+        if at.exists() and not at.is_dir():
+            try:
+                log.warning("%s is a file where a folder belongs: set aside as %s", at, set_aside(at).name)
+            except FileNotFoundError:  # another run set it aside at the same moment
+                pass
+            break
+    folder.mkdir(parents=True, exist_ok=True)
 
 
 #: What mkstemp adds to a prefix: 8 random characters, then ``.tmp``.

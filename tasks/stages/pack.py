@@ -49,7 +49,7 @@ from tasks.images.inspect import ImageRules, image_rules, too_small
 from tasks.images.provenance import digital_source_type, provenance_of
 from tasks.images.ready import preview_jpegs, ready_jpeg
 from tasks.observe.progress import StageProgress
-from tasks.stages.pack_manifest import load_manifest, save_manifest, save_or_full
+from tasks.stages.pack_manifest import load_manifest, save_manifest, save_or_full, stamp, unchanged
 from tasks.stages.run_context import RunContext
 from tasks.stages.similarity import hold_back_similar
 
@@ -137,9 +137,8 @@ def _source_sha(src: Path, previous: dict | None) -> tuple[str, dict]:
 def _current(previous: dict | None, key: str, files: PackedFiles) -> bool:
     if not previous or previous.get("key") != key:
         return False
-    sizes = previous.get("bytes", [])
-    return len(sizes) == 3 and all(p.exists() and p.stat().st_size == n
-                                   for p, n in zip(files.all(), sizes, strict=True))
+    stamps = previous.get("stamps", [])  # an entry from before stamps were kept: packed again once
+    return len(stamps) == 3 and all(unchanged(p, kept) for p, kept in zip(files.all(), stamps, strict=True))
 
 
 def pack_asset(src: Path, files: PackedFiles, fields: EmbeddedFields, settings: PackSettings,
@@ -167,7 +166,8 @@ def pack_asset(src: Path, files: PackedFiles, fields: EmbeddedFields, settings: 
     for path, content in zip(files.all(), (data, preview, thumb), strict=True):
         atomic_write_bytes(path, content)
     entry = {"key": key, "source": source, "width": ready.width, "height": ready.height,
-             "bytes": [len(data), len(preview), len(thumb)], **image_looks.as_manifest()}
+             "bytes": [len(data), len(preview), len(thumb)], "stamps": [stamp(p) for p in files.all()],
+             **image_looks.as_manifest()}
     if ready.upscaled_from:
         entry["upscaled_from"] = list(ready.upscaled_from)
     return entry, True
@@ -359,9 +359,9 @@ def _write_zip_if_changed(wd: Workdir, report: PackReport) -> Path:
     target = wd.packs / "batch.zip"
     key = hashlib.sha256(json.dumps([PACK_FORMAT, sorted(identity.items())]).encode()).hexdigest()
     done = manifest.get("zip", {})
-    if not (done.get("key") == key and target.exists() and target.stat().st_size == done.get("bytes")):
+    if not (done.get("key") == key and unchanged(target, done.get("stamp"))):
         write_zip(target, entries)
-        manifest["zip"] = {"key": key, "bytes": target.stat().st_size}
+        manifest["zip"] = {"key": key, "stamp": stamp(target)}
         save_manifest(wd, manifest)
     return target
 

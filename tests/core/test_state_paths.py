@@ -34,10 +34,12 @@ from tasks.core.workdir import Workdir
 from tasks.stages.clips import check_clips
 from tasks.stages.csv import write_agency_csvs
 from tasks.stages.ingest_report import write_ingest_report
-from tasks.stages.pack import finish_batch
+from tasks.stages.pack import PackedFiles, finish_batch
 from tasks.stores.dead_letter_open import open_store
+from tests.fakes import pack_samples
 from tests.fakes.local_users import other_uid, run_as_other, system_python
 from tests.stages.test_csv import GOLDEN_ASSETS, describe
+from tests.stages.test_pack import run as run_pack
 
 AGENCIES = ["adobe", "vecteezy"]
 
@@ -62,6 +64,13 @@ def _clips_check(wd: Workdir) -> list[Path]:
     return [wd.reports / "clips.json"]
 
 
+def _pack_stage(wd: Workdir) -> list[Path]:
+    if not (wd.assets / "b.jpg").exists():
+        pack_samples.jpeg(wd.assets / "b.jpg", size=(80, 60))
+    run_pack(wd, ["b.jpg"])
+    return [*PackedFiles.of(wd, "b.jpg").all(), wd.packs / "batch.zip", wd.reports / "pack.json"]
+
+
 #: Each path a stage writes whole, and the stage (it returns every file it wrote: the stage's work).
 WRITTEN = {
     "reports/validation.json": _csv_stage,
@@ -70,6 +79,9 @@ WRITTEN = {
     "packs/batch.zip": _pack_finish,
     "reports/ingest.json": _ingest_report,
     "reports/clips.json": _clips_check,
+    "packs/ready/b.jpg": _pack_stage,  # the upload-ready copy: the file that is uploaded
+    "packs/previews/b.jpg": _pack_stage,
+    "packs/thumbs/b.jpg": _pack_stage,
 }
 DAMAGES = ["folder", "read-only", "cut short", "bad byte"]
 
@@ -80,6 +92,8 @@ def _written_whole(path: Path) -> None:
         json.loads(data)
     elif path.suffix == ".zip":
         assert data.startswith(b"PK")
+    elif path.suffix == ".jpg":
+        assert data.startswith(b"\xff\xd8") and data.endswith(b"\xff\xd9")
     else:
         data.decode("utf-8")
 
@@ -102,8 +116,9 @@ def test_a_damaged_file_a_stage_writes_whole_is_written_and_the_stage_goes_on(tm
         path.chmod(0o444)
     elif damage == "cut short":
         path.write_bytes(good[: len(good) // 2])
-    else:
-        path.write_bytes(good[:1] + b"\xff" + good[1:])
+    else:  # one byte changed, the size kept
+        at = len(good) // 2
+        path.write_bytes(good[:at] + bytes([good[at] ^ 0xFF]) + good[at + 1:])
 
     caplog.set_level(logging.WARNING)
     wrote = stage(wd)
@@ -119,6 +134,21 @@ def test_a_damaged_file_a_stage_writes_whole_is_written_and_the_stage_goes_on(tm
         assert str(path) in lines[0] and aside.name in lines[0], lines
     else:
         assert lines == [], lines  # rewritten whole, as every run does: nothing to say
+
+
+@pytest.mark.parametrize("folder", ["packs/ready", "packs/previews", "packs/thumbs"])
+def test_a_file_where_a_pack_folder_belongs_is_set_aside_and_the_stage_goes_on(tmp_path, caplog, folder):
+    """A file in place of ``packs/thumbs`` was a NotADirectoryError traceback from the pack stage."""
+    wd = Workdir(tmp_path / "wd").prepare()
+    (wd.root / folder).parent.mkdir(parents=True, exist_ok=True)
+    (wd.root / folder).write_bytes(b"not a folder")
+    caplog.set_level(logging.WARNING)
+    for written in _pack_stage(wd):
+        _written_whole(written)
+    [aside] = (wd.root / folder).parent.glob(Path(folder).name + ".damaged-*")
+    assert aside.read_bytes() == b"not a folder"
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert lines == [f"{wd.root / folder} is a file where a folder belongs: set aside as {aside.name}"], lines
 
 
 def _argv(wd: Path) -> list[str]:
@@ -318,7 +348,7 @@ from tasks.core.workdir import Workdir
 from tasks.stages.clips import check_clips
 from tasks.stages.csv import write_agency_csvs
 from tasks.stages.ingest_report import write_ingest_report
-from tasks.stages.pack import finish_batch
+from tasks.stages.pack import PackedFiles, finish_batch
 wd, stage = Workdir(pathlib.Path(sys.argv[1])), sys.argv[2]
 try:
     if stage.startswith("csv"):
