@@ -76,13 +76,9 @@ class SendsInFlight:
 
     def begin(self, name: str) -> None:
         """Mark the send of ``name`` as begun now, the marker written whole (a crash mid-write leaves the old
-        marker or none, never a torn one); a folder in its place is set aside first, with one warning."""
-        marker, stamp = self.folder / name, f"{time.time():.3f}\n".encode("ascii")
-        try:
-            atomic_write_bytes(marker, stamp)
-        except IsADirectoryError:
-            logger.warning("%s is a folder, not a marker of a send: set aside as %s", marker, set_aside(marker).name)
-            atomic_write_bytes(marker, stamp)
+        marker or none, never a torn one); a folder in its place is set aside first, with one warning
+        (:func:`~tasks.core.files.atomic_file`)."""
+        atomic_write_bytes(self.folder / name, f"{time.time():.3f}\n".encode("ascii"))
 
     def end(self, name: str) -> None:
         """Drop the marker of ``name`` (its send is recorded); a folder in its place is set aside."""
