@@ -106,6 +106,7 @@ def run(
     ctx = RunContext.open(wd_path, config, agency)
     for note in ctx.check(bool(count and source is None), gemini_api_key(), bool(clips and source is None)):
         err.print(note, highlight=False, soft_wrap=True)
+    ctx.wd.prepare()  # a read-only folder or a folder in the ledger's place: one line, exit 2, nothing started
     for note in ctx.catalog.notes:
         console.print(note, highlight=False)
     if not count and not clips and source is None:  # a bare re-run adds nothing nobody asked for

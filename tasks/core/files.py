@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import hashlib
+import logging
 import os
 import tempfile
 from collections.abc import Callable, Iterator
@@ -12,7 +13,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-from tasks.core.errors import StoreUnavailable
+from tasks.core.errors import StageStopped, StoreUnavailable
+from tasks.core.state_files import set_aside
+
+log = logging.getLogger(__name__)
 
 _CHUNK = 1 << 20
 
@@ -25,19 +29,46 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
     renamed over ``path``; on any error it is removed and ``path`` is untouched.
     A reader sees the old file or the new one, never a partial one. The temp
     name fits the folder's name limit whatever the length of ``path``'s name
-    (a long name's temp file is named by its hash instead).
+    (a long name's temp file is named by its hash instead). A folder in
+    ``path``'s place is set aside (``<name>.damaged-<UTC>``, kept with what it
+    holds; one warning) and the file written: every file written here is
+    rewritten whole, so nothing the folder stood for is lost. So is a file
+    where its folder belongs (:func:`make_folder`).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(path), suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except IsADirectoryError:
+            log.warning("%s is a folder where a file belongs: set aside as %s (kept: look in it, then delete it); "
+                        "the file is written anew", path, set_aside(path).name)
+            os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def make_folder(folder: Path) -> None:
+    """``folder`` and its parents made; a file where one of them belongs is set aside first
+    (``<name>.damaged-<UTC>``, kept; one warning)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        return
+    except (FileExistsError, NotADirectoryError):
+        pass
+    for at in reversed([folder, *folder.parents]):
+        if at.exists() and not at.is_dir():
+            try:
+                log.warning("%s is a file where a folder belongs: set aside as %s", at, set_aside(at).name)
+            except FileNotFoundError:  # another run set it aside at the same moment
+                pass
+            break
+    folder.mkdir(parents=True, exist_ok=True)
 
 
 #: What mkstemp adds to a prefix: 8 random characters, then ``.tmp``.
@@ -74,6 +105,16 @@ def check_writable(folder: Path) -> None:
         pass
 
 
+def check_appendable(path: Path) -> None:
+    """OSError unless ``path`` is missing or a file this process can open to read and append to: a folder in its
+    place raises IsADirectoryError, a file its modes, an immutable flag or a read-only mount protect raise theirs."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND)
+    except FileNotFoundError:
+        return
+    os.close(fd)
+
+
 def sha256_file(path: Path) -> str:
     """Hex SHA-256 of a file's bytes, read in 1 MiB chunks (memory stays flat)."""
     h = hashlib.sha256()
@@ -98,6 +139,10 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+#: What ``errno`` says when a file may be read but not written: its modes, an immutable flag, a read-only mount.
+_READ_ONLY_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+
+
 @contextmanager
 def exclusive_lock(path: Path, what: str, *, waiting: Callable[[], None] | None = None,
                    busy: Exception | None = None) -> Iterator[None]:
@@ -107,12 +152,23 @@ def exclusive_lock(path: Path, what: str, *, waiting: Callable[[], None] | None 
     second run must not wait: it leaves the work to the first), else
     ``waiting()`` is called once (to say so) and this one waits its turn.
     Closing the file releases the lock, so a crash never leaves it held.
-    StoreUnavailable naming ``path`` and ``what`` when the lock file cannot
-    be opened.
+    A lock is only held, never written: a read-only lock file (its modes,
+    an immutable flag, a read-only mount) is opened to read and locked the
+    same (``flock`` needs no write access; every process locks the same
+    inode). StoreUnavailable naming ``path`` and ``what`` when the lock
+    cannot be opened at all (a folder in its place, say).
     """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            if exc.errno not in _READ_ONLY_ERRNOS:
+                raise
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:  # none there, and its folder takes no new file
+                raise exc from None
     except OSError as exc:
         raise StoreUnavailable(f"{path}: cannot open the lock for {what} ({exc.strerror or exc})") from exc
     try:
@@ -174,6 +230,14 @@ DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 def disk_full(exc: BaseException) -> bool:
     """Did this write fail for want of room on the disk (ENOSPC, EDQUOT)?"""
     return isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS
+
+
+def cannot_write(path: Path, exc: OSError, kept: str) -> StageStopped:
+    """The one line a stage stops with when ``path`` cannot be written for a cause other than a full disk (a
+    read-only folder or mount, say; StageStopped ``unwritable``): the file, why, ``kept`` (what the stage keeps)
+    and what to do."""
+    return StageStopped(f"{path} cannot be written ({exc.strerror or exc}): {kept} — make {path.parent} writable by "
+                        "you and run again", kind="unwritable")
 
 
 def disk_of(path: Path) -> Path:

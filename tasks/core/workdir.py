@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tasks.core.errors import ConfigError
-from tasks.core.files import check_writable
+from tasks.core.files import check_appendable, check_writable
 from tasks.core.state_files import set_aside
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,13 @@ class Workdir:
 
     def prepare(self) -> "Workdir":
         """Create the folders every stage expects; ConfigError if the workdir is unusable. A file where one of
-        its folders belongs is set aside (``<name>.damaged-<UTC>``, one warning) and the folder made."""
+        its folders belongs is set aside (``<name>.damaged-<UTC>``, one warning) and the folder made.
+
+        Checked before anything is done, each a ConfigError of one line naming the path and what to do: every
+        folder can be written (a read-only one would fail a stage halfway), and the ledger, when there is one,
+        is a file that can be read and appended to (else an upload would be sent that could not be recorded,
+        and sent again by the next run).
+        """
         try:
             for d in (self.root, self.assets, self.csv, self.packs, self.reports):
                 if d != self.root and (d.is_file() or d.is_symlink() and not d.is_dir()):
@@ -93,4 +99,20 @@ class Workdir:
             check_writable(self.root)  # each run its own probe: two runs starting at once never fail each other
         except OSError as exc:
             raise ConfigError(f"workdir {self.root} is not usable: {exc.strerror or exc}") from exc
+        for d in (self.assets, self.csv, self.packs, self.reports):
+            try:
+                check_writable(d)
+            except OSError as exc:
+                raise ConfigError(f"{d} cannot be written ({exc.strerror or exc}): nothing was done — make the "
+                                  "folder writable by you and run again") from exc
+        try:
+            check_appendable(self.ledger)
+        except IsADirectoryError as exc:
+            raise ConfigError(f"{self.ledger} is a folder, not the ledger file: nothing was done (no upload could "
+                              "be recorded) — move the folder away (if it holds your ledger file, put that file "
+                              f"at {self.ledger}) and run again") from exc
+        except OSError as exc:
+            raise ConfigError(f"{self.ledger} cannot be read and appended to ({exc.strerror or exc}): nothing was "
+                              "done (no upload could be recorded) — make it readable and writable by you and run "
+                              "again") from exc
         return self

@@ -58,11 +58,17 @@ class DailyBudget:
 
     def take(self) -> None:
         """Count one request, or raise StageStopped ``quota:daily`` (naming the setting) when the day's budget
-        is spent."""
+        is spent, or (naming the file) when the count cannot be read and written."""
         if self.per_day == 0:
             return
         day = pacific_day(self._now())
-        with self._lock, open(open_in_place(self.path), "r+b") as fh:
+        try:
+            fd = open_in_place(self.path)
+        except OSError as exc:  # read-only, say: uncounted requests could pass the day's limit
+            raise StageStopped(f"{self.path} cannot be read and written ({exc.strerror or exc}): the day's Gemini "
+                               "requests cannot be counted, so none is made — make it readable and writable by "
+                               "you and run again", kind="quota", code="daily") from None
+        with self._lock, open(fd, "r+b") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
             # a torn or foreign file: its bytes kept aside, the day's count starts again
             kept = parse_in_place(self.path, fh.read() or b"{}", DayCount.model_validate_json,

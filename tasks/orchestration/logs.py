@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 
-from tasks.core.errors import StageStopped
+from tasks.core.errors import ConfigError, StageStopped, StoreUnavailable
 
 
 class NoRepeatedFailedState(logging.Filter):
@@ -32,12 +32,14 @@ class NoRepeatedFailedState(logging.Filter):
 
 
 class NoTracebackForAStop(logging.Filter):
-    """A stage that stopped on purpose (:class:`~tasks.core.errors.StageStopped`: a full disk, the day's quota)
-    said why in its one line: Prefect's "Task run failed with exception: StageStopped(…)" and "Encountered
-    exception during execution: StageStopped(…)" keep that line, without the traceback under it."""
+    """A stage that stopped on purpose (:class:`~tasks.core.errors.StageStopped`: a full disk, the day's quota),
+    a workdir refused (:class:`~tasks.core.errors.ConfigError`: a read-only folder, a folder in the ledger's
+    place) or a local store that cannot be used (:class:`~tasks.core.errors.StoreUnavailable`) said why in its
+    one line, naming the file and what to do: Prefect's "Task run failed with exception: StageStopped(…)" and
+    "Encountered exception during execution: …(…)" keep that line, without the traceback under it."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and isinstance(record.exc_info[1], StageStopped):
+        if record.exc_info and isinstance(record.exc_info[1], (StageStopped, ConfigError, StoreUnavailable)):
             record.exc_info, record.exc_text = None, None
         return True
 

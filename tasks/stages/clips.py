@@ -23,7 +23,7 @@ from pathlib import Path
 
 from tasks.agencies.catalog import catalog
 from tasks.core.errors import BadInput
-from tasks.core.files import atomic_write_bytes, sha256_file
+from tasks.core.files import atomic_write_bytes, cannot_write, sha256_file
 from tasks.core.records import (
     CLIP_EXTENSIONS,
     Asset,
@@ -106,7 +106,13 @@ def check_clips(wd: Workdir, agencies: list[str], poster_px: int, thumbnail_px: 
 
 
 def _write_report(wd: Workdir, report: ClipsReport) -> None:
-    atomic_write_bytes(wd.reports / FILE_NAME, json.dumps(report.as_json(), indent=2, ensure_ascii=False).encode())
+    """``reports/clips.json``; StageStopped when it cannot be written: the CSV and upload stages take the clips
+    it names, so an older one must not stand for this run's check."""
+    path = wd.reports / FILE_NAME
+    try:
+        atomic_write_bytes(path, json.dumps(report.as_json(), indent=2, ensure_ascii=False).encode())
+    except OSError as exc:
+        raise cannot_write(path, exc, "the clips are checked again by the next run, nothing uploaded") from None
 
 
 def _signature_file(wd: Workdir, path: Path) -> Path:

@@ -30,7 +30,7 @@ from tasks.agencies.protected import ProtectedNames
 from tasks.agencies.rows import RowResult, build_row, check_csv_defaults
 from tasks.agencies.spec import AgencySpec
 from tasks.core.errors import StageStopped
-from tasks.core.files import atomic_write_bytes, disk_full, disk_of
+from tasks.core.files import atomic_write_bytes, cannot_write, disk_full, disk_of
 from tasks.core.records import CLIP_EXTENSIONS, Sidecar, described_sidecars, ready_name
 from tasks.core.reports import AgencyCsv, CsvReport, PackReport, Problem
 from tasks.core.settings import Settings
@@ -91,15 +91,16 @@ def csv_file_name(agency: str, index: int) -> str:
 
 def _write(path: Path, data: bytes, report: CsvReport) -> None:
     """Write ``path`` whole or not at all; a full disk stops the stage (StageStopped ``disk_full``): one line naming
-    the disk, the file, and the agencies whose CSVs ``report`` holds as written."""
+    the disk, the file, and the agencies whose CSVs ``report`` holds as written; any other cause (a read-only
+    folder) the same way, naming the file (``unwritable``)."""
     try:
         atomic_write_bytes(path, data)
     except OSError as exc:
-        if not disk_full(exc):
-            raise
-        disk = disk_of(path)
         done = [agency for agency, result in report.agencies.items() if result.files]
         kept = f"the CSVs of {', '.join(done)} written" if done else "no agency's CSVs written"
+        if not disk_full(exc):
+            raise cannot_write(path, exc, f"the CSV stage stopped with {kept}, nothing uploaded") from None
+        disk = disk_of(path)
         raise StageStopped(f"disk full: {disk} has no room left for {path} ({exc.strerror or exc}); the CSV stage "
                            f"stopped with {kept} (each file whole or not at all) — free space on {disk} and run "
                            "again: every CSV is written again from the sidecars", kind="disk_full") from None
@@ -109,7 +110,7 @@ def _write_files(wd: Workdir, agency: str, contents: list[bytes], report: CsvRep
     paths = []
     for i, data in enumerate(contents, start=1):
         path = wd.csv / csv_file_name(agency, i)
-        if not path.exists() or path.read_bytes() != data:
+        if not path.is_file() or path.read_bytes() != data:  # a folder in its place: set aside by the write
             _write(path, data, report)
         paths.append(str(path))
     stale = re.compile(rf"{re.escape(agency)}-(\d+)\.csv")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 from tasks.core.errors import StageStopped
-from tasks.core.files import atomic_write_bytes, disk_full, disk_of
+from tasks.core.files import atomic_write_bytes, cannot_write, disk_full, disk_of
 from tasks.core.reports import Gathered
 from tasks.core.workdir import Workdir
 
@@ -49,7 +49,8 @@ def write_ingest_report(wd: Workdir, gathered: Gathered) -> None:
     """Write ``reports/ingest.json`` for this run's assets stage.
 
     A full disk (ENOSPC, EDQUOT): nothing written (an old report is left whole, or none), and the run stops with
-    one line (StageStopped ``disk_full``): the disk, what was kept, where the rejected files are named instead.
+    one line (StageStopped ``disk_full``): the disk, what was kept, where the rejected files are named instead;
+    any other cause (a read-only folder) the same way, naming the file (``unwritable``).
     """
     report = {
         "rejected": [{"file": name, "reason": reason, "what_to_do": what_to_do(reason)}
@@ -61,7 +62,8 @@ def write_ingest_report(wd: Workdir, gathered: Gathered) -> None:
         atomic_write_bytes(path, json.dumps(report, indent=2, ensure_ascii=False).encode("utf-8"))
     except OSError as exc:
         if not disk_full(exc):
-            raise
+            raise cannot_write(path, exc, f"the assets stage kept its {len(gathered.assets)} asset(s) (the run's "
+                                          f"log names the {len(gathered.rejected)} rejected file(s))") from None
         disk = disk_of(path)
         raise StageStopped(f"disk full: {disk} has no room left for {path} ({exc.strerror or exc}); the assets "
                            f"stage kept its {len(gathered.assets)} asset(s), {path.name} not written (the run's log "

@@ -37,7 +37,7 @@ from tasks.agencies.catalog import catalog
 from tasks.agencies.embedded import EmbeddedFields, embedded_fields
 from tasks.agencies.protected import ProtectedNames
 from tasks.core.errors import BadInput, StageStopped
-from tasks.core.files import atomic_write_bytes, disk_full, disk_of, exclusive_lock, sha256_file
+from tasks.core.files import atomic_write_bytes, cannot_write, disk_full, disk_of, exclusive_lock, sha256_file
 from tasks.core.printable import printable
 from tasks.core.records import Sidecar, Upscaled, described_sidecars, ready_name, record_upscaled
 from tasks.core.reports import PackReport
@@ -49,7 +49,7 @@ from tasks.images.inspect import ImageRules, image_rules, too_small
 from tasks.images.provenance import digital_source_type, provenance_of
 from tasks.images.ready import preview_jpegs, ready_jpeg
 from tasks.observe.progress import StageProgress
-from tasks.stages.pack_manifest import load_manifest, save_manifest, save_or_full
+from tasks.stages.pack_manifest import load_manifest, save_manifest, save_or_full, stamp, unchanged
 from tasks.stages.run_context import RunContext
 from tasks.stages.similarity import hold_back_similar
 
@@ -137,9 +137,8 @@ def _source_sha(src: Path, previous: dict | None) -> tuple[str, dict]:
 def _current(previous: dict | None, key: str, files: PackedFiles) -> bool:
     if not previous or previous.get("key") != key:
         return False
-    sizes = previous.get("bytes", [])
-    return len(sizes) == 3 and all(p.exists() and p.stat().st_size == n
-                                   for p, n in zip(files.all(), sizes, strict=True))
+    stamps = previous.get("stamps", [])  # an entry from before stamps were kept: packed again once
+    return len(stamps) == 3 and all(unchanged(p, kept) for p, kept in zip(files.all(), stamps, strict=True))
 
 
 def pack_asset(src: Path, files: PackedFiles, fields: EmbeddedFields, settings: PackSettings,
@@ -168,7 +167,8 @@ def pack_asset(src: Path, files: PackedFiles, fields: EmbeddedFields, settings: 
     for path, content in zip(files.all(), (data, preview, thumb), strict=True):
         atomic_write_bytes(path, content)
     entry = {"key": key, "source": source, "width": ready.width, "height": ready.height,
-             "bytes": [len(data), len(preview), len(thumb)], **image_looks.as_manifest()}
+             "bytes": [len(data), len(preview), len(thumb)], "stamps": [stamp(p) for p in files.all()],
+             **image_looks.as_manifest()}
     if ready.upscaled_from:
         entry["upscaled_from"] = list(ready.upscaled_from)
     return entry, True
@@ -360,9 +360,9 @@ def _write_zip_if_changed(wd: Workdir, report: PackReport) -> Path:
     target = wd.packs / "batch.zip"
     key = hashlib.sha256(json.dumps([PACK_FORMAT, sorted(identity.items())]).encode()).hexdigest()
     done = manifest.get("zip", {})
-    if not (done.get("key") == key and target.exists() and target.stat().st_size == done.get("bytes")):
+    if not (done.get("key") == key and unchanged(target, done.get("stamp"))):
         write_zip(target, entries)
-        manifest["zip"] = {"key": key, "bytes": target.stat().st_size}
+        manifest["zip"] = {"key": key, "stamp": stamp(target)}
         save_manifest(wd, manifest)
     return target
 
@@ -370,20 +370,23 @@ def _write_zip_if_changed(wd: Workdir, report: PackReport) -> Path:
 def finish_batch(wd: Workdir, report: PackReport) -> PackReport:
     """Log each rejected and held-back asset, write the batch ZIP (with the CSVs as they are now) and
     ``reports/pack.json``; returns ``report`` with ``zip_path`` set. A full disk: StageStopped ``disk_full``
-    (each is written whole or not at all; the packed files are kept)."""
+    (each is written whole or not at all; the packed files are kept); any other cause (a read-only folder):
+    StageStopped ``unwritable`` naming the file."""
     log.info("%d packed now, %d already current from an earlier run", len(report.packed_now), len(report.reused))
     for name, reason in report.rejected.items():
         log.warning("rejected %s: %s", printable(name), printable(reason))
     for agency, held in report.held_back.items():
         for name, rule in held.items():
             log.warning("held back from %s: %s: %s", agency, printable(name), rule)
+    writing = wd.packs / "batch.zip"
     try:
         report.zip_path = write_batch_zip(wd, report)
-        atomic_write_bytes(wd.reports / "pack.json",
-                           json.dumps(report.as_json(), indent=2, ensure_ascii=False).encode("utf-8"))
+        writing = wd.reports / "pack.json"
+        atomic_write_bytes(writing, json.dumps(report.as_json(), indent=2, ensure_ascii=False).encode("utf-8"))
     except OSError as exc:
         if not disk_full(exc):
-            raise
+            raise cannot_write(writing, exc, f"the {len(report.ready)} packed asset(s) are kept, nothing "
+                                             "uploaded") from None
         disk = disk_of(wd.packs)
         raise StageStopped(f"disk full: {disk} has no room left for {wd.packs / 'batch.zip'} ({exc.strerror or exc});"
                            f" the {len(report.ready)} packed asset(s) are kept, the ZIP and reports/pack.json not "

@@ -17,6 +17,22 @@ from tasks.core.workdir import Workdir
 log = logging.getLogger(__name__)
 
 
+def stamp(path: Path) -> list[int]:
+    """What a packed file is, cheaply: its size and modification time in ns (as git tells a changed file), kept
+    in the manifest when it is written."""
+    st = path.stat()
+    return [st.st_size, st.st_mtime_ns]
+
+
+def unchanged(path: Path, kept: object) -> bool:
+    """Is ``path`` still the file the manifest's ``kept`` stamp describes? Not when it is gone, a folder, cut
+    short or edited since (a bad byte written into it changes its time): then it is packed again."""
+    try:
+        return path.is_file() and stamp(path) == kept
+    except OSError:
+        return False
+
+
 def manifest_path(wd: Workdir) -> Path:
     return wd.packs / "manifest.json"
 

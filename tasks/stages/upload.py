@@ -139,6 +139,7 @@ def upload_agency(
                     result.failed.update(capped)
                     log.warning("%s: %d left pending: %s", agency, len(capped), next(iter(capped.values())))
             if pending:
+                ledger.check_recordable()  # read-only since the run began, say: nothing sent that it cannot record
                 _AgencyRun(wd, agency, settings, ledger, opener, sleep, settle_s, result, on_file,
                            doubts).run(pending)
     except MicrostockError as exc:  # the target URL, the lock or the ledger itself

@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from tasks.agencies.catalog import agency_names
-from tasks.core.errors import StoreUnavailable
-from tasks.core.files import exclusive_lock, locked_append
+from tasks.core.errors import StageStopped, StoreUnavailable
+from tasks.core.files import check_appendable, check_writable, exclusive_lock, locked_append
 from tasks.core.workdir import Workdir
 from tasks.stores.ledger_index import (
     DoneDigests,
@@ -302,6 +302,19 @@ class Ledger:
         locked_append(self.path, entry.line().encode("utf-8"), "the ledger",
                       before=lambda fd, size: (HEADER if size == 0 else self._repair_tail(fd, size)).encode("utf-8"))
         return entry
+
+    def check_recordable(self) -> None:
+        """StoreUnavailable, one line naming the ledger and what to do, unless an upload could be recorded now
+        (the ledger a file this process can read and append to, or, while there is none, its folder writable):
+        asked before anything is sent, so no upload is made that could not be recorded (and be sent again)."""
+        try:
+            check_appendable(self.path)
+            if not self.path.exists():
+                check_writable(self.path.parent)
+        except OSError as exc:
+            why = "a folder, not a file" if isinstance(exc, IsADirectoryError) else exc.strerror or str(exc)
+            raise StoreUnavailable(f"{self.path}: no upload could be recorded ({why}): nothing is sent — make the "
+                                   "ledger a file you can read and write, and run again") from exc
 
     def _repair_tail(self, fd: int, size: int) -> str:
         """Fix a last line without a newline; return what must precede the new line.

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tasks.core.errors import StageStopped
 from tasks.core.files import atomic_write_bytes
 from tasks.core.state_files import set_aside
 
@@ -76,21 +77,28 @@ class SendsInFlight:
 
     def begin(self, name: str) -> None:
         """Mark the send of ``name`` as begun now, the marker written whole (a crash mid-write leaves the old
-        marker or none, never a torn one); a folder in its place is set aside first, with one warning."""
-        marker, stamp = self.folder / name, f"{time.time():.3f}\n".encode("ascii")
+        marker or none, never a torn one); a folder in its place is set aside first, with one warning
+        (:func:`~tasks.core.files.atomic_file`). StageStopped ``unwritable`` (one line naming it) when it cannot
+        be written: a send the next run could not date is not begun."""
+        marker = self.folder / name
         try:
-            atomic_write_bytes(marker, stamp)
-        except IsADirectoryError:
-            logger.warning("%s is a folder, not a marker of a send: set aside as %s", marker, set_aside(marker).name)
-            atomic_write_bytes(marker, stamp)
+            atomic_write_bytes(marker, f"{time.time():.3f}\n".encode("ascii"))
+        except OSError as exc:
+            raise StageStopped(f"{marker} cannot be written ({exc.strerror or exc}): nothing more is sent — make "
+                               f"{self.folder} writable by you and run again", kind="unwritable") from None
 
     def end(self, name: str) -> None:
-        """Drop the marker of ``name`` (its send is recorded); a folder in its place is set aside."""
+        """Drop the marker of ``name`` (its send is recorded); a folder in its place is set aside; one that cannot
+        be removed (a read-only folder) is left, with one warning: it only informs, and a recorded file is never
+        looked at again."""
         marker = self.folder / name
         try:
             marker.unlink(missing_ok=True)
         except IsADirectoryError:
             logger.warning("%s is a folder, not a marker of a send: set aside as %s", marker, set_aside(marker).name)
+        except OSError as exc:
+            logger.warning("%s: the marker of a recorded send could not be removed (%s); it only informs — delete "
+                           "it when its folder is writable again", marker, exc.strerror or exc)
 
     def clear_temp_files(self) -> int:
         """Remove the temp files a killed run's marker writes left (``.<name>.<8 random>.tmp``,

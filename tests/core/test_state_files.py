@@ -3,6 +3,8 @@
 Each case gives its one warning line (or one MicrostockError line where nothing can rebuild the file) and goes
 on: a damaged line skipped and named, a damaged file set aside as ``<name>.damaged-<UTC>`` (never deleted) and
 read as missing, a read-only file read as it is. The list of files is docs/INTERFACE.md's "State files".
+What the stages *write* (a folder in a file's place, read-only to its owner, a workdir folder read-only) is
+the table's continuation, tests/core/test_state_paths.py.
 """
 
 from __future__ import annotations

@@ -51,3 +51,26 @@ def test_a_stage_that_stopped_on_purpose_keeps_its_line_without_a_traceback():
             assert logger.filter(record)
             assert (record.exc_info is not None) is keeps, (name, exc)
             assert repr(exc) in record.getMessage()
+
+
+def test_a_refused_workdir_or_an_unusable_store_keeps_its_line_without_a_traceback():
+    """A workdir refused by the flow's own check (ConfigError: a read-only folder, a folder in the ledger's place)
+    or a store that cannot be used (StoreUnavailable: the ledger read by the pack stage) named the file and the fix
+    in its one line, and Prefect's two tracebacks under it were all a contributor saw besides (issue 50)."""
+    import sys
+
+    from tasks.core.errors import ConfigError, StoreUnavailable
+
+    for name in ("prefect.task_runs", "prefect.flow_runs"):
+        logger = logging.getLogger(name)
+        for exc in (ConfigError("/w/reports cannot be written (Permission denied): nothing was done — make the "
+                                "folder writable by you and run again"),
+                    StoreUnavailable("/w/uploads.ledger: cannot read the ledger (Is a directory)")):
+            try:
+                raise exc
+            except Exception:
+                record = logger.makeRecord(name, logging.ERROR, __file__, 0, "Encountered exception during "
+                                           "execution: %r", (exc,), sys.exc_info())
+            assert logger.filter(record)
+            assert record.exc_info is None, (name, exc)
+            assert repr(exc) in record.getMessage()

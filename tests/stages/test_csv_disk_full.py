@@ -69,8 +69,10 @@ def test_a_write_error_that_is_not_a_full_disk_is_not_called_one(described, monk
         raise PermissionError(errno.EACCES, "Permission denied")
 
     monkeypatch.setattr(csv_stage, "atomic_write_bytes", broken)
-    with pytest.raises(PermissionError):
+    with pytest.raises(StageStopped) as stop:  # a read-only folder: one line too, naming the file, not the disk
         write_agency_csvs(described, AGENCIES, Settings())
+    assert stop.value.kind == "unwritable" and "disk full" not in stop.value.message
+    assert stop.value.message.startswith(f"{described.csv / 'adobe.csv'} cannot be written (Permission denied): ")
 
 
 
