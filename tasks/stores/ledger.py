@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from tasks.agencies.catalog import agency_names
-from tasks.core.errors import StageStopped, StoreUnavailable
+from tasks.core.errors import StoreUnavailable
 from tasks.core.files import check_appendable, check_writable, exclusive_lock, locked_append
 from tasks.core.workdir import Workdir
 from tasks.stores.ledger_index import (
