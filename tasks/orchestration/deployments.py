@@ -218,6 +218,10 @@ def _serve(workdir: Path, timezone: str | None, ui_url: str, say, runners: list)
     say(f"workdir {workdir}; Prefect UI {ui_url}; Ctrl-C or SIGTERM stops serving")
     storage = Path(os.environ["PREFECT_HOME"]) / "runner_storage"
     storage.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # Serving lasts for weeks, and each flow run is a new process that starts in this one's folder, where Prefect
+    # reads .env / prefect.toml / pyproject.toml: a file put in the starting folder after the check at the start
+    # (environment.set_prefect_env) would reach them. In the home nobody else can put one.
+    os.chdir(storage.parent)
 
     class PausingRunner(Runner):
         """Prefect's Runner, but a SIGTERM that reaches its handler before it has started waits for the start

@@ -95,7 +95,7 @@ def set_prefect_env(workdir: Path, verbose: bool = False, *, server: bool = True
         except OSError as exc:
             raise ConfigError(f"workdir {workdir} is not usable: {exc.strerror or exc}") from exc
         os.environ["PREFECT_HOME"] = str(home)
-    pin(os.environ, Path(os.environ.get("PREFECT_HOME") or Path("~/.prefect").expanduser()))
+    pin(os.environ, Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser().absolute())
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     for name, value in SERVER_BATCHING.items():  # the embedded server's (and `microstock serve`'s) recorder

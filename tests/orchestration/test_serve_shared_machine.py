@@ -1,5 +1,6 @@
 """Issue 50, `microstock serve` on a shared machine: Prefect's runner keeps its files in the workdir's home, not in
-the machine's one `<tmp>/runner_storage` (a folder another user made there stopped `serve` with a PermissionError),
+the machine's one `<tmp>/runner_storage` (a folder another user made there stopped `serve` with a PermissionError);
+its flow runs start in the home, so a settings file put in serve's starting folder later reaches none of them;
 and a served night that ends Incomplete prints no engine traceback (`TypeError: Unexpected result for failed
 state` after every such night)."""
 
@@ -60,7 +61,7 @@ def engine_children(pid: int) -> list[int]:
     return found
 
 
-def test_serve_beside_another_users_runner_storage_ends_an_incomplete_night_without_a_traceback(tmp_path):
+def test_serve_beside_another_users_files_ends_an_incomplete_night_without_a_traceback(tmp_path):
     shared_tmp = tmp_path / "tmp"  # the machine's temporary folder, as TMPDIR names it to Python
     shared_tmp.mkdir(mode=0o1777)
     os.chmod(shared_tmp, 0o1777)
@@ -92,6 +93,11 @@ def test_serve_beside_another_users_runner_storage_ends_an_incomplete_night_with
         (mine,) = runner_folders(home)
         assert (home / "runner_storage").stat().st_mode & 0o077 == 0, "private"
 
+        # Serving lasts for weeks: a settings file another user puts in its starting folder now (the check at the
+        # start has passed) reaches no flow run it starts.
+        (tmp_path / "prefect.toml").write_text('[logging]\nlevel = "DEBUG"\n', encoding="utf-8")
+        os.chown(tmp_path / "prefect.toml", other_uid(), -1)
+
         auth = server_record.auth_string(home)
         wait_until("every deployment", lambda: healthy(url) and len(api(url, auth, "POST", "/deployments/filter",
                                                                           {})) == 4, timeout_s=120)
@@ -120,4 +126,5 @@ def test_serve_beside_another_users_runner_storage_ends_an_incomplete_night_with
     assert proc.returncode == 0, said[-3000:]
     assert "Traceback" not in said and "Unexpected result for failed state" not in said, said[-3000:]
     assert "exited with unexpected exception" not in said, said[-3000:]
+    assert "| DEBUG" not in said, "a flow run read the settings file put in serve's starting folder"
     assert not Path(theirs, mine.name).exists()
