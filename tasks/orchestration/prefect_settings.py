@@ -20,7 +20,9 @@ Nothing here imports Prefect: the environment must be set before Prefect is impo
 
 from __future__ import annotations
 
+import grp
 import os
+import pwd
 import re
 import stat
 import tomllib
@@ -91,7 +93,7 @@ def _holds_prefect_settings(path: Path) -> bool:
 
 def _not_ours(path: Path) -> str | None:
     """Why ``path`` is not the contributor's to trust (owned by another user than this one or root, itself or
-    the file its link names; or writable by group or others), else None."""
+    the file its link names; or writable by others, or by a group others are in), else None."""
     me = os.geteuid()
     try:
         link, target = path.lstat(), path.stat()
@@ -102,9 +104,19 @@ def _not_ours(path: Path) -> str | None:
     for st in (link, target):
         if st.st_uid not in (me, 0):
             return f"is owned by uid {st.st_uid}, another user"
-    if target.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+    if target.st_mode & (stat.S_IWOTH | (0 if _private_group(target.st_gid) else stat.S_IWGRP)):
         return f"is writable by other users (mode {stat.S_IMODE(target.st_mode):04o})"
     return None
+
+
+def _private_group(gid: int) -> bool:
+    """Whether ``gid`` is this user's own group (their primary group, named after them, nobody else in it), whose
+    write bit lets nobody else in: Debian and Ubuntu give such users umask 002."""
+    try:
+        me, group = pwd.getpwuid(os.geteuid()), grp.getgrgid(gid)
+    except KeyError:
+        return False
+    return gid == me.pw_gid and group.gr_name == me.pw_name and set(group.gr_mem) <= {me.pw_name}
 
 
 def refuse_foreign_settings(folder: Path) -> None:

@@ -155,13 +155,19 @@ def test_another_users_settings_file_where_a_command_starts_is_refused(tmp_path,
     assert not (wd / ".prefect").exists() and not (tmp_path / "elsewhere").exists()
 
 
-def test_another_users_pyproject_without_prefect_settings_is_no_reason_to_refuse(tmp_path):
-    """A shared project's pyproject.toml (another user's, no [tool.prefect]) holds nothing Prefect reads."""
+def test_a_shared_pyproject_and_a_settings_file_of_ones_own_group_are_no_reason_to_refuse(tmp_path):
+    """The refusal's edges: a shared project's pyproject.toml (another user's, no [tool.prefect]) holds nothing
+    Prefect reads; the contributor's own prefect.toml writable by their own private group (umask 002 on Debian and
+    Ubuntu) lets nobody else in. Prefect reads the latter, so its database setting is what the pins beat."""
     start, wd = tmp_path / "start", tmp_path / "work"
     start.mkdir()
     (start / "pyproject.toml").write_text('[project]\nname = "shared"\n[tool.ruff]\nline-length = 100\n')
     os.chown(start / "pyproject.toml", other_uid(), -1)
+    own = planted(start, "prefect.toml", tmp_path / "elsewhere")
+    os.chown(own, -1, os.getegid())  # root's own group here: gid 0, named root, nobody else in it
+    os.chmod(own, 0o664)
     wd.mkdir()
     ran = subprocess.run(MICROSTOCK + ["review", "list", "--workdir", str(wd)], cwd=start, capture_output=True,
                          text=True, timeout=120, env=command_env())
     assert ran.returncode == 0 and "Prefect would read" not in ran.stderr, ran.stdout + ran.stderr
+    assert not (tmp_path / "elsewhere").exists()
