@@ -79,8 +79,9 @@ def set_prefect_env(workdir: Path, verbose: bool = False, *, server: bool = True
 
     Prefect's home (``<workdir>/.prefect``, or ``PREFECT_HOME``; with ``PREFECT_API_URL`` and no ``PREFECT_HOME``
     Prefect's own ``~/.prefect``) holds every setting that decides where its data lives (:func:`pin`), for this
-    process, the ephemeral server it may run, and the workdir's server. ConfigError first when a Prefect settings
-    file of the current folder is another user's (:func:`refuse_foreign_settings`).
+    process, the ephemeral server it may run, and the workdir's server; no Python process started from this one
+    imports from its folder (``PYTHONSAFEPATH``). ConfigError first when a Prefect settings file of the current
+    folder is another user's (:func:`refuse_foreign_settings`).
     """
     from tasks.orchestration import workdir_server
 
@@ -96,6 +97,10 @@ def set_prefect_env(workdir: Path, verbose: bool = False, *, server: bool = True
             raise ConfigError(f"workdir {workdir} is not usable: {exc.strerror or exc}") from exc
         os.environ["PREFECT_HOME"] = str(home)
     pin(os.environ, Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser().absolute())
+    # The Python processes Prefect starts from this one (its ephemeral server: `python -m uvicorn`) would import
+    # first from the folder they start in, which is this command's: a `uvicorn/` another user put there ran as
+    # the contributor (issue 50). Python 3.11's safe path leaves it out; the project's modules are installed.
+    os.environ["PYTHONSAFEPATH"] = "1"
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     for name, value in SERVER_BATCHING.items():  # the embedded server's (and `microstock serve`'s) recorder

@@ -171,3 +171,19 @@ def test_a_shared_pyproject_and_a_settings_file_of_ones_own_group_are_no_reason_
                          text=True, timeout=120, env=command_env())
     assert ran.returncode == 0 and "Prefect would read" not in ran.stderr, ran.stdout + ran.stderr
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_python_package_where_a_command_starts_runs_in_none_of_its_processes(tmp_path):
+    """A command on its own ephemeral server: Prefect starts it as `python -m uvicorn` in the command's folder, and
+    Python imports first from there, so a `uvicorn/` another user put in a shared folder ran as the contributor
+    (and the command ended in a traceback). The command is started as its console script is (-P: its own folder
+    is not on the path)."""
+    start, wd = tmp_path / "start", tmp_path / "work"
+    (start / "uvicorn").mkdir(parents=True)
+    for name in ("__init__.py", "__main__.py"):
+        (start / "uvicorn" / name).write_text(f"open({str(start / 'ran')!r}, 'w').write('planted uvicorn ran')\n")
+    ran = subprocess.run([sys.executable, "-P", "-c", "from flows.cli import main; main()", "run", "--workdir",
+                          str(wd)], cwd=start, capture_output=True, text=True, timeout=300,
+                         env=command_env(MICROSTOCK_PREFECT_SERVER="ephemeral"))
+    assert not (start / "ran").exists(), "the planted package ran"
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
