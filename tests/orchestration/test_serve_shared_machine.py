@@ -10,10 +10,8 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 from PIL import Image
 
@@ -21,22 +19,11 @@ from tasks.orchestration import server_record
 from tasks.orchestration.local_server import free_port, healthy
 from tests.fakes.local_users import other_uid
 from tests.fakes.prefect_api import wait_until
+from tests.orchestration.test_server import AUTH, api
 
 pytestmark = pytest.mark.server
 
 MICROSTOCK = [sys.executable, "-c", "from flows.cli import main; main()"]
-
-
-def api(url: str, auth: str, method: str, path: str, body: dict | None = None):
-    """One REST call with the server's auth string; a 503 (SQLite busy under load) is asked again, as Prefect's
-    own client does."""
-    for attempt in range(6):
-        r = httpx.request(method, f"{url}{path}", json=body, auth=tuple(auth.split(":", 1)), timeout=30)
-        if r.status_code != 503:
-            break
-        time.sleep(1 + attempt)
-    r.raise_for_status()
-    return r.json()
 
 
 def runner_folders(home: Path) -> list[Path]:
@@ -98,15 +85,15 @@ def test_serve_beside_another_users_files_ends_an_incomplete_night_without_a_tra
         (tmp_path / "prefect.toml").write_text('[logging]\nlevel = "DEBUG"\n', encoding="utf-8")
         os.chown(tmp_path / "prefect.toml", other_uid(), -1)
 
-        auth = server_record.auth_string(home)
-        wait_until("every deployment", lambda: healthy(url) and len(api(url, auth, "POST", "/deployments/filter",
-                                                                          {})) == 4, timeout_s=120)
-        (batch,) = [d for d in api(url, auth, "POST", "/deployments/filter", {}) if d["name"] == "stock-batch"]
-        run = api(url, auth, "POST", f"/deployments/{batch['id']}/create_flow_run",
+        AUTH[url] = server_record.auth_string(home)  # what test_server's api() calls it with
+        wait_until("every deployment", lambda: healthy(url) and len(api(url, "POST", "/deployments/filter", {})) == 4,
+                   timeout_s=120)
+        (batch,) = [d for d in api(url, "POST", "/deployments/filter", {}) if d["name"] == "stock-batch"]
+        run = api(url, "POST", f"/deployments/{batch['id']}/create_flow_run",
                   {"parameters": {"agencies": ["dreamstime"]}})
 
         def finished():
-            state = api(url, auth, "GET", f"/flow_runs/{run['id']}")["state"]
+            state = api(url, "GET", f"/flow_runs/{run['id']}")["state"]
             return state if state["type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED") else None
 
         state = wait_until("the served stock-batch run", finished, timeout_s=300)
