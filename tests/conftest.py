@@ -107,7 +107,12 @@ def run_microstock():
     runner = CliRunner(env={"COLUMNS": "200", "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": None})
 
     def invoke(*args: str, env: dict[str, str | None] | None = None):
-        return runner.invoke(app, list(args), env=env, catch_exceptions=False)
+        before = dict(os.environ)
+        try:
+            return runner.invoke(app, list(args), env=env, catch_exceptions=False)
+        finally:  # the settings a command pins for its home (environment.set_prefect_env) must not follow the
+            os.environ.clear()  # next command of the session, which may have another home
+            os.environ.update(before)
 
     return invoke
 

@@ -206,6 +206,7 @@ def _serve(workdir: Path, timezone: str | None, ui_url: str, say, runners: list)
     import signal
     import threading
     import time
+    from uuid import uuid4
 
     from prefect.exceptions import TerminationSignal
     from prefect.runner import Runner
@@ -215,9 +216,25 @@ def _serve(workdir: Path, timezone: str | None, ui_url: str, say, runners: list)
         when = ", ".join(f"{s.schedule.cron} {s.schedule.timezone}" for s in d.schedules) or "manual"
         say(f"  {d.flow_name}/{d.name}: {when}")
     say(f"workdir {workdir}; Prefect UI {ui_url}; Ctrl-C or SIGTERM stops serving")
+    storage = Path(os.environ["PREFECT_HOME"]) / "runner_storage"
+    storage.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # Serving lasts for weeks, and each flow run is a new process that starts in this one's folder, where Prefect
+    # reads .env / prefect.toml / pyproject.toml: a file put in the starting folder after the check at the start
+    # (environment.set_prefect_env) would reach them. In the home nobody else can put one.
+    os.chdir(storage.parent)
+
     class PausingRunner(Runner):
         """Prefect's Runner, but a SIGTERM that reaches its handler before it has started waits for the start
-        (Prefect's handler would ``sys.exit(0)`` then, leaving the schedules running) and then stops it."""
+        (Prefect's handler would ``sys.exit(0)`` then, leaving the schedules running) and then stops it; and its
+        files in the home.
+
+        Why the files: Prefect's runner keeps them in ``<tmp>/runner_storage/<uuid>`` (``Runner.__init__``,
+        Prefect 3.9.1; no setting names it), one folder for every user of the machine: one another user made
+        first stopped ``serve`` with a PermissionError (issue 50), and its owner could swap what is in it."""
+
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self._tmp_dir = storage / str(uuid4())
 
         def handle_sigterm(self, *args, **kwargs) -> None:
             if self.started or self.stopping:

@@ -3,8 +3,10 @@
 Without ``PREFECT_API_URL`` each command runs on the workdir's own Prefect
 server (started by the first command, stopped after an idle time), or with
 ``MICROSTOCK_PREFECT_SERVER=ephemeral`` on Prefect's ephemeral server in its
-own process; its state is in ``<workdir>/.prefect`` (unless ``PREFECT_HOME`` is set);
-analytics are off; the terminal shows WARNING and up unless verbose (INFO
+own process; its state is in ``<workdir>/.prefect`` (unless ``PREFECT_HOME`` is set),
+every setting that says where Prefect keeps data pinned there in the environment, so that no settings file of
+the folder the command starts in moves it, and another user's settings file there refused
+(:mod:`tasks.orchestration.prefect_settings`); analytics are off; the terminal shows WARNING and up unless verbose (INFO
 still reaches the API and the UI). The project's own loggers (the ``tasks``
 tree: one ``logging.getLogger(__name__)`` per module) reach the run's log
 through Prefect's own setting ``PREFECT_LOGGING_EXTRA_LOGGERS``
@@ -20,6 +22,7 @@ from pathlib import Path
 
 from tasks.core.errors import ConfigError
 from tasks.orchestration.logs import drop_repeated_failed_state
+from tasks.orchestration.prefect_settings import pin, refuse_foreign_settings
 
 #: The logger tree whose lines Prefect sends to the run's log (every module under tasks/).
 RUN_LOGGERS = "tasks"
@@ -73,9 +76,16 @@ def set_prefect_env(workdir: Path, verbose: bool = False, *, server: bool = True
     a running server can hold, such as a run paused for review). ``server=False``: the caller handles the
     server itself (``microstock serve``). A folder that holds no workdir gets no server (ConfigError naming
     it: a mistyped ``--workdir`` starts nothing) unless ``new_workdir`` (a command that makes one).
+
+    Prefect's home (``<workdir>/.prefect``, or ``PREFECT_HOME``; with ``PREFECT_API_URL`` and no ``PREFECT_HOME``
+    Prefect's own ``~/.prefect``) holds every setting that decides where its data lives (:func:`pin`), for this
+    process, the ephemeral server it may run, and the workdir's server; no Python process started from this one
+    imports from its folder (``PYTHONSAFEPATH``). ConfigError first when a Prefect settings file of the current
+    folder is another user's (:func:`refuse_foreign_settings`).
     """
     from tasks.orchestration import workdir_server
 
+    refuse_foreign_settings(Path("."))  # the folder Prefect reads them from
     if server and start_server and not new_workdir and workdir_server.wanted() and not holds_workdir(workdir):
         raise ConfigError(f"{workdir} holds no microstock workdir (no .prefect, assets or microstock.toml): check "
                           f"--workdir, or start one with `microstock run --workdir {workdir}`")
@@ -86,6 +96,11 @@ def set_prefect_env(workdir: Path, verbose: bool = False, *, server: bool = True
         except OSError as exc:
             raise ConfigError(f"workdir {workdir} is not usable: {exc.strerror or exc}") from exc
         os.environ["PREFECT_HOME"] = str(home)
+    pin(os.environ, Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser().absolute())
+    # The Python processes Prefect starts from this one (its ephemeral server: `python -m uvicorn`) would import
+    # first from the folder they start in, which is this command's: a `uvicorn/` another user put there ran as
+    # the contributor (issue 50). Python 3.11's safe path leaves it out; the project's modules are installed.
+    os.environ["PYTHONSAFEPATH"] = "1"
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     for name, value in SERVER_BATCHING.items():  # the embedded server's (and `microstock serve`'s) recorder

@@ -26,6 +26,7 @@ import urllib.request
 from pathlib import Path
 
 from tasks.core.errors import ConfigError
+from tasks.orchestration.prefect_settings import pin
 from tasks.orchestration.server_proof import ask
 
 DEFAULT_PORT = 4200
@@ -139,6 +140,10 @@ def _die_with_parent() -> None:
 class LocalServer:
     """``prefect server start --host 127.0.0.1 --port PORT`` with its database in ``home``.
 
+    It runs in ``home``, with every setting that decides where its data lives pinned there
+    (:func:`~tasks.orchestration.prefect_settings.pin`): no settings file of the folder it was started from is
+    read (issue 50: a ``prefect.toml`` there moved the database).
+
     Use as a context manager: entering starts the server and returns once it
     is healthy (ConfigError with the log's last lines if it exits or does not
     answer within ``startup_timeout_s``); leaving stops it. The server's
@@ -181,8 +186,9 @@ class LocalServer:
         refuse_busy_port(self.port)
         self.home.mkdir(parents=True, exist_ok=True)
         # The UI asks the API at the address it is served from (not Prefect's default port 4200).
-        env = dict(os.environ, PREFECT_HOME=str(self.home), PREFECT_SERVER_ANALYTICS_ENABLED="false",
-                   PREFECT_UI_API_URL=self.api_url, PREFECT_SERVER_UI_API_URL=self.api_url)
+        env = dict(os.environ, PREFECT_SERVER_ANALYTICS_ENABLED="false", PREFECT_UI_API_URL=self.api_url,
+                   PREFECT_SERVER_UI_API_URL=self.api_url)
+        pin(env, self.home)  # its database, UI files, profile... in its home, whatever a settings file says
         env.pop("PREFECT_API_URL", None)
         if self.auth_string:
             env["PREFECT_SERVER_API_AUTH_STRING"] = self.auth_string
@@ -191,8 +197,8 @@ class LocalServer:
             # with it (`microstock serve` pauses its deployments through it first).
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "prefect", "server", "start", "--host", HOST, "--port", str(self.port)],
-                env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                preexec_fn=_die_with_parent,
+                env=env, cwd=self.home, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True, preexec_fn=_die_with_parent,
             )
         try:
             wait_healthy(self.proc, self.api_url, self.log_path, self.startup_timeout_s, "the local Prefect server",

@@ -36,7 +36,9 @@ keeper's server's (:mod:`server_proof`: another user's program is sent nothing);
 the home is mode 0700 and the keeper and server
 create their files 0600 (umask 077), so the database (which holds the Secret
 blocks' encryption key) is the contributor's only; and the keeper's environment
-is an allow-list of the command's (:func:`tasks.core.secrets.server_environment`).
+is an allow-list of the command's (:func:`tasks.core.secrets.server_environment`). The keeper and its server
+run in the home, with every setting that decides where Prefect keeps data pinned there
+(:mod:`tasks.orchestration.prefect_settings`): no settings file of the folder a command starts in moves them.
 
 Nothing here imports Prefect: the address must be in the environment before
 Prefect is imported by the command.
@@ -68,6 +70,7 @@ from tasks.orchestration.local_server import (
     refuse_busy_port,
     wait_healthy,
 )
+from tasks.orchestration.prefect_settings import pin
 from tasks.orchestration.server_proof import family
 from tasks.orchestration.server_record import (
     KEEPER,
@@ -262,9 +265,12 @@ def _start(home: Path, port: int, startup_timeout_s: float) -> ServerRecord:
     home's (its auth string); ConfigError, and nothing left running, when it does not."""
     idle_s = idle_seconds()
     with open(log_path(home), "ab") as out:
+        # In its home with its data's settings pinned there: nothing of the folder the command started in is
+        # read (a prefect.toml there moved the database, issue 50).
         proc = subprocess.Popen([sys.executable, "-m", KEEPER, str(home), str(port), str(idle_s)],
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, close_fds=True, env=server_environment(dict(os.environ)))
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=home,
+                                start_new_session=True, close_fds=True,
+                                env=pin(server_environment(dict(os.environ)), home))
     record = ServerRecord(pid=proc.pid, port=port, idle_s=idle_s,
                           started=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     write_record(home, record)
