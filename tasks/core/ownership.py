@@ -40,11 +40,25 @@ def check_workdir(root: Path, config: Path | None = None) -> None:
 
 
 def check_ours(path: Path, what: str, sends: str = "your passwords") -> None:
-    """ConfigError naming ``what``, the path and why, unless only this user (or root) can change what ``path``
-    names: it (when it is there) and every folder on the way to it owned by this user or root; it writable by
-    nobody else; a folder above it writable by others only when sticky; every symlink on the way owned by this
-    user or root, and where it points checked alike. A path not there yet is checked up to the folder it would
-    be made in. ``sends``: what its owner could send where they choose (the message's words)."""
+    """ConfigError naming ``what``, the path and why (:func:`changeable_by_others`), unless only this user (or
+    root) can change what ``path`` names. ``sends``: what its owner could send where they choose (the message's
+    words)."""
+    found = changeable_by_others(path)
+    if found is None:
+        return
+    given, what_is, mode, name = found
+    if mode is None:
+        raise ConfigError(f"{what} {given} {what_is}: not using it — it could send {sends} where that user chooses")
+    raise ConfigError(f"{what} {given} {what_is} (mode {mode:04o}): not using it — it could send {sends} "
+                      f"where any of them chooses; `chmod go-w {name}` if it is yours")
+
+
+def changeable_by_others(path: Path) -> tuple[Path, str, int | None, Path] | None:
+    """None when only this user (or root) can change what ``path`` names: it (when it is there) and every folder
+    on the way to it owned by this user or root; it writable by nobody else; a folder above it writable by others
+    only when sticky; every symlink on the way owned by this user or root, and where it points checked alike. A
+    path not there yet is checked up to the folder it would be made in. Else ``(the absolute path, why in words,
+    the mode when the mode is why, the name on the way that is why)``."""
     given = path if path.is_absolute() else Path.cwd() / path  # ``..`` kept: after a symlink it goes elsewhere
     for name, st, last in _names_on_the_way(given):
         why = _unsafe(st, last)
@@ -58,11 +72,8 @@ def check_ours(path: Path, what: str, sends: str = "your passwords") -> None:
             what_is = f"is {others}"
         else:
             what_is = f"{'points to' if last else 'is inside'} {name}, which is {others}"
-        if mode is None:
-            raise ConfigError(f"{what} {given} {what_is}: not using it — it could send {sends} where that user "
-                              "chooses")
-        raise ConfigError(f"{what} {given} {what_is} (mode {mode:04o}): not using it — it could send {sends} "
-                          f"where any of them chooses; `chmod go-w {name}` if it is yours")
+        return given, what_is, mode, name
+    return None
 
 
 def _unsafe(st: os.stat_result, last: bool) -> tuple[str, int | None] | None:

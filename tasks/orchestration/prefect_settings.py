@@ -20,16 +20,13 @@ Nothing here imports Prefect: the environment must be set before Prefect is impo
 
 from __future__ import annotations
 
-import grp
-import os
-import pwd
 import re
-import stat
 import tomllib
 from collections.abc import MutableMapping
 from pathlib import Path
 
 from tasks.core.errors import ConfigError
+from tasks.core.ownership import changeable_by_others
 
 #: The database's address, under the two names Prefect 3.9.1 reads (``server.database.connection_url``).
 DATABASE_URL_NAMES = ("PREFECT_SERVER_DATABASE_CONNECTION_URL", "PREFECT_API_DATABASE_CONNECTION_URL")
@@ -91,40 +88,16 @@ def _holds_prefect_settings(path: Path) -> bool:
         return True
 
 
-def _not_ours(path: Path) -> str | None:
-    """Why ``path`` is not the contributor's to trust (owned by another user than this one or root, itself or
-    the file its link names; or writable by others, or by a group others are in), else None."""
-    me = os.geteuid()
-    try:
-        link, target = path.lstat(), path.stat()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return f"cannot be examined ({exc.strerror or exc})"
-    for st in (link, target):
-        if st.st_uid not in (me, 0):
-            return f"is owned by uid {st.st_uid}, another user"
-    if target.st_mode & (stat.S_IWOTH | (0 if _private_group(target.st_gid) else stat.S_IWGRP)):
-        return f"is writable by other users (mode {stat.S_IMODE(target.st_mode):04o})"
-    return None
-
-
-def _private_group(gid: int) -> bool:
-    """Whether ``gid`` is this user's own group (their primary group, named after them, nobody else in it), whose
-    write bit lets nobody else in: Debian and Ubuntu give such users umask 002."""
-    try:
-        me, group = pwd.getpwuid(os.geteuid()), grp.getgrgid(gid)
-    except KeyError:
-        return False
-    return gid == me.pw_gid and group.gr_name == me.pw_name and set(group.gr_mem) <= {me.pw_name}
-
-
 def refuse_foreign_settings(folder: Path) -> None:
     """ConfigError naming the first of ``folder``'s Prefect settings files (:data:`SETTINGS_FILES`) that is not
-    the contributor's (:func:`_not_ours`) and holds settings Prefect would read; nothing when there is none."""
+    the contributor's alone (:func:`tasks.core.ownership.changeable_by_others`: another user owns it, or a
+    folder or symlink on the way to it, or may write it) and holds settings Prefect would read; nothing when
+    there is none."""
     for name in SETTINGS_FILES:
         path = folder / name
-        why = _not_ours(path)
-        if why and _holds_prefect_settings(path):
-            raise ConfigError(f"{path.absolute()} {why}: Prefect would read its settings from it (the folder this "
-                              "command starts in); run the command from another folder, or remove the file")
+        found = changeable_by_others(path) if path.exists() or path.is_symlink() else None
+        if found and _holds_prefect_settings(path):
+            given, what_is, mode, _ = found
+            mode_said = f" (mode {mode:04o})" if mode is not None else ""
+            raise ConfigError(f"{given} {what_is}{mode_said}: Prefect would read its settings from it (the folder "
+                              "this command starts in); run the command from another folder, or remove the file")

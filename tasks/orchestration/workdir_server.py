@@ -1,43 +1,34 @@
 """One Prefect server per workdir that outlives a command, comes back on its port, and stops when nobody uses it.
 
-The first command that needs Prefect (without ``PREFECT_API_URL``) calls
-:func:`ensure`: under the home's lock it either finds the server the record
-``<PREFECT_HOME>/server.json`` names (or, with no usable record, the keeper of this
-home among the user's own processes: :func:`server_record.find_keeper`) or starts
-one: the keeper (:mod:`server_keeper`), detached, runs Prefect's own ``prefect
-server start`` on loopback. A new server takes the port the home's server last
-had (``server.port``), else Prefect's 4200 when free, else a free one; so the
-addresses a run printed open again after the server comes back. What Prefect's
-``prefect server start --background`` / ``status`` / ``stop`` lack, and so why
-this keeper exists: docs/ARCHITECTURE.md, Workarounds.
+The first command that needs Prefect (without ``PREFECT_API_URL``) calls :func:`ensure`: under the home's lock it
+either finds the server the record ``<PREFECT_HOME>/server.json`` names (or, with no usable record, the keeper of
+this home among the user's own processes: :func:`server_record.find_keeper`) or starts one: the keeper
+(:mod:`server_keeper`), detached, runs Prefect's own ``prefect server start`` on loopback. A new server takes the
+port the home's server last had (``server.port``), else Prefect's 4200 when free, else a free one; so the addresses
+a run printed open again after the server comes back. What Prefect's ``prefect server start --background`` /
+``status`` / ``stop`` lack, and so why this keeper exists: docs/ARCHITECTURE.md, Workarounds.
 
-A command then :func:`attach`-es: it is registered as a user of the server for
-as long as it lives (:mod:`server_users`: no idle stop, no ``server stop``
-under it) and a thread watches the keeper: if the server dies under the
-command (killed, out of memory), the thread brings it back on the same port at
-once, and Prefect's client, which retries a refused connection for about a
-minute once it has connected, goes on (a run's tasks report through events,
-which Prefect resends after a reconnect). If it cannot come back (its port
-taken, ``server stop --force``), the command ends at once with one line saying
-why and how to go on (:func:`_give_up`), instead of Prefect draining its queued
-events for many minutes.
+A command then :func:`attach`-es: it is registered as a user of the server for as long as it lives
+(:mod:`server_users`: no idle stop, no ``server stop`` under it) and a thread watches the keeper: if the server dies
+under the command (killed, out of memory), the thread brings it back on the same port at once, and Prefect's client,
+which retries a refused connection for about a minute once it has connected, goes on (a run's tasks report through
+events, which Prefect resends after a reconnect). If it cannot come back (its port taken, ``server stop --force``),
+the command ends at once with one line saying why and how to go on (:func:`_give_up`), instead of Prefect draining
+its queued events for many minutes.
 
 A live keeper is never killed by a command: a server slow to answer ``/api/health``
 (a loaded machine) is waited for, and left running with one line if it does not
 answer in time. Only ``server stop`` stops it, and not while a command uses it
 unless forced.
 
-Only the contributor reaches it (other users of the machine reach loopback
-too): the server requires an auth string (``PREFECT_SERVER_API_AUTH_STRING``)
-kept in ``<PREFECT_HOME>/server.auth`` (mode 0600, made once, never logged, never
-in the record), which :func:`client_env` hands to every command as
-``PREFECT_API_AUTH_STRING`` once the server's port has proven to be this home's
-keeper's server's (:mod:`server_proof`: another user's program is sent nothing);
-the home is mode 0700 and the keeper and server
-create their files 0600 (umask 077), so the database (which holds the Secret
-blocks' encryption key) is the contributor's only; and the keeper's environment
-is an allow-list of the command's (:func:`tasks.core.secrets.server_environment`). The keeper and its server
-run in the home, with every setting that decides where Prefect keeps data pinned there
+Only the contributor reaches it (other users of the machine reach loopback too): the server requires an auth string
+(``PREFECT_SERVER_API_AUTH_STRING``) kept in ``<PREFECT_HOME>/server.auth`` (mode 0600, made once, never logged,
+never in the record), which :func:`client_env` hands to every command as ``PREFECT_API_AUTH_STRING`` once the
+server's port has proven to be this home's keeper's server's (:mod:`server_proof`: another user's program is sent
+nothing); the home is mode 0700 and the keeper and server create their files 0600 (umask 077), so the database
+(which holds the Secret blocks' encryption key) is the contributor's only; and the keeper's environment is an
+allow-list of the command's (:func:`tasks.core.secrets.server_environment`). The keeper and its server run in the
+home, with every setting that decides where Prefect keeps data pinned there
 (:mod:`tasks.orchestration.prefect_settings`): no settings file of the folder a command starts in moves them.
 
 Nothing here imports Prefect: the address must be in the environment before

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tasks.orchestration import server_record, workdir_server
+from tasks.orchestration.server_proof import family
 from tests.fakes.local_users import other_uid
 
 MICROSTOCK = [sys.executable, "-c", "from flows.cli import main; main()"]
@@ -127,8 +128,8 @@ def test_the_workdir_server_keeps_its_database_in_its_home_whatever_the_starting
         assert (home / "ui" / "v1" / "index.html").is_file(), "the UI's files copied into the home"
         record = server_record.read_record(home)
         assert Path(f"/proc/{record.pid}/cwd").resolve() == home.resolve(), "the keeper runs in its home"
-        (server_pid,) = workdir_server._children(record.pid)
-        assert Path(f"/proc/{server_pid}/cwd").resolve() == home.resolve(), "its server too"
+        server = family(record.pid)[1:]
+        assert server and {Path(f"/proc/{pid}/cwd").resolve() for pid in server} == {home.resolve()}, "its server too"
         assert not listener.connected.is_set(), "the command's client went to the planted address"
     finally:
         workdir_server.stop(home, force=True)
