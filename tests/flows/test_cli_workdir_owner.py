@@ -22,7 +22,7 @@ from tasks import agencies
 from tasks.core.errors import ConfigError
 from tasks.core.workdir import Workdir
 from tests.fakes.local_users import other_uid, other_user, run_as_other
-from tests.fakes.servers import PASSWORD, FtpServer
+from tests.fakes.servers import PASSWORD, FtpServer, ftp_server  # noqa: F401  (fixture)
 from tests.orchestration.test_server import make_photo
 
 MICROSTOCK = [sys.executable, "-c", "from flows.cli import main; main()"]
@@ -38,13 +38,6 @@ def shared():
     folder.chmod(0o1777)
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
-
-
-@pytest.fixture
-def ftp(tmp_path):
-    server = FtpServer(tmp_path / "ftp").start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
@@ -72,16 +65,17 @@ def owned_by_them(path: Path) -> str:
 
 
 @pytest.mark.parametrize("given", ["--workdir", "the default ./microstock-data"])
-def test_another_users_workdir_is_refused_and_their_ftp_server_gets_no_login(given, shared, ftp, source, tmp_path):
+def test_another_users_workdir_is_refused_and_their_ftp_server_gets_no_login(given, shared, ftp_server, source,
+                                                                              tmp_path):
     """The issue's attack: the other user's workdir names their FTP server, the contributor's password is in the
     environment; the run stops with one line before any connection (old code: the server got USER and PASS)."""
     if given == "--workdir":
-        wd, cwd = their_workdir(shared, ftp), tmp_path
+        wd, cwd = their_workdir(shared, ftp_server), tmp_path
         args, expected = ["--workdir", str(wd)], f"error: workdir {owned_by_them(wd)}: {WHY_OWNER}"
     else:
         cwd = shared / "their-folder"
         as_other("mkdir", str(cwd))
-        wd, args = their_workdir(cwd, ftp), []
+        wd, args = their_workdir(cwd, ftp_server), []
         expected = (f"error: workdir {wd} is inside {cwd}, which is owned by another user (uid {other_uid()}): "
                     f"{WHY_OWNER}")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "GOOGLE_", "MICROSTOCK_"))}
@@ -91,22 +85,22 @@ def test_another_users_workdir_is_refused_and_their_ftp_server_gets_no_login(giv
                             env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
     assert result.returncode == 2, result.stdout[-3000:] + result.stderr[-3000:]
     assert result.stderr.splitlines() == [expected], result.stderr[-3000:]
-    assert (ftp.log.connections, ftp.log.passwords) == (0, 0), "the other user's server was reached"
+    assert (ftp_server.log.connections, ftp_server.log.passwords) == (0, 0), "the other user's server was reached"
     assert not (wd / "assets").exists(), "something was written in their workdir"
 
 
-def test_a_run_created_through_the_api_with_their_workdir_is_refused(shared, ftp, source, prefect_harness,
+def test_a_run_created_through_the_api_with_their_workdir_is_refused(shared, ftp_server, source, prefect_harness,
                                                                      monkeypatch):
     """A deployment run gets ``workdir`` as a parameter: the flow refuses it as the command does (the issue's run
     created under the contributor's ``serve`` sent the password within 9 s)."""
     from flows.stock_batch import stock_batch
 
-    wd = their_workdir(shared, ftp)
+    wd = their_workdir(shared, ftp_server)
     monkeypatch.setenv("MICROSTOCK_DREAMSTIME_PASSWORD", PASSWORD)
     state = stock_batch(workdir=str(wd), source=str(source), agencies=["dreamstime"], return_state=True)
     error = state.result(raise_on_failure=False)
     assert isinstance(error, ConfigError) and error.message == f"workdir {owned_by_them(wd)}: {WHY_OWNER}", error
-    assert (ftp.log.connections, ftp.log.passwords) == (0, 0), "the other user's server was reached"
+    assert (ftp_server.log.connections, ftp_server.log.passwords) == (0, 0), "the other user's server was reached"
 
 
 def _made_group_writable(wd: Path, shared: Path) -> tuple[list[str], str]:
@@ -244,11 +238,11 @@ def _commands_taking_workdir() -> list[tuple[str, ...]]:
 
 
 @pytest.mark.parametrize("command", _commands_taking_workdir(), ids=" ".join)
-def test_every_command_refuses_another_users_workdir(command, shared, ftp, run_microstock):
+def test_every_command_refuses_another_users_workdir(command, shared, ftp_server, run_microstock):
     """One rule for every command, the read-only ones too (INTERFACE.md, "Whose workdir")."""
-    wd = their_workdir(shared, ftp)
+    wd = their_workdir(shared, ftp_server)
     result = run_microstock(*command, "--workdir", str(wd), env={"PREFECT_HOME": None})
     assert result.exit_code == 2, result.output[-3000:]
     assert result.stderr.splitlines() == [f"error: workdir {owned_by_them(wd)}: {WHY_OWNER}"], result.stderr
-    assert (ftp.log.connections, ftp.log.passwords) == (0, 0)
+    assert (ftp_server.log.connections, ftp_server.log.passwords) == (0, 0)
     assert sorted(p.name for p in wd.iterdir()) == ["microstock.toml"], "something was written in their workdir"
