@@ -26,7 +26,8 @@ def password_env_var(agency: str) -> str:
 #: encoding), ``TZ`` (its timestamps), ``TMPDIR``/``TMP``/``TEMP`` (its temporary files), ``PYTHON*`` and
 #: ``VIRTUAL_ENV`` (the same Python and modules as the command), ``LD_LIBRARY_PATH`` (a Python built against
 #: libraries outside the system's), ``PREFECT_*`` (its settings: database, batching, services).
-SERVER_ENV_NAMES = ("PATH", "HOME", "LANG", "TZ", "TMPDIR", "TMP", "TEMP", "VIRTUAL_ENV", "LD_LIBRARY_PATH")
+SERVER_ENV_NAMES = ("PATH", "HOME", "XDG_STATE_HOME", "LANG", "TZ", "TMPDIR", "TMP", "TEMP", "VIRTUAL_ENV",
+                    "LD_LIBRARY_PATH")
 SERVER_ENV_PREFIXES = ("LC_", "PYTHON", "PREFECT_")
 #: Prefect's settings that a server must not inherit: a client's credentials and address (its own auth string
 #: is given to it from the workdir's auth file, never taken from the command).

@@ -35,6 +35,7 @@ from pathlib import Path
 from tasks.core.errors import ConfigError
 from tasks.orchestration import server_users
 from tasks.orchestration.local_server import LocalServer
+from tasks.orchestration.server_port import hold
 from tasks.orchestration.server_proof import ask
 from tasks.orchestration.server_record import auth_path, auth_string, locked, read_record, record_path
 
@@ -132,6 +133,7 @@ def keep(home: Path, port: int, idle_s: float) -> None:
     check_s = max(0.2, min(CHECK_S, idle_s / 4))
     server = LocalServer(home, port, auth_string=auth)
     try:
+        hold(port)  # the port stays ours for the keeper's life, its server down or not (server_port)
         with server:
             threading.Thread(target=_wake_when_gone, args=(server.proc, wake), name="server-exit",
                              daemon=True).start()

@@ -62,6 +62,7 @@ from tasks.orchestration.local_server import (
     wait_healthy,
 )
 from tasks.orchestration.prefect_settings import pin
+from tasks.orchestration.server_port import hold
 from tasks.orchestration.server_proof import family
 from tasks.orchestration.server_record import (
     KEEPER,
@@ -279,8 +280,10 @@ def _start(home: Path, port: int, startup_timeout_s: float) -> ServerRecord:
 
 def attach(home: Path, record: ServerRecord) -> None:
     """Use ``record``'s server for the rest of this process: the client's environment set, this process
-    registered as a user, and a thread that brings the server back on its port if it dies meanwhile."""
+    registered as a user, its port held (:func:`server_port.hold`: no other user takes it while the server is
+    down), and a thread that brings the server back on that port if it dies meanwhile."""
     server_users.register(home)
+    hold(record.port)
     touch(home)
     os.environ.update(client_env(home, record))
     threading.Thread(target=_watch, args=(home, record), name="workdir-server-watch", daemon=True).start()
