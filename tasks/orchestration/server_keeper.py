@@ -4,7 +4,8 @@ Started by :func:`tasks.orchestration.workdir_server.ensure` as
 ``python -m tasks.orchestration.server_keeper HOME PORT IDLE_S`` (its own
 session, output on ``server.log``). It runs a
 :class:`~tasks.orchestration.local_server.LocalServer` with the home's auth
-string and stops it on SIGTERM, when the server exits (a thread waits on it:
+string, holding its port for its whole life (:func:`server_port.hold`: no other user takes it while the server
+is down), and stops it on SIGTERM, when the server exits (a thread waits on it:
 at once), or when for ``IDLE_S``
 no process used it: a process registered in :mod:`server_users` is a use for
 as long as it lives (a 10-second idle limit never stops a server under a

@@ -3,23 +3,23 @@
 The first command that needs Prefect (without ``PREFECT_API_URL``) calls :func:`ensure`: under the home's lock it
 either finds the server the record ``<PREFECT_HOME>/server.json`` names (or, with no usable record, the keeper of
 this home among the user's own processes: :func:`server_record.find_keeper`) or starts one: the keeper
-(:mod:`server_keeper`), detached, runs Prefect's own ``prefect server start`` on loopback. A new server takes the
+(:mod:`server_keeper`), detached, runs Prefect's server on loopback (:mod:`server_launch`). A new server takes the
 port the home's server last had (``server.port``), else Prefect's 4200 when free, else a free one; so the addresses
 a run printed open again after the server comes back. What Prefect's ``prefect server start --background`` /
 ``status`` / ``stop`` lack, and so why this keeper exists: docs/ARCHITECTURE.md, Workarounds.
 
 A command then :func:`attach`-es: it is registered as a user of the server for as long as it lives
-(:mod:`server_users`: no idle stop, no ``server stop`` under it) and a thread watches the keeper: if the server dies
-under the command (killed, out of memory), the thread brings it back on the same port at once, and Prefect's client,
-which retries a refused connection for about a minute once it has connected, goes on (a run's tasks report through
-events, which Prefect resends after a reconnect). If it cannot come back (its port taken, ``server stop --force``),
-the command ends at once with one line saying why and how to go on (:func:`_give_up`), instead of Prefect draining
-its queued events for many minutes.
+(:mod:`server_users`: no idle stop, no ``server stop`` under it), holds its port (:mod:`server_port`: no other user
+takes it), and a thread watches the keeper: if the server dies under the command, the thread brings it back on that
+port at once, and Prefect's client, which retries a refused connection for about a minute once it has connected
+(with the auth string: hence the port held), goes on (a run's tasks report through events, which Prefect resends
+after a reconnect). If it cannot come back (its port taken, ``server stop --force``), the command ends at once with
+one line saying why and how to go on (:func:`_give_up`), instead of Prefect draining its queued events for many
+minutes.
 
-A live keeper is never killed by a command: a server slow to answer ``/api/health``
-(a loaded machine) is waited for, and left running with one line if it does not
-answer in time. Only ``server stop`` stops it, and not while a command uses it
-unless forced.
+A live keeper is never killed by a command: a server slow to answer ``/api/health`` (a loaded machine) is waited
+for, and left running with one line if it does not answer in time. Only ``server stop`` stops it, and not while a
+command uses it unless forced.
 
 Only the contributor reaches it (other users of the machine reach loopback too): the server requires an auth string
 (``PREFECT_SERVER_API_AUTH_STRING``) kept in ``<PREFECT_HOME>/server.auth`` (mode 0600, made once, never logged,
