@@ -22,11 +22,13 @@ def password_env_var(agency: str) -> str:
 
 #: What the workdir's Prefect server (a process that outlives the command) keeps of the command's environment,
 #: each for a reason; nothing else reaches it (no agency password, no API key, no unrelated FTP_PASS):
-#: ``PATH`` (it finds its programs), ``HOME`` (Prefect and Python expand ``~``), ``LANG``/``LC_*`` (text
+#: ``PATH`` (it finds its programs), ``HOME`` (Prefect and Python expand ``~``), ``XDG_STATE_HOME`` (its port's
+#: lock beside the user's list of servers, :mod:`tasks.orchestration.server_port`), ``LANG``/``LC_*`` (text
 #: encoding), ``TZ`` (its timestamps), ``TMPDIR``/``TMP``/``TEMP`` (its temporary files), ``PYTHON*`` and
 #: ``VIRTUAL_ENV`` (the same Python and modules as the command), ``LD_LIBRARY_PATH`` (a Python built against
 #: libraries outside the system's), ``PREFECT_*`` (its settings: database, batching, services).
-SERVER_ENV_NAMES = ("PATH", "HOME", "LANG", "TZ", "TMPDIR", "TMP", "TEMP", "VIRTUAL_ENV", "LD_LIBRARY_PATH")
+SERVER_ENV_NAMES = ("PATH", "HOME", "XDG_STATE_HOME", "LANG", "TZ", "TMPDIR", "TMP", "TEMP", "VIRTUAL_ENV",
+                    "LD_LIBRARY_PATH")
 SERVER_ENV_PREFIXES = ("LC_", "PYTHON", "PREFECT_")
 #: Prefect's settings that a server must not inherit: a client's credentials and address (its own auth string
 #: is given to it from the workdir's auth file, never taken from the command).

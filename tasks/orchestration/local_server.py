@@ -1,6 +1,7 @@
-"""A local ``prefect server start`` as a child process: SQLite, loopback only.
+"""A local Prefect server as a child process: SQLite, loopback only.
 
-:class:`LocalServer` starts Prefect's own command in the foreground with its
+:class:`LocalServer` starts Prefect's own server (what ``prefect server start`` runs in the foreground, on a
+socket of the project's: :mod:`server_launch`) with its
 output on ``<home>/server.log``, waits until ``/api/health`` answers, and
 stops it (SIGTERM, then SIGKILL after a grace period) when the ``with`` block
 ends or its parent dies. The workdir's server (:mod:`workdir_server`) is one
@@ -138,7 +139,8 @@ def _die_with_parent() -> None:
 
 
 class LocalServer:
-    """``prefect server start --host 127.0.0.1 --port PORT`` with its database in ``home``.
+    """Prefect's server (``prefect server start``'s foreground path, :mod:`server_launch`) on
+    ``127.0.0.1:PORT`` with its database in ``home``.
 
     It runs in ``home``, with every setting that decides where its data lives pinned there
     (:func:`~tasks.orchestration.prefect_settings.pin`): no settings file of the folder it was started from is
@@ -195,8 +197,9 @@ class LocalServer:
         with open(self.log_path, "ab") as log:
             # Its own session: a Ctrl-C in the terminal reaches its parent only, which stops it when it is done
             # with it (`microstock serve` pauses its deployments through it first).
+            # Prefect's foreground start, on a socket of the project's (server_launch: why).
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "prefect", "server", "start", "--host", HOST, "--port", str(self.port)],
+                [sys.executable, "-m", "tasks.orchestration.server_launch", str(self.port)],
                 env=env, cwd=self.home, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True, preexec_fn=_die_with_parent,
             )

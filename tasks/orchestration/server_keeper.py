@@ -4,7 +4,8 @@ Started by :func:`tasks.orchestration.workdir_server.ensure` as
 ``python -m tasks.orchestration.server_keeper HOME PORT IDLE_S`` (its own
 session, output on ``server.log``). It runs a
 :class:`~tasks.orchestration.local_server.LocalServer` with the home's auth
-string and stops it on SIGTERM, when the server exits (a thread waits on it:
+string, holding its port for its whole life (:func:`server_port.hold`: no other user takes it while the server
+is down), and stops it on SIGTERM, when the server exits (a thread waits on it:
 at once), or when for ``IDLE_S``
 no process used it: a process registered in :mod:`server_users` is a use for
 as long as it lives (a 10-second idle limit never stops a server under a
@@ -35,6 +36,7 @@ from pathlib import Path
 from tasks.core.errors import ConfigError
 from tasks.orchestration import server_users
 from tasks.orchestration.local_server import LocalServer
+from tasks.orchestration.server_port import hold
 from tasks.orchestration.server_proof import ask
 from tasks.orchestration.server_record import auth_path, auth_string, locked, read_record, record_path
 
@@ -132,6 +134,7 @@ def keep(home: Path, port: int, idle_s: float) -> None:
     check_s = max(0.2, min(CHECK_S, idle_s / 4))
     server = LocalServer(home, port, auth_string=auth)
     try:
+        hold(port)  # the port stays ours for the keeper's life, its server down or not (server_port)
         with server:
             threading.Thread(target=_wake_when_gone, args=(server.proc, wake), name="server-exit",
                              daemon=True).start()

@@ -87,6 +87,12 @@ def _diag(host: str, port: int, far_host: str = "0.0.0.0", far_port: int = 0) ->
     return state, uid, inode
 
 
+def listening(host: str, port: int) -> bool:
+    """True when a socket (whoever's) listens where a connection to ``host:port`` would go."""
+    found = _diag(host, port)
+    return found is not None and found[0] == LISTEN
+
+
 def family(pid: int) -> list[int]:
     """``pid`` and its descendants (every thread's children), those of this user only."""
     found, todo = [], [pid]

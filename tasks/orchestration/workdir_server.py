@@ -3,23 +3,23 @@
 The first command that needs Prefect (without ``PREFECT_API_URL``) calls :func:`ensure`: under the home's lock it
 either finds the server the record ``<PREFECT_HOME>/server.json`` names (or, with no usable record, the keeper of
 this home among the user's own processes: :func:`server_record.find_keeper`) or starts one: the keeper
-(:mod:`server_keeper`), detached, runs Prefect's own ``prefect server start`` on loopback. A new server takes the
+(:mod:`server_keeper`), detached, runs Prefect's server on loopback (:mod:`server_launch`). A new server takes the
 port the home's server last had (``server.port``), else Prefect's 4200 when free, else a free one; so the addresses
 a run printed open again after the server comes back. What Prefect's ``prefect server start --background`` /
 ``status`` / ``stop`` lack, and so why this keeper exists: docs/ARCHITECTURE.md, Workarounds.
 
 A command then :func:`attach`-es: it is registered as a user of the server for as long as it lives
-(:mod:`server_users`: no idle stop, no ``server stop`` under it) and a thread watches the keeper: if the server dies
-under the command (killed, out of memory), the thread brings it back on the same port at once, and Prefect's client,
-which retries a refused connection for about a minute once it has connected, goes on (a run's tasks report through
-events, which Prefect resends after a reconnect). If it cannot come back (its port taken, ``server stop --force``),
-the command ends at once with one line saying why and how to go on (:func:`_give_up`), instead of Prefect draining
-its queued events for many minutes.
+(:mod:`server_users`: no idle stop, no ``server stop`` under it), holds its port (:mod:`server_port`: no other user
+takes it), and a thread watches the keeper: if the server dies under the command, the thread brings it back on that
+port at once, and Prefect's client, which retries a refused connection for about a minute once it has connected
+(with the auth string: hence the port held), goes on (a run's tasks report through events, which Prefect resends
+after a reconnect). If it cannot come back (its port taken, ``server stop --force``), the command ends at once with
+one line saying why and how to go on (:func:`_give_up`), instead of Prefect draining its queued events for many
+minutes.
 
-A live keeper is never killed by a command: a server slow to answer ``/api/health``
-(a loaded machine) is waited for, and left running with one line if it does not
-answer in time. Only ``server stop`` stops it, and not while a command uses it
-unless forced.
+A live keeper is never killed by a command: a server slow to answer ``/api/health`` (a loaded machine) is waited
+for, and left running with one line if it does not answer in time. Only ``server stop`` stops it, and not while a
+command uses it unless forced.
 
 Only the contributor reaches it (other users of the machine reach loopback too): the server requires an auth string
 (``PREFECT_SERVER_API_AUTH_STRING``) kept in ``<PREFECT_HOME>/server.auth`` (mode 0600, made once, never logged,
@@ -62,6 +62,7 @@ from tasks.orchestration.local_server import (
     wait_healthy,
 )
 from tasks.orchestration.prefect_settings import pin
+from tasks.orchestration.server_port import hold
 from tasks.orchestration.server_proof import family
 from tasks.orchestration.server_record import (
     KEEPER,
@@ -279,8 +280,10 @@ def _start(home: Path, port: int, startup_timeout_s: float) -> ServerRecord:
 
 def attach(home: Path, record: ServerRecord) -> None:
     """Use ``record``'s server for the rest of this process: the client's environment set, this process
-    registered as a user, and a thread that brings the server back on its port if it dies meanwhile."""
+    registered as a user, its port held (:func:`server_port.hold`: no other user takes it while the server is
+    down), and a thread that brings the server back on that port if it dies meanwhile."""
     server_users.register(home)
+    hold(record.port)
     touch(home)
     os.environ.update(client_env(home, record))
     threading.Thread(target=_watch, args=(home, record), name="workdir-server-watch", daemon=True).start()
