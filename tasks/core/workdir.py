@@ -6,6 +6,7 @@ here, never from memory of an earlier run (INTERFACE.md lists the layout).
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 from dataclasses import dataclass
@@ -23,6 +24,11 @@ DEFAULT_WORKDIR = "./microstock-data"
 def default_workdir() -> Path:
     """``$MICROSTOCK_WORKDIR``, else ``./microstock-data``."""
     return Path(os.environ.get("MICROSTOCK_WORKDIR") or DEFAULT_WORKDIR)
+
+
+def _misplaced(path: Path) -> bool:
+    """A file (or a link to no folder) where a folder belongs."""
+    return path.is_file() or path.is_symlink() and not path.is_dir()
 
 
 @dataclass(frozen=True)
@@ -90,11 +96,16 @@ class Workdir:
         """
         try:
             for d in (self.root, self.assets, self.csv, self.packs, self.reports):
-                if d != self.root and (d.is_file() or d.is_symlink() and not d.is_dir()):
+                if d != self.root and _misplaced(d):
+                    # Under a lock on the workdir's own folder, looked at again: of two runs preparing at once, the
+                    # slower one's rename took the folder the faster had just made (a clean-clone CI run).
+                    fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
                     try:
-                        log.warning("%s is a file where a folder belongs: set aside as %s", d, set_aside(d).name)
-                    except FileNotFoundError:  # another run preparing the workdir at the same moment did it
-                        pass
+                        fcntl.flock(fd, fcntl.LOCK_EX)
+                        if _misplaced(d):
+                            log.warning("%s is a file where a folder belongs: set aside as %s", d, set_aside(d).name)
+                    finally:
+                        os.close(fd)
                 d.mkdir(parents=True, exist_ok=True)
             check_writable(self.root)  # each run its own probe: two runs starting at once never fail each other
         except OSError as exc:
