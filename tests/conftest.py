@@ -7,6 +7,7 @@ import logging
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 # Before Prefect is imported anywhere: a private home, no analytics, patient start-up. Both folders go when the
 # process ends (each xdist worker made two and left them: 192 in /tmp after a day's runs).
@@ -31,6 +32,7 @@ logging.getLogger("tasks").setLevel(logging.INFO)
 import pytest  # noqa: E402
 
 from tasks.orchestration.environment import route_run_logs  # noqa: E402  (imports no Prefect)
+from tasks.orchestration.prefect_settings import home_settings  # noqa: E402  (imports no Prefect)
 
 route_run_logs()  # the stages' module loggers reach the runs' logs, as for a `microstock` command
 
@@ -130,12 +132,22 @@ def workdir(tmp_path):
 _GUARDED_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "PREFECT_API_URL", "PREFECT_HOME",
                 "MICROSTOCK_WORKDIR", "MICROSTOCK_ADOBE_PASSWORD", "MICROSTOCK_VECTEEZY_PASSWORD",
                 "MICROSTOCK_DREAMSTIME_PASSWORD")
+#: What a command run in this process pins for its home (tasks/orchestration/prefect_settings.py): put back after
+#: each test, as run_microstock does. Left behind by a command run through typer's own runner, the next test's
+#: workdir server copied its UI into that earlier test's home (a clean-clone CI run).
+_PINNED_ENV = (*(k for k in home_settings(Path("/")) if k != "PREFECT_HOME"), "PYTHONSAFEPATH")
 
 
 @pytest.fixture(autouse=True)
 def _environment_is_left_as_found(request):
     before = {k: os.environ.get(k) for k in _GUARDED_ENV}
+    pinned = {k: os.environ.get(k) for k in _PINNED_ENV}
     yield
+    for key, value in pinned.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
     after = {k: os.environ.get(k) for k in _GUARDED_ENV}
     leaked = sorted(k for k in _GUARDED_ENV if before[k] != after[k])
     assert not leaked, f"{request.node.nodeid} left the environment changed: {leaked}"
