@@ -41,10 +41,21 @@ def system_python() -> str:
     return python
 
 
-def run_as_other(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
-    """``argv`` run as the other user (``runuser``), from ``/`` unless ``cwd`` is given."""
+def run_as_other(argv: list[str], *, reading: bool = False, **kwargs) -> subprocess.CompletedProcess:
+    """``argv`` run as the other user (``runuser``), from ``/`` unless ``cwd`` is given.
+
+    ``reading=True``: they may also read and search every file (``CAP_DAC_READ_SEARCH``, kept through ``setpriv``),
+    and still write only what their own modes allow: how this checkout's own code and venv are run as them
+    wherever the checkout is (a CI clone sits in a folder only root may enter, ``mktemp -d``). Never for a test of
+    what they can read."""
     kwargs.setdefault("cwd", "/")
-    return subprocess.run(["runuser", "-u", other_user(), "--", *argv], **kwargs)
+    if not reading:
+        return subprocess.run(["runuser", "-u", other_user(), "--", *argv], **kwargs)
+    if not shutil.which("setpriv"):
+        pytest.skip("needs setpriv (util-linux) to run this checkout's code as a second local user")
+    caps = "+dac_read_search"
+    return subprocess.run(["setpriv", f"--reuid={other_user()}", f"--regid={other_user()}", "--init-groups",
+                           f"--inh-caps={caps}", f"--ambient-caps={caps}", "--", *argv], **kwargs)
 
 
 def popen_as_other(argv: list[str], **kwargs) -> subprocess.Popen:
