@@ -63,6 +63,19 @@ def hold(port: int) -> None:
     _HELD[port] = sock
 
 
+def unheld(port: int) -> bool:
+    """True when nothing listens on ``127.0.0.1:port`` and nothing holds it (:func:`hold`): a bind with
+    ``SO_REUSEADDR`` only (old connections in TIME_WAIT are no holder) succeeds. Where a fresh workdir's server
+    may go: a port that only answers "refused" may be another workdir's, held while its server comes back."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
 def listen(port: int) -> socket.socket:
     """The server's listening socket on ``127.0.0.1:port`` (``SO_REUSEPORT``: beside the placeholders of
     :func:`hold`), made once the port's lock is held and no server listens there. OSError (EADDRINUSE, "already

@@ -62,7 +62,7 @@ from tasks.orchestration.local_server import (
     wait_healthy,
 )
 from tasks.orchestration.prefect_settings import pin
-from tasks.orchestration.server_port import hold
+from tasks.orchestration.server_port import hold, unheld
 from tasks.orchestration.server_proof import family
 from tasks.orchestration.server_record import (
     KEEPER,
@@ -186,7 +186,7 @@ def _port_for(home: Path, asked: int | None) -> int:
             return kept
         log.warning("port %d, where this workdir's server ran before, is taken by another program: the UI "
                     "moves to a new port (addresses printed before do not open)", kept)
-    return DEFAULT_PORT if not kept and not port_in_use(DEFAULT_PORT) else free_port()
+    return DEFAULT_PORT if not kept and unheld(DEFAULT_PORT) else free_port()
 
 
 def ensure(home: Path, port: int | None = None, *, startup_timeout_s: float = 180.0) -> tuple[ServerRecord, bool]:

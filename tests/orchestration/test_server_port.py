@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -20,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from tasks.orchestration import server_record, workdir_server
-from tasks.orchestration.local_server import HOST, free_port
-from tasks.orchestration.server_port import listen
+from tasks.orchestration.local_server import HOST, free_port, port_in_use
+from tasks.orchestration.server_port import listen, unheld
 from tests.fakes.local_users import popen_as_other, system_python
 from tests.fakes.prefect_api import wait_until
 from tests.orchestration.test_local_server_lifecycle import default_env
@@ -144,3 +145,22 @@ def test_a_second_server_of_ours_never_listens_on_a_port_one_of_ours_listens_on(
             second.kill()
             second.wait()
         first.close()
+
+
+def test_a_fresh_workdir_never_takes_a_port_another_of_ours_holds_while_its_server_comes_back(tmp_path, monkeypatch):
+    """A port another workdir holds (its server down, a command of it waiting for it to come back) only answers
+    "refused", as a free one does: a fresh workdir took it, and the one coming back had to move (its command
+    then ended). Held, it is no fresh workdir's default; free again, it is."""
+    port = free_port()
+    monkeypatch.setattr(workdir_server, "DEFAULT_PORT", port)
+    fresh = tmp_path / "fresh" / ".prefect"
+    placeholder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    placeholder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)  # as server_port.hold makes it
+    placeholder.bind((HOST, port))
+    try:
+        assert not port_in_use(port), "a held port answers refused, as a free one"
+        assert not unheld(port)
+        assert workdir_server._port_for(fresh, None) != port
+    finally:
+        placeholder.close()
+    assert workdir_server._port_for(fresh, None) == port
