@@ -86,11 +86,11 @@ def run(
     clips: int = typer.Option(0, "--clips", min=0, help="Generate clips 0…N-1 (without --source): Gemini's clip "
                                                         "model with a key, else the offline generator's."),
     source: Optional[Path] = typer.Option(None, "--source",
-                                          help="Ingest the JPEG/PNG images and MP4/MOV clips of this folder."),
+                                          help="Ingest the JPEG/PNG images and MP4/MOV/AVI/MPEG clips of this folder."),
     agency: Optional[list[str]] = typer.Option(None, "--agency", help="Limit to these agencies (repeatable)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's task logs on the terminal."),
 ) -> None:
-    """Run the stock-batch flow once: assets → describe → CSVs → pack → upload."""
+    """Run the stock-batch flow once: assets → describe → pack → CSVs → upload."""
     from tasks.core.secrets import gemini_api_key
     from tasks.core.workdir import Workdir
     from tasks.stages.run_context import RunContext

@@ -73,7 +73,7 @@ def stock_batch(
             Empty: $MICROSTOCK_WORKDIR, else ./microstock-data.
         count: Images to generate when no source folder is given. 0 (the default): nothing is generated,
             the run finishes what is already in assets/ — a bare re-run never adds images.
-        source: Folder of your own JPEG/PNG images (and MP4/MOV clips) to ingest instead of generating.
+        source: Folder of your own JPEG/PNG images (and MP4/MOV/AVI/MPEG clips) to ingest instead of generating.
         agencies: Only these agencies (empty: every enabled agency). A name is a spec file: shipped
             (adobe, vecteezy, dreamstime, shutterstock, …) or <workdir>/agencies/<name>.toml.
         config: Config file (empty: microstock.toml in the workdir).
