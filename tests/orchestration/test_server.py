@@ -626,12 +626,13 @@ def adobe_csv_files(wd: Workdir) -> list[str]:
 
 def paused_run(url: str, wd: Workdir, besides: str | None = None) -> dict:
     """The workdir's stock-batch run that waits for review (one other than ``besides``), once there is one and its
-    form is saved (the run proposes Paused, then saves the form, as Prefect's pause_flow_run does: a moment lies
-    between the two)."""
+    form is saved (the run proposes Paused, then saves the form's schema, then its description, as Prefect 3.9.1's
+    pause_flow_run and RunInput.save do: a moment lies between each; waiting for the schema alone, a clean-clone CI
+    run read the description a moment too early: 404)."""
     def ready() -> list[dict]:
         runs = [r for r in stock_batch_runs(url, wd) if r["state"]["type"] == "PAUSED" and r["id"] != besides]
         return [r for r in runs if httpx.get(f"{url}/flow_runs/{r['id']}/input/"
-                                             f"{r['state']['state_details']['run_input_keyset']['schema']}",
+                                             f"{r['state']['state_details']['run_input_keyset']['description']}",
                                              auth=auth(url), timeout=30).status_code == 200]
 
     return wait_until("a run to pause for review", ready, timeout_s=240)[0]
