@@ -24,7 +24,6 @@ from tasks.observe.summary import INCOMPLETE, BatchSummary
 from tasks.orchestration.describe_runs import describe_assets
 from tasks.orchestration.review_pause import review_stage
 from tasks.orchestration.stage_tasks import assets_stage, csv_stage, pack_stage, upload_agencies, zip_stage
-from tasks.stages.clips import clip_assets, similar_clips_stage
 from tasks.stages.review import ReviewReport
 from tasks.stages.run_context import RunContext
 
@@ -41,8 +40,7 @@ def publish_described(ctx: RunContext) -> Published:
 
     Shared with ``replay-dead-letters`` and ``collect-batches``, so a recovered asset takes the same way.
     """
-    similar_clips_stage(ctx)  # the clips' similar-content check, now that their titles and keywords are known
-    packed = pack_stage(ctx)
+    packed = pack_stage(ctx)  # every kind of asset: upload-ready files, agency rules, the similarity check
     csvs = csv_stage(ctx, packed)  # rejected and held-back assets get no row
     reviewed = review_stage(ctx, packed, csvs)  # with [review] on: pauses until the contributor answers
     if reviewed.corrected:
@@ -50,8 +48,8 @@ def publish_described(ctx: RunContext) -> Published:
     if reviewed.asked:
         csvs = csv_stage(ctx, packed, waiting=reviewed.held)  # the answer taken in
     publish_validation(csvs)  # once per run: the final CSVs
-    packed = zip_stage(ctx.wd, packed.keeping(csvs.accepted_somewhere()))  # what some agency takes
-    uploads = upload_agencies(ctx, csvs)  # what each agency's CSV accepted: nothing without a row there
+    packed = zip_stage(ctx.wd, packed, csvs)  # what some agency takes; where each file goes, for `ledger`
+    uploads = upload_agencies(ctx, packed, csvs)  # what each agency's CSV accepted: nothing without a row there
     return Published(csvs, packed, uploads, reviewed)
 
 
@@ -89,7 +87,7 @@ def stock_batch(
         logger.info(note)
 
     gathered = assets_stage(ctx, count, source, clips)
-    described = describe_assets(ctx, gathered.assets + clip_assets(ctx.wd))  # images, then the clips checked
+    described = describe_assets(ctx, gathered.assets)  # every kind: images, then clips
     csvs, packed, uploads, reviewed = publish_described(ctx)
 
     summary = BatchSummary.from_stages(ctx.wd, gathered, described, csvs, packed, uploads, reviewed.cells())

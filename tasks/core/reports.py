@@ -6,7 +6,7 @@ them without importing the stages that fill them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -148,10 +148,25 @@ class CsvReport(BaseModel):
 
 @dataclass
 class PackReport:
-    """Upload-ready files per asset name, and what was held back or rejected."""
+    """Upload-ready files per asset name, of every kind, and what was held back or rejected.
 
-    #: asset name -> upload-ready JPEG (every packed asset, held back or not)
+    Each kind of asset fills it by its own parts (:mod:`tasks.stages.kinds`): an image's upload-ready file is
+    its packed JPEG, a clip's the clip itself; the later stages read it alike for every kind.
+    """
+
+    #: asset name -> upload-ready file (every packed asset, held back or not; a clip: the clip in ``assets/``)
     ready: dict[str, Path] = field(default_factory=dict)
+    #: asset name -> the SHA-256 of its source (the ledger's key for it), for every asset of ``ready``
+    asset_ids: dict[str, str] = field(default_factory=dict)
+    #: asset name -> its preview and its thumbnail (an image's packed ones; a clip's poster and its thumbnail)
+    previews: dict[str, Path] = field(default_factory=dict)
+    thumbnails: dict[str, Path] = field(default_factory=dict)
+    #: asset name -> what its kind tells of it in words, when it tells more than its metadata (a clip:
+    #: ``MP4 · 8.0 s · 1920×1080 · …``)
+    about: dict[str, str] = field(default_factory=dict)
+    #: agency -> asset name -> why the agency takes no asset of this kind as it is (a clip's ``[video]`` rules,
+    #: its similarity check): no row and no upload there, and not counted as held back (no CSV problem either)
+    not_taken: dict[str, dict[str, str]] = field(default_factory=dict)
     #: agency -> asset name -> rule it broke (held back for that agency only)
     held_back: dict[str, dict[str, str]] = field(default_factory=dict)
     #: asset name -> reason (nothing of it is packed, listed in a CSV or uploaded)
@@ -167,22 +182,42 @@ class PackReport:
     #: agency -> the assets of ``held_back`` held there as duplicates (the same pixels as another asset)
     duplicate_held: dict[str, set[str]] = field(default_factory=dict)
 
-    def keeping(self, names: set[str]) -> "PackReport":
-        """This report with only the upload-ready files of ``names``."""
-        return replace(self, ready={name: path for name, path in self.ready.items() if name in names})
+    def joined(self, other: "PackReport") -> "PackReport":
+        """This report and ``other`` (of assets of another kind) as one, in name order."""
+        def by_agency(a: dict, b: dict) -> dict:
+            return {agency: {**a.get(agency, {}), **b.get(agency, {})} for agency in sorted({*a, *b})}
+
+        def sets(a: dict[str, set[str]], b: dict[str, set[str]]) -> dict[str, set[str]]:
+            return {agency: a.get(agency, set()) | b.get(agency, set()) for agency in {*a, *b}}
+
+        return PackReport(
+            ready=dict(sorted({**self.ready, **other.ready}.items())),
+            asset_ids={**self.asset_ids, **other.asset_ids}, previews={**self.previews, **other.previews},
+            thumbnails={**self.thumbnails, **other.thumbnails},
+            about={**self.about, **other.about}, not_taken=by_agency(self.not_taken, other.not_taken),
+            held_back=by_agency(self.held_back, other.held_back),
+            rejected=dict(sorted({**self.rejected, **other.rejected}.items())),
+            zip_path=self.zip_path or other.zip_path, upscaled={**self.upscaled, **other.upscaled},
+            packed_now=sorted(self.packed_now + other.packed_now), reused=sorted(self.reused + other.reused),
+            similar_held=sets(self.similar_held, other.similar_held),
+            duplicate_held=sets(self.duplicate_held, other.duplicate_held))
 
     def left_out(self, agency: str) -> dict[str, str]:
-        """Assets that must not reach ``agency`` (its CSV or its upload): rejected, or held back for it."""
+        """Assets kept from ``agency`` for a reason its CSV report names (their rows' problems): rejected, or held
+        back for it (what :attr:`not_taken` keeps from it is no row problem)."""
         return {**self.rejected, **self.held_back.get(agency, {})}
 
     def left_out_rule(self, agency: str, name: str) -> str:
         """The rule an asset of :meth:`left_out` is left out of ``agency`` by, as the CSV report names it:
         ``similar content`` (too many versions of one motif), ``duplicate`` (the same pixels as another asset),
-        ``image size`` (the agency's pixel, side or file size rules), ``image`` (rejected for every agency)."""
+        ``image size`` (the agency's pixel, side or file size rules), ``video`` (a clip's video rules:
+        :attr:`not_taken`), ``image`` (rejected for every agency)."""
         if name in self.similar_held.get(agency, ()):
             return SIMILAR_CONTENT
         if name in self.duplicate_held.get(agency, ()):
             return DUPLICATE
+        if name in self.not_taken.get(agency, {}):
+            return "video"
         return "image size" if name in self.held_back.get(agency, {}) else "image"
 
     def as_json(self) -> dict:

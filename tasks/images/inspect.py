@@ -14,6 +14,7 @@ agency takes it, and above that it is refused.
 
 from __future__ import annotations
 
+import logging
 import threading
 import warnings
 from contextlib import contextmanager
@@ -25,7 +26,11 @@ from PIL import Image, PngImagePlugin, UnidentifiedImageError
 
 from tasks.agencies.catalog import catalog
 from tasks.core.errors import BadInput
+from tasks.core.printable import printable
+from tasks.core.records import Asset
 from tasks.core.workdir import Workdir
+
+log = logging.getLogger(__name__)
 
 SUPPORTED_FORMATS = {"JPEG", "PNG"}
 #: Pillow's names for a JPEG: "MPO" when its MPF index lists more images (:mod:`tasks.images.mpf`); its
@@ -216,3 +221,25 @@ def too_small(name: str, width: int, height: int, min_pixels: int) -> BadInput:
     """The rejection of an image no agency takes because it has too few pixels."""
     return BadInput(name, f"too small: {width}×{height} = {width * height / 1e6:.1f} MP, "
                           f"below every agency's minimum ({_mp(min_pixels)})")
+
+
+def too_small_for_all(assets: list[Asset], rules: list[ImageRules]) -> dict[str, str]:
+    """asset name -> why no agency of ``rules`` takes it: fewer pixels than every one's minimum."""
+    floor = min((r.min_pixels for r in rules), default=0)
+    small = {}
+    for asset in assets:
+        try:
+            with open_image(asset.path) as im:
+                width, height = im.size
+        except BadInput as exc:
+            small[asset.name] = exc.reason
+            continue
+        except Exception as exc:  # one file never stops the others
+            log.exception("reading %s failed", printable(asset.name))
+            small[asset.name] = f"unexpected error reading it ({type(exc).__name__}: {exc}); not described"
+            continue
+        if width * height < floor:
+            small[asset.name] = (f"too small for {', '.join(r.agency for r in rules)}: {width}×{height} = "
+                                 f"{width * height / 1e6:.1f} MP, below the smallest of their minimums "
+                                 f"({floor / 1e6:g} MP); not described")
+    return small

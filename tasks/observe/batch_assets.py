@@ -34,17 +34,15 @@ from tasks.agencies.keyword_rules import removed_words
 from tasks.core.errors import StoreUnavailable, fails_again_unchanged
 from tasks.core.printable import printable
 from tasks.core.records import read_sidecar, ready_name
-from tasks.core.reports import DUPLICATE, SIMILAR_CONTENT, AgencyUpload, CsvReport, DescribeReport, Gathered, PackReport
+from tasks.core.reports import AgencyUpload, CsvReport, DescribeReport, Gathered, PackReport
 from tasks.core.workdir import Workdir
-from tasks.images.clip_poster import poster_paths
 from tasks.observe.markdown import md_cell, md_code, next_steps
 from tasks.observe.replay_advice import replay_deployed, replay_how
 from tasks.observe.run_names import when
 from tasks.observe.similar_view import add_risk_column
 from tasks.observe.summary import BatchSummary, brief
 from tasks.stores.dead_letter import DeadLetterStore, ParkedJob
-from tasks.stores.pending import last_clips
-from tasks.stores.similar_risks import Risk, read_risks
+from tasks.stores.similar_risks import read_risks
 
 log = logging.getLogger(__name__)
 
@@ -113,9 +111,12 @@ def asset_rows(gathered: Gathered, described: DescribeReport, csvs: CsvReport, p
     """One row per asset of the batch (and per file the assets stage could not use), in name order."""
     by_name = {job.asset_name: job for job in parked if job.asset_name}
     held = _held_cells(csvs)
+    for agency, not_taken in packed.not_taken.items():  # what its kind's rules keep from there (a clip's video rules)
+        for name, why in not_taken.items():
+            held.setdefault((agency, name), f"held back ({packed.left_out_rule(agency, name)}): {why}")
     agencies = list(csvs.agencies) or list(uploads)
     rows = []
-    for name in sorted({a.name for a in gathered.assets}):
+    for name in [a.name for a in sorted(gathered.assets, key=lambda a: (a.is_clip, a.name))]:  # the clips last
         row = {"asset": printable(name)}
         if name in packed.rejected:
             row["describe"] = f"rejected: {packed.rejected[name]}"
@@ -134,37 +135,15 @@ def asset_rows(gathered: Gathered, described: DescribeReport, csvs: CsvReport, p
     return rows
 
 
-def clip_rows(wd: Workdir, csvs: CsvReport, uploads: dict[str, AgencyUpload], in_review: Mapping[str, str],
-              risks: Mapping[str, Mapping[str, Risk]]) -> list[dict[str, str]]:
-    """One row per clip of the last clips check (``reports/clips.json``), in name order, and per clip it could not
-    read: the describe cell and each agency's cell as an image's — a clip an agency's video rules hold back reads
-    ``held back (video): <rule and value>``, one the similarity check holds ``held back (similar content)`` or
-    ``(duplicate)`` — and a ``clip`` cell: its facts and where its poster is (the images' rows leave it empty)."""
-    read = last_clips(wd)
-    held = _held_cells(csvs)
-    agencies = list(csvs.agencies) or list(uploads)
-    rows = []
-    for clip in read.clips:
-        name = clip.file
-        for agency, why in clip.held_back.items():
-            risk = risks.get(agency, {}).get(name)
-            rule = {"duplicate": DUPLICATE, "held back": SIMILAR_CONTENT}.get(risk.outcome if risk else "", "video")
-            held.setdefault((agency, name), f"held back ({rule}): {why}")
-        sidecar = read_sidecar(wd.sidecar(name))
-        described = sidecar is not None and sidecar.name == name
-        row = {"asset": printable(name),
-               "describe": in_review.get(name) or ("described" if described else "not described (the log says why)")}
-        for agency in agencies:
-            if row["describe"] == "described" or (agency, name) in held:
-                row[agency] = agency_cell(name, agency, uploads.get(agency), held)
-            else:
-                row[agency] = not_tried_cell(row["describe"])
-        row["clip"] = f"{clip.facts().words()} · poster {poster_paths(wd, name)[0].relative_to(wd.root)}"
-        rows.append(row)
-    for name, reason in sorted(read.rejected.items()):
-        rows.append({"asset": printable(name), "describe": f"rejected: {reason}",
-                     **{a: "not tried: rejected" for a in agencies}, "clip": ""})
-    return rows
+def add_about_column(rows: list[dict[str, str]], wd: Workdir, packed: PackReport) -> None:
+    """``batch-assets``: a ``clip`` cell in every row once some asset's kind tells more of it than its metadata
+    (a clip's facts, :attr:`PackReport.about`, and where its poster is); empty for the others."""
+    if not packed.about:
+        return
+    shown = {printable(name): f"{about} · poster {packed.previews[name].relative_to(wd.root)}"
+             for name, about in packed.about.items()}
+    for row in rows:
+        row["clip"] = shown.get(row["asset"], "")
 
 
 def _held_cells(csvs: CsvReport) -> dict[tuple[str, str], str]:
@@ -229,11 +208,8 @@ def publish_batch_assets(wd: Workdir, store: Callable[[], DeadLetterStore], summ
         log.warning("batch-assets: parked jobs not read: %s", exc.message)
         parked = []
     rows = asset_rows(gathered, described, csvs, packed, uploads, parked, summary.in_review)
-    risks = read_risks(wd)
-    clips = clip_rows(wd, csvs, uploads, summary.in_review, risks)  # the clips after the images, a facts cell each
-    if clips:
-        rows = [{**row, "clip": ""} for row in rows] + clips
-    add_risk_column(rows, risks)  # the similarity risk (docs/AGENCIES.md, "Similar content")
+    add_about_column(rows, wd, packed)  # a clip's facts and poster
+    add_risk_column(rows, read_risks(wd))  # the similarity risk (docs/AGENCIES.md, "Similar content")
     add_removed_column(rows, wd, sorted({a.name for a in gathered.assets})[:MAX_ASSET_ROWS])
     create_table_artifact(rows[:MAX_ASSET_ROWS], key=BATCH_ASSETS,
                           description=assets_description(summary.headline(), len(rows), csvs, packed, parked,

@@ -18,7 +18,6 @@ from tasks.core.reports import AgencyUpload, CsvReport, DescribeReport, Gathered
 from tasks.core.workdir import Workdir
 from tasks.images.provenance import provenance_of
 from tasks.observe.similar_view import summary_notes
-from tasks.stores.pending import taken_clips
 from tasks.stores.similar_risks import read_risks
 
 
@@ -98,10 +97,10 @@ class BatchSummary(BaseModel):
                     packed: PackReport, uploads: dict[str, AgencyUpload],
                     in_review: Mapping[str, str] | None = None) -> "BatchSummary":
         """The summary of one run, from what each of its stages reported (and the review step's cells)."""
-        clips = len(taken_clips(wd))  # the clips the assets stage checked, still in assets/ (not in ``gathered``)
+        clips = sum(1 for a in gathered.assets if a.is_clip)
         return cls(
             workdir=str(wd.root),
-            assets=len(gathered.assets) + clips,
+            assets=len(gathered.assets),
             clips=clips,
             described=len(described.described) + len(described.already),
             described_now=len(described.described),

@@ -26,7 +26,8 @@ from tasks.observe import events
 from tasks.observe.artifacts import publish_upload, upload_message
 from tasks.stages.assets import gather_assets
 from tasks.stages.csv import csvs_for_packed
-from tasks.stages.pack import finish_batch, pack_described
+from tasks.stages.kinds import pack_described
+from tasks.stages.pack import finish_batch
 from tasks.stages.run_context import RunContext
 from tasks.stages.upload import upload_agency
 from tasks.stores.pending import uploadable
@@ -46,7 +47,7 @@ def assets_stage(ctx: RunContext, count: int, source: str | None, clips: int = 0
 
 @task(name="pack", task_run_name="pack", cache_policy=NO_CACHE)
 def pack_stage(ctx: RunContext) -> PackReport:
-    """The pack stage (:func:`tasks.stages.pack.pack_described`)."""
+    """The pack stage, every kind of asset (:func:`tasks.stages.kinds.pack_described`)."""
     return pack_described(ctx)
 
 
@@ -58,10 +59,10 @@ def csv_stage(ctx: RunContext, packed: PackReport, waiting: Collection[str] = ()
 
 
 @task(name="zip", task_run_name="zip", cache_policy=NO_CACHE)
-def zip_stage(wd: Workdir, packed: PackReport) -> PackReport:
-    """The batch ZIP (with the CSVs as they are now) and ``reports/pack.json``
-    (:func:`tasks.stages.pack.finish_batch`)."""
-    return finish_batch(wd, packed)
+def zip_stage(wd: Workdir, packed: PackReport, csvs: CsvReport) -> PackReport:
+    """The batch ZIP of what ``csvs`` accepted (with the CSVs as they are now), where each file goes recorded in
+    the manifest, and ``reports/pack.json`` (:func:`tasks.stages.pack.finish_batch`)."""
+    return finish_batch(wd, packed, csvs)
 
 
 @task(name="upload", task_run_name="upload-{agency}", cache_policy=NO_CACHE)
@@ -84,11 +85,11 @@ def upload_stage(wd: Workdir, agency: str, items: list[UploadItem], settings: Ag
     return Completed(message=upload_message(result), data=result)
 
 
-def upload_agencies(ctx: RunContext, csvs: CsvReport) -> dict[str, AgencyUpload]:
-    """Every agency's upload stage at once, one task run each: what ``csvs`` accepted there
-    (:func:`tasks.stores.pending.uploadable`)."""
+def upload_agencies(ctx: RunContext, packed: PackReport, csvs: CsvReport) -> dict[str, AgencyUpload]:
+    """Every agency's upload stage at once, one task run each: the upload-ready files of ``packed`` that ``csvs``
+    accepted there (:func:`tasks.stores.pending.uploadable`)."""
     futures = {agency: upload_stage.submit(ctx.wd, agency, agency_items, ctx.settings.agency(agency))
-               for agency, agency_items in uploadable(ctx.wd, ctx.agencies, csvs).items()}
+               for agency, agency_items in uploadable(packed, csvs, ctx.agencies).items()}
     uploads = {agency: future.result(raise_on_failure=False) for agency, future in futures.items()}  # Stopped too
     for result in uploads.values():
         if isinstance(result, BaseException):  # the task itself crashed: that error, not a report-shaped one later

@@ -15,21 +15,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from tasks.core.errors import BadInput, MicrostockError, StageStopped, TransientError
+from tasks.core.errors import MicrostockError, StageStopped, TransientError
 from tasks.core.files import atomic_write_bytes, disk_full, exclusive_lock, sha256_file
 from tasks.core.printable import printable
-from tasks.core.records import CLIP_EXTENSIONS, Asset, Made, iter_asset_files
+from tasks.core.records import Asset, Made, iter_asset_files
 from tasks.core.reports import Gathered
 from tasks.core.retry import delay_before_retry
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.images.demo import DemoPrompt, demo_jpeg_bytes, generated_name, prompts_from
-from tasks.images.inspect import ImageRules, image_rules, open_image
 from tasks.images.provenance import pending_generation, record_generation
 from tasks.observe.progress import StageProgress
-from tasks.stages.clips import clips_stage
 from tasks.stages.ingest import IngestReport, disk_full_stop, ingest, settle_asset_names
 from tasks.stages.ingest_report import write_ingest_report
+from tasks.stages.kinds import ASSET_EXTENSIONS, KINDS, kind_of, unusable_assets
 from tasks.stages.run_context import RunContext
 
 log = logging.getLogger(__name__)
@@ -158,14 +157,14 @@ def clip_maker(settings: Settings, api_key: str | None, wd: Workdir) -> ClipMake
 
 
 def gather(assets_dir: Path, count: int, source: Path | None, prompts: list[DemoPrompt], seed: int,
-           make: ImageMaker, rules: list[ImageRules], clips: int = 0,
+           make: ImageMaker, unusable: Callable[[list[Asset]], dict[str, str]], clips: int = 0,
            make_clip: ClipMaker | None = None) -> Gathered:
     """Ingest ``source`` when given, else make ``count`` images with ``make`` and ``clips`` clips with
-    ``make_clip``; then list every asset.
+    ``make_clip``; then list every asset, images and clips.
 
-    An asset below the minimum size of every agency in ``rules`` (the chosen
-    agencies) is rejected here, before anything is spent on it: it stays in
-    ``assets/`` and is never described while those are the agencies chosen.
+    An asset ``unusable`` names (each kind's check: an image below the minimum size of every chosen agency, a
+    clip that cannot be probed, :func:`tasks.stages.kinds.unusable_assets`) is rejected here, before anything
+    is spent on it: it stays in ``assets/`` and is never described while those are the agencies chosen.
 
     One run at a time adds to ``assets/`` (``assets/.gather.lock``): a second
     run waits, then finds what the first added (the same bytes are never two
@@ -176,7 +175,7 @@ def gather(assets_dir: Path, count: int, source: Path | None, prompts: list[Demo
         for old, new in settle_asset_names(assets_dir).items():
             log.warning("renamed assets/%s to %s: not UTF-8, or a stem another asset has (one sidecar, one upload "
                         "name each)", printable(old), printable(new))
-        before = {p.name for p in iter_asset_files(assets_dir) + iter_asset_files(assets_dir, CLIP_EXTENSIONS)}
+        before = {p.name for p in iter_asset_files(assets_dir, ASSET_EXTENSIONS)}
         rejected: dict[str, str] = {}
         generated = Generated()
         ingested = IngestReport()
@@ -194,63 +193,39 @@ def gather(assets_dir: Path, count: int, source: Path | None, prompts: list[Demo
                 generated.failed.update(made.failed)
                 generated.stopped = "; ".join(s for s in (generated.stopped, made.stopped) if s) or None
     assets, unreadable = [], {}
-    for path in iter_asset_files(assets_dir):
+    for path in iter_asset_files(assets_dir, ASSET_EXTENSIONS):  # the images, then the clips: the kinds' order
         try:
             assets.append(Asset(name=path.name, asset_id=sha256_file(path), path=path))
         except OSError as exc:  # one unreadable asset never stops the others
             unreadable[path.name] = f"cannot be read ({exc.strerror or exc}); not described"
-    small = too_small_for_all(assets, rules)
-    rejected.update({**unreadable, **small})  # the names above are the source folder's: only these are assets
-    return Gathered(assets=[a for a in assets if a.name not in small],
-                    new=[p.name for p in iter_asset_files(assets_dir) + iter_asset_files(assets_dir, CLIP_EXTENSIONS)
-                         if p.name not in before], rejected=rejected,
+    assets.sort(key=lambda a: a.is_clip)
+    unfit = unusable(assets)
+    rejected.update({**unreadable, **unfit})  # the names above are the source folder's: only these are assets
+    return Gathered(assets=[a for a in assets if a.name not in unfit],
+                    new=[p.name for p in iter_asset_files(assets_dir, ASSET_EXTENSIONS) if p.name not in before],
+                    rejected=rejected,
                     not_generated=generated.failed, stopped=generated.stopped,
                     left_out=ingested.left_out)
-
-
-def too_small_for_all(assets: list[Asset], rules: list[ImageRules]) -> dict[str, str]:
-    """asset name -> why no agency of ``rules`` takes it: fewer pixels than every one's minimum."""
-    floor = min((r.min_pixels for r in rules), default=0)
-    small = {}
-    for asset in assets:
-        try:
-            with open_image(asset.path) as im:
-                width, height = im.size
-        except BadInput as exc:
-            small[asset.name] = exc.reason
-            continue
-        except Exception as exc:  # one file never stops the others
-            log.exception("reading %s failed", printable(asset.name))
-            small[asset.name] = f"unexpected error reading it ({type(exc).__name__}: {exc}); not described"
-            continue
-        if width * height < floor:
-            small[asset.name] = (f"too small for {', '.join(r.agency for r in rules)}: {width}×{height} = "
-                                 f"{width * height / 1e6:.1f} MP, below the smallest of their minimums "
-                                 f"({floor / 1e6:g} MP); not described")
-    return small
 
 
 def gather_assets(ctx: RunContext, count: int, source: str | None, clips: int = 0) -> Gathered:
     """The assets stage: ingest ``source``, or make ``count`` images and ``clips`` clips (with Gemini when the run
     has a key: the flow checked the image and clip models first,
-    :meth:`~tasks.stages.run_context.RunContext.check`); every asset of the workdir after it that at least one of
-    the run's agencies takes by size (the clips: checked by the clips stage)."""
-    wd, settings, agencies = ctx.wd, ctx.settings, ctx.agencies
+    :meth:`~tasks.stages.run_context.RunContext.check`); every asset of the workdir after it, of every kind, that
+    its kind's check finds usable for the run's agencies (:func:`~tasks.stages.kinds.unusable_assets`)."""
+    wd, settings = ctx.wd, ctx.settings
     make = image_maker(settings, ctx.gemini_key if count > 0 and not source else None, wd)  # ingesting: no key
     make_clip = clip_maker(settings, ctx.gemini_key, wd) if clips > 0 and not source else None
-    rules = [image_rules(a, wd) for a in agencies]
     gathered = gather(wd.assets, count, Path(source) if source else None, prompts_from(settings.generate.prompts),
-                      settings.generate.seed, make,
-                      [] if any(settings.pack.upscales(a) for a in agencies) else rules, clips, make_clip)
+                      settings.generate.seed, make, lambda assets: unusable_assets(ctx, assets), clips, make_clip)
     if count == 0 and clips == 0 and not source:
         log.info("nothing generated (no --count): finishing the %d assets already in %s",
-                 len(list(iter_asset_files(wd.assets))), wd.assets)
+                 len(iter_asset_files(wd.assets, ASSET_EXTENSIONS)), wd.assets)
     for name, reason in sorted(gathered.rejected.items()):
         log.warning("rejected %s: %s", printable(name), printable(reason))
     for name, note in sorted(gathered.left_out.items()):
         log.warning("ingested %s: %s", printable(name), note)
     write_ingest_report(wd, gathered)  # a full disk: StageStopped, the assets kept
-    # the clips take their own way: probed, a poster each, checked per agency (tasks/stages/clips.py)
-    checked = clips_stage(ctx)
-    log.info("%d images, %d clips (%d new)", len(gathered.assets), len(checked.facts), len(gathered.new))
+    log.info("%s (%d new)", ", ".join(f"{sum(1 for a in gathered.assets if kind_of(a.name) is kind)} {kind.name}s"
+                                      for kind in KINDS), len(gathered.new))
     return gathered

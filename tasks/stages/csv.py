@@ -9,11 +9,11 @@ rule is skipped for that agency only, and the report says which rule. Files
 are written whole or not at all, and only when their bytes change.
 
 What goes to agency X is answered once, here: an asset X's CSV has a valid row
-for (:meth:`CsvReport.accepted`, kept in ``reports/validation.json``). Review
+for (:meth:`CsvReport.accepted`; ``reports/validation.json`` shows it to people). Review
 asks about what is accepted somewhere, and the upload stage and the ``ledger``
 commands send or count only what is accepted there
-(:func:`tasks.stores.pending.uploadable`), so nothing goes to an agency whose
-CSV lacks it.
+(:func:`tasks.stores.pending.uploadable`, and what the pack manifest records for the ``ledger`` commands), so
+nothing goes to an agency whose CSV lacks it.
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ from tasks.agencies.rows import RowResult, build_row, check_csv_defaults
 from tasks.agencies.spec import AgencySpec
 from tasks.core.errors import StageStopped
 from tasks.core.files import atomic_write_bytes, cannot_write, disk_full, disk_of
-from tasks.core.records import CLIP_EXTENSIONS, Sidecar, described_sidecars, ready_name
+from tasks.core.records import Sidecar, described_sidecars, ready_name
 from tasks.core.reports import AgencyCsv, CsvReport, PackReport, Problem
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
+from tasks.stages.kinds import ASSET_EXTENSIONS, kind_of
 from tasks.stages.run_context import RunContext
-from tasks.stores.pending import taken_clips
 
 
 def agency_rows(spec: AgencySpec, sidecars: list[Sidecar], csv_defaults: Mapping[str, str],
@@ -130,6 +130,7 @@ def write_agency_csvs(
     left_out: Mapping[str, Mapping[str, str]] | None = None,
     waiting: Collection[str] = (),
     left_out_rules: Mapping[str, Mapping[str, str]] | None = None,
+    packed: PackReport | None = None,
 ) -> CsvReport:
     """Regenerate ``csv/<agency>.csv`` (and continuations) for each agency from every sidecar.
 
@@ -140,22 +141,24 @@ def write_agency_csvs(
     they get no row there, and the reason is reported under the rule ``left_out_rules[agency][name]`` gives
     (``similar content``, ``image size``; ``image`` when none is given). Assets rejected in review (their
     sidecar says so) and those ``waiting`` for a review decision get no row either
-    (rule ``review``). Agencies not listed keep their
+    (rule ``review``). With the pack stage's report ``packed``, only the assets it packed get a row, and none
+    where their kind's rules do not take them (:attr:`PackReport.not_taken`: no row, no problem — a clip at an
+    agency without video rules is no row problem there). Every kind of asset the same way: a clip is an asset
+    whose upload-ready file carries no embedded metadata. Agencies not listed keep their
     files. An agency whose settings are invalid gets no file this run and an
     agency-wide problem. The report is also saved as ``reports/validation.json``. A full disk stops the stage
     with one line (StageStopped ``disk_full``, :func:`_write`).
     """
     settings = settings or Settings()
     names = ProtectedNames.of(settings.keywords)
-    sidecars = described_sidecars(wd)
-    clips = described_sidecars(wd, CLIP_EXTENSIONS)
-    clips_taken = taken_clips(wd)  # a clip's row goes only where its rules take it
-    review = {s.name: f"rejected in review ({s.review.at})" for s in sidecars + clips if s.rejected}
+    sidecars = [s for s in described_sidecars(wd, ASSET_EXTENSIONS) if packed is None or s.name in packed.ready]
+    review = {s.name: f"rejected in review ({s.review.at})" for s in sidecars if s.rejected}
     review.update({name: "waiting for review" for name in waiting if name not in review})
     report = CsvReport()
     known = catalog(wd)
-    # what each image's upload-ready JPEG carries, as the pack stage embeds it (every known agency's rules)
-    embedded = {s.name: embedded_fields(s.metadata, known.specs.values(), names) for s in sidecars}
+    # what each upload-ready file carries, as the pack stage embeds it (every known agency's rules)
+    embedded = {s.name: embedded_fields(s.metadata, known.specs.values(), names) for s in sidecars
+                if kind_of(s.name).embeds_metadata}
     for agency in agencies:
         spec = (specs or {}).get(agency) or known.spec(agency)
         defaults = settings.agency(agency).csv_defaults
@@ -173,10 +176,9 @@ def write_agency_csvs(
                                for name, reason in sorted(excluded.items()))
         report.problems.extend(Problem(agency=agency, asset=name, rule="review", message=reason)
                                for name, reason in sorted(review.items()) if name not in excluded)
-        taken = {name for name, _, agencies_taking in clips_taken if agency in agencies_taking}
-        rows = agency_rows(spec, sorted([s for s in sidecars if s.name not in excluded and s.name not in review]
-                                        + [s for s in clips if s.name in taken and s.name not in review],
-                                        key=lambda s: s.name),
+        not_taken = packed.not_taken.get(agency, {}) if packed is not None else {}
+        rows = agency_rows(spec, [s for s in sidecars
+                                  if s.name not in excluded and s.name not in review and s.name not in not_taken],
                            defaults, names, embedded)
         fixes: Counter[str] = Counter(f.rule for r in rows for f in r.fixes)
         valid = [r for r in rows if r.ok]
@@ -199,4 +201,4 @@ def csvs_for_packed(ctx: RunContext, packed: PackReport, waiting: Collection[str
     left_out = {a: packed.left_out(a) for a in ctx.agencies}
     return write_agency_csvs(ctx.wd, ctx.agencies, ctx.settings, left_out=left_out, waiting=waiting,
                              left_out_rules={a: {name: packed.left_out_rule(a, name) for name in names}
-                                             for a, names in left_out.items()})
+                                             for a, names in left_out.items()}, packed=packed)

@@ -39,8 +39,8 @@ from tasks.agencies.protected import ProtectedNames
 from tasks.core.errors import BadInput, StageStopped
 from tasks.core.files import atomic_write_bytes, cannot_write, disk_full, disk_of, exclusive_lock, sha256_file
 from tasks.core.printable import printable
-from tasks.core.records import Sidecar, Upscaled, described_sidecars, ready_name, record_upscaled
-from tasks.core.reports import PackReport
+from tasks.core.records import Sidecar, Upscaled, ready_name, record_upscaled
+from tasks.core.reports import CsvReport, PackReport
 from tasks.core.settings import PackSettings
 from tasks.core.workdir import Workdir
 from tasks.images.batch_zip import write_zip
@@ -49,8 +49,7 @@ from tasks.images.inspect import ImageRules, image_rules, too_small
 from tasks.images.provenance import digital_source_type, provenance_of
 from tasks.images.ready import preview_jpegs, ready_jpeg
 from tasks.observe.progress import StageProgress
-from tasks.stages.pack_manifest import load_manifest, save_manifest, save_or_full, stamp, unchanged
-from tasks.stages.run_context import RunContext
+from tasks.stages.pack_manifest import load_manifest, record_where, save_manifest, save_or_full, stamp, unchanged
 from tasks.stages.similarity import hold_back_similar
 
 #: Bump when the bytes written for the same inputs change; every asset is then packed again.
@@ -293,7 +292,9 @@ def _pack_what_is_left(wd: Workdir, settings: PackSettings, sidecars: list[Sidec
                 report.rejected[name] = f"could not be packed ({type(exc).__name__}: {exc})"
             else:
                 entries[name] = entry
-                report.ready[name] = PackedFiles.of(wd, name).ready
+                files = PackedFiles.of(wd, name)
+                report.ready[name], report.previews[name], report.thumbnails[name] = files.all()
+                report.asset_ids[name] = entry["source"]["sha256"]
                 (report.packed_now if written else report.reused).append(name)
                 upscaled = None
                 if "upscaled_from" in entry:
@@ -337,18 +338,24 @@ def _pack_what_is_left(wd: Workdir, settings: PackSettings, sidecars: list[Sidec
     return report
 
 
-def write_batch_zip(wd: Workdir, report: PackReport) -> Path:
-    """``packs/batch.zip``: every packed ready image and preview, and the CSVs; rewritten only when changed (under
-    the pack lock: another run's pack never loses its manifest entries to this one's)."""
+def write_batch_zip(wd: Workdir, report: PackReport, csvs: CsvReport) -> Path:
+    """``packs/batch.zip``: the packed ready images and previews some agency's CSV accepted, and the CSVs;
+    rewritten only when changed. The manifest records where each upload-ready file goes by ``csvs``
+    (:func:`~tasks.stages.pack_manifest.record_where`), under the pack lock with the ZIP's key: another run's pack
+    never loses its manifest entries to this one's."""
     with _packing(wd):
-        return _write_zip_if_changed(wd, report)
+        return _write_zip_if_changed(wd, report, csvs)
 
 
-def _write_zip_if_changed(wd: Workdir, report: PackReport) -> Path:
+def _write_zip_if_changed(wd: Workdir, report: PackReport, csvs: CsvReport) -> Path:
     manifest = load_manifest(wd)
+    moved = record_where(wd, manifest, report, csvs)
     entries: dict[str, Path] = {}
     identity: dict[str, str] = {}
+    accepted = csvs.accepted_somewhere()
     for name in report.ready:
+        if name not in accepted or name not in manifest["assets"]:  # a clip is sent as it is: not packed, not zipped
+            continue
         files = PackedFiles.of(wd, name)
         key = manifest["assets"][name]["key"]
         for folder, path in (("ready", files.ready), ("previews", files.preview)):
@@ -363,12 +370,15 @@ def _write_zip_if_changed(wd: Workdir, report: PackReport) -> Path:
     if not (done.get("key") == key and unchanged(target, done.get("stamp"))):
         write_zip(target, entries)
         manifest["zip"] = {"key": key, "stamp": stamp(target)}
+        moved = True
+    if moved:
         save_manifest(wd, manifest)
     return target
 
 
-def finish_batch(wd: Workdir, report: PackReport) -> PackReport:
-    """Log each rejected and held-back asset, write the batch ZIP (with the CSVs as they are now) and
+def finish_batch(wd: Workdir, report: PackReport, csvs: CsvReport) -> PackReport:
+    """Log each rejected and held-back asset, write the batch ZIP (what ``csvs``, the final CSVs, accepted
+    somewhere, with the CSVs as they are now), where each file goes into the manifest, and
     ``reports/pack.json``; returns ``report`` with ``zip_path`` set. A full disk: StageStopped ``disk_full``
     (each is written whole or not at all; the packed files are kept); any other cause (a read-only folder):
     StageStopped ``unwritable`` naming the file."""
@@ -380,7 +390,7 @@ def finish_batch(wd: Workdir, report: PackReport) -> PackReport:
             log.warning("held back from %s: %s: %s", agency, printable(name), rule)
     writing = wd.packs / "batch.zip"
     try:
-        report.zip_path = write_batch_zip(wd, report)
+        report.zip_path = write_batch_zip(wd, report, csvs)
         writing = wd.reports / "pack.json"
         atomic_write_bytes(writing, json.dumps(report.as_json(), indent=2, ensure_ascii=False).encode("utf-8"))
     except OSError as exc:
@@ -392,10 +402,3 @@ def finish_batch(wd: Workdir, report: PackReport) -> PackReport:
                            f" the {len(report.ready)} packed asset(s) are kept, the ZIP and reports/pack.json not "
                            f"written — free space on {disk} and run again", kind="disk_full") from None
     return report
-
-
-def pack_described(ctx: RunContext) -> PackReport:
-    """The pack stage: every described asset's upload-ready files, checked against the run's agencies' image
-    rules."""
-    return pack_assets(ctx.wd, ctx.settings.pack, described_sidecars(ctx.wd), ctx.agencies,
-                       names=ProtectedNames.of(ctx.settings.keywords))

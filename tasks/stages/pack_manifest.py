@@ -1,5 +1,7 @@
 """The pack manifest (``packs/manifest.json``): what each asset was packed from and into, so a re-run packs only
-what changed; read through the defended path (a damaged file costs one line and a re-pack, never a batch)."""
+what changed, and where each upload-ready file goes (:func:`record_where`; the ``ledger`` commands answer from
+it, :func:`tasks.stores.pending.read_where`); read through the defended path (a damaged file costs one line and
+a re-pack, never a batch)."""
 
 from __future__ import annotations
 
@@ -11,8 +13,10 @@ from pydantic import BaseModel, Field, ValidationError
 
 from tasks.core.files import atomic_write_bytes, disk_full
 from tasks.core.printable import printable
+from tasks.core.reports import CsvReport, PackReport
 from tasks.core.state_files import read_file
 from tasks.core.workdir import Workdir
+from tasks.stores.pending import EVERY_ASSET, AgencyWhere, Where
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +66,13 @@ def parse_manifest(raw: bytes) -> dict:
             del data["assets"][name]
     if not isinstance(data.get("zip", {}), dict):
         del data["zip"]
+    if "where" in data:
+        try:
+            Where.model_validate(data["where"])
+        except ValidationError:
+            log.warning("packs/manifest.json: where the packed files go is of the wrong shape: nothing counts as "
+                        "pending until the next run records it again")
+            del data["where"]
     if dropped:
         log.warning("packs/manifest.json: the entries of %s are of the wrong shape: packed again", ", ".join(dropped))
     return data
@@ -84,3 +95,22 @@ def save_or_full(wd: Workdir, manifest: dict) -> OSError | None:
             raise
         return exc
     return None
+
+
+def record_where(wd: Workdir, manifest: dict, packed: PackReport, csvs: CsvReport) -> bool:
+    """Record in ``manifest`` where the last run's files go: what ``csvs`` (the run's final CSVs) accepted per
+    agency, what ``packed`` and ``csvs`` kept from each (the agencies ``csvs`` does not name keep what an earlier
+    run recorded), and each packed asset's file; True when that changed what the manifest held."""
+    before = manifest.get("where")
+    where = Where.model_validate(before) if isinstance(before, dict) else Where()
+    for agency, result in csvs.agencies.items():
+        held = dict(packed.held_back.get(agency, {}))
+        for problem in csvs.problems:
+            if problem.agency == agency:
+                held.setdefault(problem.asset or EVERY_ASSET, problem.message)
+        where.agencies[agency] = AgencyWhere(accepted=sorted(result.accepted), held_back=dict(sorted(held.items())),
+                                             not_taken=dict(sorted(packed.not_taken.get(agency, {}).items())))
+    where.files = {name: (path.relative_to(wd.root).as_posix(), packed.asset_ids[name])
+                   for name, path in sorted(packed.ready.items())}
+    manifest["where"] = where.model_dump(mode="json")
+    return manifest["where"] != before

@@ -19,9 +19,9 @@ the same agency rules check them (a rule broken holds the asset back there).
 is answered, as the form's are: the run packs and writes the CSVs again for
 every asset whose sidecar changed while it waited.
 
-Video clips wait for review as images do: every clip the last clips check read (``reports/clips.json``) and
-described, without a decision, is asked about in the same form, and a clip rejected (or still waiting) gets no
-CSV row, so it is not uploaded anywhere (:mod:`tasks.stages.clips`; a clip is never packed).
+Video clips wait for review as images do (one path for every kind of asset, :mod:`tasks.stages.kinds`): every
+packed clip without a decision is asked about in the same form, with its facts and its poster's thumbnail, and
+a clip rejected (or still waiting) gets no CSV row, so it is not uploaded anywhere.
 
 A decision made from the terminal while the run waits (``microstock review
 approve NAME…`` / ``reject NAME…``, written to the sidecar at once) stands:
@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import difflib
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
@@ -75,14 +75,14 @@ from tasks.core.records import (
 from tasks.core.reports import CsvReport, PackReport, Problem
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
-from tasks.images.clip_poster import poster_paths
 from tasks.observe import events
 from tasks.observe import progress as stage_progress
 from tasks.observe.markdown import md_cell, md_code
 from tasks.observe.similar_view import review_cell
 from tasks.observe.thumbnails import inline_thumbnail
+from tasks.stages.kinds import kind_of
 from tasks.stores.ledger import Ledger
-from tasks.stores.pending import last_clips, taken_clips
+from tasks.stores.pending import read_where
 from tasks.stores.similar_risks import read_distinct, read_risks
 
 log = logging.getLogger(__name__)
@@ -183,30 +183,24 @@ def review_sidecars(wd: Workdir) -> list[Sidecar]:
     return sorted(described_sidecars(wd) + described_sidecars(wd, CLIP_EXTENSIONS), key=lambda s: s.name)
 
 
-def checked_clips(wd: Workdir) -> set[str]:
-    """The clips the last clips check read (``reports/clips.json``) and still in ``assets/``: the clips review
-    asks about, as it asks about the packed images (a clip the check could not read is sent nowhere)."""
-    return {name for name, _, _ in taken_clips(wd)}
+def waiting_sidecars(sidecars: list[Sidecar], packed: PackReport) -> list[Sidecar]:
+    """Described and packed assets of every kind without a review decision (rejected ones by pack are not asked
+    about)."""
+    return [s for s in sidecars if s.review is None and s.name in packed.ready and s.name not in packed.rejected]
 
 
-def waiting_sidecars(sidecars: list[Sidecar], packed: PackReport, clips: Collection[str] = ()) -> list[Sidecar]:
-    """Described and packed assets, and the checked ``clips``, without a review decision (rejected ones by pack
-    are not asked about)."""
-    return [s for s in sidecars if s.review is None
-            and (s.name in clips or (s.name in packed.ready and s.name not in packed.rejected))]
-
-
-def agency_verdict(name: str, agency: str, csvs: CsvReport, clip_held: Mapping[str, str] | None = None) -> str:
-    """``sent`` or ``held back: <why>`` for one asset at one agency, from the CSV stage's report (and for a clip
-    from ``clip_held``, agency -> the video rule or similarity check that holds it back there)."""
+def agency_verdict(name: str, agency: str, csvs: CsvReport, packed: PackReport) -> str:
+    """``sent`` or ``held back: <why>`` for one asset at one agency, from the CSV stage's report (and the pack
+    stage's: the rules of its kind that keep it from there, :attr:`PackReport.not_taken`)."""
     if csvs.accepted(agency, name):
         return "sent"
-    why = [clip_held[agency]] if clip_held and agency in clip_held else []
+    why = [packed.not_taken[agency][name]] if name in packed.not_taken.get(agency, {}) else []
     why += [p.message for p in csvs.problems if p.agency == agency and p.asset in (name, "")]
     return f"held back: {why[0]}" if why else "held back"
 
 
-def review_description(wd: Workdir, waiting: list[Sidecar], csvs: CsvReport, settings: Settings) -> str:
+def review_description(wd: Workdir, waiting: list[Sidecar], packed: PackReport, csvs: CsvReport,
+                       settings: Settings) -> str:
     """The markdown above the form: one list item per waiting asset (a thumbnail — a clip's is its poster's; file
     and title, a clip's facts, first keywords, categories, where it goes and the keywords the rules removed, a line
     each), and what submitting
@@ -220,19 +214,17 @@ def review_description(wd: Workdir, waiting: list[Sidecar], csvs: CsvReport, set
              ""]
     risks = read_risks(wd)  # the similarity check's risk and nearest asset (docs/AGENCIES.md, "Similar content")
     changes = read_distinct(wd)  # titles and keywords set apart by `microstock similar distinct`
-    clips = {c.file: c for c in last_clips(wd).clips}  # a clip's facts and holds, as the clips check found them
     for i, s in enumerate(waiting[:MAX_LISTED]):
-        md, clip = s.metadata, clips.get(s.name)
-        shown = poster_paths(wd, s.name)[1] if clip else wd.packs / "thumbs" / ready_name(s.name)
-        thumb = inline_thumbnail(shown, THUMBNAIL_PX) if i < MAX_THUMBNAILS else ""
+        md, about = s.metadata, packed.about.get(s.name)  # what its kind tells of it (a clip's facts)
+        shown = packed.thumbnails.get(s.name)
+        thumb = inline_thumbnail(shown, THUMBNAIL_PX) if shown and i < MAX_THUMBNAILS else ""
         categories = ", ".join(filter(None, [f"Adobe {md.adobe_category}" if md.adobe_category else "",
                                              ", ".join(md.category_hints)]))
-        goes = "; ".join(f"{a}: {agency_verdict(s.name, a, csvs, clip.held_back if clip else None)}"
-                         for a in csvs.agencies)
+        goes = "; ".join(f"{a}: {agency_verdict(s.name, a, csvs, packed)}" for a in csvs.agencies)
         similar = review_cell(wd, risks, changes, s.name, m, i < MAX_THUMBNAILS)
         # a list item, the details a line each: the UI's form is a narrow modal, and a table's cells do not wrap
         lines.append(f"- {thumb + ' ' if thumb else ''}{md_code(s.name)} — **{m(md.title)}**"
-                     + (f"<br>clip: {m(clip.facts().words())}" if clip else "")
+                     + (f"<br>{kind_of(s.name).name}: {m(about)}" if about else "")
                      + f"<br>keywords: {m(', '.join(md.keywords[:6]))}<br>categories: {m(categories)}"
                      f"<br>goes: {m(goes)}"
                      + (f"<br>removed keywords: {m(removed_words(md.removed_keywords))}" if md.removed_keywords else "")
@@ -256,7 +248,7 @@ def review_decisions(wd: Workdir, settings: Settings, packed: PackReport, csvs: 
     report = ReviewReport(rejected_before={s.name: s.review.at for s in sidecars if s.rejected})
     if not settings.review.enabled:
         return report
-    waiting = waiting_sidecars(sidecars, packed, checked_clips(wd))
+    waiting = waiting_sidecars(sidecars, packed)
     if not waiting:
         return report
     report.asked = [s.name for s in waiting]
@@ -264,7 +256,7 @@ def review_decisions(wd: Workdir, settings: Settings, packed: PackReport, csvs: 
     message = waiting_message(len(waiting))
     log.info("review: %s", message)
     stage_progress.notify(message)
-    description = review_description(wd, waiting, csvs, settings)
+    description = review_description(wd, waiting, packed, csvs, settings)
     question = Question(description, report.asked, message, max(1, round(settings.review.timeout_hours * 3600)))
     answer = ask(question)
     while answer is not None and (unknown := refused(answer, report.asked)):
@@ -330,11 +322,10 @@ def edited_since(wd: Workdir, before: list[Sidecar]) -> list[str]:
 
 
 def review_overview(wd: Workdir) -> tuple[list[str], dict[str, str]]:
-    """(assets waiting for a decision, rejected asset -> when), from the sidecars, ``packs/ready/`` and the last
-    clips check."""
-    sidecars, clips = review_sidecars(wd), checked_clips(wd)
-    waiting = [s.name for s in sidecars if s.review is None
-               and (s.name in clips or (wd.packs / "ready" / ready_name(s.name)).is_file())]
+    """(assets waiting for a decision, rejected asset -> when), from the sidecars and the upload-ready files (of
+    every kind: :meth:`~tasks.stages.kinds.AssetKind.ready_file`)."""
+    sidecars = review_sidecars(wd)
+    waiting = [s.name for s in sidecars if s.review is None and kind_of(s.name).ready_file(wd, s.name).is_file()]
     return waiting, {s.name: s.review.at for s in sidecars if s.rejected}
 
 
@@ -367,13 +358,14 @@ def edit_asset(wd: Workdir, settings: Settings, agencies: list[str],
                correction: Correction) -> tuple[Sidecar, list[RowResult]]:
     """``microstock review edit``: write the correction into the asset's sidecar, as the form's are, and check
     the asset's row at each of ``agencies`` by the rules the CSV stage applies (what a rule fixes, or why the
-    asset is held back there; for a clip, the video rule or similarity hold the last clips check found comes
+    asset is held back there; for a clip, the video rule or similarity hold the last run recorded comes
     first). The CSVs themselves are written by the run that sends the asset."""
     sidecar = apply_correction(wd, correction.file, correction)
     specs = catalog(wd)
     names = ProtectedNames.of(settings.keywords)
     rows = [build_row(specs.spec(a), sidecar.metadata, ready_name(sidecar.name), settings.agency(a).csv_defaults,
                       asset=sidecar.name, names=names) for a in agencies]
-    held = next((c.held_back for c in last_clips(wd).clips if c.file == sidecar.name), {})
+    held = {agency: found.not_taken[sidecar.name] for agency, found in read_where(wd).agencies.items()
+            if sidecar.name in found.not_taken}
     return sidecar, [r if r.agency not in held else r.model_copy(update={"cells": None, "problems": (
         Problem(agency=r.agency, asset=r.asset, rule="video", message=held[r.agency]),)}) for r in rows]

@@ -1,13 +1,12 @@
-"""What is to upload, and what is pending: the ledger's three questions, answered from the workdir.
+"""What is to upload, and what is pending: the ledger's three questions.
 
-The upload stage and ``microstock ledger pending`` / ``status`` / ``done``
-agree on what an upload is because both ask :func:`uploadable`: an
-:class:`~tasks.core.records.UploadItem` — a described asset's upload-ready
-file in ``packs/ready/`` and the SHA-256 of its source image — for every
-asset the agency's CSV accepted (:meth:`~tasks.core.reports.CsvReport.accepted`,
-the one answer to "what goes to agency X": the flow's own report, else the
-last run's ``reports/validation.json``). Pending = uploadable and not in the
-ledger.
+In a run, the upload stage asks :func:`uploadable` with the run's own reports in hand: per agency the upload-ready
+file (:class:`~tasks.core.records.UploadItem`: the file and the SHA-256 of its source) of every asset the
+agency's final CSV accepted (:meth:`~tasks.core.reports.CsvReport.accepted`, the one answer to "what goes to
+agency X"), of every kind, from the pack stage's report. The run records the same answer in the pack manifest
+(:class:`Where`, written with the batch ZIP: ``tasks.stages.pack_manifest.record_where``), and ``microstock ledger
+pending`` / ``status`` / ``done`` answer from it, the sidecars, the upload-ready files and the ledger — never from
+``reports/``, which is written for people. Pending = uploadable and not in the ledger.
 
 Free of Prefect and of the transports (paramiko, ftplib, TLS), so the
 ``ledger`` commands start fast; :mod:`tasks.stages.upload` builds on it.
@@ -15,21 +14,31 @@ Free of Prefect and of the transports (paramiko, ftplib, TLS), so the
 
 from __future__ import annotations
 
-import os
+import json
+import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from tasks.core.errors import BadInput
 from tasks.core.files import sha256_file
-from tasks.core.records import UploadItem, described_sidecars, iter_asset_files, ready_name
-from tasks.core.reports import CsvReport
+from tasks.core.records import (
+    ACCEPTED_EXTENSIONS,
+    CLIP_EXTENSIONS,
+    UploadItem,
+    described_sidecars,
+    iter_asset_files,
+    read_sidecar,
+    ready_name,
+)
+from tasks.core.reports import CsvReport, PackReport
 from tasks.core.state_files import read_file
 from tasks.core.workdir import Workdir
-from tasks.images.clip_probe import ClipFacts
 from tasks.stores.ledger import Entry, Ledger, LedgerState
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -41,125 +50,93 @@ class AgencyLedger:
     done: int
     #: Described and packed, not held back, not recorded: what the next run sends.
     pending: list[UploadItem]
-    #: Asset name -> the agency rule it breaks (never sent there).
+    #: Asset name -> why the last run keeps it from the agency (never sent there).
     held_back: dict[str, str]
 
 
-def packed_assets(wd: Workdir) -> list[tuple[str, UploadItem]]:
-    """(asset name, upload item) of every described asset whose upload-ready file exists, unless rejected in review."""
-    folder = wd.packs / "ready"
-    try:
-        with os.scandir(folder) as entries:  # one listing, not a stat per asset
-            ready = {entry.name for entry in entries if entry.is_file()}
-    except FileNotFoundError:
-        return []
-    found = []
-    for sidecar in described_sidecars(wd):
-        name = ready_name(sidecar.name)
-        if name in ready and not sidecar.rejected:
-            found.append((sidecar.name, UploadItem(name, folder / name, sidecar.asset_id)))
-    return found
-
-
-def held_back(wd: Workdir) -> dict[str, dict[str, str]]:
-    """agency -> asset name -> why the last run does not send it there (what ``ledger status`` shows).
-
-    The pack stage's image rules (``reports/pack.json``) and the assets the
-    CSV stage gave no valid row (``reports/validation.json``): the flow
-    uploads neither, so neither is pending. An agency-wide CSV problem (its
-    settings are invalid, so no CSV was written) holds back every asset
-    there, under :data:`EVERY_ASSET`.
-    """
-    held: dict[str, dict[str, str]] = {}
-    packed = read_file(wd.reports / "pack.json", PackHeldBack.model_validate_json,
-                       "`ledger status` shows no asset held back by the image rules until the next run")
-    for agency, rules in (packed.held_back if packed else {}).items():
-        held.setdefault(agency, {}).update(rules)
-    for clip in last_clips(wd).clips:  # a clip's video rule, as an image's rule
-        for agency, rule in clip.held_back.items():
-            held.setdefault(agency, {})[clip.file] = rule
-    for problem in last_csvs(wd).problems:
-        held.setdefault(problem.agency, {}).setdefault(problem.asset or EVERY_ASSET, problem.message)
-    return held
-
-
-class PackHeldBack(BaseModel):
-    """What ``ledger status`` reads of ``reports/pack.json`` (:meth:`PackReport.as_json` writes it)."""
-
-    held_back: dict[str, dict[str, str]] = Field(default_factory=dict)
-
-
-#: The key under which :func:`held_back` records a reason that holds back every asset of an agency.
+#: The key under which :class:`Where` records a reason that holds back every asset of an agency (its settings
+#: are invalid, so it got no CSV).
 EVERY_ASSET = ""
 
 
-def uploadable(wd: Workdir, agencies: list[str], csvs: CsvReport | None = None) -> dict[str, list[UploadItem]]:
-    """agency -> the upload items it takes: packed (or a clip, sent as it is), and accepted by its CSV (``csvs``,
-    else the last run's ``reports/validation.json``; an agency it does not name takes nothing); the ledger not
-    asked. A clip has a row only where its agency's video rules take it (:mod:`tasks.stages.clips`)."""
-    clips = [(name, item) for name, item, _ in taken_clips(wd)]
-    return _taken(packed_assets(wd) + clips, csvs if csvs is not None else last_csvs(wd), agencies)
+class AgencyWhere(BaseModel):
+    """One agency's part of :class:`Where`."""
 
-
-def taken_clips(wd: Workdir) -> list[tuple[str, UploadItem, set[str]]]:
-    """(clip name, upload item, the agencies whose video rules take it) of every clip the last clips check
-    (``reports/clips.json``) read, still in ``assets/``: the clip file itself, its identity its content."""
-    found = []
-    for clip in last_clips(wd).clips:
-        path = wd.assets / clip.file
-        if path.is_file():
-            found.append((clip.file, UploadItem(clip.file, path, clip.asset_id), set(clip.taken_by)))
-    return found
-
-
-class ClipLine(BaseModel):
-    """What is read back of one clip in ``reports/clips.json`` (:meth:`ClipsReport.as_json` writes it)."""
-
-    file: str
-    asset_id: str
-    taken_by: list[str] = Field(default_factory=list)
+    #: The assets its final CSV of the last run accepted (a valid row): what is sent there.
+    accepted: list[str] = Field(default_factory=list)
+    #: asset -> why the last run keeps it from there (an image rule, the similarity check, a row problem,
+    #: review; :data:`EVERY_ASSET` for every asset).
     held_back: dict[str, str] = Field(default_factory=dict)
-    # the clip's facts (ClipFacts), as the review form and batch-assets show them
-    container: str = ""
-    bytes: int = 0
-    duration_s: float = 0.0
-    width: int = 0
-    height: int = 0
-    frame_rate: float = 0.0
-    codec: str = ""
-    audio: str | None = None
-    rotation: int = 0
-
-    def facts(self) -> ClipFacts:
-        return ClipFacts(**self.model_dump(include=set(ClipFacts.__dataclass_fields__)))
+    #: asset -> why its kind's rules keep it from there whatever its metadata (a clip's video rules:
+    #: :attr:`~tasks.core.reports.PackReport.not_taken`).
+    not_taken: dict[str, str] = Field(default_factory=dict)
 
 
-class ClipsRead(BaseModel):
-    clips: list[ClipLine] = Field(default_factory=list)
-    #: clip -> why the check could not read it (nothing is done with it)
-    rejected: dict[str, str] = Field(default_factory=dict)
+class Where(BaseModel):
+    """Where the last run's upload-ready files go (``where`` in ``packs/manifest.json``): per agency what is sent
+    and what is kept back, and per asset its upload-ready file (relative to the workdir) and the SHA-256 of its
+    source."""
+
+    agencies: dict[str, AgencyWhere] = Field(default_factory=dict)
+    files: dict[str, tuple[str, str]] = Field(default_factory=dict)
 
 
-def last_clips(wd: Workdir) -> ClipsRead:
-    """The last run's clips check; empty when missing or damaged (then set aside: no clip is pending or held
-    back until the next run checks them again)."""
-    return read_file(wd.reports / "clips.json", ClipsRead.model_validate_json,
-                     "no clip counts as pending or held back until the next run checks them again") or ClipsRead()
+def _where_of(raw: bytes, path: Path) -> Where:
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise TypeError("not a table")
+    try:
+        return Where.model_validate(data.get("where", {}))
+    except ValidationError:  # the rest of the manifest is the pack stage's to judge: only this part is lost
+        log.warning("%s: where the packed files go is of the wrong shape: nothing counts as pending until the "
+                    "next run records it again", path)
+        return Where()
+
+
+def read_where(wd: Workdir) -> Where:
+    """Where the last run's files go, as the pack manifest records it; empty when none is recorded yet, or the
+    manifest is damaged (then set aside: nothing counts as pending until the next run)."""
+    path = wd.packs / "manifest.json"
+    return read_file(path, lambda raw: _where_of(raw, path),
+                     "nothing counts as pending until the next run packs and records it again") or Where()
 
 
 def last_csvs(wd: Workdir) -> CsvReport:
-    """The last run's CSV report (``reports/validation.json``); empty when missing or damaged (then set aside:
-    nothing counts as pending until the next run's CSV stage writes it again)."""
+    """The last run's CSV report (``reports/validation.json``), for what is shown to people (``microstock review
+    list``, the run's table); empty when missing or damaged (then set aside). Nothing is sent by it."""
     return read_file(wd.reports / "validation.json", CsvReport.model_validate_json,
-                     "nothing counts as pending until the next run writes it again") or CsvReport()
+                     "the next run writes it again") or CsvReport()
 
 
-def _taken(packed: list[tuple[str, UploadItem]], csvs: CsvReport, agencies: list[str]) -> dict[str, list[UploadItem]]:
-    taken = {}
-    for agency in agencies:
-        accepted = set(csvs.agencies[agency].accepted) if agency in csvs.agencies else set()  # one set, not a scan
-        taken[agency] = [item for asset, item in packed if asset in accepted]
-    return taken
+def uploadable(packed: PackReport, csvs: CsvReport, agencies: list[str]) -> dict[str, list[UploadItem]]:
+    """agency -> the upload items it takes this run: every asset of ``packed`` (an image's packed JPEG, a clip as
+    it is) that ``csvs`` accepted there (an agency it does not name takes nothing); the ledger not asked."""
+    return {agency: [UploadItem(ready_name(name), packed.ready[name], packed.asset_ids[name])
+                     for name in sorted(packed.ready) if csvs.accepted(agency, name)]
+            for agency in agencies}
+
+
+def recorded_uploadable(wd: Workdir, agencies: list[str], where: Where | None = None) -> dict[str, list[UploadItem]]:
+    """agency -> the upload items the last run recorded for it (:func:`read_where`) that are still what it
+    recorded: the upload-ready file there, the asset still described and not rejected in review since."""
+    where = where or read_where(wd)
+    current = {}
+    for name, (file, sha) in where.files.items():
+        sidecar = read_sidecar(wd.sidecar(name))
+        if sidecar is None or sidecar.name != name or sidecar.rejected or not (wd.root / file).is_file():
+            continue
+        current[name] = UploadItem(ready_name(name), wd.root / file, sha)
+    return {agency: [current[name] for name in (where.agencies[agency].accepted if agency in where.agencies else [])
+                     if name in current]
+            for agency in agencies}
+
+
+def held_back(wd: Workdir, where: Where | None = None) -> dict[str, dict[str, str]]:
+    """agency -> asset name -> why the last run does not send it there (what ``ledger status`` shows): the rules
+    of the asset's kind, the similarity check, its CSV row's problems, review; an agency-wide CSV problem (its
+    settings are invalid, so no CSV was written) under :data:`EVERY_ASSET`."""
+    where = where or read_where(wd)
+    return {agency: {**found.not_taken, **found.held_back} for agency, found in where.agencies.items()}
 
 
 def ledger_overview(wd: Workdir, agencies: list[str]) -> tuple[list[AgencyLedger], LedgerState]:
@@ -170,7 +147,8 @@ def ledger_overview(wd: Workdir, agencies: list[str]) -> tuple[list[AgencyLedger
     """
     with ThreadPoolExecutor(1, thread_name_prefix="ledger-read") as pool:
         reading = pool.submit(Ledger(wd.ledger).read)
-        taken, held = uploadable(wd, agencies), held_back(wd)
+        where = read_where(wd)
+        taken, held = recorded_uploadable(wd, agencies, where), held_back(wd, where)
         state = reading.result()
     rows = []
     for agency in agencies:
@@ -188,7 +166,7 @@ def mark_done(wd: Workdir, agency: str, file: str) -> Entry | None:
     computed now. BadInput names the file when it is neither.
     """
     name = Path(file).name
-    assets = {p.name: p for p in iter_asset_files(wd.assets)}
+    assets = {p.name: p for p in iter_asset_files(wd.assets, ACCEPTED_EXTENSIONS | CLIP_EXTENSIONS)}
     source = assets.get(name)
     if source is None:
         by_upload_name = {ready_name(s.name): s.name for s in described_sidecars(wd)}

@@ -29,10 +29,11 @@ from pathlib import Path
 
 import pytest
 
-from tasks.core.reports import Gathered, PackReport
-from tasks.core.settings import Settings
+from tasks.agencies.catalog import catalog
+from tasks.core.reports import CsvReport, Gathered, PackReport
+from tasks.core.settings import PackSettings, Settings
 from tasks.core.workdir import Workdir
-from tasks.stages.clips import check_clips
+from tasks.stages.clips import pack_clips
 from tasks.stages.csv import write_agency_csvs
 from tasks.stages.ingest_report import write_ingest_report
 from tasks.stages.pack import PackedFiles, finish_batch
@@ -51,7 +52,7 @@ def _csv_stage(wd: Workdir) -> list[Path]:
 
 
 def _pack_finish(wd: Workdir) -> list[Path]:
-    finish_batch(wd, PackReport())
+    finish_batch(wd, PackReport(), CsvReport())
     return [wd.packs / "batch.zip", wd.reports / "pack.json"]
 
 
@@ -61,7 +62,7 @@ def _ingest_report(wd: Workdir) -> list[Path]:
 
 
 def _clips_check(wd: Workdir) -> list[Path]:
-    check_clips(wd, AGENCIES, 640, 400)
+    pack_clips(wd, [], AGENCIES, catalog(wd), PackSettings(preview_px=640, thumbnail_px=400))
     return [wd.reports / "clips.json"]
 
 
@@ -338,10 +339,12 @@ MID_RUN = {
 _STAGE = """
 import pathlib
 from tasks.core.errors import MicrostockError
-from tasks.core.reports import Gathered, PackReport
+from tasks.core.reports import CsvReport, Gathered, PackReport
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
-from tasks.stages.clips import check_clips
+from tasks.agencies.catalog import catalog
+from tasks.core.settings import PackSettings
+from tasks.stages.clips import pack_clips
 from tasks.stages.csv import write_agency_csvs
 from tasks.stages.ingest_report import write_ingest_report
 from tasks.stages.pack import PackedFiles, finish_batch
@@ -350,11 +353,11 @@ try:
     if stage.startswith("csv"):
         write_agency_csvs(wd, ["adobe"], Settings())
     elif stage == "pack":
-        finish_batch(wd, PackReport())
+        finish_batch(wd, PackReport(), CsvReport())
     elif stage == "ingest report":
         write_ingest_report(wd, Gathered(assets=[]))
     else:
-        check_clips(wd, ["adobe"], 640, 400)
+        pack_clips(wd, [], ["adobe"], catalog(wd), PackSettings(preview_px=640, thumbnail_px=400))
     print("written")
 except MicrostockError as exc:
     print(exc.message)

@@ -44,3 +44,18 @@ def remuxed(source: Path, target: Path) -> Path:
                 packet.stream = stream
                 out.mux(packet)
     return target
+
+
+def through_pack(wd, agencies, settings=None):
+    """The workdir's assets, every kind, taken the flow's way as far as the pack stage with no Prefect: gathered
+    (each checked by its kind), described offline, packed by its kind. Returns (run context, gathered, packed)."""
+    from tasks.core.settings import Settings
+    from tasks.stages.assets import gather_assets
+    from tasks.stages.describe import describe_stage
+    from tasks.stages.kinds import pack_described
+    from tasks.stages.run_context import RunContext
+
+    ctx = RunContext(wd, settings or Settings(), list(agencies))
+    gathered = gather_assets(ctx, 0, None)
+    describe_stage(ctx, gathered.assets)
+    return ctx, gathered, pack_described(ctx)

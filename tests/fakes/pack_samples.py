@@ -179,3 +179,11 @@ def cmyk_press_icc() -> bytes:
         (b"wtpt", _xyz(0.9642, 1.0, 0.8249)),
         (b"A2B0", lut),
     ])
+
+
+def accepted_everywhere(report, agencies=("adobe",)):
+    """A CSV report whose ``agencies`` accepted every asset ``report`` packed: what the flow's CSV stage says of a
+    batch whose rows all pass (the ZIP then holds every packed file)."""
+    from tasks.core.reports import AgencyCsv, CsvReport
+
+    return CsvReport(agencies={a: AgencyCsv(agency=a, display_name=a, accepted=sorted(report.ready)) for a in agencies})

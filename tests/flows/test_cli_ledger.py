@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
@@ -10,8 +9,9 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from tasks.core.files import sha256_file
-from tasks.core.records import Asset, Metadata, write_sidecar
-from tasks.core.reports import AgencyCsv, CsvReport, Problem
+from tasks.core.records import Asset, Metadata, described_sidecars, ready_name, write_sidecar
+from tasks.core.reports import AgencyCsv, CsvReport, PackReport, Problem
+from tasks.stages.pack import finish_batch
 from tests.fakes.ledger import ledger_entries
 
 runner = CliRunner()
@@ -30,19 +30,28 @@ def described(workdir):
         asset = Asset(name=name, asset_id=sha256_file(path), path=path)
         write_sidecar(workdir.sidecar(name), asset, Metadata(title=name, description=name, keywords=["x"]))
         (ready / (path.stem + ".jpg")).write_bytes(b"packed " + name.encode())
-    (workdir.reports / "pack.json").write_text(json.dumps({"held_back": {"adobe": {"dunes.jpg": "too small"}}}))
     every = ["city.png", "dunes.jpg", "sunset.jpg"]
     last_run_csvs(workdir, {"adobe": ["city.png", "sunset.jpg"], "vecteezy": every, "dreamstime": every},
-                  [{"agency": "adobe", "asset": "dunes.jpg", "rule": "image", "message": "too small"}])
+                  [{"agency": "adobe", "asset": "dunes.jpg", "rule": "image", "message": "too small"}],
+                  {"adobe": {"dunes.jpg": "too small"}})
     return workdir
 
 
-def last_run_csvs(workdir, accepted: dict[str, list[str]], problems: list[dict]) -> None:
-    """``reports/validation.json`` as the last run's CSV stage leaves it: per agency the assets it has a row for."""
+def last_run_csvs(workdir, accepted: dict[str, list[str]], problems: list[dict],
+                  held_back: dict[str, dict[str, str]] | None = None) -> None:
+    """What the last run records as it ends (:func:`tasks.stages.pack.finish_batch`): per agency the assets its
+    CSV has a row for (an agency a problem names has a CSV report too: it may hold back everything), and the
+    upload-ready file of every described asset packed."""
+    agencies = {**{p["agency"]: [] for p in problems}, **accepted}
     report = CsvReport(agencies={a: AgencyCsv(agency=a, display_name=a, accepted=names, rows=len(names))
-                                 for a, names in accepted.items()},
+                                 for a, names in agencies.items()},
                        problems=[Problem(**p) for p in problems])
-    (workdir.reports / "validation.json").write_text(report.model_dump_json())
+    packed = PackReport(held_back=held_back or {})
+    for sidecar in described_sidecars(workdir):
+        ready = workdir.packs / "ready" / ready_name(sidecar.name)
+        if ready.is_file():
+            packed.ready[sidecar.name], packed.asset_ids[sidecar.name] = ready, sidecar.asset_id
+    finish_batch(workdir, packed, report)
 
 
 def cli(workdir, *args):
@@ -60,6 +69,19 @@ def test_pending_lists_described_packed_files_per_agency(described):
     ])
     only = cli(described, "pending", "--agency", "adobe")
     assert sorted(only.stdout.splitlines()) == ["adobe\tcity.jpg", "adobe\tsunset.jpg"]
+
+
+def test_pending_and_status_are_the_same_with_reports_deleted(described):
+    """``reports/`` is written for people: the ledger commands answer from the ledger, the upload-ready files,
+    the sidecars and what the last run recorded with them (the pack manifest)."""
+    import shutil
+
+    cli(described, "done", "vecteezy", "sunset.jpg")
+    pending, status = cli(described, "pending"), cli(described, "status")
+    assert "adobe\tcity.jpg" in pending.stdout and "│ adobe " in status.stdout
+    shutil.rmtree(described.reports)
+    assert cli(described, "pending").stdout == pending.stdout
+    assert cli(described, "status").stdout == status.stdout
 
 
 def test_done_records_the_source_digest_and_pending_shrinks(described):

@@ -22,12 +22,13 @@ from rich.console import Console
 from tasks.agencies.catalog import all_specs
 from tasks.agencies.spec import load_spec
 from tasks.core.records import Asset, Metadata, described_sidecars, write_sidecar
-from tasks.core.reports import CsvReport
+from tasks.core.reports import CsvReport, PackReport
 from tasks.core.settings import AgencySettings, Settings
 from tasks.core.workdir import Workdir
 from tasks.observe.markdown import validation_markdown
 from tasks.observe.terminal import validation_table
 from tasks.stages.csv import split_files, write_agency_csvs
+from tasks.stages.pack import finish_batch
 from tasks.stores.pending import held_back
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -340,7 +341,8 @@ def test_an_asset_without_a_valid_row_is_held_back_from_that_agencys_upload(gold
     report = write_agency_csvs(golden_wd, AGENCIES, Settings())
     assert report.accepted("adobe", "sunset_sea_000.jpg")
     assert not report.accepted("adobe", "a_very_long_ingested_file_name_2024.jpg")
-    held = held_back(golden_wd)  # what the upload stage and `ledger pending` read back from the workdir
+    finish_batch(golden_wd, PackReport(), report)  # the run records where each file goes
+    held = held_back(golden_wd)  # what `ledger status` reads back from the workdir
     assert "sunset_sea_000.jpg" not in held.get("adobe", {})
     assert "30" in held["adobe"]["a_very_long_ingested_file_name_2024.jpg"]  # the filename rule's message
     assert "a_very_long_ingested_file_name_2024.jpg" not in held.get("vecteezy", {})

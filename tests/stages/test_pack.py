@@ -21,7 +21,8 @@ from tests.fakes import pack_samples as s
 
 def pack_batch(wd, settings, sidecars, agencies=None, **kwargs):
     """The flow's order: pack every asset, then log, ZIP and report."""
-    return finish_batch(wd, pack_assets(wd, settings, sidecars, agencies, **kwargs))
+    report = pack_assets(wd, settings, sidecars, agencies, **kwargs)
+    return finish_batch(wd, report, s.accepted_everywhere(report))
 
 SETTINGS = PackSettings(preview_px=64, thumbnail_px=32)
 #: Tiny stand-ins for the agencies' rules so the images stay small (the real ones are used below).
@@ -284,7 +285,7 @@ def test_split_use_packs_first_and_zips_the_csvs_written_after(tmp_path):
     report = pack.pack_assets(wd, SETTINGS, [sidecar(n) for n in names], rules=SMALL_RULES)
     assert report.zip_path is None and not (wd.packs / "batch.zip").exists()
     (wd.csv / "dreamstime.csv").write_text("Filename,Image Name\n", encoding="utf-8")  # CSVs from what was packed
-    pack.finish_batch(wd, report)
+    pack.finish_batch(wd, report, s.accepted_everywhere(report))
     with zipfile.ZipFile(report.zip_path) as zf:
         assert zf.read("csv/dreamstime.csv") == b"Filename,Image Name\n"
         assert sorted(n for n in zf.namelist() if n.startswith("ready/")) == sorted(
@@ -329,7 +330,7 @@ def test_a_full_disk_stops_pack_with_one_line_and_the_rerun_packs_each_asset_onc
     again = pack_assets(wd, SETTINGS, [sidecar(n) for n in names], rules=SMALL_RULES, workers=1)
     assert again.reused == names[:2] and again.packed_now == names[2:]  # each asset packed exactly once
     with pytest.raises(StageStopped) as zip_stop:
-        finish_batch(wd, again)
+        finish_batch(wd, again, s.accepted_everywhere(again))
     assert "the 5 packed asset(s) are kept, the ZIP and reports/pack.json not written" in zip_stop.value.message
 
     monkeypatch.undo()

@@ -42,9 +42,11 @@ def add_assets(wd: Workdir, versions: range, distinct: bool = True) -> list[str]
 
 
 def pack_and_upload(wd: Workdir, settings: PackSettings = PackSettings(), rules=RULES) -> tuple:
-    report = finish_batch(wd, pack_assets(wd, settings, described_sidecars(wd), list(rules), rules=rules))
-    csvs = write_agency_csvs(wd, list(rules), left_out={a: report.left_out(a) for a in rules})  # what goes where
-    items = uploadable(wd, list(rules), csvs)
+    report = pack_assets(wd, settings, described_sidecars(wd), list(rules), rules=rules)
+    csvs = write_agency_csvs(wd, list(rules), left_out={a: report.left_out(a) for a in rules},  # what goes where
+                             packed=report)
+    report = finish_batch(wd, report, csvs)
+    items = uploadable(report, csvs, list(rules))
     return report, {a: upload_agency(wd, a, items[a]) for a in rules}
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import csv
 from io import BytesIO
-from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -35,7 +34,8 @@ def described(wd) -> PackReport:
         (wd.packs / "ready").mkdir(parents=True, exist_ok=True)
         ready[name] = wd.packs / "ready" / name
         ready[name].write_bytes(b"jpeg")
-    return PackReport(ready=ready)
+    return PackReport(ready=ready, asset_ids={name: str(i) * 64 for i, name in enumerate(NAMES)},
+                      thumbnails={name: wd.packs / "thumbs" / name for name in NAMES})
 
 
 def adobe_files(wd) -> list[str]:
@@ -64,14 +64,16 @@ def test_a_new_sidecar_has_no_review_field(workdir):
 def test_rejected_assets_get_no_csv_row_and_are_not_uploadable_waiting_ones_no_row(workdir):
     described(workdir)
     record_review(workdir.sidecar("bay.jpg"), "rejected")
+    packed = described(workdir)
+    record_review(workdir.sidecar("bay.jpg"), "rejected")
     report = write_agency_csvs(workdir, ["adobe"], waiting=["cove.jpg"])
     assert adobe_files(workdir) == ["alps.jpg"]
     assert {(p.asset, p.rule, p.message.split(" (")[0]) for p in report.problems} == {
         ("bay.jpg", "review", "rejected in review"), ("cove.jpg", "review", "waiting for review")}
-    assert [item.name for item in uploadable(workdir, ["adobe"])["adobe"]] == ["alps.jpg"]
-    write_agency_csvs(workdir, ["adobe"])  # the answer came: cove approved; bay stays out for good
+    assert [item.name for item in uploadable(packed, report, ["adobe"])["adobe"]] == ["alps.jpg"]
+    report = write_agency_csvs(workdir, ["adobe"])  # the answer came: cove approved; bay stays out for good
     assert adobe_files(workdir) == ["alps.jpg", "cove.jpg"]
-    assert [item.name for item in uploadable(workdir, ["adobe"])["adobe"]] == ["alps.jpg", "cove.jpg"]
+    assert [item.name for item in uploadable(packed, report, ["adobe"])["adobe"]] == ["alps.jpg", "cove.jpg"]
 
 
 def test_the_form_lists_each_waiting_asset_and_where_it_goes(workdir):
@@ -80,7 +82,7 @@ def test_the_form_lists_each_waiting_asset_and_where_it_goes(workdir):
     waiting = waiting_sidecars(described_sidecars(workdir), packed)
     (workdir.packs / "thumbs").mkdir(parents=True)
     Image.new("RGB", (400, 300), "teal").save(workdir.packs / "thumbs" / "alps.jpg")
-    text = review_description(workdir, waiting, report, Settings())
+    text = review_description(workdir, waiting, packed, report, Settings())
     assert "3 asset(s) waiting for review" in text
     assert " `alps.jpg` — **Quiet alps at dawn**<br>keywords: alps, dawn, quiet, landscape, nature, travel" \
            "<br>categories: Adobe 11, landscape<br>goes: adobe: sent; dreamstime: sent" in text
@@ -92,7 +94,7 @@ def test_the_form_lists_each_waiting_asset_and_where_it_goes(workdir):
     with Image.open(BytesIO(base64.b64decode(uri))) as thumb:
         assert thumb.size == (80, 60), "a small inline thumbnail of the packed one"
     assert next(line for line in text.splitlines() if "`bay.jpg`" in line).startswith("- `bay"), "no thumbnail file"
-    approve = review_description(workdir, waiting, report,
+    approve = review_description(workdir, waiting, packed, report,
                                  Settings(review=ReviewSettings(on_timeout="approve", timeout_hours=2)))
     assert "Without an answer within 2 h: everything above is approved and sent." in approve
 
@@ -102,10 +104,9 @@ def test_rejected_and_held_assets_are_left_out_of_the_zip(workdir):
     record_review(workdir.sidecar("alps.jpg"), "rejected")
     record_review(workdir.sidecar("bay.jpg"), "rejected")
     csvs = write_agency_csvs(workdir, ["adobe", "dreamstime"])  # rejected in review: no row at any agency
-    packed = PackReport(ready={n: Path("/w/packs/ready") / n for n in NAMES})
-    assert list(packed.keeping(csvs.accepted_somewhere()).ready) == ["cove.jpg"]
+    assert csvs.accepted_somewhere() == {"cove.jpg"}  # what the ZIP holds (finish_batch)
     held = write_agency_csvs(workdir, ["adobe", "dreamstime"], waiting=["cove.jpg"])  # still waiting: no row
-    assert packed.keeping(held.accepted_somewhere()).ready == {}
+    assert held.accepted_somewhere() == set()
 
     report = ReviewReport(asked=NAMES[1:], rejected=["bay.jpg"], held=[], approved=["cove.jpg"],
                           rejected_before={"alps.jpg": "2026-11-29T02:00:00+00:00"})
@@ -325,7 +326,8 @@ def test_the_form_shows_the_keywords_the_rules_removed_and_why(workdir):
                                                     path=workdir.assets / "bay.jpg"),
                   sidecar.metadata.model_copy(update={"removed_keywords": removed}))
     report = write_agency_csvs(workdir, ["adobe"])
-    text = review_description(workdir, waiting_sidecars(described_sidecars(workdir), packed), report, Settings())
+    text = review_description(workdir, waiting_sidecars(described_sidecars(workdir), packed), packed, report,
+                              Settings())
     bay = next(line for line in text.splitlines() if "`bay.jpg`" in line)
     assert ("<br>removed keywords: nike: protected name 'Nike' (brand); "
             "mickey mouse: protected name 'Mickey Mouse' (character)") in bay
