@@ -176,7 +176,7 @@ def test_every_rejected_file_is_in_reports_with_its_real_cause_and_what_to_do(tm
     for name in ("unknown_compression_method.png", "png_decompression_dos.png", "ultrahdr.jpg", "iptc.jpg",
                  "frozenpond.mpo"):
         shutil.copy(CORPUS / name, source / name)
-    gathered = gather(workdir.assets, 0, source, [], 0, make=None, rules=[])
+    gathered = gather(workdir.assets, 0, source, [], 0, make=None, unusable=lambda assets: {})
     write_ingest_report(workdir, gathered)
     report = json.loads((workdir.reports / "ingest.json").read_text(encoding="utf-8"))
     rows = {row["file"]: row for row in report["rejected"]}
@@ -215,7 +215,7 @@ def test_an_mpo_above_the_minimum_is_ingested_and_the_report_names_what_its_copy
             views.append(im.convert("RGB").resize((1920, 1440)))
     views[0].save(source / "pond_3d.jpg", "MPO", save_all=True, append_images=views[1:], quality=90)
     assert "lists 2 images" in (left_out(source / "pond_3d.jpg") or "")  # the index Pillow wrote lists both
-    gathered = gather(workdir.assets, 0, source, [], 0, make=None, rules=[])
+    gathered = gather(workdir.assets, 0, source, [], 0, make=None, unusable=lambda assets: {})
     write_ingest_report(workdir, gathered)
     report = json.loads((workdir.reports / "ingest.json").read_text(encoding="utf-8"))
     assert report["rejected"] == [] and gathered.new == ["pond_3d.jpg"]

@@ -5,28 +5,21 @@ from __future__ import annotations
 
 import shutil
 
-from tasks.core.reports import AgencyUpload
-from tasks.core.settings import Settings
+from tasks.core.reports import AgencyUpload, DescribeReport
 from tasks.images.clip_probe import ClipFacts
-from tasks.observe.batch_assets import clip_rows
-from tasks.stages.clips import check_clips, clip_assets, similar_clips
-from tasks.stages.csv import write_agency_csvs
-from tasks.stages.describe import describe_stage
-from tasks.stages.run_context import RunContext
-from tasks.stores.similar_risks import read_risks
-from tests.fakes.clips import remuxed
+from tasks.observe.batch_assets import add_about_column, asset_rows
+from tasks.stages.csv import csvs_for_packed
+from tests.fakes.clips import remuxed, through_pack
 
 
 def test_each_clip_shows_its_facts_poster_and_why_an_agency_holds_it_back(workdir, clips):
     shutil.copy(clips["hd"], workdir.assets / "harbour.mp4")
     shutil.copy(clips["long"], workdir.assets / "tide.mov")
     remuxed(clips["hd"], workdir.assets / "harbour_copy.mov")
-    report = check_clips(workdir, ["adobe"], 1000, 400)
-    describe_stage(RunContext(workdir, Settings()), clip_assets(workdir))
-    similar_clips(workdir, report, ["adobe"], 8)
-    csvs = write_agency_csvs(workdir, ["adobe"])
+    ctx, gathered, packed = through_pack(workdir, ["adobe"])
+    csvs = csvs_for_packed(ctx, packed)
     uploads = {"adobe": AgencyUpload(uploaded=list(csvs.agencies["adobe"].accepted))}
-    rows = {r["asset"]: r for r in clip_rows(workdir, csvs, uploads, {}, read_risks(workdir))}
+    rows = shown_rows(workdir, gathered, csvs, packed, uploads, {})
 
     assert list(rows) == ["harbour.mp4", "harbour_copy.mov", "tide.mov"]
     harbour = rows["harbour.mp4"]
@@ -38,8 +31,16 @@ def test_each_clip_shows_its_facts_poster_and_why_an_agency_holds_it_back(workdi
     assert rows["tide.mov"]["clip"].startswith("MOV · 61.0 s · 640×360 · 1 fps · h264 · no sound")
     assert rows["harbour_copy.mov"]["adobe"].startswith("held back (duplicate): a duplicate of harbour.mp4")
 
-    waiting = clip_rows(workdir, csvs, {}, {"tide.mov": "waiting for review"}, read_risks(workdir))
-    assert {r["asset"]: r["describe"] for r in waiting}["tide.mov"] == "waiting for review"
+    waiting = shown_rows(workdir, gathered, csvs, packed, {}, {"tide.mov": "waiting for review"})
+    assert waiting["tide.mov"]["describe"] == "waiting for review"
+
+
+def shown_rows(wd, gathered, csvs, packed, uploads, in_review) -> dict[str, dict[str, str]]:
+    """The ``batch-assets`` rows as the run publishes them (no Prefect: the table itself is not made), by asset."""
+    rows = asset_rows(gathered, DescribeReport(described=[a.name for a in gathered.assets]), csvs, packed, uploads,
+                      [], in_review)
+    add_about_column(rows, wd, packed)
+    return {r["asset"]: r for r in rows}
 
 
 def test_a_clips_words_say_its_sound_and_its_rotation():

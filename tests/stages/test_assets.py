@@ -171,7 +171,7 @@ def test_an_image_no_chosen_agency_takes_is_rejected_before_it_is_described(tmp_
 
     from PIL import Image
 
-    from tasks.images.inspect import image_rules
+    from tasks.images.inspect import image_rules, too_small_for_all
     from tasks.stages.assets import gather
 
     def make(prompt, i):  # the first image comes back at 1184×864 (≈ 1 MP), the second at 2400×1800
@@ -179,10 +179,13 @@ def test_an_image_no_chosen_agency_takes_is_rejected_before_it_is_described(tmp_
         Image.new("RGB", (1184, 864) if i == 0 else (2400, 1800), (90, 140, 200)).save(buf, "JPEG")
         return Made(buf.getvalue())
 
-    got = gather(tmp_path, 2, None, list(DEMO_PROMPTS), 0, make, [image_rules("adobe"), image_rules("dreamstime")])
+    def too_small_for(*agencies):  # the images' check before describe (tasks/stages/kinds.py ImageKind.unusable)
+        return lambda assets: too_small_for_all(assets, [image_rules(a) for a in agencies])
+
+    got = gather(tmp_path, 2, None, list(DEMO_PROMPTS), 0, make, too_small_for("adobe", "dreamstime"))
     small = generated_name(DEMO_PROMPTS[0], 0, 0)
     assert [a.name for a in got.assets] == [generated_name(DEMO_PROMPTS[1], 0, 1)]
     assert "1184×864" in got.rejected[small] and "adobe, dreamstime" in got.rejected[small]
     assert (tmp_path / small).exists()  # kept: it is never made (or paid for) again
     assert small not in [a.name for a in gather(tmp_path, 2, None, list(DEMO_PROMPTS), 0, make,
-                                                [image_rules("dreamstime")]).assets]
+                                                too_small_for("dreamstime")).assets]

@@ -124,7 +124,7 @@ def test_links_folders_fifos_and_duplicates_are_named_with_their_reason(folders,
     os.symlink(src / "loop.jpg", src / "loop.jpg")
     os.mkfifo(src / "pipe.jpg")
     os.symlink(good, src / "link to good.jpg")  # a link to a picture is that picture
-    got = gather(assets, 0, src, [], 0, None, [])
+    got = gather(assets, 0, src, [], 0, None, lambda assets: {})
     assert [a.name for a in got.assets] == ["good.jpg"]
     reasons = got.rejected
     assert set(reasons) == {"good_copy.jpg", "album.jpg", "to-a-folder", "dangling.jpg", "loop.jpg", "pipe.jpg",
@@ -169,7 +169,7 @@ def test_an_asset_that_cannot_be_read_is_named_and_the_others_go_on(folders, mon
         return real(path)
 
     monkeypatch.setattr(stage, "sha256_file", hashing)
-    got = gather(assets, 0, None, [], 0, None, [])
+    got = gather(assets, 0, None, [], 0, None, lambda assets: {})
     assert [a.name for a in got.assets] == ["fine.jpg"]
     assert "Permission denied" in got.rejected["locked.jpg"]
 
@@ -190,7 +190,7 @@ def test_a_name_with_an_escape_sequence_and_a_newline_is_printed_escaped(folders
     evil = "\x1b]0;PWNED\x07sea\nview\u202egpj.jpg"
     Image.new("RGB", (1600, 1250), "blue").save(src / evil, "JPEG")  # 2 MP: the smallest an agency takes
     (src / "\x1b[2Jbroken\r.jpg").write_bytes(b"not a picture")
-    got = gather(assets, 0, src, [], 0, None, [])
+    got = gather(assets, 0, src, [], 0, None, lambda assets: {})
     assert [a.name for a in got.assets] == [evil]  # the file keeps its name on disk: only printing escapes it
     s = BatchSummary.from_stages(Workdir(assets.parent), got, DescribeReport(), CsvReport(), PackReport(), {})
     console = Console(record=True, width=400)
@@ -219,7 +219,7 @@ def test_two_runs_ingesting_the_same_source_at_once_make_each_asset_once(folders
 
     def one_run():
         start.wait()
-        results.append(gather(assets, 0, src, [], 0, None, []))
+        results.append(gather(assets, 0, src, [], 0, None, lambda assets: {}))
 
     runs = [threading.Thread(target=one_run) for _ in range(2)]
     for t in runs:
@@ -256,13 +256,13 @@ def test_a_full_disk_stops_ingest_with_one_line_and_the_rerun_adds_the_rest_once
 
     monkeypatch.setattr(ingest_stage, "atomic_file", small_disk)
     with pytest.raises(StageStopped) as stop:  # the run stops here, as it does at pack: nothing is described
-        gather(assets, 0, src, [], 0, None, [])
+        gather(assets, 0, src, [], 0, None, lambda assets: {})
     assert stop.value.kind == "disk_full"
     assert stop.value.message == (f"disk full: {disk_of(assets)} has no room left for {assets} (No space left on "
                                   f"device); 2 asset(s) added and kept, 2 file(s) left for the next run — free space "
                                   f"on {disk_of(assets)} and run again")
     assert [p.name for p in iter_asset_files(assets)] == names[:2]
     monkeypatch.setattr(ingest_stage, "atomic_file", real)  # space freed
-    again = gather(assets, 0, src, [], 0, None, [])
+    again = gather(assets, 0, src, [], 0, None, lambda assets: {})
     assert again.stopped is None and again.new == names[2:]
     assert sorted(p.name for p in iter_asset_files(assets)) == names  # each once, no twin

@@ -15,11 +15,9 @@ from tasks.core.records import read_sidecar, save_sidecar
 from tasks.core.reports import AgencyUpload
 from tasks.core.settings import PackSettings, Settings
 from tasks.observe.summary import needs_ai_tick
-from tasks.stages.clips import check_clips, clip_assets
-from tasks.stages.csv import write_agency_csvs
-from tasks.stages.describe import describe_stage
-from tasks.stages.run_context import RunContext
+from tasks.stages.csv import csvs_for_packed, write_agency_csvs
 from tasks.stores.pending import uploadable
+from tests.fakes.clips import through_pack
 
 CLIP = "harbour_generative_AI.mp4"  # the offline describer takes its title from the name
 AGENCIES = ["adobe", "refuser"]
@@ -43,17 +41,16 @@ def test_a_generated_clip_is_held_back_where_ai_is_refused_and_disclosed_where_i
     refusing_agency(workdir)
     shutil.copy(clips["hd"], workdir.assets / CLIP)
     settings = Settings(pack=PackSettings(label_own_files_ai=True))  # the contributor says their files are AI-made
-    report = check_clips(workdir, AGENCIES, 1000, 400)
-    assert report.taken == {"adobe": [CLIP], "refuser": [CLIP]}, "the video rules take it at both"
-    describe_stage(RunContext(workdir, settings), clip_assets(workdir))
+    ctx, _, report = through_pack(workdir, AGENCIES, settings)
+    assert report.not_taken == {} and list(report.ready) == [CLIP], "the video rules take it at both"
     assert read_sidecar(workdir.sidecar(CLIP)).metadata.ai_generated
 
-    csvs = write_agency_csvs(workdir, AGENCIES, settings)
+    csvs = csvs_for_packed(ctx, report)
     assert not csvs.accepted("refuser", CLIP)
     (refused,) = [p for p in csvs.problems if p.agency == "refuser"]
     assert (refused.asset, refused.rule) == (CLIP, "ai.refused")
     assert "Refuser Stock does not accept AI-generated content" in refused.message
-    sent = uploadable(workdir, AGENCIES)
+    sent = uploadable(report, csvs, AGENCIES)
     assert ([i.name for i in sent["adobe"]], sent["refuser"]) == ([CLIP], []), "not uploaded where AI is refused"
     assert "generative" not in adobe_titles(workdir)[CLIP].lower(), "Adobe's forbidden AI wording is removed"
     assert needs_ai_tick(workdir, {"adobe": AgencyUpload(uploaded=[CLIP])}) == {

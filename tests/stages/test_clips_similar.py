@@ -9,12 +9,12 @@ from pathlib import Path
 import av
 from PIL import Image, ImageDraw
 
+from tasks.core.settings import PackSettings, Settings
 from tasks.images.clip_signature import FRAMES, clip_signature
-from tasks.stages.clips import check_clips, similar_clips
 from tasks.stores.ledger import Ledger
 from tasks.stores.portfolio import read_portfolio
 from tasks.stores.similar_risks import read_risks
-from tests.fakes.clips import remuxed
+from tests.fakes.clips import remuxed, through_pack
 
 AGENCIES = ["adobe"]
 
@@ -41,9 +41,8 @@ def _clip(path: Path, shade: int = 0, seconds: int = 5, fps: int = 25) -> Path:
 
 
 def _checked(wd):
-    report = check_clips(wd, AGENCIES, 400, 200)
-    similar_clips(wd, report, AGENCIES, 8)
-    return report
+    """The clips gathered, described offline and packed: the similarity check is the pack stage's."""
+    return through_pack(wd, AGENCIES, Settings(pack=PackSettings(preview_px=400, thumbnail_px=200)))[2]
 
 
 def test_the_signature_is_five_frames_in_time_order_and_a_copy_in_another_container_has_its_digest(tmp_path):
@@ -60,8 +59,10 @@ def test_a_duplicate_clip_is_held_back_and_a_near_identical_one_is_at_risk(workd
     remuxed(clip, workdir.assets / "bar_copy.mov")
     _clip(workdir.assets / "bar_bluer.mp4", shade=6)
     report = _checked(workdir)
-    assert report.taken["adobe"] == ["bar.mp4", "bar_bluer.mp4"]
-    assert "a duplicate of bar.mp4: the same frames" in report.held_back["adobe"]["bar_copy.mov"]
+    assert sorted(report.ready) == ["bar.mp4", "bar_bluer.mp4", "bar_copy.mov"]
+    assert list(report.not_taken["adobe"]) == ["bar_copy.mov"], "only the copy is kept from adobe"
+    assert "a duplicate of bar.mp4: the same frames" in report.not_taken["adobe"]["bar_copy.mov"]
+    assert report.duplicate_held == {"adobe": {"bar_copy.mov"}}
     risks = read_risks(workdir)["adobe"]
     assert risks["bar_copy.mov"].outcome == "duplicate"
     near = risks["bar_bluer.mp4"]

@@ -82,7 +82,7 @@ def test_an_upload_that_left_the_batch_still_counts_and_a_released_asset_is_sent
     risk = read_risks(wd)["adobe"][new]
     assert new in report.held_back["adobe"] and sent["adobe"].uploaded == []
     assert risk.nearest in first and risk.nearest_uploaded and risk.versions == 4
-    form = review_description(wd, described_sidecars(wd), CsvReport(), Settings())
+    form = review_description(wd, described_sidecars(wd), report, CsvReport(), Settings())
     row = next(line for line in form.splitlines() if f"`{new}`" in line)
     assert "![nearest](data:image/jpeg;base64," in row and f" like {md_cell(risk.nearest)} (uploaded; " in row
 
