@@ -115,15 +115,11 @@ def test_an_unknown_name_changes_nothing_and_exits_1(review, tmp_path):
 def test_an_edited_clip_is_told_its_correction_goes_in_its_csv_rows_not_into_a_pack(review, tmp_path, clips):
     import shutil
 
-    from tasks.core.settings import Settings
-    from tasks.stages.clips import check_clips, clip_assets
-    from tasks.stages.describe import describe_stage
-    from tasks.stages.run_context import RunContext
+    from tests.fakes.clips import through_pack
 
     wd = Workdir(tmp_path / "data").prepare()
     shutil.copy(clips["hd"], wd.assets / "harbour.mp4")
-    check_clips(wd, ["adobe"], 1000, 400)
-    describe_stage(RunContext(wd, Settings()), clip_assets(wd))
+    through_pack(wd, ["adobe"])
     fixed = review(wd, "edit", "harbour.mp4", "--title", "Boats in the harbour at dawn")
     assert fixed.exit_code == 0, fixed.output
     out = fixed.stdout.replace("\n", " ")

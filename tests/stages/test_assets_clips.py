@@ -19,7 +19,7 @@ from tasks.core.workdir import Workdir
 from tasks.images.demo import DEMO_PROMPTS, DEMO_SOFTWARE, generated_name
 from tasks.images.provenance import is_ai_generated, provenance_of
 from tasks.stages.assets import clip_maker, generate_clips
-from tasks.stages.clips import check_clips
+from tests.fakes.clips import through_pack
 from tests.fakes.gemini import FAKE_KEY, fake_gemini  # noqa: F401  (fixture)
 from tests.fakes.gemini_interactions import TOKENS_PER_SECOND
 
@@ -52,8 +52,8 @@ def test_the_offline_generator_makes_a_clip_adobe_takes_once(tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
     made = generate_clips(wd.assets, 1, DEMO_PROMPTS, 0, clip_maker(Settings(), None, wd))
     assert [a.name for a in made.assets] == [CLIP]
-    report = check_clips(wd, ["adobe"], 1000, 400)
-    assert report.taken == {"adobe": [CLIP]} and report.held_back.get("adobe", {}) == {}
+    _, _, report = through_pack(wd, ["adobe"])
+    assert list(report.ready) == [CLIP] and report.not_taken == {} and report.held_back == {}, "Adobe takes it"
     with av.open(str(wd.assets / CLIP)) as clip:  # read back by FFmpeg's own reader
         video = clip.streams.video[0]
         assert (video.codec_context.width, video.codec_context.height, float(video.average_rate)) == (1920, 1080, 24)
