@@ -92,7 +92,6 @@ def run(
 ) -> None:
     """Run the stock-batch flow once: assets → describe → pack → CSVs → upload."""
     from tasks.core.secrets import gemini_api_key
-    from tasks.core.workdir import Workdir
     from tasks.stages.run_context import RunContext
 
     wd_path = resolve_workdir(workdir, config)
@@ -120,7 +119,6 @@ def run(
     from flows.stock_batch import stock_batch
     from tasks.observe.summary import INCOMPLETE, BatchSummary
     from tasks.observe.terminal import skip_notes, stage_bars, summary_table, validation_table
-    from tasks.stores.pending import last_csvs
 
     with stage_bars(console):
         state = stock_batch(
@@ -134,9 +132,8 @@ def run(
             raise exc
         fail(f"the run failed: {state.message}", code=1)
     summary = BatchSummary.model_validate(state.result(raise_on_failure=False))
-    validation = Workdir(wd_path).reports / "validation.json"
-    if validation.is_file():  # this run's CSV validation report (a damaged one: set aside, one line)
-        console.print(validation_table(last_csvs(Workdir(wd_path)), summary.upload_stopped))
+    if summary.validation.agencies:  # this run's final CSV report, in the run's result (none: no CSV stage ran)
+        console.print(validation_table(summary.validation, summary.upload_stopped))
     console.print(summary_table(summary))
     for line in skip_notes(summary) + summary.ai_tick_notes():
         console.print(line, highlight=False)

@@ -91,6 +91,8 @@ class BatchSummary(BaseModel):
     ai_ticks: dict[str, tuple[str, list[str]]] = Field(default_factory=dict)
     #: agency -> the assets alike another of the batch or uploaded there (``tasks.observe.similar_view``).
     similar: dict[str, str] = Field(default_factory=dict)
+    #: The run's final CSV report, as the CSV stage returned it: the terminal's validation table after the run.
+    validation: CsvReport = Field(default_factory=CsvReport)
 
     @classmethod
     def from_stages(cls, wd: Workdir, gathered: Gathered, described: DescribeReport, csvs: CsvReport,
@@ -137,6 +139,7 @@ class BatchSummary(BaseModel):
             in_review=dict(in_review or {}),
             ai_ticks=needs_ai_tick(wd, uploads),
             similar=summary_notes(read_risks(wd)) if packed.ready else {},
+            validation=csvs,
             **generation_costs(wd, gathered.new),
             **clip_costs(wd, described.described),
         )
