@@ -11,8 +11,9 @@ from tasks.core.workdir import Workdir
 from tasks.stores.batch_jobs import BatchJobs
 from tests.fakes.gemini import fake_gemini  # noqa: F401  (a fixture)
 from tests.fakes.ledger import ledger_entries
+from tests.orchestration.test_describe_runs import run_describe
 from tests.stages.test_batch_describe import batch_settings, make_assets
-from tests.stages.test_describe import gemini_key, run_describe  # noqa: F401  (gemini_key is a fixture)
+from tests.stages.test_describe import gemini_key  # noqa: F401  (gemini_key is a fixture)
 
 AGENCIES = ("adobe", "vecteezy", "dreamstime")
 NAMES = ["harbour.jpg", "meadow.jpg", "street.jpg"]

@@ -40,8 +40,9 @@ from tests.fakes.gemini import (  # noqa: F401  (fake_gemini is a fixture)
     gemini_for_module,
     prompt_blocked,
 )
+from tests.orchestration.test_describe_runs import run_describe
 from tests.stages import test_describe
-from tests.stages.test_describe import Script, gemini_key, run_describe  # noqa: F401  (gemini_key is a fixture)
+from tests.stages.test_describe import Script, gemini_key  # noqa: F401  (gemini_key is a fixture)
 
 #: 64 colours far enough apart to survive JPEG and the downscale; the sync tests' Script matches by them.
 COLOURS = [(r, g, b) for r in (20, 90, 160, 230) for g in (20, 90, 160, 230) for b in (20, 90, 160, 230)]

@@ -1,6 +1,6 @@
-"""The describe stage with the real google-genai SDK talking to the fake Gemini server: its logic called plainly
-(:func:`describe_stage`, no flow run), and in real Prefect what only Prefect shows (the hook parks, the Parked
-state, the backstop, the run's logs).
+"""The describe stage with the real google-genai SDK talking to the fake Gemini server, its logic called plainly
+(:func:`describe_stage`: no flow run, no Prefect harness). What only Prefect shows (the task runs, the hook that
+parks, the Parked state, the backstop, the flow staying Completed) is tests/orchestration/test_describe_runs.py.
 
 Each asset is a plain-coloured image; the fake server recognises the asset
 by the colour of the image the SDK sent, so every asset gets its own script
@@ -12,29 +12,26 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-import time
 from collections import defaultdict, deque
+from collections.abc import Callable
 from contextlib import contextmanager
 from io import BytesIO
 from pathlib import Path
 
 import pytest
 from PIL import Image
-from prefect import flow
 
 from tasks.core.files import sha256_file
 from tasks.core.records import Asset
-from tasks.core.reports import DescribeReport
 from tasks.core.settings import GeminiSettings, Settings
 from tasks.core.workdir import Workdir
-from tasks.orchestration import describe_runs
-from tasks.orchestration.describe_runs import describe_assets
+from tasks.gemini.ratelimit import RateLimiter
 from tasks.stages import run_context
-from tasks.stages.describe import describe_stage
+from tasks.stages.describe import DescribeWith, describe_stage
+from tasks.stages.offline_describer import OfflineDescriber
 from tasks.stages.run_context import RunContext
 from tasks.stores.dead_letter_open import open_store
 from tasks.stores.dead_letter_sql import SQLiteDeadLetterStore
-from tests.fakes import prefect_api
 from tests.fakes.gemini import (  # noqa: F401  (fake_gemini is a fixture)
     FAKE_KEY,
     answer_json,
@@ -51,6 +48,7 @@ from tests.fakes.gemini import (  # noqa: F401  (fake_gemini is a fixture)
     slow,
     truncated,
 )
+from tests.gemini.test_ratelimit import FakeClock
 
 COLOURS = [
     (220, 30, 30), (30, 200, 30), (30, 30, 220), (230, 230, 40), (40, 220, 220), (220, 40, 220),
@@ -76,14 +74,16 @@ def make_assets(wd: Workdir, names: list[str]) -> list[Asset]:
 
 
 class Script:
-    """Per-asset replies for the fake server, chosen by the colour of the image sent; records each call."""
+    """Per-asset replies for the fake server, chosen by the colour of the image sent; records each call, at the
+    request's arrival (``time.monotonic``) or, when given, at ``clock()`` as the server takes it."""
 
-    def __init__(self, fake, names: list[str]) -> None:
+    def __init__(self, fake, names: list[str], clock: Callable[[], float] | None = None) -> None:
         self.names = list(names)
         self.replies: dict[str, deque] = {name: deque() for name in names}
         self.calls: dict[str, list[float]] = defaultdict(list)
         #: The reply once an asset's own replies are used up.
         self.fallback = lambda req: answer_json()
+        self._clock = clock
         self._lock = threading.Lock()
         fake.default = self
 
@@ -101,24 +101,12 @@ class Script:
     def __call__(self, req):
         name = self.asset_of(req)
         with self._lock:
-            self.calls[name].append(req.at)
+            self.calls[name].append(self._clock() if self._clock else req.at)
             item = self.replies[name].popleft() if self.replies[name] else self.fallback
         return item(req) if callable(item) else item
 
     def count(self, name: str) -> int:
         return len(self.calls[name])
-
-
-@flow(name="describe-stage-test")
-def describe_flow(workdir: str, settings: Settings, assets: list[Asset]) -> DescribeReport:
-    return describe_assets(RunContext(Workdir(Path(workdir)), settings), assets)
-
-
-def run_describe(wd: Workdir, settings: Settings, assets: list[Asset]):
-    """The stage in a flow run (task runs, hook, Parked states): its final state and report."""
-    state = describe_flow(str(wd.root), settings, assets, return_state=True)
-    assert state.is_completed(), state.message
-    return state, state.result()
 
 
 @contextmanager
@@ -135,11 +123,6 @@ def stage_lines():
         logger.removeHandler(handler)
 
 
-def flow_run_logs(state) -> str:
-    """The log lines of the flow run that ended in ``state``, one text."""
-    return "\n".join(log.message for log in prefect_api.logs(state.state_details.flow_run_id))
-
-
 def workdir_bytes(wd: Workdir) -> list[tuple[Path, bytes]]:
     return [(p, p.read_bytes()) for p in wd.root.rglob("*") if p.is_file()]
 
@@ -151,33 +134,25 @@ def gemini_key(monkeypatch):
     return FAKE_KEY
 
 
-NAMES = ["ok.jpg", "flaky.jpg", "down.jpg", "dropped.jpg", "bad.jpg", "unsafe.jpg", "refused.jpg",
-         "garbage.jpg", "cut.jpg", "sleepy.jpg"]
+@pytest.fixture
+def no_key(monkeypatch):
+    """No Gemini key anywhere: none in the environment, no ``gemini-api-key`` Secret block asked of a Prefect API
+    (the offline describer's runs)."""
+    monkeypatch.setattr(run_context, "gemini_key", lambda: None)
 
 
 @pytest.fixture(scope="module")
-def mixed_run(prefect_harness, tmp_path_factory):
-    """One run over assets that each meet a different failure; shared by the tests below."""
-    with gemini_for_module() as (fake, _):
-        wd = Workdir(tmp_path_factory.mktemp("mixed")).prepare()
-        assets = make_assets(wd, NAMES)
-        script = Script(fake, NAMES)
-        script.set("flaky.jpg", error(503))
-        script.set("down.jpg", error(503), error(500), error(503))
-        script.set("dropped.jpg", drop(), drop(), drop())
-        script.set("bad.jpg", error(400, "Request contains an invalid argument."))
-        script.set("unsafe.jpg", finished("SAFETY"))
-        script.set("refused.jpg", prompt_blocked("PROHIBITED_CONTENT"))
-        script.set("garbage.jpg", garbage(), truncated(), garbage())
-        script.set("cut.jpg", truncated())
-        script.set("sleepy.jpg", slow(3))
-        state, report = run_describe(wd, fast_settings(), assets)
-        calls_after_first = len(fake.requests)
-        with stage_lines() as again_lines:
-            again = describe_stage(RunContext(wd, fast_settings()), assets)
-        yield wd, script, state, report, again, fake, "\n".join(again_lines), calls_after_first
+def parking_emits_a_prefect_event(prefect_harness):
+    """The tests whose jobs park still need Prefect, for that alone: :meth:`DescribeRun.park` emits
+    ``microstock.job.parked`` through ``prefect.events`` (tasks/observe/events.py), which, with no Prefect API,
+    starts Prefect's ephemeral server (≈ 50 s here) — the session's harness is cheaper. To go once the event
+    goes through the run context's event port (issue 51 item 3, the ``noprefect`` branch)."""
 
 
+NAMES = ["ok.jpg", "flaky.jpg", "down.jpg", "dropped.jpg", "bad.jpg", "unsafe.jpg", "refused.jpg",
+         "garbage.jpg", "cut.jpg", "sleepy.jpg"]
+
+#: What each asset of the mixed run parks as, after how many attempts (the other four are described).
 EXPECTED_PARKED = {
     "down.jpg": ("exhausted:503", 3),
     "dropped.jpg": ("exhausted:network", 3),
@@ -188,8 +163,23 @@ EXPECTED_PARKED = {
 }
 
 
-def test_each_failure_class_gets_its_attempts_and_error_class(mixed_run):
-    wd, script, _, report, *_ = mixed_run
+def mixed_script(fake) -> Script:
+    """The replies of the mixed run: each of :data:`NAMES` meets a different failure, or none."""
+    script = Script(fake, NAMES)
+    script.set("flaky.jpg", error(503))
+    script.set("down.jpg", error(503), error(500), error(503))
+    script.set("dropped.jpg", drop(), drop(), drop())
+    script.set("bad.jpg", error(400, "Request contains an invalid argument."))
+    script.set("unsafe.jpg", finished("SAFETY"))
+    script.set("refused.jpg", prompt_blocked("PROHIBITED_CONTENT"))
+    script.set("garbage.jpg", garbage(), truncated(), garbage())
+    script.set("cut.jpg", truncated())
+    script.set("sleepy.jpg", slow(3))
+    return script
+
+
+def assert_parked_as_expected(wd: Workdir, script: Script, report) -> None:
+    """The mixed run's report, calls and dead-letter rows: each failure class with its attempts and error class."""
     assert sorted(report.described) == ["cut.jpg", "flaky.jpg", "ok.jpg", "sleepy.jpg"]
     assert report.parked == {name: cls for name, (cls, _) in EXPECTED_PARKED.items()}
     assert report.pending == [] and report.stopped is None
@@ -209,9 +199,29 @@ def test_each_failure_class_gets_its_attempts_and_error_class(mixed_run):
     assert "503" in down.error_message
 
 
-def test_nothing_is_lost_and_the_flow_completes(mixed_run):
-    wd, _, state, report, *_ = mixed_run
-    assert state.is_completed() and state.type.value == "COMPLETED"
+@pytest.fixture(scope="module")
+def mixed_run(parking_emits_a_prefect_event, tmp_path_factory):
+    """One run over assets that each meet a different failure, and a second run after it; shared by the tests
+    below."""
+    with gemini_for_module() as (fake, _):
+        wd = Workdir(tmp_path_factory.mktemp("mixed")).prepare()
+        assets = make_assets(wd, NAMES)
+        script = mixed_script(fake)
+        with stage_lines() as lines:
+            report = describe_stage(RunContext(wd, fast_settings()), assets)
+        calls_after_first = len(fake.requests)
+        with stage_lines() as again_lines:
+            again = describe_stage(RunContext(wd, fast_settings()), assets)
+        yield wd, script, report, again, fake, "\n".join(lines), "\n".join(again_lines), calls_after_first
+
+
+def test_each_failure_class_gets_its_attempts_and_error_class(mixed_run):
+    wd, script, report, *_ = mixed_run
+    assert_parked_as_expected(wd, script, report)
+
+
+def test_nothing_is_lost(mixed_run):
+    wd, _, report, *_ = mixed_run
     accounted = set(report.described) | set(report.parked) | set(report.pending)
     assert accounted == set(NAMES)
     for name in NAMES:
@@ -219,8 +229,8 @@ def test_nothing_is_lost_and_the_flow_completes(mixed_run):
     assert report.tokens == 4 * 321
 
 
-def test_a_rerun_calls_nothing_already_described_or_parked(mixed_run):
-    wd, _, _, report, again, fake, _, calls_after_first = mixed_run
+def assert_rerun_calls_nothing(wd: Workdir, report, again, fake, calls_after_first: int) -> None:
+    """A second run after the mixed run (``again``) made no call and found every asset described or parked."""
     assert len(fake.requests) == calls_after_first
     assert sorted(again.already) == sorted(report.described)
     assert sorted(again.still_parked) == sorted(report.parked)
@@ -230,41 +240,77 @@ def test_a_rerun_calls_nothing_already_described_or_parked(mixed_run):
             len(EXPECTED_PARKED), sum(attempts for _, attempts in EXPECTED_PARKED.values()))
 
 
+def test_a_rerun_calls_nothing_already_described_or_parked(mixed_run):
+    wd, _, report, again, fake, _, _, calls_after_first = mixed_run
+    assert_rerun_calls_nothing(wd, report, again, fake, calls_after_first)
+
+
 def test_the_api_key_appears_nowhere(mixed_run):
-    wd, _, state, _, _, fake, again_lines, _ = mixed_run
+    wd, _, _, _, fake, lines, again_lines, _ = mixed_run
     assert all(req.header("x-goog-api-key") == FAKE_KEY for req in fake.requests)
     for path, data in workdir_bytes(wd):
         assert FAKE_KEY.encode() not in data, path
-    logs = flow_run_logs(state) + again_lines
-    assert "Parked('exhausted:503 after 3 attempt(s)" in logs, "the logs were read"
+    logs = lines + "\n" + again_lines
+    assert "describe down.jpg: attempt 1 of 3 failed (" in lines, "the run's lines were read"
     assert "parked by an earlier run" in again_lines, "the rerun's lines were read"
     assert FAKE_KEY not in logs
 
 
-def test_retry_info_delay_is_honoured(prefect_harness, fake_gemini, gemini_key, tmp_path):
+def on_clock(clock: FakeClock) -> DescribeWith:
+    """The stage with its Gemini calls under one rate limiter on ``clock`` (handed in as ``quota``, as the Prefect
+    side hands in the server's): every wait it takes is ``clock.sleep``, recorded and instant."""
+    return DescribeWith(quota=lambda gemini, model: RateLimiter(gemini.requests_per_minute, gemini.concurrency,
+                                                                clock))
+
+
+def waits_over(clock: FakeClock, seconds: float) -> list[float]:
+    """The waits ``clock`` was asked for that are longer than ``seconds`` (not the limiter's spacing of starts)."""
+    return [s for s in clock.slept if s > seconds]
+
+
+def test_retry_info_delay_is_honoured(fake_gemini, gemini_key, tmp_path):
+    """A 429 saying RetryInfo 1.5 s: the limiter waits exactly that (not its 60 s default) before calling again,
+    and a call already in flight then is not made twice. The waits are the limiter's clock's, asked for, not
+    measured."""
     wd = Workdir(tmp_path / "w").prepare()
     assets = make_assets(wd, ["told.jpg", "other.jpg"])
-    script = Script(fake_gemini, [a.name for a in assets])
-    script.set("told.jpg", rate_limited("1.5s"))
-    script.set("other.jpg", lambda req: (time.sleep(0.3), answer_json())[1])  # in flight when told.jpg hears 429
-    report = describe_stage(RunContext(wd, fast_settings(concurrency=2)), assets)
+    clock = FakeClock()
+    script = Script(fake_gemini, [a.name for a in assets], clock=clock.now)
+    other_in_flight, told_refused = threading.Event(), threading.Event()
+
+    def refused_while_other_is_in_flight(req):
+        other_in_flight.wait(30)
+        told_refused.set()
+        return rate_limited("1.5s")
+
+    def answered_after_told_was_refused(req):
+        other_in_flight.set()
+        told_refused.wait(30)
+        return answer_json()
+
+    script.set("told.jpg", refused_while_other_is_in_flight)
+    script.set("other.jpg", answered_after_told_was_refused)
+    report = describe_stage(RunContext(wd, fast_settings(concurrency=2)), assets, on_clock(clock))
     assert sorted(report.described) == ["other.jpg", "told.jpg"]
+    assert waits_over(clock, 0.1) == [pytest.approx(1.5)]
     told = script.calls["told.jpg"]
-    assert len(told) == 2 and told[1] - told[0] >= 1.5
+    assert len(told) == 2 and told[1] >= told[0] + 1.5, "the second call came after the wait, on that clock"
     assert script.count("other.jpg") == 1
 
 
-def test_without_retry_info_the_wait_is_the_one_the_message_names(prefect_harness, fake_gemini, gemini_key, tmp_path):
+def test_without_retry_info_the_wait_is_the_one_the_message_names(fake_gemini, gemini_key, tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
     assets = make_assets(wd, ["untold.jpg"])
-    script = Script(fake_gemini, [a.name for a in assets])
+    clock = FakeClock()
+    script = Script(fake_gemini, [a.name for a in assets], clock=clock.now)
     script.set("untold.jpg", rate_limited(None, retry_in="0.8117s"))
-    report = describe_stage(RunContext(wd, fast_settings()), assets)
+    report = describe_stage(RunContext(wd, fast_settings()), assets, on_clock(clock))
+    assert waits_over(clock, 0.1) == [pytest.approx(0.8117)]
     untold = script.calls["untold.jpg"]
-    assert report.described == ["untold.jpg"] and len(untold) == 2 and untold[1] - untold[0] >= 0.8117
+    assert report.described == ["untold.jpg"] and len(untold) == 2 and untold[1] >= untold[0] + 0.8117
 
 
-def test_a_429_storm_parks_nothing_and_uses_no_attempt(prefect_harness, fake_gemini, gemini_key, tmp_path):
+def test_a_429_storm_parks_nothing_and_uses_no_attempt(fake_gemini, gemini_key, tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
     names = ["busy.jpg", "also_busy.jpg"]
     assets = make_assets(wd, names)
@@ -277,8 +323,7 @@ def test_a_429_storm_parks_nothing_and_uses_no_attempt(prefect_harness, fake_gem
     assert open_store(wd, Settings()).list() == []
 
 
-def test_429s_past_the_runs_wait_limit_stop_the_stage_and_park_nothing(prefect_harness, fake_gemini, gemini_key,
-                                                                        tmp_path):
+def test_429s_past_the_runs_wait_limit_stop_the_stage_and_park_nothing(fake_gemini, gemini_key, tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
     names = [f"r{i}.jpg" for i in range(4)]
     assets = make_assets(wd, names)
@@ -292,7 +337,7 @@ def test_429s_past_the_runs_wait_limit_stop_the_stage_and_park_nothing(prefect_h
     assert "\n".join(lines).count("describe stopped:") == 1
 
 
-def test_daily_quota_stops_the_stage_after_the_first_call(prefect_harness, fake_gemini, gemini_key, tmp_path):
+def test_daily_quota_stops_the_stage_after_the_first_call(fake_gemini, gemini_key, tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
     names = [f"q{i}.jpg" for i in range(6)]
     assets = make_assets(wd, names)
@@ -318,7 +363,7 @@ def test_daily_quota_stops_the_stage_after_the_first_call(prefect_harness, fake_
 
 @pytest.mark.parametrize("refusal", [error(401, "unauthenticated"), error(403, "permission denied"), key_invalid()],
                          ids=["401", "403", "API_KEY_INVALID"])
-def test_a_refused_key_stops_the_stage_without_parking(prefect_harness, fake_gemini, gemini_key, tmp_path, refusal):
+def test_a_refused_key_stops_the_stage_without_parking(fake_gemini, gemini_key, tmp_path, refusal):
     wd = Workdir(tmp_path / "w").prepare()
     names = [f"k{i}.jpg" for i in range(8)]
     assets = make_assets(wd, names)
@@ -330,25 +375,7 @@ def test_a_refused_key_stops_the_stage_without_parking(prefect_harness, fake_gem
     assert open_store(wd, Settings()).list() == []
 
 
-def test_the_flow_parks_a_failed_job_when_the_hook_could_not(prefect_harness, fake_gemini, gemini_key, tmp_path,
-                                                             monkeypatch):
-    def broken_hook(task, task_run, state):
-        raise RuntimeError("hook failed")
-
-    monkeypatch.setattr(describe_runs.describe_asset, "on_failure_hooks", [broken_hook])
-    wd = Workdir(tmp_path / "w").prepare()
-    assets = make_assets(wd, ["a.jpg", "b.jpg"])
-    script = Script(fake_gemini, [a.name for a in assets])
-    script.set("a.jpg", error(503), error(503), error(503))
-    script.set("b.jpg", finished("IMAGE_SAFETY"))
-    _, report = run_describe(wd, fast_settings(), assets)
-    assert report.parked == {"a.jpg": "exhausted:503", "b.jpg": "blocked:IMAGE_SAFETY"}
-    rows = {j.asset_name: (j.error_class, j.attempts) for j in open_store(wd, Settings()).list()}
-    assert rows == {"a.jpg": ("exhausted:503", 3), "b.jpg": ("blocked:IMAGE_SAFETY", 1)}
-
-
-def test_a_locked_store_leaves_the_job_pending_and_the_others_go_on(prefect_harness, fake_gemini, gemini_key, tmp_path,
-                                                                    monkeypatch):
+def test_a_locked_store_leaves_the_job_pending_and_the_others_go_on(fake_gemini, gemini_key, tmp_path, monkeypatch):
     monkeypatch.setattr(run_context, "open_store",
                         lambda wd, settings, clock: SQLiteDeadLetterStore(wd.dead_letter_db, busy_timeout_s=0.3))
     wd = Workdir(tmp_path / "w").prepare()
@@ -363,22 +390,21 @@ def test_a_locked_store_leaves_the_job_pending_and_the_others_go_on(prefect_harn
     script = Script(fake_gemini, [a.name for a in assets])
     script.set("doomed.jpg", lock_then_refuse)
     try:
-        state, report = run_describe(wd, fast_settings(concurrency=1), assets)
+        with stage_lines() as lines:
+            report = describe_stage(RunContext(wd, fast_settings(concurrency=1)), assets)
     finally:
         holder.execute("ROLLBACK")
         holder.close()
     assert sorted(report.described) == ["also_fine.jpg", "fine.jpg"]
     assert report.pending == ["doomed.jpg"] and report.parked == {}
-    assert "dead_letter.db" in flow_run_logs(state)
+    assert "dead_letter.db" in "\n".join(lines)
     assert open_store(wd, Settings()).list() == []
     again = describe_stage(RunContext(wd, fast_settings()), assets)  # lock gone: the next run tries it again
     assert again.described == ["doomed.jpg"] and sorted(again.already) == ["also_fine.jpg", "fine.jpg"]
 
 
-def test_a_bug_in_the_describer_is_parked_once_with_its_traceback_and_the_others_go_on(prefect_harness, tmp_path):
-    from tasks.stages.describe import DescribeWith
-    from tasks.stages.offline_describer import OfflineDescriber
-
+def test_a_bug_in_the_describer_is_parked_once_with_its_traceback_and_the_others_go_on(parking_emits_a_prefect_event,
+                                                                                       no_key, tmp_path):
     class Buggy(OfflineDescriber):
         def describe(self, asset):
             if asset.name == "buggy.jpg":
@@ -403,37 +429,70 @@ def test_a_bug_in_the_describer_is_parked_once_with_its_traceback_and_the_others
     assert str(parked.exc_info[1]) == "a bug in a describer", "the traceback goes with the line"
 
 
-def test_two_runs_describing_one_workdir_at_once_pay_for_each_asset_once(prefect_harness, tmp_path):
-    """Two runs on one workdir reach describe together (threads here: the lock is a per-file ``flock``, which two
-    threads' opens contend for as two processes' do): the second waits, then finds the first one's sidecars, so
-    no asset's describe call is made twice."""
-    from tasks.stages.describe import DescribeWith
-    from tasks.stages.offline_describer import OfflineDescriber
+@contextmanager
+def lines_of(logger: str, containing: str, seen: threading.Event):
+    """The lines of ``logger`` that contain ``containing`` meanwhile; ``seen`` is set at the first."""
+    lines: list[str] = []
 
+    def emit(record: logging.LogRecord) -> None:
+        if containing in record.getMessage():
+            lines.append(record.getMessage())
+            seen.set()
+
+    handler = logging.Handler()
+    handler.emit = emit
+    logging.getLogger(logger).addHandler(handler)
+    try:
+        yield lines
+    finally:
+        logging.getLogger(logger).removeHandler(handler)
+
+
+def test_two_runs_describing_one_workdir_at_once_pay_for_each_asset_once(no_key, tmp_path):
+    """Two runs on one workdir reach describe together (threads here: the lock is a per-file ``flock``, which two
+    threads' opens contend for as two processes' do). The first holds its first describe call until the second
+    has found the lock held and said it waits; the second then finds the first one's sidecars, so no asset's
+    describe call is made twice."""
     calls: list[str] = []
+    calls_lock = threading.Lock()
+    first_is_describing, second_waits = threading.Event(), threading.Event()
 
     class Counting(OfflineDescriber):
         def describe(self, asset):
-            calls.append(asset.name)
-            time.sleep(0.02)  # long enough for the other run to arrive while this one describes
+            with calls_lock:
+                calls.append(asset.name)
+                first_call = len(calls) == 1
+            if first_call:  # the first run is describing: the second arrives now
+                first_is_describing.set()
+                second_waits.wait(30)
             return super().describe(asset)
 
     wd = Workdir(tmp_path / "w").prepare()
     assets = make_assets(wd, ["a.jpg", "b.jpg", "c.jpg"])
-    start, reports = threading.Barrier(2), []
+    reports = {}
 
-    def one_run():
-        start.wait()
-        reports.append(describe_stage(RunContext(wd, fast_settings()), assets, DescribeWith(describer=Counting())))
+    def one_run(which: str) -> None:
+        try:
+            reports[which] = describe_stage(RunContext(wd, fast_settings()), assets,
+                                            DescribeWith(describer=Counting()))
+        finally:
+            second_waits.set()  # a run that never waited (no lock) must not leave the first one hanging
 
-    runs = [threading.Thread(target=one_run) for _ in range(2)]
-    for t in runs:
-        t.start()
-    for t in runs:
-        t.join()
+    first = threading.Thread(target=one_run, args=("first",))
+    second = threading.Thread(target=one_run, args=("second",))
+    with lines_of("tasks.stages.describe", "another run is describing", second_waits) as waiting:
+        first.start()
+        first_started = first_is_describing.wait(30)
+        if first_started:
+            second.start()
+            second.join()
+        second_waits.set()  # a first run that did not reach its describe call in time goes on unheld
+        first.join()
+    assert first_started, "the first run reached its first describe call"
+    assert waiting, "the second run found the lock held and said it waits"
     assert sorted(calls) == ["a.jpg", "b.jpg", "c.jpg"]
-    assert sorted((sorted(r.described), sorted(r.already)) for r in reports) == [
-        ([], ["a.jpg", "b.jpg", "c.jpg"]), (["a.jpg", "b.jpg", "c.jpg"], [])]
+    assert (sorted(reports["first"].described), reports["first"].already) == (["a.jpg", "b.jpg", "c.jpg"], [])
+    assert (reports["second"].described, sorted(reports["second"].already)) == ([], ["a.jpg", "b.jpg", "c.jpg"])
 
 
 def closed_port() -> int:
@@ -444,8 +503,7 @@ def closed_port() -> int:
         return s.getsockname()[1]  # nothing listens here once closed
 
 
-def test_gemini_unreachable_for_every_job_stops_the_stage_and_parks_nothing(prefect_harness, gemini_key, tmp_path,
-                                                                              monkeypatch):
+def test_gemini_unreachable_for_every_job_stops_the_stage_and_parks_nothing(gemini_key, tmp_path, monkeypatch):
     """Regression (issue 35): Gemini at a closed port parked every job and the night read Completed. The service
     never answered: the jobs stay pending for the next run (nothing was paid), the stage says why, and the run's
     summary reads Incomplete with that reason."""
@@ -466,8 +524,8 @@ def test_gemini_unreachable_for_every_job_stops_the_stage_and_parks_nothing(pref
     assert "unreachable" in summary.headline()
 
 
-def test_once_gemini_answered_a_job_that_cannot_reach_it_parks_as_its_own(prefect_harness, fake_gemini, gemini_key,
-                                                                           tmp_path):
+def test_once_gemini_answered_a_job_that_cannot_reach_it_parks_as_its_own(parking_emits_a_prefect_event, fake_gemini,
+                                                                           gemini_key, tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
     assets = make_assets(wd, ["first.jpg", "cut_off.jpg"])
     script = Script(fake_gemini, [a.name for a in assets])

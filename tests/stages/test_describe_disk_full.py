@@ -19,8 +19,9 @@ from tasks.stages.offline_describer import OfflineDescriber
 from tasks.stages.run_context import RunContext
 from tasks.stores.dead_letter_open import open_store
 from tests.fakes.gemini import FAKE_KEY, fake_gemini  # noqa: F401  (fake_gemini is a fixture)
+from tests.orchestration.test_describe_runs import describe_flow
 from tests.stages import test_describe
-from tests.stages.test_describe import describe_flow, fast_settings, make_assets
+from tests.stages.test_describe import fast_settings, make_assets
 
 NAMES = ["a.jpg", "b.jpg", "c.jpg", "d.jpg"]
 

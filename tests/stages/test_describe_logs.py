@@ -12,7 +12,8 @@ from tasks.core.workdir import Workdir
 from tasks.stages.offline_describer import OfflineDescriber
 from tests.fakes import prefect_api
 from tests.fakes.gemini import error, finished, gemini_for_module, rate_limited
-from tests.stages.test_describe import Script, fast_settings, make_assets, run_describe
+from tests.orchestration.test_describe_runs import run_describe
+from tests.stages.test_describe import Script, fast_settings, make_assets
 
 NAMES = ["calm.jpg", "told.jpg", "unsafe.jpg", "down.jpg"]
 

@@ -340,32 +340,58 @@ def test_a_full_disk_stops_pack_with_one_line_and_the_rerun_packs_each_asset_onc
 
 def test_two_runs_packing_one_workdir_at_once_pack_each_asset_once(tmp_path, monkeypatch):
     """Two runs reach pack together (threads here: the lock is a per-file ``flock``, which two threads' opens
-    contend for as two processes' do): the second says so and waits, then finds every asset current."""
+    contend for as two processes' do). The first holds its first packed asset until the second has found the
+    lock held and said it waits; the second then finds every asset current."""
+    import logging
     import threading
-    import time
 
     wd = workdir(tmp_path)
     names = good_batch(wd)
     real_pack, packed = pack.pack_asset, []
+    first_is_packing, second_waits = threading.Event(), threading.Event()
 
     def counting(src, *args, **kwargs):
         entry, written = real_pack(src, *args, **kwargs)
         if written:
             packed.append(src.name)
-            time.sleep(0.02)  # long enough for the other run to arrive while this one packs
+            if len(packed) == 1:  # the first run is packing: the second arrives now
+                first_is_packing.set()
+                second_waits.wait(30)
         return entry, written
 
+    waiting: list[str] = []
+
+    def emit(record: logging.LogRecord) -> None:
+        if "another run is packing" in record.getMessage():
+            waiting.append(record.getMessage())
+            second_waits.set()
+
+    handler = logging.Handler()
+    handler.emit = emit
+    logging.getLogger(pack.__name__).addHandler(handler)
     monkeypatch.setattr(pack, "pack_asset", counting)
-    start, reports = threading.Barrier(2), []
+    reports = {}
 
-    def one_run():
-        start.wait()
-        reports.append(run(wd, names, workers=1))
+    def one_run(which: str) -> None:
+        try:
+            reports[which] = run(wd, names, workers=1)
+        finally:
+            second_waits.set()  # a run that never waited (no lock) must not leave the first one hanging
 
-    runs = [threading.Thread(target=one_run) for _ in range(2)]
-    for t in runs:
-        t.start()
-    for t in runs:
-        t.join()
+    first = threading.Thread(target=one_run, args=("first",))
+    second = threading.Thread(target=one_run, args=("second",))
+    try:
+        first.start()
+        first_started = first_is_packing.wait(30)
+        if first_started:
+            second.start()
+            second.join()
+        second_waits.set()  # a first run that did not reach its first asset in time goes on unheld
+        first.join()
+    finally:
+        logging.getLogger(pack.__name__).removeHandler(handler)
+    assert first_started, "the first run reached its first asset"
+    assert waiting, "the second run found the lock held and said it waits"
     assert sorted(packed) == names, "each asset packed once"
-    assert sorted((r.packed_now, r.reused) for r in reports) == [([], names), (names, [])]
+    assert (reports["first"].packed_now, reports["second"].reused) == (names, names)
+    assert reports["first"].reused == reports["second"].packed_now == []

@@ -30,7 +30,8 @@ from tasks.stores.dead_letter_open import open_store
 from tests.fakes import prefect_api
 from tests.fakes.gemini import FAKE_KEY, FakeGemini, error, finished, slow
 from tests.fakes.ledger import ledger_entries
-from tests.stages.test_describe import COLOURS, Script, flow_run_logs
+from tests.orchestration.test_describe_runs import flow_run_logs
+from tests.stages.test_describe import COLOURS, Script
 
 FAST_CONFIG = ("[gemini]\nmax_attempts = 2\nretry_delay_s = 0.05\ntimeout_s = 5\nconcurrency = 2\n"
                "requests_per_minute = 6000\n")
