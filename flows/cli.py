@@ -117,8 +117,9 @@ def run(
 
     own_server = wd_path if workdir_server.wanted() else None  # before prefect_env sets PREFECT_API_URL
     prefect_env(wd_path, verbose, new_workdir=True)
+    from flows.run_outcome import INCOMPLETE, exit_code
     from flows.stock_batch import stock_batch
-    from tasks.observe.summary import INCOMPLETE, BatchSummary
+    from tasks.observe.summary import BatchSummary
     from tasks.observe.terminal import skip_notes, stage_bars, summary_table, validation_table
     from tasks.stores.pending import last_csvs
 
@@ -141,8 +142,8 @@ def run(
     for line in skip_notes(summary) + summary.ai_tick_notes():
         console.print(line, highlight=False)
     run_url(state, own_server)
-    if summary.stopped_early():  # the run completed, but an agency or a stage stopped early: cron should know
-        raise typer.Exit(3)
+    if code := exit_code(summary):  # the run completed, but an agency or a stage stopped early: cron should know
+        raise typer.Exit(code)
 
 
 def run_url(state, own_server: Optional[Path]) -> None:

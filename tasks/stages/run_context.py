@@ -6,7 +6,9 @@ environment again: the settings, the agency catalog and the agencies chosen,
 the dead-letter store (opened once, from *these* settings: a shared
 ``dead_letter_url`` in ``--config other.toml`` is the store this run parks
 into), the Gemini key (resolved once: the environment, else the
-``gemini-api-key`` Secret block, read at most once) and the clock.
+``gemini-api-key`` Secret block, read at most once), the clock, and where the run's events go
+(:class:`~tasks.observe.events.Events`: sent to Prefect from a run :meth:`RunContext.open` opened, kept in memory
+in a context made directly, as a plain stage call's).
 
 :meth:`RunContext.check` is the check before a run — targets, the configured
 models, what the image model can make — made inside the flow, so a
@@ -28,16 +30,18 @@ from tasks.core.ownership import check_workdir
 from tasks.core.secrets import gemini_key
 from tasks.core.settings import Settings, load_settings
 from tasks.core.workdir import Workdir, default_workdir
+from tasks.observe.events import Events, MemoryEvents, PrefectEvents
 from tasks.stores.dead_letter import DeadLetterStore
 from tasks.stores.dead_letter_open import open_store
 
 
 @dataclass
 class RunContext:
-    """One run's workdir, settings, agencies, dead-letter store, Gemini key and clock (see the module).
+    """One run's workdir, settings, agencies, dead-letter store, Gemini key, clock and events (see the module).
 
     Made directly in tests (``RunContext(wd, settings)``: the shipped agencies the settings enable, the key
-    from the environment or a Secret block); :meth:`open` in flows and commands.
+    from the environment or a Secret block, the events kept in :attr:`events`); :meth:`open` in flows and
+    commands.
     """
 
     wd: Workdir
@@ -48,6 +52,8 @@ class RunContext:
     clock: Callable[[], float] = time.time
     #: The dead-letter store when one is handed in (a test's memory store); else opened on first use.
     given_store: DeadLetterStore | None = None
+    #: Where the stages' events go: Prefect for a run :meth:`open` opened; else kept in memory (``events.sent``).
+    events: Events = field(default_factory=MemoryEvents)
 
     @classmethod
     def open(cls, workdir: str | Path | None = None, config: str | Path | None = None,
@@ -63,7 +69,7 @@ class RunContext:
         wd = Workdir(Path(workdir) if workdir else default_workdir())
         check_workdir(wd.root, Path(config) if config else None)
         settings = load_settings(wd.config_path(config))
-        return cls(wd, settings, catalog(wd).enabled(settings, agencies))
+        return cls(wd, settings, catalog(wd).enabled(settings, agencies), events=PrefectEvents())
 
     def __post_init__(self) -> None:
         if self.chosen is None:

@@ -449,6 +449,7 @@ def test_gemini_unreachable_for_every_job_stops_the_stage_and_parks_nothing(pref
     """Regression (issue 35): Gemini at a closed port parked every job and the night read Completed. The service
     never answered: the jobs stay pending for the next run (nothing was paid), the stage says why, and the run's
     summary reads Incomplete with that reason."""
+    from flows.run_outcome import exit_code, state_name
     from tasks.core.reports import CsvReport, Gathered, PackReport
     from tasks.observe.summary import BatchSummary
 
@@ -461,7 +462,7 @@ def test_gemini_unreachable_for_every_job_stops_the_stage_and_parks_nothing(pref
     assert "unreachable" in report.stopped and "connection to Gemini failed" in report.stopped, report.stopped
     assert open_store(wd, Settings()).list() == [], "nothing parked: a re-run finishes them"
     summary = BatchSummary.from_stages(wd, Gathered(assets), report, CsvReport(), PackReport(), {})
-    assert summary.state_name() == "Incomplete" and summary.stopped_early(), "`microstock run` exits 3 on it"
+    assert (state_name(summary), exit_code(summary)) == ("Incomplete", 3), "`microstock run` exits 3 on it"
     assert summary.headline().startswith("0 described · 0 parked · 3 pending · 0 uploaded · stopped: gemini:")
     assert "unreachable" in summary.headline()
 

@@ -16,6 +16,7 @@ from PIL import Image
 from tasks.core.records import Asset, Metadata, read_sidecar, write_sidecar
 from tasks.core.reports import PackReport
 from tasks.core.settings import ReviewSettings, Settings
+from tasks.observe.events import MemoryEvents
 from tasks.stages.clips import check_clips, clip_assets
 from tasks.stages.csv import write_agency_csvs
 from tasks.stages.describe import describe_stage
@@ -40,12 +41,9 @@ class Answered:
 
 
 @pytest.fixture
-def batch(workdir, clips, monkeypatch) -> PackReport:
+def batch(workdir, clips) -> PackReport:
     """A described, packed image and a clip Adobe takes, checked and described as the assets stage leaves them;
     the pack report of the image."""
-    from tasks.observe import events
-
-    monkeypatch.setattr(events, "review_waiting", lambda n: None)  # no server to send the event to
     (workdir.assets / IMAGE).write_bytes(b"image")
     metadata = Metadata(title="Quiet alps at dawn", description="A quiet alps at dawn.",
                         keywords=["alps", "dawn", "quiet", "landscape", "nature"], adobe_category=11)
@@ -74,7 +72,7 @@ def test_a_clip_is_asked_about_with_the_images_and_a_rejected_one_gets_no_row_an
     csvs = write_agency_csvs(workdir, ["adobe"])
     assert adobe_files(workdir) == [IMAGE, CLIP], "before the review both have their row"
     ask = Answered(reject=[CLIP])
-    report = review_decisions(workdir, review_on(), batch, csvs, ask)
+    report = review_decisions(workdir, review_on(), batch, csvs, ask, MemoryEvents())
     (question,) = ask.questions
     assert question.waiting == [IMAGE, CLIP], "the clip is offered in the form as the image is"
     assert "2 asset(s) waiting for review" in question.description and f"`{CLIP}`" in question.description
@@ -86,18 +84,20 @@ def test_a_clip_is_asked_about_with_the_images_and_a_rejected_one_gets_no_row_an
     assert adobe_files(workdir) == [IMAGE]
     assert [(p.asset, p.rule) for p in after.problems] == [(CLIP, "review")]
     assert sent_to_adobe(workdir) == [IMAGE], "the rejected clip is not uploaded"
-    assert review_decisions(workdir, review_on(), batch, after, Answered()).asked == [], "decided: not asked again"
-    assert review_decisions(workdir, review_on(), batch, after, Answered()).rejected_before.keys() == {CLIP}
+    again = review_decisions(workdir, review_on(), batch, after, Answered(), MemoryEvents())
+    assert again.asked == [], "decided: not asked again"
+    assert review_decisions(workdir, review_on(), batch, after, Answered(),
+                            MemoryEvents()).rejected_before.keys() == {CLIP}
 
 
 def test_without_an_answer_a_waiting_clip_is_held_and_the_next_run_asks_again(workdir, batch):
     csvs = write_agency_csvs(workdir, ["adobe"])
-    held = review_decisions(workdir, review_on(), batch, csvs, Answered(timed_out=True))
+    held = review_decisions(workdir, review_on(), batch, csvs, Answered(timed_out=True), MemoryEvents())
     assert held.held == [IMAGE, CLIP]
     write_agency_csvs(workdir, ["adobe"], waiting=held.held)
     assert adobe_files(workdir) == [] and sent_to_adobe(workdir) == [], "nothing of what waits leaves"
     approved = review_decisions(workdir, review_on(on_timeout="approve"), batch, write_agency_csvs(workdir, ["adobe"]),
-                                Answered(timed_out=True))
+                                Answered(timed_out=True), MemoryEvents())
     assert approved.approved == [IMAGE, CLIP]
     write_agency_csvs(workdir, ["adobe"], waiting=approved.held)
     assert sent_to_adobe(workdir) == [IMAGE, CLIP]
@@ -115,7 +115,7 @@ def test_the_form_shows_a_clips_poster_facts_and_why_an_agency_holds_it_back(wor
     check_clips(workdir, ["adobe"], 1000, 400)
     describe_stage(RunContext(workdir, Settings()), clip_assets(workdir))
     ask = Answered(timed_out=True)
-    review_decisions(workdir, review_on(), batch, write_agency_csvs(workdir, ["adobe"]), ask)
+    review_decisions(workdir, review_on(), batch, write_agency_csvs(workdir, ["adobe"]), ask, MemoryEvents())
     text = ask.questions[0].description
     harbour = next(line for line in text.splitlines() if f"`{CLIP}`" in line)
     uri = harbour.split("(data:image/jpeg;base64,")[1].split(")")[0]
