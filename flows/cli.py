@@ -312,12 +312,12 @@ def open_dead_letters(workdir: Optional[Path]):
     is set), or None when it is SQLite and has no file yet (nothing was ever parked)."""
     from tasks.core.settings import load_settings
     from tasks.core.workdir import Workdir
-    from tasks.stores.dead_letter_open import open_store
+    from tasks.stores.dead_letter_open import open_store, store_settings
 
     wd = Workdir(resolve_workdir(workdir))
     if not wd.dead_letter_db.exists() and not shared_dead_letter_url(wd.root):
         return None
-    return open_store(wd, load_settings(wd.config_file))
+    return open_store(wd, store_settings(load_settings(wd.config_file), os.environ))
 
 
 @dead_letter_app.command("summary")

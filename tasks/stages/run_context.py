@@ -5,10 +5,11 @@ every stage takes it. Nothing below it reads a config file or the
 environment again: the settings, the agency catalog and the agencies chosen,
 the dead-letter store (opened once, from *these* settings: a shared
 ``dead_letter_url`` in ``--config other.toml`` is the store this run parks
-into), the Gemini key (resolved once: the environment, else the
-``gemini-api-key`` Secret block, read at most once), the clock, and where the run's events go
-(:class:`~tasks.observe.events.Events`: sent to Prefect from a run :meth:`RunContext.open` opened, kept in memory
-in a context made directly, as a plain stage call's).
+into, unless the environment names a deployment's, applied by :meth:`RunContext.open`:
+:func:`~tasks.stores.dead_letter_open.store_settings`), the Gemini key (resolved once: the environment,
+else the ``gemini-api-key`` Secret block, read at most once), the clock, and where the run's events go
+(:class:`~tasks.observe.events.Events`: sent to Prefect from a run :meth:`RunContext.open` opened, kept in
+memory in a context made directly, as a plain stage call's).
 
 :meth:`RunContext.check` is the check before a run — targets, the configured
 models, what the image model can make — made inside the flow, so a
@@ -18,6 +19,7 @@ deployment or worker run is refused before any paid call exactly as
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,7 +34,7 @@ from tasks.core.settings import Settings, load_settings
 from tasks.core.workdir import Workdir, default_workdir
 from tasks.observe.events import Events, MemoryEvents, PrefectEvents
 from tasks.stores.dead_letter import DeadLetterStore
-from tasks.stores.dead_letter_open import open_store
+from tasks.stores.dead_letter_open import open_store, store_settings
 
 
 @dataclass
@@ -68,7 +70,7 @@ class RunContext:
         """
         wd = Workdir(Path(workdir) if workdir else default_workdir())
         check_workdir(wd.root, Path(config) if config else None)
-        settings = load_settings(wd.config_path(config))
+        settings = store_settings(load_settings(wd.config_path(config)), os.environ)
         return cls(wd, settings, catalog(wd).enabled(settings, agencies), events=PrefectEvents())
 
     def __post_init__(self) -> None:

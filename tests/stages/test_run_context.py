@@ -9,9 +9,10 @@ import pytest
 
 from harness.postgres import HOST, SUPERUSER
 from tasks.core.errors import StoreUnavailable
+from tasks.core.settings import Settings
 from tasks.stages.describe import describe_stage
 from tasks.stages.run_context import RunContext
-from tasks.stores.dead_letter_open import ACCOUNT_ENV, DEAD_LETTER_URL_ENV
+from tasks.stores.dead_letter_open import ACCOUNT_ENV, DEAD_LETTER_URL_ENV, open_store, store_settings
 from tasks.stores.dead_letter_sql import PostgresDeadLetterStore, SQLiteDeadLetterStore
 from tests.postgres import postgres  # noqa: F401 (the session's PostgreSQL)
 
@@ -64,3 +65,17 @@ def test_an_unreachable_store_in_the_chosen_config_is_not_replaced_by_the_local_
     report = describe_stage(ctx, [])
     assert report.stopped and "frank" in report.stopped, "describe says the store it could not reach"
     assert not workdir.dead_letter_db.exists(), "nothing parked into the workdir's own SQLite file"
+
+
+def test_the_store_opener_reads_no_environment_the_runs_opener_hands_it_the_deployments_store(workdir,
+                                                                                               monkeypatch):
+    """A deployment's $MICROSTOCK_DEAD_LETTER_URL / $MICROSTOCK_ACCOUNT are read once, where the run is opened
+    (RunContext.open, a command's settings), and handed to ``open_store`` in the settings: never read by it."""
+    url = f"postgresql+psycopg://nobody@{HOST}:1/db"
+    monkeypatch.setenv(DEAD_LETTER_URL_ENV, url)
+    monkeypatch.setenv(ACCOUNT_ENV, "grace")
+    assert isinstance(open_store(workdir, Settings()), SQLiteDeadLetterStore), "the settings name no store"
+    opened = RunContext.open(workdir.root).settings
+    assert (opened.dead_letter_url, opened.account) == (url, "grace"), "the run's opener applies the environment"
+    named = store_settings(Settings(account="carol"), {DEAD_LETTER_URL_ENV: url})
+    assert (named.dead_letter_url, named.account) == (url, "carol"), "an account the environment does not name"
