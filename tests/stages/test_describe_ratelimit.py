@@ -52,7 +52,7 @@ def run(wd: Workdir, settings: Settings, assets: list[Asset]) -> DescribeReport:
 
 
 def test_a_clean_run_makes_exactly_one_gemini_call_per_asset_and_counts_its_tokens(
-        prefect_harness, fake_gemini, gemini_key, workdir):
+        fake_gemini, gemini_key, workdir):
     assets = make_assets(workdir, 6)
     fake_gemini.default = lambda req: answer_json(tokens=321)
     rules = KeywordSettings(excluded=["calm"], vocabulary={"sundown": ["dusk"]}, protected_names=["Acme"])
@@ -76,7 +76,7 @@ def test_a_clean_run_makes_exactly_one_gemini_call_per_asset_and_counts_its_toke
 
 
 def test_a_429_holds_back_every_describe_job_until_its_retry_delay_is_over(
-        prefect_harness, fake_gemini, gemini_key, workdir):
+        fake_gemini, gemini_key, workdir):
     assets = make_assets(workdir, 8)
     fake_gemini.push(rate_limited("1s"))  # the first request to arrive, whichever asset it is
     fake_gemini.default = lambda req: slow(0.05)
