@@ -116,8 +116,9 @@ def run(
 
     own_server = wd_path if workdir_server.wanted() else None  # before prefect_env sets PREFECT_API_URL
     prefect_env(wd_path, verbose, new_workdir=True)
+    from flows.run_outcome import INCOMPLETE, exit_code
     from flows.stock_batch import stock_batch
-    from tasks.observe.summary import INCOMPLETE, BatchSummary
+    from tasks.observe.summary import BatchSummary
     from tasks.observe.terminal import skip_notes, stage_bars, summary_table, validation_table
 
     with stage_bars(console):
@@ -138,8 +139,8 @@ def run(
     for line in skip_notes(summary) + summary.ai_tick_notes():
         console.print(line, highlight=False)
     run_url(state, own_server)
-    if summary.stopped_early():  # the run completed, but an agency or a stage stopped early: cron should know
-        raise typer.Exit(3)
+    if code := exit_code(summary):  # the run completed, but an agency or a stage stopped early: cron should know
+        raise typer.Exit(code)
 
 
 def run_url(state, own_server: Optional[Path]) -> None:
@@ -308,12 +309,12 @@ def open_dead_letters(workdir: Optional[Path]):
     is set), or None when it is SQLite and has no file yet (nothing was ever parked)."""
     from tasks.core.settings import load_settings
     from tasks.core.workdir import Workdir
-    from tasks.stores.dead_letter_open import open_store
+    from tasks.stores.dead_letter_open import open_store, store_settings
 
     wd = Workdir(resolve_workdir(workdir))
     if not wd.dead_letter_db.exists() and not shared_dead_letter_url(wd.root):
         return None
-    return open_store(wd, load_settings(wd.config_file))
+    return open_store(wd, store_settings(load_settings(wd.config_file), os.environ))
 
 
 @dead_letter_app.command("summary")

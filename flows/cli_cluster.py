@@ -68,9 +68,9 @@ def shared_dead_letter_url(workdir: Path) -> str:
     """$MICROSTOCK_DEAD_LETTER_URL, else the workdir's ``dead_letter_url`` setting ("" for SQLite)."""
     from tasks.core.settings import load_settings
     from tasks.core.workdir import Workdir
-    from tasks.stores.dead_letter_open import DEAD_LETTER_URL_ENV
+    from tasks.stores.dead_letter_open import store_settings
 
-    return os.environ.get(DEAD_LETTER_URL_ENV) or load_settings(Workdir(workdir).config_file).dead_letter_url
+    return store_settings(load_settings(Workdir(workdir).config_file), os.environ).dead_letter_url
 
 
 def all_accounts_summary(workdir: Path) -> None:

@@ -12,15 +12,14 @@ from __future__ import annotations
 from typing import Annotated, NamedTuple
 
 from prefect import flow, get_run_logger
-from prefect.states import Completed, Failed
 from pydantic import Field
 
+from flows.run_outcome import final_state
 from tasks.core.reports import AgencyUpload, CsvReport, PackReport
-from tasks.observe import events
 from tasks.observe.artifacts import publish_batch, publish_dead_letters, publish_validation
 from tasks.observe.batch_assets import publish_batch_assets
 from tasks.observe.run_names import dated_run_name
-from tasks.observe.summary import INCOMPLETE, BatchSummary
+from tasks.observe.summary import BatchSummary
 from tasks.orchestration.describe_runs import describe_assets
 from tasks.orchestration.review_pause import review_stage
 from tasks.orchestration.stage_tasks import assets_stage, csv_stage, pack_stage, upload_agencies, zip_stage
@@ -94,6 +93,6 @@ def stock_batch(
     publish_batch(summary)
     publish_batch_assets(ctx.wd, lambda: ctx.store, summary, gathered, described, csvs, packed, uploads)
     publish_dead_letters(ctx.wd, lambda: ctx.store)
-    events.batch_finished(summary)
-    final = Failed if summary.state_name() == INCOMPLETE else Completed
-    return final(name=summary.state_name(), message=summary.headline(), data=summary.model_dump())
+    final = final_state(summary)
+    ctx.events.batch_finished(summary, final.name)
+    return final

@@ -1,4 +1,4 @@
-"""Prefect events the stages emit, so a user can build Automations on them.
+"""The events the stages emit, so a user can build Automations on them: the :class:`Events` port of a run.
 
 Five events, each about one resource:
 
@@ -20,14 +20,20 @@ relate to the batch (``microstock.batch.<flow run id>``, role ``batch``).
 
 Payloads hold names, counts and error classes only — never an error message,
 a key, a password or a target URL (which may name a user) — so nothing
-secret can reach an event. Emitting never raises: an event that cannot be
-sent is logged by Prefect and the run goes on.
+secret can reach an event. Emitting never raises.
+
+Where they go is the run's (``RunContext.events``), one of two sinks of one interface, as a store has
+backends: :class:`PrefectEvents` sends them to Prefect (a run opened by a flow or command); :class:`MemoryEvents`
+keeps them in the order emitted (a stage called plainly, with no Prefect run to send them to: a test reads them
+there). Every event is built once, here, whichever sink takes it.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+import threading
+from dataclasses import dataclass
 from typing import Any
 
 from tasks.observe.summary import BatchSummary
@@ -72,83 +78,123 @@ def _batch_related(batch_id: str | None) -> list[dict[str, str]]:
     return [{"prefect.resource.id": batch_resource_id(batch_id), "prefect.resource.role": "batch"}]
 
 
-def _emit(event: str, resource: dict[str, str], payload: dict[str, Any],
-          related: list[dict[str, str]] | None = None) -> None:
-    try:
-        from prefect.events import emit_event  # here, not at import: the stages that emit stay free of Prefect
+class Events:
+    """Where a run's events go: the interface (a sink implements :meth:`emit`; the five events are built here).
 
-        emit_event(event=event, resource=resource, related=related or [], payload=payload)
-    except Exception as exc:  # an event must never take a stage down
-        logger.warning("could not emit %s (%s)", event, type(exc).__name__)
+    Each event method's contract: it builds the event of the module's table and hands it to :meth:`emit` once;
+    it never raises.
+    """
+
+    def emit(self, event: str, resource: dict[str, str], payload: dict[str, Any],
+             related: list[dict[str, str]]) -> None:
+        """Take one event: its name, its resource (``prefect.resource.id`` and labels), its payload and its related
+        resources. Never raises: an event that cannot be taken is logged and the run goes on."""
+        raise NotImplementedError
+
+    def job_parked(self, asset_id: str, asset_name: str, error_class: str, attempts: int, model: str) -> None:
+        """A describe job was parked in the dead-letter store (first time or again after a replay)."""
+        self.emit(
+            JOB_PARKED,
+            {"prefect.resource.id": asset_resource_id(asset_id), "prefect.resource.name": asset_name,
+             "microstock.error-class": error_class},
+            {"asset": asset_name, "asset_id": asset_id, "error_class": error_class, "attempts": attempts,
+             "model": model},
+            _batch_related(current_batch_id()),
+        )
+
+    def job_recovered(self, asset_id: str, asset_name: str, attempts: int) -> None:
+        """A parked job succeeded on replay (its status is now ``recovered``)."""
+        self.emit(
+            JOB_RECOVERED,
+            {"prefect.resource.id": asset_resource_id(asset_id), "prefect.resource.name": asset_name},
+            {"asset": asset_name, "asset_id": asset_id, "attempts": attempts},
+            _batch_related(current_batch_id()),
+        )
+
+    def upload_completed(self, agency: str, uploaded: list[str], already: int, failed: int) -> None:
+        """An agency's upload stage finished: what was confirmed now, what the ledger already had, what failed."""
+        self.emit(
+            UPLOAD_COMPLETED,
+            {"prefect.resource.id": agency_resource_id(agency), "prefect.resource.name": agency},
+            {"agency": agency, "uploaded": len(uploaded), "already": already, "failed": failed,
+             "files": sorted(uploaded)[:MAX_FILES_LISTED]},
+            _batch_related(current_batch_id()),
+        )
+
+    def batch_finished(self, summary: BatchSummary, state: str) -> None:
+        """A stock-batch run finished as ``state`` (its final state's name, decided by the flow): its counts
+        (never paths, targets or messages)."""
+        batch_id = current_batch_id() or "local"
+        agencies = sorted(summary.targets)
+        payload = {
+            "headline": summary.headline(reasons=False),
+            #: ``Completed``, or ``Incomplete`` when uploads were left pending (the flow run's final state name).
+            "state": state,
+            "left_pending": summary.uploads_left_pending(),
+            "stopped_agencies": sorted(summary.upload_stopped),
+            "assets": summary.assets,
+            "described": summary.described_now,
+            "described_total": summary.described,
+            "parked": summary.parked,
+            "pending": summary.pending,
+            "rejected": len(summary.rejected),
+            "tokens": summary.tokens,
+            "uploaded": sum(summary.uploaded_now.values()),
+            "uploaded_per_agency": dict(summary.uploaded_now),
+            "upload_failed_per_agency": {a: len(f) for a, f in summary.upload_failed.items()},
+            "describer": summary.describer,
+        }
+        self.emit(
+            BATCH_FINISHED,
+            {"prefect.resource.id": batch_resource_id(batch_id), "prefect.resource.name": "stock-batch"},
+            payload,
+            [{"prefect.resource.id": agency_resource_id(a), "prefect.resource.role": "agency"} for a in agencies],
+        )
+
+    def review_waiting(self, count: int) -> None:
+        """A stock-batch run paused for review: ``count`` assets wait for the contributor's answer."""
+        batch_id = current_batch_id() or "local"
+        self.emit(
+            REVIEW_WAITING,
+            {"prefect.resource.id": batch_resource_id(batch_id), "prefect.resource.name": "stock-batch"},
+            {"waiting": count, "flow_run_id": batch_id},
+            [],
+        )
 
 
-def job_parked(asset_id: str, asset_name: str, error_class: str, attempts: int, model: str) -> None:
-    """A describe job was parked in the dead-letter store (first time or again after a replay)."""
-    _emit(
-        JOB_PARKED,
-        {"prefect.resource.id": asset_resource_id(asset_id), "prefect.resource.name": asset_name,
-         "microstock.error-class": error_class},
-        {"asset": asset_name, "asset_id": asset_id, "error_class": error_class, "attempts": attempts, "model": model},
-        _batch_related(current_batch_id()),
-    )
+class PrefectEvents(Events):
+    """The events sent to Prefect (``prefect.events.emit_event``): a run opened by a flow or a command. An event
+    Prefect cannot take is logged by its type only, and the run goes on."""
+
+    def emit(self, event: str, resource: dict[str, str], payload: dict[str, Any],
+             related: list[dict[str, str]]) -> None:
+        try:
+            from prefect.events import emit_event  # here, not at import: the stages that emit stay free of Prefect
+
+            emit_event(event=event, resource=resource, related=related, payload=payload)
+        except Exception as exc:  # an event must never take a stage down
+            logger.warning("could not emit %s (%s)", event, type(exc).__name__)
 
 
-def job_recovered(asset_id: str, asset_name: str, attempts: int) -> None:
-    """A parked job succeeded on replay (its status is now ``recovered``)."""
-    _emit(
-        JOB_RECOVERED,
-        {"prefect.resource.id": asset_resource_id(asset_id), "prefect.resource.name": asset_name},
-        {"asset": asset_name, "asset_id": asset_id, "attempts": attempts},
-        _batch_related(current_batch_id()),
-    )
+@dataclass(frozen=True)
+class Event:
+    """One event as :class:`MemoryEvents` keeps it."""
+
+    event: str
+    resource: dict[str, str]
+    payload: dict[str, Any]
+    related: list[dict[str, str]]
 
 
-def upload_completed(agency: str, uploaded: list[str], already: int, failed: int) -> None:
-    """An agency's upload stage finished: what was confirmed now, what the ledger already had, what failed."""
-    _emit(
-        UPLOAD_COMPLETED,
-        {"prefect.resource.id": agency_resource_id(agency), "prefect.resource.name": agency},
-        {"agency": agency, "uploaded": len(uploaded), "already": already, "failed": failed,
-         "files": sorted(uploaded)[:MAX_FILES_LISTED]},
-        _batch_related(current_batch_id()),
-    )
+class MemoryEvents(Events):
+    """The events kept in memory, in the order emitted (from any thread), in :attr:`sent`: a stage called plainly,
+    outside any Prefect run, has nothing to send them to."""
 
+    def __init__(self) -> None:
+        self.sent: list[Event] = []
+        self._lock = threading.Lock()
 
-def batch_finished(summary: BatchSummary) -> None:
-    """A stock-batch run finished: its counts (never paths, targets or messages)."""
-    batch_id = current_batch_id() or "local"
-    agencies = sorted(summary.targets)
-    payload = {
-        "headline": summary.headline(reasons=False),
-        #: ``Completed``, or ``Incomplete`` when uploads were left pending (the flow run's final state name).
-        "state": summary.state_name(),
-        "left_pending": summary.uploads_left_pending(),
-        "stopped_agencies": sorted(summary.upload_stopped),
-        "assets": summary.assets,
-        "described": summary.described_now,
-        "described_total": summary.described,
-        "parked": summary.parked,
-        "pending": summary.pending,
-        "rejected": len(summary.rejected),
-        "tokens": summary.tokens,
-        "uploaded": sum(summary.uploaded_now.values()),
-        "uploaded_per_agency": dict(summary.uploaded_now),
-        "upload_failed_per_agency": {a: len(f) for a, f in summary.upload_failed.items()},
-        "describer": summary.describer,
-    }
-    _emit(
-        BATCH_FINISHED,
-        {"prefect.resource.id": batch_resource_id(batch_id), "prefect.resource.name": "stock-batch"},
-        payload,
-        [{"prefect.resource.id": agency_resource_id(a), "prefect.resource.role": "agency"} for a in agencies],
-    )
-
-
-def review_waiting(count: int) -> None:
-    """A stock-batch run paused for review: ``count`` assets wait for the contributor's answer."""
-    batch_id = current_batch_id() or "local"
-    _emit(
-        REVIEW_WAITING,
-        {"prefect.resource.id": batch_resource_id(batch_id), "prefect.resource.name": "stock-batch"},
-        {"waiting": count, "flow_run_id": batch_id},
-    )
+    def emit(self, event: str, resource: dict[str, str], payload: dict[str, Any],
+             related: list[dict[str, str]]) -> None:
+        with self._lock:
+            self.sent.append(Event(event, dict(resource), dict(payload), list(related)))

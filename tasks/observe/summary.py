@@ -257,16 +257,6 @@ class BatchSummary(BaseModel):
             parts.append(f"stopped: {self.stopped.splitlines()[0][:200]}" if reasons else "describe stopped")
         return parts
 
-    def stopped_early(self) -> bool:
-        """Whether an agency's uploads or a stage (the describe service unreachable, the day's quota, …) stopped
-        before the end: ``microstock run`` exits 3 then (docs/INTERFACE.md), so a cron job knows."""
-        return bool(self.upload_stopped or self.stopped)
-
-    def state_name(self) -> str:
-        """The final state's name: :data:`INCOMPLETE` when something is left undone (:meth:`undone`), else
-        ``Completed`` — parked jobs alone keep a run Completed."""
-        return INCOMPLETE if self.undone() else "Completed"
-
     def headline(self, reasons: bool = True) -> str:
         """The final state message: ``12 described · 1 parked · 36 uploaded``, then what is left undone
         (``· 6 upload(s) left pending: adobe stopped (connection refused)``; without ``reasons``, no stop's
@@ -296,12 +286,6 @@ class BatchSummary(BaseModel):
             why = ", ".join(label if len(counts) == 1 else f"{n} {label}" for label, n in counts.most_common())
             per_agency.append(f"{agency} {len(rules)} ({why})")
         return "held back: " + ", ".join(per_agency)
-
-
-#: The name of a stock-batch run's final state when it left work undone: a Failed-type state, so the UI shows it
-#: red and the dashboard counts it, never as done; its result is still the summary. Prefect emits
-#: ``prefect.flow-run.Incomplete`` for it, which an automation matches (docs/automations/notify-batch-incomplete.yaml).
-INCOMPLETE = "Incomplete"
 
 
 def brief(why: str, limit: int = 120) -> str:

@@ -160,7 +160,7 @@ def announce_form(url: str, question: Question) -> None:
 
 def review_stage(ctx: RunContext, packed: PackReport, csvs: CsvReport) -> ReviewReport:
     """The review step of a flow run: :func:`~tasks.stages.review.review_decisions`, asking with the run's pause."""
-    return review_decisions(ctx.wd, ctx.settings, packed, csvs, ask)
+    return review_decisions(ctx.wd, ctx.settings, packed, csvs, ask, ctx.events)
 
 
 def paused_review_run(wd: Workdir) -> str | None:

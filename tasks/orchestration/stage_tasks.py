@@ -22,8 +22,8 @@ from tasks.core.records import FileOutcome, UploadItem
 from tasks.core.reports import AgencyUpload, CsvReport, Gathered, PackReport
 from tasks.core.settings import AgencySettings
 from tasks.core.workdir import Workdir
-from tasks.observe import events
 from tasks.observe.artifacts import publish_upload, upload_message
+from tasks.observe.events import Events
 from tasks.stages.assets import gather_assets
 from tasks.stages.csv import csvs_for_packed
 from tasks.stages.kinds import pack_described
@@ -66,7 +66,8 @@ def zip_stage(wd: Workdir, packed: PackReport, csvs: CsvReport) -> PackReport:
 
 
 @task(name="upload", task_run_name="upload-{agency}", cache_policy=NO_CACHE)
-def upload_stage(wd: Workdir, agency: str, items: list[UploadItem], settings: AgencySettings) -> State:
+def upload_stage(wd: Workdir, agency: str, items: list[UploadItem], settings: AgencySettings,
+                 events: Events) -> State:
     """One agency's upload (:func:`tasks.stages.upload.upload_agency`): Completed, or :data:`STOPPED` (a
     Failed-type state: red in the UI, never shown as done) when the agency stopped early; its message the counts
     (``3 uploaded · 1 left pending``), its result the :class:`AgencyUpload` either way; the files in
@@ -88,7 +89,7 @@ def upload_stage(wd: Workdir, agency: str, items: list[UploadItem], settings: Ag
 def upload_agencies(ctx: RunContext, packed: PackReport, csvs: CsvReport) -> dict[str, AgencyUpload]:
     """Every agency's upload stage at once, one task run each: the upload-ready files of ``packed`` that ``csvs``
     accepted there (:func:`tasks.stores.pending.uploadable`)."""
-    futures = {agency: upload_stage.submit(ctx.wd, agency, agency_items, ctx.settings.agency(agency))
+    futures = {agency: upload_stage.submit(ctx.wd, agency, agency_items, ctx.settings.agency(agency), ctx.events)
                for agency, agency_items in uploadable(packed, csvs, ctx.agencies).items()}
     uploads = {agency: future.result(raise_on_failure=False) for agency, future in futures.items()}  # Stopped too
     for result in uploads.values():

@@ -48,7 +48,7 @@ from tasks.core.workdir import Workdir
 from tasks.gemini.daybudget import FILE_NAME, DailyBudget
 from tasks.gemini.ratelimit import CallTimes, RateLimiter, WaitAllowance
 from tasks.images.provenance import is_ai_generated, provenance_of
-from tasks.observe import events
+from tasks.observe.events import Events
 from tasks.stages.offline_describer import Describer, select_describer
 from tasks.stages.run_context import RunContext
 from tasks.stores.dead_letter import DeadLetterStore, ParkedJob
@@ -125,12 +125,13 @@ class DescriberGate:
 class DescribeRun:
     """What the describe jobs of one stage run share (passed to every job, never serialized).
 
-    ``quota``: a limiter shared by processes (the server's quota, :mod:`tasks.orchestration.shared_quota`)
-    that replaces the describer's own when the describer has one; None keeps the describer's.
+    ``events``: where its parked jobs are told (the run's, ``RunContext.events``). ``quota``: a limiter shared by
+    processes (the server's quota, :mod:`tasks.orchestration.shared_quota`) that replaces the describer's own when
+    the describer has one; None keeps the describer's.
     """
 
     def __init__(self, wd: Workdir, settings: Settings, describer: Describer, store: DeadLetterStore,
-                 secret: str | None = None, quota: RateLimiter | None = None) -> None:
+                 events: Events, secret: str | None = None, quota: RateLimiter | None = None) -> None:
         self.wd = wd
         self.settings = settings
         self._secret = secret
@@ -141,6 +142,7 @@ class DescribeRun:
         if describer.limiter is not None and quota is not None:  # Gemini: the quota shared by processes
             self.gate.limiter = quota
         self.store = store
+        self.events = events
         #: asset name → attempts made this run (counted by the attempt loop, read when parking).
         self.attempts: dict[str, int] = {}
         #: asset name → its job as parked by this run (a job is parked once per run).
@@ -159,7 +161,7 @@ class DescribeRun:
         gives the limiter shared by processes, if any."""
         describer = describer or select_describer(ctx.settings, ctx.gemini_key)
         shared = quota(ctx.settings.gemini, describer.model) if quota is not None and describer.limiter else None
-        return cls(ctx.wd, ctx.settings, describer, ctx.store, secret=ctx.gemini_key, quota=shared)
+        return cls(ctx.wd, ctx.settings, describer, ctx.store, ctx.events, secret=ctx.gemini_key, quota=shared)
 
     def __repr__(self) -> str:  # shown by Prefect in parameter reprs; never the describer's key
         return f"DescribeRun({self.gate.describer.name})"
@@ -247,7 +249,7 @@ class DescribeRun:
                 task_run_id=task_run_id,
             )
             self.parked[asset.name] = job
-        events.job_parked(asset.asset_id, asset.name, job.error_class, job.attempts, job.model)
+        self.events.job_parked(asset.asset_id, asset.name, job.error_class, job.attempts, job.model)
         return job
 
     def settle(self, outcome: Outcome, task_run_id: str | None = None) -> Outcome:

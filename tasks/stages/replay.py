@@ -20,7 +20,6 @@ from tasks.core.records import CLIP_EXTENSIONS, Asset, list_assets, read_sidecar
 from tasks.core.reports import ReplayReport
 from tasks.core.secrets import redact
 from tasks.core.workdir import Workdir
-from tasks.observe import events
 from tasks.stages.describe import DescribeWith, describe_jobs
 from tasks.stages.describe_job import DescribeRun, Outcome
 from tasks.stages.run_context import RunContext
@@ -110,7 +109,7 @@ def replay_jobs(ctx: RunContext, claimant: str, jobs: list[ParkedJob],
         try:
             if outcome is not None and outcome.status == "described":
                 if store.mark_recovered(job.job_id, claimant):
-                    events.job_recovered(job.job_id, label, job.attempts)
+                    ctx.events.job_recovered(job.job_id, label, job.attempts)
                 else:
                     log.warning("replay %s: described, but this replay no longer held the job", label)
                 report.recovered += 1

@@ -75,8 +75,8 @@ from tasks.core.records import (
 from tasks.core.reports import CsvReport, PackReport, Problem
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
-from tasks.observe import events
 from tasks.observe import progress as stage_progress
+from tasks.observe.events import Events
 from tasks.observe.markdown import md_cell, md_code
 from tasks.observe.similar_view import review_cell
 from tasks.observe.thumbnails import inline_thumbnail
@@ -238,8 +238,10 @@ def review_description(wd: Workdir, waiting: list[Sidecar], packed: PackReport, 
     return "\n".join(lines)
 
 
-def review_decisions(wd: Workdir, settings: Settings, packed: PackReport, csvs: CsvReport, ask: Ask) -> ReviewReport:
-    """Ask about the assets waiting for review (when ``[review]`` is enabled) with ``ask``, and record the answer.
+def review_decisions(wd: Workdir, settings: Settings, packed: PackReport, csvs: CsvReport, ask: Ask,
+                     events: Events) -> ReviewReport:
+    """Ask about the assets waiting for review (when ``[review]`` is enabled) with ``ask``, and record the answer;
+    ``events`` (the run's) is told how many wait before it asks.
 
     Returns what was decided and every asset rejected so far; never asks when review is off or
     nothing is waiting.

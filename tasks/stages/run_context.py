@@ -5,8 +5,11 @@ every stage takes it. Nothing below it reads a config file or the
 environment again: the settings, the agency catalog and the agencies chosen,
 the dead-letter store (opened once, from *these* settings: a shared
 ``dead_letter_url`` in ``--config other.toml`` is the store this run parks
-into), the Gemini key (resolved once: the environment, else the
-``gemini-api-key`` Secret block, read at most once) and the clock.
+into, unless the environment names a deployment's, applied by :meth:`RunContext.open`:
+:func:`~tasks.stores.dead_letter_open.store_settings`), the Gemini key (resolved once: the environment,
+else — in a run :meth:`RunContext.open` opened — the ``gemini-api-key`` Secret block, read at most once),
+the clock, and where the run's events go (:class:`~tasks.observe.events.Events`: sent to Prefect from a run
+:meth:`RunContext.open` opened, kept in memory in a context made directly, as a plain stage call's).
 
 :meth:`RunContext.check` is the check before a run — targets, the configured
 models, what the image model can make — made inside the flow, so a
@@ -16,6 +19,7 @@ deployment or worker run is refused before any paid call exactly as
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,19 +29,21 @@ from pathlib import Path
 from tasks.agencies.catalog import Catalog, catalog
 from tasks.agencies.protected import ProtectedNames, check_prompts
 from tasks.core.ownership import check_workdir
-from tasks.core.secrets import gemini_key
+from tasks.core.secrets import gemini_api_key, gemini_key
 from tasks.core.settings import Settings, load_settings
 from tasks.core.workdir import Workdir, default_workdir
+from tasks.observe.events import Events, MemoryEvents, PrefectEvents
 from tasks.stores.dead_letter import DeadLetterStore
-from tasks.stores.dead_letter_open import open_store
+from tasks.stores.dead_letter_open import open_store, store_settings
 
 
 @dataclass
 class RunContext:
-    """One run's workdir, settings, agencies, dead-letter store, Gemini key and clock (see the module).
+    """One run's workdir, settings, agencies, dead-letter store, Gemini key, clock and events (see the module).
 
     Made directly in tests (``RunContext(wd, settings)``: the shipped agencies the settings enable, the key
-    from the environment or a Secret block); :meth:`open` in flows and commands.
+    from the environment, the events kept in :attr:`events`: no Prefect at all); :meth:`open` in flows and
+    commands.
     """
 
     wd: Workdir
@@ -48,6 +54,11 @@ class RunContext:
     clock: Callable[[], float] = time.time
     #: The dead-letter store when one is handed in (a test's memory store); else opened on first use.
     given_store: DeadLetterStore | None = None
+    #: Where the stages' events go: Prefect for a run :meth:`open` opened; else kept in memory (``events.sent``).
+    events: Events = field(default_factory=MemoryEvents)
+    #: Where the Gemini key is read, once: the environment; for a run :meth:`open` opened, the environment, else
+    #: the ``gemini-api-key`` Secret block.
+    key_from: Callable[[], str | None] = gemini_api_key
 
     @classmethod
     def open(cls, workdir: str | Path | None = None, config: str | Path | None = None,
@@ -62,8 +73,8 @@ class RunContext:
         """
         wd = Workdir(Path(workdir) if workdir else default_workdir())
         check_workdir(wd.root, Path(config) if config else None)
-        settings = load_settings(wd.config_path(config))
-        return cls(wd, settings, catalog(wd).enabled(settings, agencies))
+        settings = store_settings(load_settings(wd.config_path(config)), os.environ)
+        return cls(wd, settings, catalog(wd).enabled(settings, agencies), events=PrefectEvents(), key_from=gemini_key)
 
     def __post_init__(self) -> None:
         if self.chosen is None:
@@ -92,9 +103,10 @@ class RunContext:
 
     @cached_property
     def gemini_key(self) -> str | None:
-        """The Gemini key: ``GOOGLE_API_KEY`` / ``GEMINI_API_KEY``, else the ``gemini-api-key`` Secret block (read
-        once a run); None without one (the offline describer and generator)."""
-        return gemini_key()
+        """The Gemini key (read once a run, :attr:`key_from`): ``GOOGLE_API_KEY`` / ``GEMINI_API_KEY``, else in a run
+        :meth:`open` opened the ``gemini-api-key`` Secret block; None without one (the offline describer and
+        generator)."""
+        return self.key_from()
 
     def check(self, generates: bool, key: str | None, clips: bool = False) -> list[str]:
         """The check before a run, before any paid call: ConfigError for a target URL that cannot be used, a local

@@ -8,6 +8,7 @@ import pytest
 from prefect.events.clients import AssertingEventsClient
 from prefect.events.worker import EventsWorker
 
+from flows.run_outcome import state_name
 from tasks.observe import events
 from tasks.observe.summary import BatchSummary
 
@@ -44,8 +45,8 @@ def summary() -> BatchSummary:
 
 
 def test_job_events_name_the_asset_and_carry_the_error_class(sent):
-    events.job_parked(SHA, "sunset_017.jpg", "exhausted:503", 4, "gemini-2.5-flash")
-    events.job_recovered(SHA, "sunset_017.jpg", 5)
+    events.PrefectEvents().job_parked(SHA, "sunset_017.jpg", "exhausted:503", 4, "gemini-2.5-flash")
+    events.PrefectEvents().job_recovered(SHA, "sunset_017.jpg", 5)
     parked, recovered = sent()
     assert parked.event == "microstock.job.parked"
     assert parked.resource.id == f"microstock.asset.{SHA}"
@@ -60,7 +61,7 @@ def test_job_events_name_the_asset_and_carry_the_error_class(sent):
 
 def test_upload_event_counts_per_agency_and_caps_the_file_list(sent):
     names = [f"img_{i:03d}.jpg" for i in range(events.MAX_FILES_LISTED + 20)]
-    events.upload_completed("adobe", names, already=7, failed=2)
+    events.PrefectEvents().upload_completed("adobe", names, already=7, failed=2)
     (ev,) = sent()
     assert ev.event == "microstock.upload.completed"
     assert ev.resource.id == "microstock.agency.adobe"
@@ -74,8 +75,9 @@ def test_batch_finished_inside_a_flow_run_is_the_flow_run_and_has_no_secret_or_t
 
     @flow(name="events-probe")
     def probe() -> str:
-        events.batch_finished(summary())
-        events.upload_completed("adobe", ["a.jpg"], already=0, failed=0)
+        sink = events.PrefectEvents()
+        sink.batch_finished(summary(), state_name(summary()))
+        sink.upload_completed("adobe", ["a.jpg"], already=0, failed=0)
         return str(FlowRunContext.get().flow_run.id)
 
     flow_run_id = probe()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from flows.run_outcome import exit_code, state_name
 from tasks.observe.markdown import summary_markdown
 from tasks.observe.summary import BatchSummary
 
@@ -91,17 +92,17 @@ def test_a_run_that_left_uploads_pending_is_named_incomplete_and_says_why():
     assert s.headline() == ("3 described · 0 parked · 3 uploaded · 6 upload(s) left pending: adobe stopped "
                             "(connection refused), dreamstime stopped (no password for dreamstime)")
     assert s.headline(reasons=False).endswith("6 upload(s) left pending: adobe stopped, dreamstime stopped")
-    assert s.state_name() == "Incomplete"
+    assert state_name(s) == "Incomplete"
     waiting = BatchSummary(workdir="/w", described_now=2, in_review={"a.jpg": "waiting for review"})
-    assert waiting.state_name() == "Incomplete" and waiting.headline().endswith("· 1 waiting for review")
+    assert state_name(waiting) == "Incomplete" and waiting.headline().endswith("· 1 waiting for review")
     failed = BatchSummary(workdir="/w", upload_failed={"adobe": {"a.jpg": "timeout"}})
-    assert failed.state_name() == "Incomplete" and "1 upload(s) left pending" in failed.headline()
+    assert state_name(failed) == "Incomplete" and "1 upload(s) left pending" in failed.headline()
 
 
 def test_parked_jobs_alone_keep_the_run_completed_and_the_message_names_them():
     s = BatchSummary(workdir="/w", described_now=11, parked=1, uploaded_now={"adobe": 11})
-    assert s.state_name() == "Completed" and s.headline() == "11 described · 1 parked · 11 uploaded"
-    assert not s.stopped_early() and stopped_run().stopped_early(), "exit 0 for parked jobs, 3 for a stop"
+    assert state_name(s) == "Completed" and s.headline() == "11 described · 1 parked · 11 uploaded"
+    assert (exit_code(s), exit_code(stopped_run())) == (0, 3), "exit 0 for parked jobs, 3 for a stop"
 
 
 def test_the_headline_counts_only_this_runs_review_rejections():
@@ -149,7 +150,7 @@ def test_held_back_work_is_in_the_headline_and_the_next_steps_with_readable_reas
     s = BatchSummary.from_stages(Workdir(tmp_path / "w").prepare(), Gathered([]), described, csvs, packed, {})
     assert s.headline() == ("28 described · 0 parked · 1 rejected · 0 uploaded · held back: adobe 17 "
                             "(16 similar content, 1 image size), vecteezy 1 (below the keyword minimum)")
-    assert s.state_name() == "Completed", "held back by an agency's rule is no work left undone"
+    assert state_name(s) == "Completed", "held back by an agency's rule is no work left undone"
     steps = next_steps(csvs)
     (adobe,) = [step for step in steps if step.startswith("Adobe Stock:")]
     assert adobe == ("Adobe Stock: 17 held back, not sent there — similar content (versions of one motif beyond "

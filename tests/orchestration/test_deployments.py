@@ -166,7 +166,7 @@ AUTOMATIONS = sorted((PROJECT_DIR / "docs" / "automations").glob("*.yaml"))
 
 @pytest.mark.parametrize("path", AUTOMATIONS, ids=lambda p: p.name)
 def test_example_automation_is_valid_and_triggers_on_a_microstock_event_or_state(path):
-    from tasks.observe.summary import INCOMPLETE
+    from flows.run_outcome import INCOMPLETE
 
     automation = AutomationCore.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
     assert isinstance(automation.trigger, EventTrigger)

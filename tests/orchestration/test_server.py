@@ -351,8 +351,8 @@ def test_example_automation_notifies_when_a_job_is_parked(served, tmp_path):
     try:
         install_example_automation(url, env, tmp_path, "notify-on-parked.yaml", hook.server_port)
 
-        emit = ("from tasks.observe import events; "
-                "events.job_parked('%s', 'sunset_017.jpg', 'blocked:SAFETY', 1, 'gemini-2.5-flash')" % ("cd" * 32))
+        emit = ("from tasks.observe import events; events.PrefectEvents()"
+                ".job_parked('%s', 'sunset_017.jpg', 'blocked:SAFETY', 1, 'gemini-2.5-flash')" % ("cd" * 32))
         sent = subprocess.run([sys.executable, "-c", emit], env=env, capture_output=True, text=True, timeout=120)
         assert sent.returncode == 0, sent.stderr[-2000:]
         (message,) = wait_until("the webhook notification", lambda: list(_Hook.received), timeout_s=120)
@@ -370,8 +370,8 @@ def test_example_automation_notifies_when_a_batch_waits_for_review(served, tmp_p
     threading.Thread(target=hook.serve_forever, daemon=True).start()
     try:
         install_example_automation(url, env, tmp_path, "notify-review-waiting.yaml", hook.server_port)
-        sent = subprocess.run([sys.executable, "-c", "from tasks.observe import events; events.review_waiting(3)"],
-                              env=env, capture_output=True, text=True, timeout=120)
+        waiting = "from tasks.observe import events; events.PrefectEvents().review_waiting(3)"
+        sent = subprocess.run([sys.executable, "-c", waiting], env=env, capture_output=True, text=True, timeout=120)
         assert sent.returncode == 0, sent.stderr[-2000:]
         (message,) = wait_until("the webhook notification", lambda: list(_Hook.received), timeout_s=120)
         assert message["subject"] == "microstock: 3 asset(s) waiting for review"
@@ -383,14 +383,14 @@ def test_example_automation_notifies_when_a_batch_waits_for_review(served, tmp_p
 #: A stock-batch run that ends as one that left uploads pending does (the state the flow returns then).
 INCOMPLETE_PROBE = """
 from prefect import flow
-from prefect.states import Failed
+from flows.run_outcome import final_state
 from tasks.observe.summary import BatchSummary
 
 @flow(name="stock-batch")
 def probe():
     s = BatchSummary(workdir="/w", described_now=3, uploaded_now={"vecteezy": 3}, upload_not_tried={"adobe": 3},
                      upload_stopped={"adobe": "connection refused"})
-    return Failed(name=s.state_name(), message=s.headline())
+    return final_state(s)
 
 probe(return_state=True)
 """

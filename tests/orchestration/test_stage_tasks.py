@@ -15,6 +15,7 @@ import logging
 import time
 
 from tasks.core.workdir import Workdir
+from tasks.observe.events import MemoryEvents
 from tests.fakes import prefect_api
 from tests.fakes.ledger import ledger_entries
 from tests.fakes.servers import PASSWORD, ftp_server, ftps_cert, ftps_server, sftp_server  # noqa: F401  (fixtures)
@@ -178,7 +179,7 @@ def test_an_upload_table_the_server_refuses_does_not_fail_the_agency(workdir, mo
     caplog.set_level(logging.WARNING, logger=stage_tasks.__name__)
     items = make_items(workdir, 2)
     target = AgencySettings(target=workdir.outbox("adobe").as_uri())
-    state = stage_tasks.upload_stage.fn(workdir, "adobe", items, target)
+    state = stage_tasks.upload_stage.fn(workdir, "adobe", items, target, MemoryEvents())
     assert state.is_completed() and state.message.startswith("2 uploaded"), state.message
     assert ledger_names(workdir, "adobe") == [i.name for i in items]
     assert "upload-adobe: the table of its files was not published (RuntimeError)" in caplog.text

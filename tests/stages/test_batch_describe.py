@@ -1,5 +1,7 @@
-"""Batch mode of the describe stage, called plainly (no flow run) but where a collected job's task run and table
-are read (real Prefect); the real google-genai SDK, the fake Gemini server's Batch API.
+"""Batch mode of the describe stage, called plainly (no flow run); the real google-genai SDK, the fake Gemini
+server's Batch API. A collected job's task run and table (real Prefect):
+tests/orchestration/test_describe_runs_batch.py; a job parked in batch mode replayed by the replay flow:
+tests/flows/test_replay_flow.py.
 
 Each asset is a plain-coloured image; the fake answers each inline request by
 the colour of its image (the same :class:`Script` as the sync tests, with more
@@ -8,7 +10,6 @@ colours), so a job mixes answers and per-request errors as a test sets them.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -24,12 +25,10 @@ from tasks.core.records import Asset, read_sidecar
 from tasks.core.settings import GeminiSettings, Settings
 from tasks.core.workdir import Workdir
 from tasks.gemini import ratelimit
-from tasks.gemini.models import cost_usd
 from tasks.stages.describe import describe_stage
 from tasks.stages.run_context import RunContext
 from tasks.stores.batch_jobs import BatchJobs
 from tasks.stores.dead_letter_open import open_store
-from tests.fakes import prefect_api
 from tests.fakes.gemini import (  # noqa: F401  (fake_gemini is a fixture)
     FAKE_KEY,
     answer_json,
@@ -40,7 +39,6 @@ from tests.fakes.gemini import (  # noqa: F401  (fake_gemini is a fixture)
     gemini_for_module,
     prompt_blocked,
 )
-from tests.orchestration.test_describe_runs import run_describe
 from tests.stages import test_describe
 from tests.stages.test_describe import Script, gemini_key  # noqa: F401  (gemini_key is a fixture)
 
@@ -85,86 +83,7 @@ FAILURES = {
 }
 
 
-@pytest.fixture(scope="module")
-def thirty(prefect_harness, tmp_path_factory):
-    """Three runs over 30 assets in batch mode: submit; collect (5 per-request failures); nothing left."""
-    with gemini_for_module() as (fake, mp):
-        mp.setattr(test_describe, "COLOURS", COLOURS)
-        mp.setattr(ratelimit, "_shared", {})
-        wd = Workdir(tmp_path_factory.mktemp("thirty")).prepare()
-        assets = make_assets(wd, NAMES)
-        script = Script(fake, NAMES)
-        script.fallback = lambda req: answer_json(tokens=1000, thoughts=40)
-        for name, (reply, _) in FAILURES.items():
-            script.set(name, reply)
-        fake.batch.finish_after_s = 0  # a job ends at its first look after the create
-        _, submitted = plain_describe(wd, batch_settings(), assets)
-        _, collected = run_describe(wd, batch_settings(), assets)  # in a flow run: a task run and a table per job
-        _, again = plain_describe(wd, batch_settings(), assets)
-        yield wd, fake, script, submitted, collected, again
-
-
-def test_the_first_run_submits_every_asset_in_one_job_and_describes_none(thirty):
-    wd, fake, _, submitted, _, _ = thirty
-    assert submitted.batch_jobs_submitted == 1 and sorted(submitted.in_batch) == NAMES
-    assert submitted.described == [] and submitted.parked == {} and submitted.pending == []
-    assert len(fake.batch.requests) == 30, "one inline request per asset"
-    assert not [r for r in fake.requests if r.path.endswith(":generateContent")], "no sync call in batch mode"
-
-
-def test_a_finished_job_gives_25_sidecars_and_parks_5_with_their_classes(thirty):
-    wd, _, _, _, collected, _ = thirty
-    assert sorted(collected.described) == sorted(set(NAMES) - set(FAILURES))
-    assert collected.parked == {name: cls for name, (_, cls) in FAILURES.items()}
-    parked = {job.asset_name: job for job in open_store(wd, Settings()).list(status="parked")}
-    assert {n: j.error_class for n, j in parked.items()} == collected.parked
-    for job in parked.values():  # the same columns as sync mode: a replay (sync) takes them as they are
-        assert job.attempts == 1 and job.model == "gemini-3.5-flash-lite"
-        assert {"asset", "asset_id", "describer", "model", "prompt", "image_max_px"} <= set(job.payload)
-    for name in collected.described:
-        sidecar = read_sidecar(wd.sidecar(name))
-        assert sidecar.asset_id == sha256_file(wd.assets / name) and sidecar.metadata.keywords
-
-
-def test_batch_answers_cost_the_batch_price_and_the_report_says_what_batch_saved(thirty):
-    wd, _, _, _, collected, _ = thirty
-    sidecar = read_sidecar(wd.sidecar("b00.jpg"))
-    usage = sidecar.metadata.usage
-    assert usage.total == 1000
-    import datetime as dt
-
-    today = dt.date.today()
-    assert sidecar.metadata.cost_usd == pytest.approx(cost_usd("gemini-3.5-flash-lite", usage, today, batch=True))
-    sync = cost_usd("gemini-3.5-flash-lite", usage, today)
-    assert sidecar.metadata.cost_usd == pytest.approx(sync / 2)
-    assert collected.cost_usd == pytest.approx(25 * sidecar.metadata.cost_usd)
-    assert collected.batch_saved_usd == pytest.approx(25 * (sync - sidecar.metadata.cost_usd))
-
-
-def test_nothing_is_described_twice_and_a_third_run_submits_nothing(thirty):
-    wd, fake, _, _, collected, again = thirty
-    assert fake.batch.created == 1 and len(fake.batch.requests) == 30
-    assert again.batch_jobs_submitted == 0 and again.described == [] and again.in_batch == []
-    assert sorted(again.already) == sorted(collected.described)
-    assert sorted(again.still_parked) == sorted(FAILURES)
-    (record,) = BatchJobs(wd).records()
-    assert record.ended == "succeeded" and record.counts == {"described": 25, "parked": 5}
-
-
-def test_each_collected_job_is_one_task_run_and_one_table(thirty):
-    wd, _, _, _, _, _ = thirty
-    (record,) = BatchJobs(wd).records()
-    job_id = record.job_name.rsplit("/", 1)[-1]
-    # The display name starts with this workdir's key: the table is this test's. The job's name (fake000001)
-    # repeats in other tests' fake servers: this test's task runs are the ones in the flow run that made the table.
-    (artifact,) = prefect_api.artifacts(key=f"batch-{record.display_name}")
-    runs = prefect_api.task_runs(artifact.flow_run_id, name=f"collect-{job_id}")
-    assert len(runs) == 1 and runs[0].state.is_completed()
-    rows = {row["asset"]: row["result"] for row in json.loads(artifact.data)}
-    assert len(rows) == 30 and rows["b00.jpg"] == "described" and rows["b03.jpg"] == "parked: blocked:SAFETY"
-
-
-def test_an_expired_job_is_resubmitted_then_parked_after_the_limit(prefect_harness, fake_gemini, gemini_key, tmp_path):
+def test_an_expired_job_is_resubmitted_then_parked_after_the_limit(fake_gemini, gemini_key, tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
     names = ["e0.jpg", "e1.jpg", "e2.jpg"]
     assets = make_assets(wd, names)
@@ -186,32 +105,7 @@ def test_an_expired_job_is_resubmitted_then_parked_after_the_limit(prefect_harne
     assert fourth.batch_jobs_submitted == 0 and sorted(fourth.still_parked) == names
 
 
-def test_a_job_parked_in_batch_mode_is_replayed_through_sync_mode(prefect_harness, fake_gemini, gemini_key,
-                                                                    tmp_path):
-    from flows.replay import replay_dead_letters
-
-    wd = Workdir(tmp_path / "w").prepare()
-    wd.config_file.write_text('[gemini]\nmode = "batch"\nbatch_resubmits = 0\nrequests_per_day = 0\n'
-                              'requests_per_minute = 6000\n')
-    names = ["r0.jpg", "r1.jpg"]
-    assets = make_assets(wd, names)
-    fake_gemini.batch.finish_after_s = 0
-    fake_gemini.batch.end_as = ["failed"]
-    settings = batch_settings(batch_resubmits=0)
-    plain_describe(wd, settings, assets)
-    _, parked = plain_describe(wd, settings, assets)
-    assert parked.parked == {n: "batch:failed" for n in names}
-
-    state = replay_dead_letters(dry_run=False, workdir=str(wd.root), return_state=True)
-    assert state.is_completed(), state.message
-    assert state.result()["recovered"] == 2
-    sync_calls = [r for r in fake_gemini.requests if r.path.endswith(":generateContent")]
-    assert len(sync_calls) == 2 and fake_gemini.batch.created == 1, "one sync call each, no new batch job"
-    assert open_store(wd, Settings()).list(status="parked") == []
-    assert {read_sidecar(wd.sidecar(n)).metadata.describer for n in names} == {"gemini:gemini-3.5-flash-lite"}
-
-
-def test_a_create_gemini_refuses_parks_its_assets_and_leaves_no_intent(prefect_harness, fake_gemini, gemini_key,
+def test_a_create_gemini_refuses_parks_its_assets_and_leaves_no_intent(fake_gemini, gemini_key,
                                                                          tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
     names = ["x0.jpg", "x1.jpg"]
@@ -226,7 +120,7 @@ def test_a_create_gemini_refuses_parks_its_assets_and_leaves_no_intent(prefect_h
     assert sorted(again.still_parked) == names and fake_gemini.batch.created == 0
 
 
-def test_assets_in_a_live_job_are_not_submitted_again(prefect_harness, fake_gemini, gemini_key, tmp_path):
+def test_assets_in_a_live_job_are_not_submitted_again(fake_gemini, gemini_key, tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
     assets = make_assets(wd, ["l0.jpg", "l1.jpg", "l2.jpg"])
     fake_gemini.batch.finish_after_s = 3600  # running for the whole test
@@ -266,10 +160,7 @@ CHILD = textwrap.dedent("""
 
 
 def run_and_kill(wd: Workdir, fake, when: str) -> subprocess.CompletedProcess:
-    from prefect.settings import PREFECT_API_URL
-
-    env = {**os.environ, "GOOGLE_GEMINI_BASE_URL": fake.url, "GEMINI_API_KEY": FAKE_KEY,
-           "PREFECT_API_URL": PREFECT_API_URL.value()}
+    env = {**os.environ, "GOOGLE_GEMINI_BASE_URL": fake.url, "GEMINI_API_KEY": FAKE_KEY}
     return subprocess.run([sys.executable, "-c", CHILD, str(wd.root), when], env=env, capture_output=True,
                           text=True, timeout=300, cwd=Path(__file__).resolve().parents[2])
 
@@ -277,7 +168,7 @@ def run_and_kill(wd: Workdir, fake, when: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("when, created_by_the_crashed_run", [("after", 1), ("before", 0)],
                          ids=["killed after the create", "killed before the create"])
 def test_a_run_killed_between_create_and_record_never_makes_a_second_job(
-        prefect_harness, fake_gemini, gemini_key, tmp_path, when, created_by_the_crashed_run):
+        fake_gemini, gemini_key, tmp_path, when, created_by_the_crashed_run):
     wd = Workdir(tmp_path / "w").prepare()
     names = [f"k{i}.jpg" for i in range(6)]
     assets = make_assets(wd, names)

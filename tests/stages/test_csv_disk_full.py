@@ -73,24 +73,3 @@ def test_a_write_error_that_is_not_a_full_disk_is_not_called_one(described, monk
         write_agency_csvs(described, AGENCIES, Settings())
     assert stop.value.kind == "unwritable" and "disk full" not in stop.value.message
     assert stop.value.message.startswith(f"{described.csv / 'adobe.csv'} cannot be written (Permission denied): ")
-
-
-
-def test_a_run_whose_csv_stage_meets_a_full_disk_says_one_line(prefect_harness, run_microstock, tmp_path,
-                                                                monkeypatch):
-    """``microstock run`` end to end: the run stops at the CSV stage with the stage's line as its error (Prefect's
-    own ERROR lines say it too, without a traceback), exit 1; with space freed the re-run finishes the batch."""
-    wd = tmp_path / "w"
-    full_at(monkeypatch, "adobe.csv")
-    result = run_microstock("run", "--count", "1", "--agency", "adobe", "--workdir", str(wd))
-    assert result.exit_code == 1
-    assert "Traceback" not in result.output
-    last = result.stderr.splitlines()[-1]
-    assert last.startswith("error: the run failed: Flow run encountered an exception: StageStopped: disk full: "
-                           f"{disk_of(wd)} has no room left for {wd / 'csv' / 'adobe.csv'}"), last
-    assert not (wd / "uploads.ledger").exists() or "adobe" not in (wd / "uploads.ledger").read_text()
-
-    monkeypatch.undo()
-    again = run_microstock("run", "--agency", "adobe", "--workdir", str(wd))
-    assert again.exit_code == 0, again.output[-3000:]
-    assert "0 described · 0 parked · 1 uploaded" in again.stdout

@@ -134,21 +134,6 @@ def gemini_key(monkeypatch):
     return FAKE_KEY
 
 
-@pytest.fixture
-def no_key(monkeypatch):
-    """No Gemini key anywhere: none in the environment, no ``gemini-api-key`` Secret block asked of a Prefect API
-    (the offline describer's runs)."""
-    monkeypatch.setattr(run_context, "gemini_key", lambda: None)
-
-
-@pytest.fixture(scope="module")
-def parking_emits_a_prefect_event(prefect_harness):
-    """The tests whose jobs park still need Prefect, for that alone: :meth:`DescribeRun.park` emits
-    ``microstock.job.parked`` through ``prefect.events`` (tasks/observe/events.py), which, with no Prefect API,
-    starts Prefect's ephemeral server (≈ 50 s here) — the session's harness is cheaper. To go once the event
-    goes through the run context's event port (issue 51 item 3, the ``noprefect`` branch)."""
-
-
 NAMES = ["ok.jpg", "flaky.jpg", "down.jpg", "dropped.jpg", "bad.jpg", "unsafe.jpg", "refused.jpg",
          "garbage.jpg", "cut.jpg", "sleepy.jpg"]
 
@@ -200,7 +185,7 @@ def assert_parked_as_expected(wd: Workdir, script: Script, report) -> None:
 
 
 @pytest.fixture(scope="module")
-def mixed_run(parking_emits_a_prefect_event, tmp_path_factory):
+def mixed_run(tmp_path_factory):
     """One run over assets that each meet a different failure, and a second run after it; shared by the tests
     below."""
     with gemini_for_module() as (fake, _):
@@ -403,8 +388,8 @@ def test_a_locked_store_leaves_the_job_pending_and_the_others_go_on(fake_gemini,
     assert again.described == ["doomed.jpg"] and sorted(again.already) == ["also_fine.jpg", "fine.jpg"]
 
 
-def test_a_bug_in_the_describer_is_parked_once_with_its_traceback_and_the_others_go_on(parking_emits_a_prefect_event,
-                                                                                       no_key, tmp_path):
+def test_a_bug_in_the_describer_is_parked_once_with_its_traceback_and_the_others_go_on(
+                                                                                       tmp_path):
     class Buggy(OfflineDescriber):
         def describe(self, asset):
             if asset.name == "buggy.jpg":
@@ -448,7 +433,7 @@ def lines_of(logger: str, containing: str, seen: threading.Event):
         logging.getLogger(logger).removeHandler(handler)
 
 
-def test_two_runs_describing_one_workdir_at_once_pay_for_each_asset_once(no_key, tmp_path):
+def test_two_runs_describing_one_workdir_at_once_pay_for_each_asset_once(tmp_path):
     """Two runs on one workdir reach describe together (threads here: the lock is a per-file ``flock``, which two
     threads' opens contend for as two processes' do). The first holds its first describe call until the second
     has found the lock held and said it waits; the second then finds the first one's sidecars, so no asset's
@@ -507,6 +492,7 @@ def test_gemini_unreachable_for_every_job_stops_the_stage_and_parks_nothing(gemi
     """Regression (issue 35): Gemini at a closed port parked every job and the night read Completed. The service
     never answered: the jobs stay pending for the next run (nothing was paid), the stage says why, and the run's
     summary reads Incomplete with that reason."""
+    from flows.run_outcome import exit_code, state_name
     from tasks.core.reports import CsvReport, Gathered, PackReport
     from tasks.observe.summary import BatchSummary
 
@@ -519,12 +505,12 @@ def test_gemini_unreachable_for_every_job_stops_the_stage_and_parks_nothing(gemi
     assert "unreachable" in report.stopped and "connection to Gemini failed" in report.stopped, report.stopped
     assert open_store(wd, Settings()).list() == [], "nothing parked: a re-run finishes them"
     summary = BatchSummary.from_stages(wd, Gathered(assets), report, CsvReport(), PackReport(), {})
-    assert summary.state_name() == "Incomplete" and summary.stopped_early(), "`microstock run` exits 3 on it"
+    assert (state_name(summary), exit_code(summary)) == ("Incomplete", 3), "`microstock run` exits 3 on it"
     assert summary.headline().startswith("0 described · 0 parked · 3 pending · 0 uploaded · stopped: gemini:")
     assert "unreachable" in summary.headline()
 
 
-def test_once_gemini_answered_a_job_that_cannot_reach_it_parks_as_its_own(parking_emits_a_prefect_event, fake_gemini,
+def test_once_gemini_answered_a_job_that_cannot_reach_it_parks_as_its_own(fake_gemini,
                                                                            gemini_key, tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
     assets = make_assets(wd, ["first.jpg", "cut_off.jpg"])

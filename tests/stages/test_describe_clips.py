@@ -33,7 +33,7 @@ def clip(wd: Workdir, name="harbour.mp4", tags=None) -> Asset:
 
 
 def test_a_clip_over_the_inline_limit_is_uploaded_described_and_deleted_with_its_tokens_in_the_sidecar(
-        prefect_harness, fake_gemini, gemini_key, workdir):
+        fake_gemini, gemini_key, workdir):
     asset = clip(workdir)
     fake_gemini.push(answer_json(tokens=1500))
     report = describe_stage(RunContext(workdir, settings(video_inline_max_mb=0.000001)), [asset])
@@ -48,7 +48,7 @@ def test_a_clip_over_the_inline_limit_is_uploaded_described_and_deleted_with_its
 
 
 def test_a_clip_whose_attempts_all_fail_is_uploaded_once_parked_and_leaves_no_file_at_google(
-        prefect_harness, fake_gemini, gemini_key, workdir):
+        fake_gemini, gemini_key, workdir):
     """Both attempts get a 503: the second names the file the first uploaded, and the job's end deletes it."""
     from tests.fakes.gemini import error
 
@@ -61,7 +61,7 @@ def test_a_clip_whose_attempts_all_fail_is_uploaded_once_parked_and_leaves_no_fi
 
 
 def test_a_clip_the_service_fails_to_process_is_parked_with_the_reason_and_not_called_again(
-        prefect_harness, fake_gemini, gemini_key, workdir):
+        fake_gemini, gemini_key, workdir):
     asset = clip(workdir)
     fake_gemini.files.end_as = "FAILED"
     ctx = RunContext(workdir, settings(video_inline_max_mb=0.000001))
@@ -76,7 +76,7 @@ def test_a_clip_the_service_fails_to_process_is_parked_with_the_reason_and_not_c
 
 
 def test_a_clip_used_before_it_was_active_waits_and_is_tried_again_not_parked(
-        prefect_harness, fake_gemini, gemini_key, workdir):
+        fake_gemini, gemini_key, workdir):
     from tests.fakes.gemini import error
 
     asset = clip(workdir)
@@ -86,7 +86,7 @@ def test_a_clip_used_before_it_was_active_waits_and_is_tried_again_not_parked(
     assert report.described == ["harbour.mp4"] and not report.parked
 
 
-def test_in_batch_mode_a_clip_is_described_one_call_each(prefect_harness, fake_gemini, gemini_key, workdir):
+def test_in_batch_mode_a_clip_is_described_one_call_each(fake_gemini, gemini_key, workdir):
     asset = clip(workdir)
     report = describe_stage(RunContext(workdir, settings(mode="batch")), [asset])
     assert report.described == ["harbour.mp4"]
@@ -94,7 +94,7 @@ def test_in_batch_mode_a_clip_is_described_one_call_each(prefect_harness, fake_g
     assert not any(":batchGenerateContent" in r.path for r in fake_gemini.requests)
 
 
-def test_offline_a_clip_is_described_from_its_own_title_and_comment_tags(prefect_harness, workdir, monkeypatch):
+def test_offline_a_clip_is_described_from_its_own_title_and_comment_tags(workdir, monkeypatch):
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
     tagged = clip(workdir, "c0042.mp4", tags={"title": "Fishing boats leaving the harbour at dawn",
@@ -110,7 +110,7 @@ def test_offline_a_clip_is_described_from_its_own_title_and_comment_tags(prefect
 
 
 def test_a_parked_clip_renamed_since_is_found_by_its_content_and_replayed(
-        prefect_harness, fake_gemini, gemini_key, workdir):
+        fake_gemini, gemini_key, workdir):
     from tasks.stages.replay import replay_jobs
 
     asset = clip(workdir)

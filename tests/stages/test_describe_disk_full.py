@@ -19,7 +19,6 @@ from tasks.stages.offline_describer import OfflineDescriber
 from tasks.stages.run_context import RunContext
 from tasks.stores.dead_letter_open import open_store
 from tests.fakes.gemini import FAKE_KEY, fake_gemini  # noqa: F401  (fake_gemini is a fixture)
-from tests.orchestration.test_describe_runs import describe_flow
 from tests.stages import test_describe
 from tests.stages.test_describe import fast_settings, make_assets
 
@@ -53,7 +52,7 @@ def fill_disk_after(monkeypatch, room: int) -> list[str]:
 
 
 def test_a_full_disk_stops_describe_with_one_line_parks_nothing_and_the_rerun_describes_each_once(
-        prefect_harness, tmp_path, monkeypatch):
+        tmp_path, monkeypatch):
     wd = Workdir(tmp_path / "w").prepare()
     assets = make_assets(wd, NAMES)
     describer = Counting()
@@ -79,7 +78,7 @@ def test_a_full_disk_stops_describe_with_one_line_parks_nothing_and_the_rerun_de
     assert all(records.read_sidecar(wd.sidecar(n)) is not None for n in NAMES)
 
 
-def test_a_disk_error_that_is_not_full_is_still_the_assets_own(prefect_harness, tmp_path, monkeypatch):
+def test_a_disk_error_that_is_not_full_is_still_the_assets_own(tmp_path, monkeypatch):
     """Only ENOSPC/EDQUOT stop the stage: another write error (here EIO) parks that one job, as before."""
     wd = Workdir(tmp_path / "w").prepare()
     assets = make_assets(wd, NAMES[:2])
@@ -94,33 +93,8 @@ def test_a_disk_error_that_is_not_full_is_still_the_assets_own(prefect_harness, 
     assert report.parked == {"a.jpg": "unknown:OSError", "b.jpg": "unknown:OSError"}
 
 
-def test_in_prefect_with_gemini_a_full_disk_leaves_the_paid_answer_pending_not_parked(
-        prefect_harness, fake_gemini, tmp_path, monkeypatch):  # noqa: F811
-    """The Prefect task runs with the real SDK against the fake Gemini server: the job whose sidecar could not be
-    written fails as StageStopped (not Parked), the flow completes, the stage reports the one line."""
-    monkeypatch.setenv("GEMINI_API_KEY", FAKE_KEY)
-    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
-    wd = Workdir(tmp_path / "w").prepare()
-    assets = make_assets(wd, NAMES[:3])
-    fill_disk_after(monkeypatch, room=1)
-    state = describe_flow(str(wd.root), fast_settings(concurrency=1), assets, return_state=True)
-    assert state.is_completed(), state.message
-    report = state.result()
-    assert report.stopped.startswith(f"disk full: {disk_of(wd.assets)} has no room left for")
-    assert "the describe answer for b.jpg could not be kept (gemini" in report.stopped
-    assert report.described == ["a.jpg"] and report.parked == {} and sorted(report.pending) == ["b.jpg", "c.jpg"]
-    assert open_store(wd, Settings()).list() == []
-    assert len(fake_gemini.requests) == 2, "a.jpg and b.jpg called; c.jpg never"
-
-    monkeypatch.setattr(records, "atomic_write_bytes", atomic_write_bytes)  # space freed
-    again = describe_stage(RunContext(wd, fast_settings(concurrency=1)), assets)
-    assert again.described == ["b.jpg", "c.jpg"] and again.already == ["a.jpg"]
-    assert len(fake_gemini.requests) == 4, "each asset left pending described once more, a.jpg not again"
-
-
-
 def test_in_batch_mode_a_full_disk_keeps_the_job_so_the_rerun_collects_its_answers_again(
-        prefect_harness, fake_gemini, tmp_path, monkeypatch):  # noqa: F811
+        fake_gemini, tmp_path, monkeypatch):  # noqa: F811
     """Batch answers stay with the Gemini job: the collect that could not write a sidecar stops with the line,
     the job's record stays live, and the next run collects the rest from the same job (no second job, nothing
     parked, nothing paid twice)."""
@@ -150,7 +124,7 @@ def test_in_batch_mode_a_full_disk_keeps_the_job_so_the_rerun_collects_its_answe
 
 
 def test_a_sidecar_lock_that_cannot_be_opened_stops_describe_with_one_line_and_parks_nothing(
-        prefect_harness, tmp_path):
+        tmp_path):
     """Every sidecar is written under ``assets/.sidecars.lock``: a folder in its place (or no room to create it)
     means no answer can be kept, so the stage stops at the first one, nothing parked, every asset pending."""
     wd = Workdir(tmp_path / "w").prepare()

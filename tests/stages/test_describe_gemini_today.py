@@ -1,5 +1,5 @@
-"""Issue 13 in the describe stage: called plainly (the whole batch in real Prefect), the real google-genai SDK,
-the fake Gemini server.
+"""Issue 13 in the describe stage: called plainly, the real google-genai SDK, the fake Gemini server (the whole
+batch in real Prefect: tests/flows/test_stock_batch_check.py).
 
 Whole-run refusals stop the stage after the first answer and park nothing;
 each finish reason gets its decided class; the day's request budget is kept
@@ -12,7 +12,6 @@ import json
 
 import pytest
 
-from tasks.core.errors import ConfigError
 from tasks.core.records import read_sidecar
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
@@ -42,7 +41,7 @@ NAMES = [f"w{i}.jpg" for i in range(8)]
     ({}, unknown_field("thinkingConfig", "generation_config"), "`gemini.api_version = v1beta`"),
     ({}, finished("PUP_LIMITED_DISABLED"), "account is limited or disabled"),
 ], ids=["retired model", "unknown model", "location", "request shape", "restricted account"])
-def test_a_whole_run_refusal_stops_the_stage_after_the_first_answers(prefect_harness, fake_gemini, gemini_key,
+def test_a_whole_run_refusal_stops_the_stage_after_the_first_answers(fake_gemini, gemini_key,
                                                                      tmp_path, settings, reply, says):
     wd = Workdir(tmp_path / "w").prepare()
     assets = make_assets(wd, NAMES)
@@ -58,7 +57,7 @@ def test_a_whole_run_refusal_stops_the_stage_after_the_first_answers(prefect_har
     assert logs.count("describe stopped:") == 1 and says in logs
 
 
-def test_a_retired_model_names_current_ones_to_pick(prefect_harness, fake_gemini, gemini_key, tmp_path):
+def test_a_retired_model_names_current_ones_to_pick(fake_gemini, gemini_key, tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
     report = describe_stage(RunContext(wd, fast_settings(model="gemini-2.5-flash")), make_assets(wd, ["a.jpg"]))
     assert "its replacement is gemini-3.5-flash-lite; or pick one of gemini-3.5-flash-lite" in report.stopped
@@ -68,7 +67,7 @@ def test_a_retired_model_names_current_ones_to_pick(prefect_harness, fake_gemini
 FINISH = ["recited.jpg", "foreign.jpg", "escalated.jpg", "cut_twice.jpg", "cut_once.jpg", "odd.jpg"]
 
 
-def test_each_finish_reason_gets_its_class(prefect_harness, fake_gemini, gemini_key, tmp_path):
+def test_each_finish_reason_gets_its_class(fake_gemini, gemini_key, tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
     assets = make_assets(wd, FINISH)
     script = Script(fake_gemini, FINISH)
@@ -93,7 +92,7 @@ def test_each_finish_reason_gets_its_class(prefect_harness, fake_gemini, gemini_
 
 
 def test_the_days_request_budget_stops_the_stage_before_it_is_spent_and_holds_across_runs(
-        prefect_harness, fake_gemini, gemini_key, tmp_path):
+        fake_gemini, gemini_key, tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
     names = [f"d{i}.jpg" for i in range(5)]
     assets = make_assets(wd, names)
@@ -108,7 +107,7 @@ def test_the_days_request_budget_stops_the_stage_before_it_is_spent_and_holds_ac
     assert len(fake_gemini.requests) == 3 and again.described == [] and sorted(again.pending) == sorted(report.pending)
 
 
-def test_every_sidecar_carries_usage_and_cost_and_the_report_sums_them(prefect_harness, fake_gemini, gemini_key,
+def test_every_sidecar_carries_usage_and_cost_and_the_report_sums_them(fake_gemini, gemini_key,
                                                                       tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
     names = ["u0.jpg", "u1.jpg", "u2.jpg"]
@@ -127,7 +126,7 @@ def test_every_sidecar_carries_usage_and_cost_and_the_report_sums_them(prefect_h
     assert report.cost_usd == pytest.approx(sum(cost.values())) and report.cost_unknown == 0
 
 
-def test_a_model_without_a_confirmed_price_has_cost_unknown_said_once(prefect_harness, fake_gemini, gemini_key,
+def test_a_model_without_a_confirmed_price_has_cost_unknown_said_once(fake_gemini, gemini_key,
                                                                       tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
     names = ["p0.jpg", "p1.jpg"]
@@ -136,26 +135,3 @@ def test_a_model_without_a_confirmed_price_has_cost_unknown_said_once(prefect_ha
     assert [read_sidecar(wd.sidecar(n)).metadata.cost_usd for n in names] == [None, None]
     assert report.cost_unknown == 2 and report.cost_usd == 0
     assert "\n".join(lines).count("cost unknown for 2 asset(s): no confirmed price for gemini-3.1-flash-lite") == 1
-
-
-def test_a_flow_run_with_retired_models_is_refused_before_any_call_as_the_cli_run_is(
-        prefect_harness, fake_gemini, gemini_key, tmp_path):
-    """Issue 13's "done when", as issue 33 made it: the stock-batch flow called as a deployment or a worker calls it
-    (no CLI before it), with a retired image and describe model, is refused by the check before a run — nothing
-    sent to Gemini, nothing generated, nothing parked — exactly as ``microstock run`` is (exit 2). Before issue 33
-    only the CLI checked; such a run went on to stop its stages and end Incomplete."""
-    from flows.stock_batch import stock_batch
-
-    wd = Workdir(tmp_path / "w").prepare()
-    make_assets(wd, ["mine_1.jpg", "mine_2.jpg", "mine_3.jpg"])  # the contributor's own files, already in assets/
-    wd.config_file.write_text('[gemini]\nmodel = "gemini-2.5-flash"\nimage_model = "gemini-2.5-flash-image"\n'
-                              "requests_per_minute = 6000\nconcurrency = 1\n")
-    state = stock_batch(workdir=str(wd.root), count=2, return_state=True)
-    assert state.is_failed() and state.name == "Failed", state
-    refused = state.result(raise_on_failure=False)
-    assert isinstance(refused, ConfigError) and "nothing was sent to Gemini" in refused.message
-    assert "`gemini.model = gemini-2.5-flash` is retired" in refused.message
-    assert fake_gemini.requests == []
-    assert sorted(p.name for p in wd.assets.iterdir()) == ["mine_1.jpg", "mine_2.jpg", "mine_3.jpg"], "none made"
-    assert not any(wd.sidecar(n).exists() for n in ["mine_1.jpg", "mine_2.jpg", "mine_3.jpg"])
-    assert open_store(wd, Settings()).list() == []

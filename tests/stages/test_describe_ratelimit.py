@@ -18,6 +18,7 @@ from tasks.core.reports import DescribeReport
 from tasks.core.settings import GeminiSettings, KeywordSettings, Settings
 from tasks.core.workdir import Workdir
 from tasks.gemini.describer import GeminiDescriber
+from tasks.observe.events import MemoryEvents
 from tasks.stages.describe import describe_stage
 from tasks.stages.describe_job import DescribeRun
 from tasks.stages.offline_describer import OfflineDescriber
@@ -51,7 +52,7 @@ def run(wd: Workdir, settings: Settings, assets: list[Asset]) -> DescribeReport:
 
 
 def test_a_clean_run_makes_exactly_one_gemini_call_per_asset_and_counts_its_tokens(
-        prefect_harness, fake_gemini, gemini_key, workdir):
+        fake_gemini, gemini_key, workdir):
     assets = make_assets(workdir, 6)
     fake_gemini.default = lambda req: answer_json(tokens=321)
     rules = KeywordSettings(excluded=["calm"], vocabulary={"sundown": ["dusk"]}, protected_names=["Acme"])
@@ -75,7 +76,7 @@ def test_a_clean_run_makes_exactly_one_gemini_call_per_asset_and_counts_its_toke
 
 
 def test_a_429_holds_back_every_describe_job_until_its_retry_delay_is_over(
-        prefect_harness, fake_gemini, gemini_key, workdir):
+        fake_gemini, gemini_key, workdir):
     assets = make_assets(workdir, 8)
     fake_gemini.push(rate_limited("1s"))  # the first request to arrive, whichever asset it is
     fake_gemini.default = lambda req: slow(0.05)
@@ -96,16 +97,17 @@ def test_gemini_calls_share_one_limiter_with_the_configured_rate_and_offline_cal
         gemini_key, workdir):
     settings = gemini(requests_per_minute=90, concurrency=5)
     store = open_store(workdir, Settings())
-    first = DescribeRun(workdir, settings, GeminiDescriber(settings.gemini, FAKE_KEY), store)
-    second = DescribeRun(workdir, settings, GeminiDescriber(settings.gemini, FAKE_KEY), store)
+    first = DescribeRun(workdir, settings, GeminiDescriber(settings.gemini, FAKE_KEY), store, MemoryEvents())
+    second = DescribeRun(workdir, settings, GeminiDescriber(settings.gemini, FAKE_KEY), store, MemoryEvents())
     assert first.gate.limiter is second.gate.limiter  # two stage runs in one process share the quota
     assert (first.gate.limiter.per_minute, first.gate.limiter.concurrency) == (90, 5)
-    assert DescribeRun(workdir, settings, OfflineDescriber(), store).gate.limiter is None
+    assert DescribeRun(workdir, settings, OfflineDescriber(), store, MemoryEvents()).gate.limiter is None
 
 
 def test_the_offline_describers_keywords_pass_the_same_keyword_rules(workdir):
     (asset,) = make_assets(workdir, 1)  # pic_00.jpg: the offline describer's keyword is its file name's "pic"
     settings = Settings(keywords=KeywordSettings(required=["travel"], vocabulary={"picture": ["pic"]}))
     describer = OfflineDescriber()
-    DescribeRun(workdir, settings, describer, open_store(workdir, settings)).save(asset, describer.describe(asset))
+    run = DescribeRun(workdir, settings, describer, open_store(workdir, settings), MemoryEvents())
+    run.save(asset, describer.describe(asset))
     assert read_sidecar(workdir.sidecar(asset.name)).metadata.keywords == ["picture", "travel"]

@@ -14,6 +14,7 @@ from PIL import Image
 from tasks.core.records import Asset, Metadata, described_sidecars, read_sidecar, record_review, write_sidecar
 from tasks.core.reports import CsvReport, PackReport
 from tasks.core.settings import ReviewSettings, Settings
+from tasks.observe.events import REVIEW_WAITING, MemoryEvents
 from tasks.stages.csv import write_agency_csvs
 from tasks.stages.review import Correction, ReviewReport, review_decisions, review_description, waiting_sidecars
 from tasks.stores.pending import uploadable
@@ -194,13 +195,14 @@ def review_on(**review) -> Settings:
 
 
 @pytest.fixture
-def waiting_events(monkeypatch) -> list[int]:
-    """The ``microstock.review.waiting`` events the step emits (their counts), not sent to any server."""
-    from tasks.observe import events
+def waiting_events() -> MemoryEvents:
+    """Where the step's ``microstock.review.waiting`` events go: kept, not sent to any server."""
+    return MemoryEvents()
 
-    sent: list[int] = []
-    monkeypatch.setattr(events, "review_waiting", sent.append)
-    return sent
+
+def waiting_counts(events: MemoryEvents) -> list[int]:
+    """The counts of the ``microstock.review.waiting`` events kept in ``events``."""
+    return [e.payload["waiting"] for e in events.sent if e.event == REVIEW_WAITING]
 
 
 def test_the_answer_rejects_the_named_approves_the_rest_and_corrects_before_the_decision(workdir, waiting_events):
@@ -208,7 +210,7 @@ def test_the_answer_rejects_the_named_approves_the_rest_and_corrects_before_the_
     ask = Answered(reject=["bay.jpg"],
                    corrections=[Correction(file="cove.jpg", title="Cove in the morning"),
                                 Correction(file="bay.jpg", title="ignored: rejected")])
-    report = review_decisions(workdir, review_on(timeout_hours=2), packed, CsvReport(), ask)
+    report = review_decisions(workdir, review_on(timeout_hours=2), packed, CsvReport(), ask, waiting_events)
     (description, timeout_s), = ask.asked
     assert "3 asset(s) waiting for review" in description and timeout_s == 7200
     (question,) = ask.questions
@@ -220,17 +222,19 @@ def test_the_answer_rejects_the_named_approves_the_rest_and_corrects_before_the_
     assert cove.metadata.title == "Cove in the morning"
     assert (cove.review.decision, cove.review.by) == ("approved", "review")
     assert read_sidecar(workdir.sidecar("bay.jpg")).metadata.title == "Quiet bay at dawn"
-    assert review_decisions(workdir, review_on(), packed, CsvReport(), ask).asked == [], "decided: not asked again"
-    assert len(ask.asked) == 1 and waiting_events == [3]
+    again = review_decisions(workdir, review_on(), packed, CsvReport(), ask, waiting_events)
+    assert again.asked == [], "decided: not asked again"
+    assert len(ask.asked) == 1 and waiting_counts(waiting_events) == [3]
 
 
 def test_no_answer_in_time_holds_everything_or_approves_it_as_configured(workdir, waiting_events):
     packed = described(workdir)
-    held = review_decisions(workdir, review_on(), packed, CsvReport(), Answered(timed_out=True))
+    held = review_decisions(workdir, review_on(), packed, CsvReport(), Answered(timed_out=True), waiting_events)
     assert held.timed_out and held.held == NAMES and held.approved == held.rejected == []
     assert all(read_sidecar(workdir.sidecar(n)).review is None for n in NAMES), "asked again next run"
     assert held.message() == "review: 3 asked · 0 approved · 0 rejected · no answer in time: 3 held for the next run"
-    approved = review_decisions(workdir, review_on(on_timeout="approve"), packed, CsvReport(), Answered(timed_out=True))
+    approved = review_decisions(workdir, review_on(on_timeout="approve"), packed, CsvReport(), Answered(timed_out=True),
+                                waiting_events)
     assert approved.approved == NAMES and approved.held == []
     assert {read_sidecar(workdir.sidecar(n)).review.by for n in NAMES} == {"review timeout"}
 
@@ -238,12 +242,12 @@ def test_no_answer_in_time_holds_everything_or_approves_it_as_configured(workdir
 def test_review_off_or_nothing_waiting_never_asks(workdir, waiting_events):
     packed = described(workdir)
     ask = Answered()
-    assert review_decisions(workdir, Settings(), packed, CsvReport(), ask).asked == []
+    assert review_decisions(workdir, Settings(), packed, CsvReport(), ask, waiting_events).asked == []
     record_review(workdir.sidecar("bay.jpg"), "rejected")
-    off = review_decisions(workdir, Settings(), packed, CsvReport(), ask)
+    off = review_decisions(workdir, Settings(), packed, CsvReport(), ask, waiting_events)
     assert list(off.rejected_before) == ["bay.jpg"], "rejections so far are reported even with review off"
-    assert review_decisions(workdir, review_on(), PackReport(), CsvReport(), ask).asked == []
-    assert ask.asked == [] and waiting_events == []
+    assert review_decisions(workdir, review_on(), PackReport(), CsvReport(), ask, waiting_events).asked == []
+    assert ask.asked == [] and waiting_counts(waiting_events) == []
 
 
 def test_an_answer_naming_what_is_not_waiting_is_refused_and_asked_again_approving_nothing(workdir, waiting_events):
@@ -257,7 +261,7 @@ def test_an_answer_naming_what_is_not_waiting_is_refused_and_asked_again_approvi
                          Answered(corrections=[Correction(file="cove", title="typo")]),
                          Answered(reject=["bay.jpg"]))
     try:
-        report = review_decisions(workdir, review_on(), packed, CsvReport(), ask)
+        report = review_decisions(workdir, review_on(), packed, CsvReport(), ask, waiting_events)
     finally:
         progress.remove_notice(said.append)
     first, second, third = ask.questions
@@ -275,7 +279,7 @@ def test_an_answer_naming_what_is_not_waiting_is_refused_and_asked_again_approvi
 def test_timing_out_after_a_refused_answer_approves_nothing_the_hold_way(workdir, waiting_events):
     packed = described(workdir)
     ask = AnsweredInTurn(Answered(reject=["nope.jpg"]), Answered(timed_out=True))
-    report = review_decisions(workdir, review_on(), packed, CsvReport(), ask)
+    report = review_decisions(workdir, review_on(), packed, CsvReport(), ask, waiting_events)
     assert report.timed_out and report.held == NAMES and report.approved == []
     assert all(read_sidecar(workdir.sidecar(n)).review is None for n in NAMES)
 
@@ -299,7 +303,7 @@ def test_a_decision_made_from_the_terminal_while_the_run_waits_stands(workdir, w
     ones nobody decided; and the form's "every other asset is approved" overrode a reject from the terminal."""
     packed = described(workdir)
     ask = DecidedFromTheTerminal(workdir, {"bay.jpg": "rejected"})  # then the form: nothing picked in reject
-    report = review_decisions(workdir, review_on(), packed, CsvReport(), ask)
+    report = review_decisions(workdir, review_on(), packed, CsvReport(), ask, waiting_events)
     assert (report.approved, report.rejected) == (["alps.jpg", "cove.jpg"], ["bay.jpg"])
     bay = read_sidecar(workdir.sidecar("bay.jpg")).review
     assert (bay.decision, bay.by) == ("rejected", "microstock review"), "the terminal's reject is kept as made"
@@ -308,12 +312,12 @@ def test_a_decision_made_from_the_terminal_while_the_run_waits_stands(workdir, w
 def test_a_time_out_holds_only_what_nobody_decided_meanwhile(workdir, waiting_events):
     packed = described(workdir)
     ask = DecidedFromTheTerminal(workdir, {"cove.jpg": "approved"}, timed_out=True)
-    report = review_decisions(workdir, review_on(), packed, CsvReport(), ask)
+    report = review_decisions(workdir, review_on(), packed, CsvReport(), ask, waiting_events)
     assert report.held == ["alps.jpg", "bay.jpg"] and report.approved == ["cove.jpg"]
     assert read_sidecar(workdir.sidecar("alps.jpg")).review is None, "asked again next run"
     rejected = described(workdir)  # fresh sidecars: nothing decided
     ask = DecidedFromTheTerminal(workdir, {"alps.jpg": "rejected"}, timed_out=True)
-    report = review_decisions(workdir, review_on(on_timeout="approve"), rejected, CsvReport(), ask)
+    report = review_decisions(workdir, review_on(on_timeout="approve"), rejected, CsvReport(), ask, waiting_events)
     assert (report.approved, report.rejected) == (["bay.jpg", "cove.jpg"], ["alps.jpg"]), \
         "a time-out that approves leaves the terminal's reject alone"
 

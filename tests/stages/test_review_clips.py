@@ -25,6 +25,7 @@ from tasks.core.records import (
 )
 from tasks.core.reports import PackReport
 from tasks.core.settings import PackSettings, ReviewSettings, Settings
+from tasks.observe.events import MemoryEvents
 from tasks.stages.clips import pack_clips
 from tasks.stages.csv import write_agency_csvs
 from tasks.stages.describe import describe_stage
@@ -50,12 +51,9 @@ class Answered:
 
 
 @pytest.fixture
-def batch(workdir, clips, monkeypatch) -> PackReport:
+def batch(workdir, clips) -> PackReport:
     """A described, packed image and a clip Adobe takes, checked and described as the assets stage leaves them;
     the pack report of the image."""
-    from tasks.observe import events
-
-    monkeypatch.setattr(events, "review_waiting", lambda n: None)  # no server to send the event to
     (workdir.assets / IMAGE).write_bytes(b"image")
     metadata = Metadata(title="Quiet alps at dawn", description="A quiet alps at dawn.",
                         keywords=["alps", "dawn", "quiet", "landscape", "nature"], adobe_category=11)
@@ -93,7 +91,7 @@ def test_a_clip_is_asked_about_with_the_images_and_a_rejected_one_gets_no_row_an
     csvs = write_agency_csvs(workdir, ["adobe"], packed=batch)
     assert adobe_files(workdir) == [IMAGE, CLIP], "before the review both have their row"
     ask = Answered(reject=[CLIP])
-    report = review_decisions(workdir, review_on(), batch, csvs, ask)
+    report = review_decisions(workdir, review_on(), batch, csvs, ask, MemoryEvents())
     (question,) = ask.questions
     assert question.waiting == [IMAGE, CLIP], "the clip is offered in the form as the image is"
     assert "2 asset(s) waiting for review" in question.description and f"`{CLIP}`" in question.description
@@ -105,18 +103,20 @@ def test_a_clip_is_asked_about_with_the_images_and_a_rejected_one_gets_no_row_an
     assert adobe_files(workdir) == [IMAGE]
     assert [(p.asset, p.rule) for p in after.problems] == [(CLIP, "review")]
     assert sent_to_adobe(batch, after) == [IMAGE], "the rejected clip is not uploaded"
-    assert review_decisions(workdir, review_on(), batch, after, Answered()).asked == [], "decided: not asked again"
-    assert review_decisions(workdir, review_on(), batch, after, Answered()).rejected_before.keys() == {CLIP}
+    again = review_decisions(workdir, review_on(), batch, after, Answered(), MemoryEvents())
+    assert again.asked == [], "decided: not asked again"
+    assert again.rejected_before.keys() == {CLIP}
 
 
 def test_without_an_answer_a_waiting_clip_is_held_and_the_next_run_asks_again(workdir, batch):
     csvs = write_agency_csvs(workdir, ["adobe"], packed=batch)
-    held = review_decisions(workdir, review_on(), batch, csvs, Answered(timed_out=True))
+    held = review_decisions(workdir, review_on(), batch, csvs, Answered(timed_out=True), MemoryEvents())
     assert held.held == [IMAGE, CLIP]
     waiting = write_agency_csvs(workdir, ["adobe"], waiting=held.held, packed=batch)
     assert adobe_files(workdir) == [] and sent_to_adobe(batch, waiting) == [], "nothing of what waits leaves"
     approved = review_decisions(workdir, review_on(on_timeout="approve"), batch,
-                                write_agency_csvs(workdir, ["adobe"], packed=batch), Answered(timed_out=True))
+                                write_agency_csvs(workdir, ["adobe"], packed=batch), Answered(timed_out=True),
+                                MemoryEvents())
     assert approved.approved == [IMAGE, CLIP]
     after = write_agency_csvs(workdir, ["adobe"], waiting=approved.held, packed=batch)
     assert sent_to_adobe(batch, after) == [IMAGE, CLIP]
@@ -135,7 +135,8 @@ def test_the_form_shows_a_clips_poster_facts_and_why_an_agency_holds_it_back(wor
     shutil.copy(clips["long"], workdir.assets / "tide.mov")  # 61 s: over Adobe's 60 s
     packed = packed_batch(workdir)
     ask = Answered(timed_out=True)
-    review_decisions(workdir, review_on(), packed, write_agency_csvs(workdir, ["adobe"], packed=packed), ask)
+    review_decisions(workdir, review_on(), packed, write_agency_csvs(workdir, ["adobe"], packed=packed), ask,
+                     MemoryEvents())
     text = ask.questions[0].description
     harbour = next(line for line in text.splitlines() if f"`{CLIP}`" in line)
     uri = harbour.split("(data:image/jpeg;base64,")[1].split(")")[0]
