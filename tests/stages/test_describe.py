@@ -388,8 +388,7 @@ def test_a_locked_store_leaves_the_job_pending_and_the_others_go_on(fake_gemini,
     assert again.described == ["doomed.jpg"] and sorted(again.already) == ["also_fine.jpg", "fine.jpg"]
 
 
-def test_a_bug_in_the_describer_is_parked_once_with_its_traceback_and_the_others_go_on(
-                                                                                       tmp_path):
+def test_a_bug_in_the_describer_is_parked_once_with_its_traceback_and_the_others_go_on(tmp_path):
     class Buggy(OfflineDescriber):
         def describe(self, asset):
             if asset.name == "buggy.jpg":
