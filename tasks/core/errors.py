@@ -16,7 +16,8 @@ and by a leaf only where the leaf carries what it needs::
     ├── StoreUnavailable        store_unavailable  a local store is locked or unreadable: that job stays pending
     ├── BatchJobEnded           batch:<state>      state: a Gemini batch job ended without answers
     ├── BadInput                bad_input          path, reason: this file cannot be used, reject it and go on
-    └── ConfigError             config, config:password   the configuration or workdir is unusable: no start
+    └── ConfigError             config, config:password   the configuration, workdir or a command's option is
+                                                          unusable: no start
 
 Everything else is data on those classes, set where the error is built:
 ``kind`` (the class gives the default) and ``code`` make ``error_class``;
@@ -239,7 +240,8 @@ class BadInput(MicrostockError):
 
 
 class ConfigError(MicrostockError):
-    """The configuration or workdir is unusable: the run cannot proceed (``config:password``: an agency that
+    """The configuration or workdir, or what a command was told (an unknown agency, secret, timezone or batch job,
+    an environment it needs), is unusable: the run or command cannot proceed (``config:password``: an agency that
     needs a password has none, found before connecting)."""
 
     default_kind = "config"
