@@ -14,51 +14,27 @@ from enum import Enum
 from pathlib import Path
 from typing import Optional, get_args
 
-import click
 import typer
-from typer.core import TyperGroup
 
 from flows.cli_batches import batches_app
 from flows.cli_cluster import accounts_app, all_accounts_summary, cluster_app, shared_dead_letter_url
-from flows.cli_common import WorkdirOpt, console, err, fail, resolve_workdir, workdir_agencies
+from flows.cli_common import (
+    CANNOT_START,
+    Commands,
+    WorkdirOpt,
+    console,
+    err,
+    exit_code,
+    resolve_workdir,
+    workdir_agencies,
+)
 from flows.cli_ledger import ledger_app
 from flows.cli_models import models
 from flows.cli_review import review_app
 from flows.cli_server import server_app
 from flows.cli_similar import similar_app
-from tasks.core.errors import BadInput, ConfigError, MicrostockError, StoreUnavailable
+from tasks.core.errors import BadInput, ConfigError, MicrostockError
 from tasks.core.printable import printable
-
-#: What a command cannot start with (exit 2): the configuration or workdir, what it was given, a local store.
-CANNOT_START = (ConfigError, BadInput, StoreUnavailable)
-
-
-class Commands(TyperGroup):
-    """The ``microstock`` group, where every command's errors end, so that a command just calls and prints.
-
-    A :class:`MicrostockError` is one line on stderr (``error: <message>``), never a traceback, and the exit
-    code of its group: 2 for :data:`CANNOT_START`, 1 for any other (the work itself failed). Ctrl-C: 130.
-    The exit codes a command sets itself (``run``'s 3, a name that is no described asset's 1) are its own.
-    """
-
-    def invoke(self, ctx: click.Context):
-        try:
-            return super().invoke(ctx)
-        except CANNOT_START as exc:
-            fail(exc.message)
-        except MicrostockError as exc:
-            fail(exc.message, code=1)
-        except KeyboardInterrupt:
-            err.print("interrupted: nothing recorded for unfinished work; run again to finish it")
-            raise typer.Exit(130) from None
-        except Exception as exc:
-            import httpx  # Prefect's client: a server that does not answer (loaded only when one failed)
-
-            if not isinstance(exc, httpx.TransportError):
-                raise
-            fail(f"the Prefect server at {os.environ.get('PREFECT_API_URL', '?')} did not answer ({exc}); "
-                 "`microstock server status` says whether it runs", code=1)
-
 
 app = typer.Typer(help="Take a microstock batch from images to agencies, without losing or double-posting anything.",
                   cls=Commands, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -96,9 +72,9 @@ def run(
 
     wd_path = resolve_workdir(workdir, config)
     if config is not None and not config.is_file():
-        fail(f"{config}: config file not found")
+        raise ConfigError(f"{config}: config file not found")
     if source is not None and not source.is_dir():
-        fail(f"{source}: source folder not found")
+        raise BadInput(str(source), "source folder not found")
     # The check before a run made here too, before Prefect starts (a bad target or a retired model is one line at
     # once, no server started); the flow makes it again, so a deployment run is refused exactly as this one. The
     # model list is kept for the day: Gemini is asked once, and its notes (a fresh list only) are said once, here.
@@ -116,7 +92,8 @@ def run(
 
     own_server = wd_path if workdir_server.wanted() else None  # before prefect_env sets PREFECT_API_URL
     prefect_env(wd_path, verbose, new_workdir=True)
-    from flows.run_outcome import INCOMPLETE, exit_code
+    from flows.run_outcome import INCOMPLETE
+    from flows.run_outcome import exit_code as run_exit_code
     from flows.stock_batch import stock_batch
     from tasks.observe.summary import BatchSummary
     from tasks.observe.terminal import skip_notes, stage_bars, summary_table, validation_table
@@ -129,9 +106,9 @@ def run(
         )
     if not state.is_completed() and state.name != INCOMPLETE:  # Incomplete: uploads left undone, summary kept
         exc = state.result(raise_on_failure=False)
-        if isinstance(exc, ConfigError):  # refused by the check before a run: exit 2, nothing was sent
+        if isinstance(exc, MicrostockError) and exit_code(exc) == CANNOT_START:  # e.g. the check before a run
             raise exc
-        fail(f"the run failed: {state.message}", code=1)
+        raise MicrostockError(f"the run failed: {state.message}")  # the work failed: exit 1
     summary = BatchSummary.model_validate(state.result(raise_on_failure=False))
     if summary.validation.agencies:  # this run's final CSV report, in the run's result (none: no CSV stage ran)
         console.print(validation_table(summary.validation, summary.upload_stopped))
@@ -139,7 +116,7 @@ def run(
     for line in skip_notes(summary) + summary.ai_tick_notes():
         console.print(line, highlight=False)
     run_url(state, own_server)
-    if code := exit_code(summary):  # the run completed, but an agency or a stage stopped early: cron should know
+    if code := run_exit_code(summary):  # the run completed, but an agency or a stage stopped early: cron should know
         raise typer.Exit(code)
 
 
@@ -190,7 +167,7 @@ def serve(
         try:
             ZoneInfo(timezone)
         except (ValueError, LookupError):
-            fail(f"unknown timezone {timezone!r} (use an IANA name such as Europe/Berlin)")
+            raise ConfigError(f"unknown timezone {timezone!r} (use an IANA name such as Europe/Berlin)") from None
     prefect_env(wd_path, verbose=True, server=False)  # serve_all starts the workdir's server on --port
     serve_all(wd_path, port=port, timezone=timezone, say=lambda line: console.print(line, highlight=False))
 
@@ -214,13 +191,13 @@ def secrets_set(
     """Save a secret as a Prefect Secret block; the value comes from a hidden prompt, or stdin when piped."""
     known = secret_names(resolve_workdir(workdir))
     if name not in known:
-        fail(f"unknown secret {name!r} (choose from {', '.join(known)})")
+        raise ConfigError(f"unknown secret {name!r} (choose from {', '.join(known)})")
     if sys.stdin.isatty():
         value = typer.prompt(f"{name}", hide_input=True, confirmation_prompt=True)
     else:
         value = sys.stdin.read().strip()
     if not value:
-        fail("empty value: nothing saved")
+        raise ConfigError("empty value: nothing saved")
     wd_path = resolve_workdir(workdir)
     prefect_env(wd_path, new_workdir=True)  # the key is often saved before the first run
     from prefect.blocks.system import Secret
@@ -274,7 +251,9 @@ def replay(
                                     include_doomed=include_doomed, return_state=True)
     if not state.is_completed():
         exc = state.result(raise_on_failure=False)
-        fail(exc.message if isinstance(exc, MicrostockError) else f"the replay failed: {state.message}", code=1)
+        if isinstance(exc, MicrostockError):  # its group's exit code: an unreadable dead-letter store 2
+            raise exc
+        raise MicrostockError(f"the replay failed: {state.message}")  # the work failed: exit 1
     result = state.result()
     for line in result["would_replay"]:  # asset names are files': control characters written out
         typer.echo(printable(line))

@@ -14,8 +14,8 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from flows.cli_common import WorkdirOpt, console, err, fail, resolve_workdir
-from tasks.core.errors import MicrostockError
+from flows.cli_common import WorkdirOpt, console, err, resolve_workdir
+from tasks.core.errors import ConfigError, MicrostockError
 
 batches_app = typer.Typer(help=escape("Gemini batch jobs of [gemini] mode = \"batch\": list them, cancel one."),
                           invoke_without_command=True)
@@ -98,13 +98,14 @@ def batches_cancel(
     wd, jobs, batches = _batches(resolve_workdir(workdir))
     record = jobs.find(name)
     if record is None:
-        fail(f"no batch job {name!r} in this workdir (microstock batches lists them)")
+        raise ConfigError(f"no batch job {name!r} in this workdir (microstock batches lists them)")
     if not record.live:
-        fail(f"batch job {name!r} has already ended ({record.ended}): nothing to cancel")
+        raise ConfigError(f"batch job {name!r} has already ended ({record.ended}): nothing to cancel")
     if record.job_name is None:
-        fail(f"batch job {name!r} has no confirmed job name yet; the next run resolves it, cancel it then")
+        raise ConfigError(f"batch job {name!r} has no confirmed job name yet; the next run resolves it, cancel it "
+                          "then")
     if batches is None:
-        fail("no Gemini key (GEMINI_API_KEY, GOOGLE_API_KEY or the gemini-api-key Secret block)")
-    batches.cancel(record.job_name)  # Gemini refusing: exit 1 (flows.cli.Commands)
+        raise ConfigError("no Gemini key (GEMINI_API_KEY, GOOGLE_API_KEY or the gemini-api-key Secret block)")
+    batches.cancel(record.job_name)  # Gemini refusing: exit 1 (flows.cli_common.EXIT_CODES)
     console.print(f"cancelled {record.job_name} ({record.display_name}, {len(record.assets)} asset(s)); "
                   "the next run or collect-batches returns its assets to pending", highlight=False)

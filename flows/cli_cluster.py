@@ -12,7 +12,8 @@ from typing import Optional
 
 import typer
 
-from flows.cli_common import console, err, fail
+from flows.cli_common import console, err
+from tasks.core.errors import ConfigError
 
 accounts_app = typer.Typer(help="Many contributor accounts on one Prefect server (accounts.toml).",
                            no_args_is_help=True)
@@ -27,8 +28,8 @@ def accounts_deploy(
     """Create each account's stock-batch, dead-letter-summary, replay-dead-letters and collect-batches deployments
     (named after the account, concurrency limit 1) on the server of PREFECT_API_URL."""
     if not os.environ.get("PREFECT_API_URL"):
-        fail("PREFECT_API_URL is not set: deployments go to a running Prefect server "
-             "(`microstock cluster up` starts one; join it with its cluster.env)")
+        raise ConfigError("PREFECT_API_URL is not set: deployments go to a running Prefect server "
+                          "(`microstock cluster up` starts one; join it with its cluster.env)")
     from tasks.orchestration.accounts import deploy_accounts
 
     names = deploy_accounts(file, pool, say=lambda line: console.print(line, highlight=False))
@@ -80,7 +81,7 @@ def all_accounts_summary(workdir: Path) -> None:
 
     url = shared_dead_letter_url(workdir)
     if not url:
-        fail("--all-accounts needs the shared store: set dead_letter_url (or $MICROSTOCK_DEAD_LETTER_URL)")
+        raise ConfigError("--all-accounts needs the shared store: set dead_letter_url (or $MICROSTOCK_DEAD_LETTER_URL)")
     summaries = DeadLetterDatabase.postgres(url).summaries()
     for account, summary in sorted(summaries.items()):
         typer.echo(f"account {account}: {summary.text()}")

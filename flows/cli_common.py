@@ -1,16 +1,47 @@
-"""What every ``microstock`` command module shares: the consoles, the workdir option, one way to fail."""
+"""What every ``microstock`` command module shares: the consoles, the workdir option, and the one place every
+command's errors end (:class:`Commands`) with the one table of exit codes (:data:`EXIT_CODES`)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Optional
 
+import click
 import typer
 from rich.console import Console
 from rich.text import Text
+from typer.core import TyperGroup
 
+from tasks.core.errors import BadInput, ConfigError, MicrostockError, StoreUnavailable
 from tasks.core.printable import printable
 from tasks.core.workdir import default_workdir
+
+# Every exit code of every command but 0 (docs/INTERFACE.md, "Exit codes"), named once here.
+
+#: The work itself failed (a flow run, a call, a name the command could not act on); nothing to change first.
+FAILED = 1
+#: The command cannot start: its configuration, workdir, options or input, or a local store, are unusable.
+CANNOT_START = 2
+#: ``run`` only: the run completed, but an agency's uploads or a stage were stopped early (Incomplete).
+STOPPED_EARLY = 3
+#: Ctrl-C.
+INTERRUPTED = 130
+
+#: The exit code of each error group, the first match winning: what a command's error ends it with, whichever
+#: command raised it. A group is added here, never chosen by a command.
+EXIT_CODES: tuple[tuple[type[MicrostockError], int], ...] = (
+    (ConfigError, CANNOT_START),
+    (BadInput, CANNOT_START),
+    (StoreUnavailable, CANNOT_START),
+    (MicrostockError, FAILED),  # TransientError, PermanentError, StageStopped, BatchJobEnded
+)
+
+
+def exit_code(exc: MicrostockError) -> int:
+    """The exit code of ``exc``'s group (:data:`EXIT_CODES`)."""
+    return next(code for group, code in EXIT_CODES if isinstance(exc, group))
+
 
 #: The width of a console whose output goes to a pipe or a file (cron's log): wide enough that no table cell, path
 #: or line is ever cut or wrapped; a terminal keeps its own width.
@@ -53,10 +84,34 @@ def print_error(message: str) -> None:
     err.print(Text.assemble(("error:", "red"), " ", printable(message)), highlight=False, soft_wrap=True)
 
 
-def fail(message: str, code: int = 2) -> None:
-    """:func:`print_error`, then the exit code (2: the command cannot start)."""
-    print_error(message)
-    raise typer.Exit(code)
+class Commands(TyperGroup):
+    """The ``microstock`` group, where every command's errors end, so that a command just calls and prints (httpx's
+    ``_main.py`` does the same for its command).
+
+    A :class:`MicrostockError` is one line on stderr (``error: <message>``), never a traceback, and the exit code of
+    its group (:data:`EXIT_CODES`); a Prefect server that does not answer: :data:`FAILED`; Ctrl-C:
+    :data:`INTERRUPTED`. A command exits by itself only with an outcome that is no error, named here too: ``run``'s
+    :data:`STOPPED_EARLY`, ``server status`` finding no server and ``review``/``similar release`` given a name
+    that is no described asset (one line per name: :data:`FAILED`).
+    """
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except MicrostockError as exc:
+            print_error(exc.message)
+            raise typer.Exit(exit_code(exc)) from None
+        except KeyboardInterrupt:
+            err.print("interrupted: nothing recorded for unfinished work; run again to finish it")
+            raise typer.Exit(INTERRUPTED) from None
+        except Exception as exc:
+            import httpx  # Prefect's client: a server that does not answer (loaded only when one failed)
+
+            if not isinstance(exc, httpx.TransportError):
+                raise
+            print_error(f"the Prefect server at {os.environ.get('PREFECT_API_URL', '?')} did not answer ({exc}); "
+                        "`microstock server status` says whether it runs")
+            raise typer.Exit(FAILED) from None
 
 
 def workdir_agencies(workdir: Path) -> tuple[str, ...]:

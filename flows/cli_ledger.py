@@ -7,7 +7,8 @@ from typing import Optional
 
 import typer
 
-from flows.cli_common import WorkdirOpt, console, err, fail, resolve_workdir, workdir_agencies
+from flows.cli_common import WorkdirOpt, console, err, resolve_workdir, workdir_agencies
+from tasks.core.errors import ConfigError
 from tasks.core.printable import printable
 
 ledger_app = typer.Typer(help="The upload ledger: what is uploaded, what is pending.", no_args_is_help=True)
@@ -58,7 +59,7 @@ def ledger_done(
 
     wd_path = resolve_workdir(workdir)
     if agency not in (known := workdir_agencies(wd_path)):
-        fail(f"unknown agency {agency!r} (choose from {', '.join(known)})")
+        raise ConfigError(f"unknown agency {agency!r} (choose from {', '.join(known)})")
     entry = mark_done(Workdir(wd_path), agency, file)  # no such asset (BadInput): exit 2
     if entry is None:
         console.print(f"{printable(file)} is already recorded as uploaded to {agency}: nothing added", highlight=False)

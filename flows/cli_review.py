@@ -26,7 +26,8 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from flows.cli_common import WorkdirOpt, console, fail, print_error, resolve_workdir
+from flows.cli_common import FAILED, WorkdirOpt, console, print_error, resolve_workdir
+from tasks.core.errors import ConfigError, PermanentError
 from tasks.core.printable import printable
 from tasks.core.workdir import Workdir
 
@@ -53,7 +54,7 @@ def _described_or_exit(wd: Workdir, names: list[str]) -> None:
         hint = f" — did you mean {' or '.join(close)}?" if close else ""
         print_error(f"{name}: no such described asset in {wd.assets}: nothing changed{hint}")
     if missing:
-        raise typer.Exit(1)
+        raise typer.Exit(FAILED)
 
 
 def _answer_once_all_decided(wd: Workdir, paused: str) -> None:
@@ -70,8 +71,8 @@ def _answer_once_all_decided(wd: Workdir, paused: str) -> None:
         return
     refused = answer_paused_run(paused, [])  # the run keeps every decision recorded while it waited
     if refused:
-        fail(f"the paused run {paused} refused the answer: {refused}. The decisions are recorded in the sidecars; "
-             "`microstock review list` shows what waits", code=1)
+        raise PermanentError(f"the paused run {paused} refused the answer: {refused}. The decisions are recorded in "
+                             "the sidecars; `microstock review list` shows what waits")
     console.print(f"answered the paused run {paused}: every asset it asked about is decided, it goes on with "
                   "these decisions", highlight=False, soft_wrap=True)
 
@@ -163,7 +164,7 @@ def review_edit(name: str = typer.Argument(..., help="The asset's file name."),
 
     wd = _workdir(workdir)
     if title is None and keywords is None and description is None:
-        fail("nothing to change: give --title, --keywords and/or --description")
+        raise ConfigError("nothing to change: give --title, --keywords and/or --description")
     _described_or_exit(wd, [name])
     settings = load_settings(wd.config_path(None))
     agencies = catalog(wd).enabled(settings)

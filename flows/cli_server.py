@@ -10,7 +10,8 @@ from typing import Optional
 
 import typer
 
-from flows.cli_common import WorkdirOpt, console, fail, resolve_workdir
+from flows.cli_common import FAILED, WorkdirOpt, console, resolve_workdir
+from tasks.core.errors import ConfigError
 
 server_app = typer.Typer(help="The workdir's local Prefect server and its UI.", no_args_is_help=True)
 
@@ -37,8 +38,8 @@ def server_start(workdir: Optional[Path] = WorkdirOpt) -> None:
     from tasks.orchestration.environment import set_prefect_env
 
     if os.environ.get("PREFECT_API_URL"):
-        fail(f"PREFECT_API_URL is set ({os.environ['PREFECT_API_URL']}): commands use that server, not the "
-             "workdir's")
+        raise ConfigError(f"PREFECT_API_URL is set ({os.environ['PREFECT_API_URL']}): commands use that server, "
+                          "not the workdir's")
     set_prefect_env(resolve_workdir(workdir), server=False)  # the batching the server is started with
     home = _home(workdir)
     record, started = workdir_server.ensure(home)
@@ -66,7 +67,7 @@ def server_status(workdir: Optional[Path] = WorkdirOpt) -> None:
     if record is None:
         console.print(f"no server runs for {home} (the next command starts one; or `microstock server start`)",
                       highlight=False)
-        raise typer.Exit(1)
+        raise typer.Exit(FAILED)
     workdir_server.touch(home)
     _say_where(record, home, started=False)
 
@@ -79,7 +80,6 @@ def server_stop(
 ) -> None:
     """Stop the workdir's server (nothing is lost: its database stays in the workdir); refused while a command
     uses it, unless --force."""
-    from tasks.core.errors import ConfigError
     from tasks.orchestration import workdir_server
 
     homes = [s.home for s in workdir_server.servers() if s.record] if every else [_home(workdir)]
@@ -97,7 +97,7 @@ def server_stop(
     if every and not homes:
         console.print("no workdir server of yours runs", highlight=False)
     if refused:
-        fail("; ".join(refused))
+        raise ConfigError("; ".join(refused))
 
 
 @server_app.command("list")

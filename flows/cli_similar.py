@@ -7,8 +7,10 @@ group (``tasks.stages.distinct``). ``release NAME…`` keeps the contributor's
 decision in ``similar_released.json`` (docs/INTERFACE.md): the next run
 sends the asset to the agencies that held it back (or those given with
 ``--agency``) however alike it is. A name that is no described asset
-changes nothing and exits with status 1. Registered on the ``microstock``
-app by :mod:`flows.cli`.
+changes nothing: ``release`` says so for each such name and exits with
+status 1 once it has released the others; ``distinct`` refuses to start
+(BadInput, status 2, as every command given an unusable input). Registered
+on the ``microstock`` app by :mod:`flows.cli`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Optional
 
 import typer
 
-from flows.cli_common import WorkdirOpt, console, fail, print_error, resolve_workdir
+from flows.cli_common import FAILED, WorkdirOpt, console, print_error, resolve_workdir
 from tasks.core.printable import printable
 
 similar_app = typer.Typer(help="Similar-content risk: list it, set alike assets apart, release a held-back asset.",
@@ -59,7 +61,7 @@ def similar_release(names: list[str] = typer.Argument(..., help="Asset file name
             done = release_held_back(wd, name, agency or None)
         except BadInput as exc:
             print_error(f"{exc.reason}: nothing changed")
-            code = 1
+            code = FAILED
             continue
         console.print(f"{printable(name)}: released for {', '.join(done)}; the next run sends it there" if done
                       else f"{printable(name)}: nothing to release (not held back, or released already)",
@@ -72,7 +74,6 @@ def similar_distinct(names: Optional[list[str]] = typer.Argument(None, help="Ass
                                                                  "asset found alike, but the first of each motif)."),
                      workdir: Optional[Path] = WorkdirOpt) -> None:
     """Ask the describer (Gemini with a key, else offline) for titles and keyword orders unlike the group's."""
-    from tasks.core.errors import BadInput
     from tasks.core.secrets import gemini_key
     from tasks.core.settings import load_settings
     from tasks.core.workdir import Workdir
@@ -84,10 +85,7 @@ def similar_distinct(names: Optional[list[str]] = typer.Argument(None, help="Ass
     set_prefect_env(wd.root, start_server=False)  # a Secret-block key is read from a running server only
     settings = load_settings(wd.config_path())
     describer = select_describer(settings, gemini_key())
-    try:
-        done = make_distinct(wd, describer, names or None, settings.keywords)
-    except BadInput as exc:  # a name that is no described asset: status 1, as `release` and `review` say
-        fail(exc.message, code=1)
+    done = make_distinct(wd, describer, names or None, settings.keywords)  # no described asset of a name: BadInput
     if not done:
         console.print("nothing to set apart: no asset of the last run was found alike another")
     for name, change in done.items():

@@ -19,10 +19,6 @@ if TYPE_CHECKING:
 #: ``prefect.flow-run.Incomplete`` for it, which an automation matches (docs/automations/notify-batch-incomplete.yaml).
 INCOMPLETE = "Incomplete"
 
-#: ``microstock run``'s exit code when the run completed but an agency or a stage stopped before the end.
-STOPPED_EARLY_EXIT = 3
-
-
 def state_name(summary: BatchSummary) -> str:
     """The final state's name: :data:`INCOMPLETE` when the run left something undone (``summary.undone()``: uploads
     left pending, review waiting, a stage stopped), else ``Completed`` — parked jobs alone keep a run Completed."""
@@ -40,7 +36,10 @@ def final_state(summary: BatchSummary) -> "State":
 
 
 def exit_code(summary: BatchSummary) -> int:
-    """``microstock run``'s exit code for a run that finished: :data:`STOPPED_EARLY_EXIT` when an agency's uploads or
-    a stage (the describe service unreachable, the day's quota, …) stopped before the end, so a cron job knows;
-    else 0 (parked jobs, review waiting and files left pending after their retries alone exit 0)."""
-    return STOPPED_EARLY_EXIT if summary.upload_stopped or summary.stopped else 0
+    """``microstock run``'s exit code for a run that finished: ``STOPPED_EARLY`` of the CLI's one table
+    (:data:`flows.cli_common.EXIT_CODES`) when an agency's uploads or a stage (the describe service unreachable, the
+    day's quota, …) stopped before the end, so a cron job knows; else 0 (parked jobs, review waiting and files left
+    pending after their retries alone exit 0)."""
+    from flows.cli_common import STOPPED_EARLY  # the CLI's table; the flow itself never needs it
+
+    return STOPPED_EARLY if summary.upload_stopped or summary.stopped else 0

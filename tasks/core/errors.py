@@ -16,12 +16,17 @@ and by a leaf only where the leaf carries what it needs::
     ├── StoreUnavailable        store_unavailable  a local store is locked or unreadable: that job stays pending
     ├── BatchJobEnded           batch:<state>      state: a Gemini batch job ended without answers
     ├── BadInput                bad_input          path, reason: this file cannot be used, reject it and go on
-    └── ConfigError             config, config:password   the configuration or workdir is unusable: no start
+    └── ConfigError             config, config:password   the configuration, workdir or a command's option is
+                                                          unusable: no start
 
 Everything else is data on those classes, set where the error is built:
 ``kind`` (the class gives the default) and ``code`` make ``error_class``;
 ``scope`` says whether every further file to the agency's target meets the
-same failure. The kinds each group carries, by the boundary that builds them:
+same failure. The kinds each group carries, by the boundary that builds them
+(the few a caller branches on are named constants, used where they are raised
+and where they are compared: :data:`NETWORK`, :data:`TIMEOUT`, :data:`MODEL`,
+:data:`REQUEST_SHAPE`, and the code :data:`FILE_GONE`; the others stay strings,
+shown and stored but compared by nobody):
 
 =================  ==========================================================================
 TransientError     ``timeout``, ``network`` (``:tls``, ``:dns``), ``retryable:<http code>``,
@@ -75,6 +80,22 @@ from typing import ClassVar, Literal
 
 #: Whose problem a failure is: this file's own, or every further file's to the same agency target.
 Scope = Literal["file", "target"]
+
+# The kinds (and the one code) a caller branches on, named once: where they are raised and where they are compared
+# use these names. Their strings are part of ``error_class``, stored in the dead-letter store: never changed.
+
+#: TransientError: the connection failed (refused, dropped, host name not found, TLS) — :func:`unreachable`.
+NETWORK = "network"
+#: TransientError: no answer in time (:class:`ReplyOverdue`'s too) — :func:`unreachable`.
+TIMEOUT = "timeout"
+#: StageStopped: the configured model is retired, not served any more or unknown; a clip interaction started
+#: earlier with it is forgotten (:mod:`tasks.gemini.clip_generation`).
+MODEL = "model"
+#: StageStopped: every call would be refused for its shape (API version, thinking, address); as :data:`MODEL`.
+REQUEST_SHAPE = "request_shape"
+#: The code of TransientError ``retryable:file_gone``: the Files API no longer has an uploaded clip, which is then
+#: uploaded again rather than kept (:mod:`tasks.gemini.clips`).
+FILE_GONE = "file_gone"
 
 
 class MicrostockError(Exception):
@@ -148,7 +169,7 @@ class ReplyOverdue(TransientError):
     in transit, not to be sent again until the server's copy is seen whole (confirmed) or incomplete and no
     longer growing. ``started``: ``time.monotonic()`` when the send began (the upload stage watches from it)."""
 
-    default_kind = "timeout"
+    default_kind = TIMEOUT
 
     def __init__(self, message: str, *, started: float) -> None:
         super().__init__(message, code="reply")
@@ -239,7 +260,8 @@ class BadInput(MicrostockError):
 
 
 class ConfigError(MicrostockError):
-    """The configuration or workdir is unusable: the run cannot proceed (``config:password``: an agency that
+    """The configuration or workdir, or what a command was told (an unknown agency, secret, timezone or batch job,
+    an environment it needs), is unusable: the run or command cannot proceed (``config:password``: an agency that
     needs a password has none, found before connecting)."""
 
     default_kind = "config"
@@ -261,7 +283,7 @@ def error_class_of_parked(exc: BaseException) -> str:
 
 #: The kinds of a failure to reach a service at all (connection refused or dropped, host name not found, TLS,
 #: no answer in time): the network's or the service's, never the file's.
-UNREACHABLE_KINDS = ("network", "timeout")
+UNREACHABLE_KINDS = (NETWORK, TIMEOUT)
 
 
 def unreachable(exc: BaseException) -> bool:

@@ -70,6 +70,11 @@ from typing import TYPE_CHECKING, Any, Iterator
 from pydantic import ValidationError
 
 from tasks.core.errors import (
+    FILE_GONE,
+    MODEL,
+    NETWORK,
+    REQUEST_SHAPE,
+    TIMEOUT,
     AuthenticationFailed,
     ContentBlocked,
     InvalidOutput,
@@ -184,7 +189,7 @@ def _from_api_error(exc: errors.APIError, api_key: str | None, target: Target) -
 
     if code == 403 and "ACCESS THE FILE" in text and "OR IT MAY NOT EXIST" in text:
         return TransientError(f"{said} (the uploaded clip is gone: the next attempt uploads it again)",
-                              kind="retryable", code="file_gone")
+                              kind="retryable", code=FILE_GONE)
     if code == 400 and "NOT IN AN ACTIVE STATE" in text:
         return TransientError(f"{said} (the uploaded clip is not ready yet: the next attempt waits for it)",
                               kind="retryable", code="file_not_active")
@@ -200,18 +205,18 @@ def _from_api_error(exc: errors.APIError, api_key: str | None, target: Target) -
         if "WAS NOT FOUND ON THIS SERVER" in text:
             return StageStopped(f"Gemini serves no such address ({message}): check "
                                 f"`gemini.api_version = {target.api_version}` (v1beta or v1) and "
-                                "GOOGLE_GEMINI_BASE_URL if it is set", kind="request_shape")
+                                "GOOGLE_GEMINI_BASE_URL if it is set", kind=REQUEST_SHAPE)
         if "NO LONGER AVAILABLE" in text:
-            return StageStopped(f"{set_model} is not served any more ({message}): {_pick(target)}", kind="model")
+            return StageStopped(f"{set_model} is not served any more ({message}): {_pick(target)}", kind=MODEL)
         return StageStopped(f"{set_model} is not found for API version {target.api_version} ({message}): "
-                            f"{_pick(target)}", kind="model")
+                            f"{_pick(target)}", kind=MODEL)
     if code == 400 and "USER LOCATION IS NOT SUPPORTED" in text:
         return StageStopped(f"{said}. Gemini refuses requests from this network location; no setting changes "
                             "that: run from a supported country (docs/GEMINI.md)", kind="location")
     if code == 400 and any(marker in text for marker in _SHAPE):
         return StageStopped(f"{said}. Every call would be refused: check `gemini.api_version = "
                             f"{target.api_version}` and `gemini.thinking` for {target.model} (docs/GEMINI.md)",
-                            kind="request_shape")
+                            kind=REQUEST_SHAPE)
     if (code in _PERMANENT_CODES or "INVALID_ARGUMENT" in text or "FAILED_PRECONDITION" in text
             or "SAFETY" in text or "BLOCKED" in text):
         return PermanentError(said, code=code)
@@ -237,17 +242,17 @@ def map_gemini_errors(target: Target, api_key: str | None = None) -> Iterator[No
         body = exc.body if isinstance(exc.body, dict) else {"error": {"code": exc.status_code, "message": ""}}
         raise _from_api_error(errors.APIError(exc.status_code, body), api_key, target) from None
     except _interactions.APITimeoutError:
-        raise TransientError("Gemini did not answer in time (APITimeoutError)", kind="timeout") from None
+        raise TransientError("Gemini did not answer in time (APITimeoutError)", kind=TIMEOUT) from None
     except _interactions.APIConnectionError as exc:
         raise TransientError(f"connection to Gemini failed ({type(exc).__name__}: {_clean(exc, api_key)})",
-                             kind="network") from None
+                             kind=NETWORK) from None
     except _interactions.APIResponseValidationError:
         raise InvalidOutput("Gemini answered with JSON of an unexpected shape") from None
     except httpx2.TimeoutException as exc:
-        raise TransientError(f"Gemini did not answer in time ({type(exc).__name__})", kind="timeout") from None
+        raise TransientError(f"Gemini did not answer in time ({type(exc).__name__})", kind=TIMEOUT) from None
     except httpx2.TransportError as exc:
         raise TransientError(f"connection to Gemini failed ({type(exc).__name__}: {_clean(exc, api_key)})",
-                             kind="network") from None
+                             kind=NETWORK) from None
     except json.JSONDecodeError:
         raise InvalidOutput("Gemini answered with a body that is not JSON") from None
     except ValidationError:  # a JSON answer the SDK's response types cannot hold

@@ -41,7 +41,15 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, Field
 
-from tasks.core.errors import ConfigError, InvalidOutput, PermanentError, StageStopped, TransientError
+from tasks.core.errors import (
+    MODEL,
+    REQUEST_SHAPE,
+    ConfigError,
+    InvalidOutput,
+    PermanentError,
+    StageStopped,
+    TransientError,
+)
 from tasks.core.files import atomic_write_bytes
 from tasks.core.records import Made, Usage
 from tasks.core.secrets import redact
@@ -161,7 +169,7 @@ class GeminiClipMaker:
         try:
             return self._wait(interaction_id)
         except (PermanentError, StageStopped) as exc:
-            if isinstance(exc, StageStopped) and exc.kind not in ("model", "request_shape"):
+            if isinstance(exc, StageStopped) and exc.kind not in (MODEL, REQUEST_SHAPE):
                 raise  # quota, the key, the location: as for any call
             pending_generation(path).unlink(missing_ok=True)
             raise PermanentError(f"the clip started earlier (interaction {interaction_id}) cannot be looked at "
@@ -170,11 +178,11 @@ class GeminiClipMaker:
 
     def __call__(self, prompt: DemoPrompt, index: int, path: Path) -> Made:
         if refusal := retired_refusal("gemini.clip_model", self.model):  # the table's word: no paid call
-            raise StageStopped(refusal, kind="model")
+            raise StageStopped(refusal, kind=MODEL)
         try:
             check_clip_settings(self.model, self._generate.clip_resolution)
         except ConfigError as exc:  # the run's check says it first; a direct caller is stopped here
-            raise StageStopped(exc.message, kind="model") from None
+            raise StageStopped(exc.message, kind=MODEL) from None
         pending = pending_generation(path)
         interaction_id = _pending_id(pending)
         if interaction_id is None:

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from tasks.core.errors import BadInput, MicrostockError, PermanentError, TransientError
+from tasks.core.errors import FILE_GONE, BadInput, MicrostockError, PermanentError, TransientError
 from tasks.core.records import Asset
 from tasks.core.settings import GeminiSettings
 from tasks.gemini.client import Target, map_gemini_errors
@@ -103,7 +103,7 @@ class ClipUploads:
             file = _wait_until_active(self._client, self._settings, asset, file, self._target, self._api_key)
             yield types.Part.from_uri(file_uri=file.uri or "", mime_type=file.mime_type or mime)
         except TransientError as exc:
-            if exc.code == "file_gone":
+            if exc.code == FILE_GONE:
                 raise
             with self._lock:
                 self._kept[asset.asset_id] = file  # the job's next attempt uses it (or release deletes it)
@@ -124,7 +124,7 @@ class ClipUploads:
             with map_gemini_errors(self._target, self._api_key):
                 return self._client.files.get(name=kept.name or "")
         except TransientError as exc:
-            if exc.code == "file_gone":
+            if exc.code == FILE_GONE:
                 return None
             with self._lock:
                 self._kept[asset.asset_id] = kept

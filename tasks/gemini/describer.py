@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from tasks.core.errors import BadInput, InvalidOutput, OutputTruncated, PermanentError, StageStopped
+from tasks.core.errors import MODEL, BadInput, InvalidOutput, OutputTruncated, PermanentError, StageStopped
 from tasks.core.records import Asset, Metadata, Usage
 from tasks.core.settings import GeminiSettings
 from tasks.gemini.client import Target, check_answer, gemini_client, map_gemini_errors, usage_of
@@ -179,10 +179,10 @@ def check_describe_model(model: str) -> None:
     """StageStopped ``model`` when the table marks ``model`` retired or knows it refuses the response schema:
     do not pay to hear it."""
     if refusal := retired_refusal("gemini.model", model):
-        raise StageStopped(refusal, kind="model")
+        raise StageStopped(refusal, kind=MODEL)
     if lacks_structured_output(model):
         raise StageStopped(f"`gemini.model = {model}` has no structured output and cannot describe: "
-                           f"{suggestion(model, 'describe')}", kind="model")
+                           f"{suggestion(model, 'describe')}", kind=MODEL)
 
 
 def describe_config(settings: GeminiSettings, max_output_tokens: int, *,

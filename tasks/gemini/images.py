@@ -33,7 +33,7 @@ from io import BytesIO
 from google.genai import types
 from PIL import Image
 
-from tasks.core.errors import InvalidOutput, PermanentError, StageStopped
+from tasks.core.errors import MODEL, InvalidOutput, PermanentError, StageStopped
 from tasks.core.records import Made
 from tasks.core.settings import GeminiSettings, GenerateSettings
 from tasks.gemini.client import Target, check_answer, gemini_client, map_gemini_errors, usage_of
@@ -109,7 +109,7 @@ class GeminiImageMaker:
 
     def __call__(self, prompt: DemoPrompt, index: int) -> Made:
         if refusal := retired_refusal("gemini.image_model", self.model):  # the table's word: no paid call
-            raise StageStopped(refusal, kind="model")
+            raise StageStopped(refusal, kind=MODEL)
         if self.budget is not None:
             self.budget.take()  # the day's requests to the image model (quota:daily stops generation)
         response = self.limiter.call(lambda: self._generate(prompt), self._waits)

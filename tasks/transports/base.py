@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from tasks.core.errors import MicrostockError, StageStopped, TransientError
+from tasks.core.errors import NETWORK, TIMEOUT, MicrostockError, StageStopped, TransientError
 from tasks.core.secrets import redact
 
 #: The ``target_cause`` of a full disk or quota at the target (FTP 451/452/552, fewer bytes kept than sent).
@@ -178,18 +178,18 @@ def network_errors(where: str, secret: str | None = None) -> Iterator[None]:
         raise
     except (TimeoutError, socket.timeout) as exc:
         raise TransientError(say(where, f"no answer in time ({str(exc) or 'timed out'})", secret),
-                             kind="timeout") from exc
+                             kind=TIMEOUT) from exc
     except ssl.SSLError as exc:
-        raise TransientError(say(where, f"TLS failure ({exc.reason or exc})", secret), kind="network",
+        raise TransientError(say(where, f"TLS failure ({exc.reason or exc})", secret), kind=NETWORK,
                              code="tls") from exc
     except socket.gaierror as exc:
-        raise TransientError(say(where, f"host name not found ({exc.strerror})", secret), kind="network",
+        raise TransientError(say(where, f"host name not found ({exc.strerror})", secret), kind=NETWORK,
                              code="dns") from exc
     except EOFError as exc:
-        raise TransientError(say(where, f"connection lost ({str(exc) or 'closed'})", secret), kind="network") from exc
+        raise TransientError(say(where, f"connection lost ({str(exc) or 'closed'})", secret), kind=NETWORK) from exc
     except OSError as exc:
         raise TransientError(say(where, f"connection failed ({exc.strerror or exc})", secret),
-                             kind="network") from exc
+                             kind=NETWORK) from exc
 
 
 

@@ -28,7 +28,14 @@ from pathlib import Path
 import paramiko
 from paramiko.ssh_exception import NoValidConnectionsError
 
-from tasks.core.errors import AuthenticationFailed, MicrostockError, PermanentError, StageStopped, TransientError
+from tasks.core.errors import (
+    NETWORK,
+    AuthenticationFailed,
+    MicrostockError,
+    PermanentError,
+    StageStopped,
+    TransientError,
+)
 from tasks.transports.base import REFUSED_ERRNOS, Transport, network_errors, remote_display, say
 from tasks.transports.progress import TransferProgress
 
@@ -69,10 +76,10 @@ def sftp_errors(where: str, secret: str | None = None, alive: Callable[[], bool]
         except _UnknownHost as exc:
             raise StageStopped(say(where, str(exc), secret), kind="host_key") from None
         except NoValidConnectionsError as exc:
-            raise TransientError(say(where, f"connection failed ({exc.strerror})", secret), kind="network") from None
+            raise TransientError(say(where, f"connection failed ({exc.strerror})", secret), kind=NETWORK) from None
         except paramiko.SSHException as exc:
             raise TransientError(say(where, f"connection lost ({type(exc).__name__}: {str(exc) or 'closed'})",
-                                     secret), kind="network") from None
+                                     secret), kind=NETWORK) from None
         except OSError as exc:
             if isinstance(exc, TimeoutError):  # a stalled server, not a refusal: network_errors says so
                 raise

@@ -1,4 +1,4 @@
-"""What every ``microstock`` command shares: its errors end in one place (flows.cli.Commands) as one line on
+"""What every ``microstock`` command shares: its errors end in one place (flows.cli_common.Commands) as one line on
 stderr and the exit code of their group, and every word of every help text is shown."""
 
 from __future__ import annotations
