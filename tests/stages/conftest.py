@@ -10,10 +10,8 @@ import pytest
 
 HERE = Path(__file__).parent
 
-#: The modules of tests/stages that may still use a Prefect server, and why (issue 51: at most two).
+#: The modules of tests/stages that may still use a Prefect server, and why (issue 51: at most two; one is left).
 NEEDS_PREFECT = {
-    "test_describe.py": "the describe task runs' own behaviour (hook, Parked state, backstop) beside the plain "
-                        "stage's, one module (to move to tests/orchestration)",
     "test_upload.py": "a missing agency password looked up in Prefect's Secret blocks (the real lookup) before the "
                       "upload stage connects",
 }
