@@ -146,6 +146,36 @@ class CsvReport(BaseModel):
         return {name for found in self.agencies.values() for name in found.accepted}
 
 
+@dataclass(frozen=True)
+class Risk:
+    """One asset at one agency: how alike its nearest other asset is, and what was done about it."""
+
+    score: float
+    #: The closest other asset (of this batch, or uploaded there before), "" when none was found.
+    nearest: str = ""
+    nearest_sha256: str = ""
+    #: The closest asset is already uploaded to this agency (else it is in this batch).
+    nearest_uploaded: bool = False
+    #: The signals behind the score ("colour 0.95, title 1.00").
+    why: str = ""
+    #: Versions in the asset's group (itself included): 1 when nothing scores above the threshold.
+    versions: int = 1
+    #: The group's first asset by name (names the motif).
+    motif: str = ""
+    #: ``held back``, ``released`` (held back but released by the contributor), ``warned`` (above the
+    #: threshold, the agency's policy is to warn), ``duplicate`` (the same pixels as ``nearest``: held back
+    #: everywhere, no version), or "" (below the threshold).
+    outcome: str = ""
+    threshold: float = 0.0
+    #: An earlier asset of the batch with the same title and nearly the same first ten keywords, whatever the
+    #: score (``tasks.images.likeness.named_alike``); "" when none. ``microstock similar distinct`` sets it apart.
+    same_words_as: str = ""
+
+    @property
+    def risky(self) -> bool:
+        return self.score >= self.threshold > 0
+
+
 @dataclass
 class PackReport:
     """Upload-ready files per asset name, of every kind, and what was held back or rejected.
@@ -181,6 +211,8 @@ class PackReport:
     similar_held: dict[str, set[str]] = field(default_factory=dict)
     #: agency -> the assets of ``held_back`` held there as duplicates (the same pixels as another asset)
     duplicate_held: dict[str, set[str]] = field(default_factory=dict)
+    #: agency -> asset name -> its similarity risk (every kind's check; ``reports/similarity.json`` shows them)
+    risks: dict[str, dict[str, Risk]] = field(default_factory=dict)
 
     def joined(self, other: "PackReport") -> "PackReport":
         """This report and ``other`` (of assets of another kind) as one, in name order."""
@@ -200,7 +232,7 @@ class PackReport:
             zip_path=self.zip_path or other.zip_path, upscaled={**self.upscaled, **other.upscaled},
             packed_now=sorted(self.packed_now + other.packed_now), reused=sorted(self.reused + other.reused),
             similar_held=sets(self.similar_held, other.similar_held),
-            duplicate_held=sets(self.duplicate_held, other.duplicate_held))
+            duplicate_held=sets(self.duplicate_held, other.duplicate_held), risks=by_agency(self.risks, other.risks))
 
     def left_out(self, agency: str) -> dict[str, str]:
         """Assets kept from ``agency`` for a reason its CSV report names (their rows' problems): rejected, or held

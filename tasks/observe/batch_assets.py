@@ -42,7 +42,6 @@ from tasks.observe.run_names import when
 from tasks.observe.similar_view import add_risk_column
 from tasks.observe.summary import BatchSummary, brief
 from tasks.stores.dead_letter import DeadLetterStore, ParkedJob
-from tasks.stores.similar_risks import read_risks
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +208,7 @@ def publish_batch_assets(wd: Workdir, store: Callable[[], DeadLetterStore], summ
         parked = []
     rows = asset_rows(gathered, described, csvs, packed, uploads, parked, summary.in_review)
     add_about_column(rows, wd, packed)  # a clip's facts and poster
-    add_risk_column(rows, read_risks(wd))  # the similarity risk (docs/AGENCIES.md, "Similar content")
+    add_risk_column(rows, packed.risks)  # the similarity risk (docs/AGENCIES.md, "Similar content")
     add_removed_column(rows, wd, sorted({a.name for a in gathered.assets})[:MAX_ASSET_ROWS])
     create_table_artifact(rows[:MAX_ASSET_ROWS], key=BATCH_ASSETS,
                           description=assets_description(summary.headline(), len(rows), csvs, packed, parked,

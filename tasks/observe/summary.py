@@ -18,7 +18,6 @@ from tasks.core.reports import AgencyUpload, CsvReport, DescribeReport, Gathered
 from tasks.core.workdir import Workdir
 from tasks.images.provenance import provenance_of
 from tasks.observe.similar_view import summary_notes
-from tasks.stores.similar_risks import read_risks
 
 
 class BatchSummary(BaseModel):
@@ -138,7 +137,7 @@ class BatchSummary(BaseModel):
             zip_path=str(packed.zip_path) if packed.zip_path else None,
             in_review=dict(in_review or {}),
             ai_ticks=needs_ai_tick(wd, uploads),
-            similar=summary_notes(read_risks(wd)) if packed.ready else {},
+            similar=summary_notes(packed.risks) if packed.ready else {},
             validation=csvs,
             **generation_costs(wd, gathered.new),
             **clip_costs(wd, described.described),

@@ -83,7 +83,7 @@ from tasks.observe.thumbnails import inline_thumbnail
 from tasks.stages.kinds import kind_of
 from tasks.stores.ledger import Ledger
 from tasks.stores.pending import read_where
-from tasks.stores.similar_risks import read_distinct, read_risks
+from tasks.stores.similar_risks import read_distinct
 
 log = logging.getLogger(__name__)
 
@@ -212,7 +212,7 @@ def review_description(wd: Workdir, waiting: list[Sidecar], packed: PackReport, 
              "gives an asset a new title, description and/or keywords, checked against every agency's rules "
              "(`microstock review edit NAME` does the same from the terminal before you answer).", "",
              ""]
-    risks = read_risks(wd)  # the similarity check's risk and nearest asset (docs/AGENCIES.md, "Similar content")
+    risks = packed.risks  # the similarity check's risk and nearest asset (docs/AGENCIES.md, "Similar content")
     changes = read_distinct(wd)  # titles and keywords set apart by `microstock similar distinct`
     for i, s in enumerate(waiting[:MAX_LISTED]):
         md, about = s.metadata, packed.about.get(s.name)  # what its kind tells of it (a clip's facts)

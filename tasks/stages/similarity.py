@@ -229,6 +229,7 @@ def hold_back_similar(wd: Workdir, report: PackReport, entries: Mapping[str, dic
         log.warning("%s has the title and nearly the first ten keywords of %s, on another image: reviewers read a "
                     "series named alike as spam; `microstock similar distinct %s` sets it apart", name, first, name)
     _write_kind(wd, risks, clips=False)
+    report.risks = risks
     return risks
 
 

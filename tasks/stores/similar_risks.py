@@ -3,8 +3,8 @@
 Three files in the workdir (docs/INTERFACE.md):
 
 * ``reports/similarity.json`` — written by the pack stage each run:
-  ``{"agencies": {agency: {asset name: Risk as JSON}}}``; the review form,
-  ``batch-assets`` and the terminal summary read it.
+  ``{"agencies": {agency: {asset name: Risk as JSON}}}``, for people and for ``microstock similar`` (the run's
+  own review form, ``batch-assets`` and summary take the risks from the pack report in hand).
 * ``reports/distinct.json`` — what ``microstock similar distinct`` changed:
   ``{asset name: {"before": {title, keywords}, "after": {title, keywords}, "by"}}``
   (the first ten keywords), shown in the review form; read, added to and
@@ -19,47 +19,18 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
 from tasks.core.files import atomic_write_bytes, exclusive_lock
+from tasks.core.reports import Risk
 from tasks.core.state_files import read_file, what_is_wrong
 from tasks.core.workdir import Workdir
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Risk:
-    """One asset at one agency: how alike its nearest other asset is, and what was done about it."""
-
-    score: float
-    #: The closest other asset (of this batch, or uploaded there before), "" when none was found.
-    nearest: str = ""
-    nearest_sha256: str = ""
-    #: The closest asset is already uploaded to this agency (else it is in this batch).
-    nearest_uploaded: bool = False
-    #: The signals behind the score ("colour 0.95, title 1.00").
-    why: str = ""
-    #: Versions in the asset's group (itself included): 1 when nothing scores above the threshold.
-    versions: int = 1
-    #: The group's first asset by name (names the motif).
-    motif: str = ""
-    #: ``held back``, ``released`` (held back but released by the contributor), ``warned`` (above the
-    #: threshold, the agency's policy is to warn), ``duplicate`` (the same pixels as ``nearest``: held back
-    #: everywhere, no version), or "" (below the threshold).
-    outcome: str = ""
-    threshold: float = 0.0
-    #: An earlier asset of the batch with the same title and nearly the same first ten keywords, whatever the
-    #: score (``tasks.images.likeness.named_alike``); "" when none. ``microstock similar distinct`` sets it apart.
-    same_words_as: str = ""
-
-    @property
-    def risky(self) -> bool:
-        return self.score >= self.threshold > 0
 
 
 def _risks_path(wd: Workdir) -> Path:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tasks.core.records import described_sidecars, read_sidecar
-from tasks.core.reports import CsvReport, PackReport
+from tasks.core.reports import CsvReport
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.gemini.describer import distinct_note
@@ -21,7 +21,7 @@ from tests.stages.test_similarity import add_renders
 def test_each_alike_asset_gets_its_own_title_and_first_keywords_and_the_next_pack_embeds_them(tmp_path):
     wd = Workdir(tmp_path / "w").prepare()
     renders = add_renders(wd, range(1, 5))
-    pack_and_upload(wd)
+    packed, _ = pack_and_upload(wd)
     before = {n: read_sidecar(wd.sidecar(n)).metadata for n in renders}
     assert alike_assets(read_risks(wd)) == renders[1:]
 
@@ -32,7 +32,7 @@ def test_each_alike_asset_gets_its_own_title_and_first_keywords_and_the_next_pac
     assert len(set(titles)) == len(renders), titles
     assert len({tuple(after[n].keywords[:10]) for n in renders}) >= 3
     assert all(sorted(after[n].keywords) == sorted(before[n].keywords) for n in renders)  # reordered, none lost
-    form = review_description(wd, described_sidecars(wd), PackReport(), CsvReport(), Settings())
+    form = review_description(wd, described_sidecars(wd), packed, CsvReport(), Settings())
     row = next(line for line in form.splitlines() if f"`{renders[2]}`" in line)
     assert f"set apart by offline: title «{before[renders[2]].title}» → «{after[renders[2]].title}»" in row
 
