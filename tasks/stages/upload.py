@@ -55,7 +55,7 @@ from tasks.core.errors import (
 from tasks.core.records import FileOutcome, UploadItem
 from tasks.core.reports import AgencyUpload
 from tasks.core.retry import delay_before_retry
-from tasks.core.secrets import agency_password, password_block_name, password_env_var, redact
+from tasks.core.secrets import password_block_name, password_env_var
 from tasks.core.settings import AgencySettings
 from tasks.core.workdir import Workdir
 from tasks.observe.progress import StageProgress, notify
@@ -235,7 +235,7 @@ class _AgencyRun:
         except Exception as exc:  # never contagious: an unforeseen failure leaves this file pending, the rest go on
             transport.close()  # its connection may be mid-transfer: the next file starts on a fresh one
             # redacted with the agency's password, and no traceback: its frames' text is not redacted
-            why = f"{type(exc).__name__}: {redact(str(exc), agency_password(self.agency))}"
+            why = f"{type(exc).__name__}: {transport.redacted(str(exc))}"
             self.log.error("%s: %s failed unexpectedly (%s)", self.agency, item.name, why)
             return self._fail(item, f"unexpected error ({why}); left pending — "
                                     "the next run checks the server before sending it")

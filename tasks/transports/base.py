@@ -54,6 +54,13 @@ class Transport(ABC):
 
     #: Where files land, for messages and the ledger (never with a password).
     display: str = ""
+    #: The password (or key passphrase) this connection was opened with; None where there is none.
+    _password: str | None = None
+
+    def redacted(self, text: str) -> str:
+        """``text`` with this connection's password (and anything key-shaped) cut out: for the words of an
+        unforeseen error, which may quote what was sent. Asks no store for the password: it is the one in hand."""
+        return redact(text, self._password)
 
     def __enter__(self) -> "Transport":
         self.connect()
