@@ -24,7 +24,7 @@ from typing import Iterator
 
 from PIL import Image, PngImagePlugin, UnidentifiedImageError
 
-from tasks.agencies.catalog import catalog
+from tasks.agencies.catalog import Catalog, catalog
 from tasks.core.errors import BadInput
 from tasks.core.printable import printable
 from tasks.core.records import Asset
@@ -78,10 +78,10 @@ def _mp(pixels: int) -> str:
     return f"{pixels / 1e6:g} MP"
 
 
-def image_rules(agency: str, wd: Workdir | None = None) -> ImageRules:
-    """The pixel, side and size rules of ``agency``, from its spec's ``[image]`` (the workdir's own spec when it
-    has one)."""
-    limits = catalog(wd).spec(agency).image
+def image_rules(agency: str, wd: Workdir | None = None, known: Catalog | None = None) -> ImageRules:
+    """The pixel, side and size rules of ``agency``, from its spec's ``[image]`` in ``known`` (a run's catalog),
+    else in the workdir's (its own spec when it has one)."""
+    limits = (known or catalog(wd)).spec(agency).image
     return ImageRules(agency, limits.min_pixels or 0, limits.max_pixels, limits.max_bytes,
                       limits.min_side, limits.max_side, max_versions=limits.max_versions_per_motif)
 

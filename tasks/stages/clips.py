@@ -98,7 +98,7 @@ def pack_clips(wd: Workdir, sidecars: list[Sidecar], agencies: list[str], known:
              for name, sig in sorted(signatures.items()) if name in report.ready]
     by_rules = {agency: set(held) for agency, held in report.not_taken.items()}
     risks = hold_back_similar_clips(wd, batch, agencies, report.not_taken, settings.similar_max_distance,
-                                    lambda name: poster_paths(wd, name)[1])
+                                    lambda name: poster_paths(wd, name)[1], known)
     report.risks = risks
     for agency, per in risks.items():  # held back by the check (not already by a video rule): which way
         for name, risk in per.items():

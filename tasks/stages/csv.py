@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Collection, Mapping
 from pathlib import Path
 
-from tasks.agencies.catalog import catalog
+from tasks.agencies.catalog import Catalog, catalog
 from tasks.agencies.dialect import bom_bytes, csv_bytes
 from tasks.agencies.embedded import EmbeddedFields, embedded_fields
 from tasks.agencies.protected import ProtectedNames
@@ -131,6 +131,7 @@ def write_agency_csvs(
     waiting: Collection[str] = (),
     left_out_rules: Mapping[str, Mapping[str, str]] | None = None,
     packed: PackReport | None = None,
+    known: Catalog | None = None,
 ) -> CsvReport:
     """Regenerate ``csv/<agency>.csv`` (and continuations) for each agency from every sidecar.
 
@@ -155,7 +156,7 @@ def write_agency_csvs(
     review = {s.name: f"rejected in review ({s.review.at})" for s in sidecars if s.rejected}
     review.update({name: "waiting for review" for name in waiting if name not in review})
     report = CsvReport()
-    known = catalog(wd)
+    known = known or catalog(wd)  # the run's agencies (its context's catalog), else the workdir's read now
     # what each upload-ready file carries, as the pack stage embeds it (every known agency's rules)
     embedded = {s.name: embedded_fields(s.metadata, known.specs.values(), names) for s in sidecars
                 if kind_of(s.name).embeds_metadata}
@@ -201,4 +202,4 @@ def csvs_for_packed(ctx: RunContext, packed: PackReport, waiting: Collection[str
     left_out = {a: packed.left_out(a) for a in ctx.agencies}
     return write_agency_csvs(ctx.wd, ctx.agencies, ctx.settings, left_out=left_out, waiting=waiting,
                              left_out_rules={a: {name: packed.left_out_rule(a, name) for name in names}
-                                             for a, names in left_out.items()}, packed=packed)
+                                             for a, names in left_out.items()}, packed=packed, known=ctx.catalog)

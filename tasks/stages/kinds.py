@@ -77,11 +77,11 @@ class ImageKind:
     def unusable(self, ctx: RunContext, assets: list[Asset]) -> dict[str, str]:
         if any(ctx.settings.pack.upscales(a) for a in ctx.agencies):  # enlarged to the minimum when packed
             return too_small_for_all(assets, [])
-        return too_small_for_all(assets, [image_rules(a, ctx.wd) for a in ctx.agencies])
+        return too_small_for_all(assets, [image_rules(a, ctx.wd, ctx.catalog) for a in ctx.agencies])
 
     def pack(self, ctx: RunContext, sidecars: list[Sidecar]) -> PackReport:
         return pack_assets(ctx.wd, ctx.settings.pack, sidecars, ctx.agencies,
-                           names=ProtectedNames.of(ctx.settings.keywords))
+                           names=ProtectedNames.of(ctx.settings.keywords), known=ctx.catalog)
 
 
 class ClipKind:

@@ -33,7 +33,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks.agencies.catalog import catalog
+from tasks.agencies.catalog import Catalog, catalog
 from tasks.agencies.embedded import EmbeddedFields, embedded_fields
 from tasks.agencies.protected import ProtectedNames
 from tasks.core.errors import BadInput, StageStopped
@@ -50,7 +50,7 @@ from tasks.images.provenance import digital_source_type, provenance_of
 from tasks.images.ready import preview_jpegs, ready_jpeg
 from tasks.observe.progress import StageProgress
 from tasks.stages.pack_manifest import load_manifest, record_where, save_manifest, save_or_full, stamp, unchanged
-from tasks.stages.similarity import hold_back_similar
+from tasks.stages.similarity import hold_back_similar, similarity_policies
 
 #: Bump when the bytes written for the same inputs change; every asset is then packed again.
 PACK_FORMAT = 3  # 2: the contributor's XMP and IPTC kept, EXIF ImageDescription in step; 3: no keyword copies
@@ -219,14 +219,15 @@ def _remove_outputs(wd: Workdir, asset_name: str) -> None:
 
 def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], agencies: list[str] | None = None,
                 *, rules: dict[str, ImageRules] | None = None, workers: int = DEFAULT_WORKERS,
-                names: ProtectedNames | None = None) -> PackReport:
+                names: ProtectedNames | None = None, known: Catalog | None = None) -> PackReport:
     """Pack every described asset (``workers`` at a time) and check the image rules of ``agencies``.
 
     ``rules`` maps every agency to its image rules (default: from the spec
     files; tests pass small ones). An image below every agency's minimum is
     rejected; one that breaks a rule of some agencies is held back for those.
     ``names``: the run's protected names, whose keywords the embedded XMP/IPTC
-    never carries (as the CSVs). Never raises for one file: a file that cannot be packed is rejected with
+    never carries (as the CSVs). ``known``: the run's agencies (its context's catalog; default: the workdir's,
+    read now). Never raises for one file: a file that cannot be packed is rejected with
     its reason, its old packed files are removed, and the rest go on. A full
     disk stops the stage (StageStopped ``disk_full``, one line naming the disk
     and what was kept): no file is rejected for it, what was packed is kept in
@@ -236,14 +237,14 @@ def pack_assets(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], ag
     first one's files current in the manifest and packs only what is left.
     """
     with _packing(wd):
-        return _pack_what_is_left(wd, settings, sidecars, agencies, rules, workers, names)
+        return _pack_what_is_left(wd, settings, sidecars, agencies, rules, workers, names, known or catalog(wd))
 
 
 def _pack_what_is_left(wd: Workdir, settings: PackSettings, sidecars: list[Sidecar], agencies: list[str] | None,
-                       rules: dict[str, ImageRules] | None, workers: int, names: ProtectedNames | None) -> PackReport:
+                       rules: dict[str, ImageRules] | None, workers: int, names: ProtectedNames | None,
+                       known: Catalog) -> PackReport:
     _return_freed_images_to_the_os()
-    known = catalog(wd)  # the shipped agencies and the workdir's own
-    rules = rules if rules is not None else {a: image_rules(a, wd) for a in known.names}
+    rules = rules if rules is not None else {a: image_rules(a, wd, known) for a in known.names}
     checked = [rules[a] for a in (rules if agencies is None else agencies)]
     min_pixels = min(r.min_pixels for r in rules.values())
     upscaled_for = {r.agency for r in checked if settings.upscales(r.agency)}
@@ -324,7 +325,8 @@ def _pack_what_is_left(wd: Workdir, settings: PackSettings, sidecars: list[Sidec
         raise _pack_stopped(wd, full or unsaved, kept=len(report.ready), recorded=unsaved is None,
                             left=len(sidecars) - len(report.ready) - len(report.rejected))
     try:
-        hold_back_similar(wd, report, entries, {s.name: s for s in sidecars}, checked, settings.similar_max_distance)
+        hold_back_similar(wd, report, entries, {s.name: s for s in sidecars}, checked, settings.similar_max_distance,
+                          similarity_policies(known, [r.agency for r in checked]))
     except OSError as exc:
         if not disk_full(exc):
             raise

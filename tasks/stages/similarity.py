@@ -25,7 +25,7 @@ import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from tasks.agencies.catalog import catalog
+from tasks.agencies.catalog import Catalog, catalog
 from tasks.agencies.spec import SimilarityPolicy
 from tasks.core.errors import BadInput
 from tasks.core.records import CLIP_EXTENSIONS, Sidecar, read_sidecar
@@ -54,8 +54,8 @@ def batch_signatures(names: list[str], entries: Mapping[str, dict], sidecars: Ma
     return out
 
 
-def _policies(wd: Workdir, agencies: list[str]) -> dict[str, SimilarityPolicy]:
-    known = catalog(wd)
+def similarity_policies(known: Catalog, agencies: list[str]) -> dict[str, SimilarityPolicy]:
+    """agency -> its ``[similarity]`` policy in ``known`` (the run's catalog); the default for an unknown one."""
     return {a: known.specs[a].similarity if a in known.specs else SimilarityPolicy() for a in agencies}
 
 
@@ -147,7 +147,7 @@ def assess_similarity(wd: Workdir, batch: list[Signature], rules: list[ImageRule
     Images are compared with images and clips with clips (``batch`` is one kind): of the portfolio, only the
     uploaded assets of the batch's kind. ``thumbs``: where the batch's thumbnails are (the portfolio keeps a copy).
     """
-    policies = policies if policies is not None else _policies(wd, [r.agency for r in rules])
+    policies = policies if policies is not None else similarity_policies(catalog(wd), [r.agency for r in rules])
     portfolio = add_to_portfolio(wd, read_portfolio(wd), batch, thumbs)
     ledger = Ledger(wd.ledger).read()
     done = {r.agency: ledger.done_for(r.agency) for r in rules}
@@ -262,7 +262,7 @@ def held_reason(name: str, agency: str, risk: Risk, cap: int | None) -> str | No
 
 def hold_back_similar_clips(wd: Workdir, batch: list[Signature], agencies: list[str],
                             held_back: dict[str, dict[str, str]], same_motif_bits: int,
-                            thumbs: Callable[[str], Path]) -> dict[str, dict[str, Risk]]:
+                            thumbs: Callable[[str], Path], known: Catalog | None = None) -> dict[str, dict[str, Risk]]:
     """The clips stage's check: the clips of ``batch`` compared with each other and with the clips uploaded
     before, with the images' scoring and rules (each agency's ``[similarity]`` and ``max_versions_per_motif``);
     a clip held back gets its reason in ``held_back`` (agency -> clip -> why, those held by a video rule kept)."""
@@ -270,9 +270,10 @@ def hold_back_similar_clips(wd: Workdir, batch: list[Signature], agencies: list[
         if any(_is_clip(n) for per in read_risks(wd).values() for n in per):
             _write_kind(wd, {}, clips=True)
         return {}
-    rules = [image_rules(a, wd) for a in agencies]
+    known = known or catalog(wd)
+    rules = [image_rules(a, wd, known) for a in agencies]
     risks = assess_similarity(wd, batch, rules, {a: set(h) for a, h in held_back.items()}, same_motif_bits,
-                              thumbs=thumbs)
+                              similarity_policies(known, agencies), thumbs=thumbs)
     caps = {r.agency: r.max_versions for r in rules}
     for agency, per in risks.items():
         for name, risk in per.items():

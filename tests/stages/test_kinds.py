@@ -73,3 +73,22 @@ def test_no_flow_and_no_orchestration_module_imports_a_kinds_own_parts():
     """The flows name no kind: a clip's parts (tasks/stages/clips.py) are reached through its kind only."""
     for path in sorted([*(ROOT / "flows").glob("*.py"), *(ROOT / "tasks" / "orchestration").glob("*.py")]):
         assert "tasks.stages.clips" not in _imports(path), path.name
+
+
+def test_a_run_takes_its_agencies_from_its_context_start_to_end(workdir):
+    """The agency catalog is a port of the run's context: an agency spec removed while the run goes on (the
+    contributor tidying agencies/) does not change the run that read it — pack, similarity and CSVs use the
+    context's catalog, as the assets stage did."""
+    import shutil
+    from importlib import resources
+
+    workdir.agencies.mkdir(exist_ok=True)
+    shutil.copy(resources.files("tasks.agencies") / "vecteezy.toml", workdir.agencies / "mystock.toml")
+    ctx = RunContext(workdir, Settings(), ["mystock"])
+    assert "mystock" in ctx.catalog.names
+    gathered = gather_assets(ctx, 1, None)
+    describe_stage(ctx, gathered.assets)
+    (workdir.agencies / "mystock.toml").unlink()  # gone mid-run
+    packed = pack_described(ctx)
+    assert list(packed.ready) == [gathered.assets[0].name]
+    assert csvs_for_packed(ctx, packed).agencies["mystock"].accepted == [gathered.assets[0].name]
