@@ -1,13 +1,9 @@
-"""The pack stage: upload-ready JPEG, preview and thumbnail per described asset, and a batch ZIP.
-
-Per asset (``tasks.images.ready`` does the pixels): ``packs/ready/<stem>.jpg``
-with the title, description and keywords embedded (``tasks.images.embed``),
-``packs/previews/<stem>.jpg`` and ``packs/thumbs/<stem>.jpg``. Then each
-agency's image rules (from its spec) are checked: an asset that breaks one
-is held back for that agency only, with the rule. A file that cannot be
-packed is rejected with one reason and never stops the others. Last, the
-deterministic ``packs/batch.zip`` (ready images, previews, CSVs) and
-``reports/pack.json``.
+"""The pack stage's image part (:mod:`tasks.stages.kinds`) and the batch ZIP: per described image
+(``tasks.images.ready`` does the pixels) ``packs/ready/<stem>.jpg`` with the title, description and keywords
+embedded (``tasks.images.embed``), ``packs/previews/<stem>.jpg`` and ``packs/thumbs/<stem>.jpg``; then each
+agency's image rules: an image that breaks one is held back for that agency only, with the rule. A file that
+cannot be packed is rejected with one reason and never stops the others. Once the CSVs are final, the
+deterministic ``packs/batch.zip`` (ready images, previews, CSVs) and ``reports/pack.json``.
 
 Re-running is cheap: ``packs/manifest.json`` remembers, per asset, the key
 its files were made from (source SHA-256, embedded metadata, settings,
@@ -341,10 +337,8 @@ def _pack_what_is_left(wd: Workdir, settings: PackSettings, sidecars: list[Sidec
 
 
 def write_batch_zip(wd: Workdir, report: PackReport, csvs: CsvReport) -> Path:
-    """``packs/batch.zip``: the packed ready images and previews some agency's CSV accepted, and the CSVs;
-    rewritten only when changed. The manifest records where each upload-ready file goes by ``csvs``
-    (:func:`~tasks.stages.pack_manifest.record_where`), under the pack lock with the ZIP's key: another run's pack
-    never loses its manifest entries to this one's."""
+    """``packs/batch.zip`` (the packed images and previews ``csvs`` accepted somewhere, the CSVs; rewritten only when
+    changed) and where each file goes (:func:`~tasks.stages.pack_manifest.record_where`), under the pack lock."""
     with _packing(wd):
         return _write_zip_if_changed(wd, report, csvs)
 
@@ -353,8 +347,7 @@ def _write_zip_if_changed(wd: Workdir, report: PackReport, csvs: CsvReport) -> P
     manifest = load_manifest(wd)
     moved = record_where(wd, manifest, report, csvs)
     entries: dict[str, Path] = {}
-    identity: dict[str, str] = {}
-    accepted = csvs.accepted_somewhere()
+    identity, accepted = {}, csvs.accepted_somewhere()
     for name in report.ready:
         if name not in accepted or name not in manifest["assets"]:  # a clip is sent as it is: not packed, not zipped
             continue
@@ -379,11 +372,10 @@ def _write_zip_if_changed(wd: Workdir, report: PackReport, csvs: CsvReport) -> P
 
 
 def finish_batch(wd: Workdir, report: PackReport, csvs: CsvReport) -> PackReport:
-    """Log each rejected and held-back asset, write the batch ZIP (what ``csvs``, the final CSVs, accepted
-    somewhere, with the CSVs as they are now), where each file goes into the manifest, and
-    ``reports/pack.json``; returns ``report`` with ``zip_path`` set. A full disk: StageStopped ``disk_full``
-    (each is written whole or not at all; the packed files are kept); any other cause (a read-only folder):
-    StageStopped ``unwritable`` naming the file."""
+    """Log each rejected and held-back asset, write the batch ZIP and where each file goes by ``csvs`` (the final
+    CSVs: :func:`write_batch_zip`) and ``reports/pack.json``; returns ``report`` with ``zip_path`` set. A full disk:
+    StageStopped ``disk_full`` (each written whole or not at all; the packed files kept); another cause (a
+    read-only folder): StageStopped ``unwritable`` naming the file."""
     log.info("%d packed now, %d already current from an earlier run", len(report.packed_now), len(report.reused))
     for name, reason in report.rejected.items():
         log.warning("rejected %s: %s", printable(name), printable(reason))
