@@ -8,7 +8,6 @@ tests/stages/test_describe.py; the flow here runs it :data:`~tasks.orchestration
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -21,17 +20,16 @@ from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.orchestration import describe_runs
 from tasks.orchestration.describe_runs import describe_assets
-from tasks.stages import run_context
 from tasks.stages.describe import describe_stage
 from tasks.stages.run_context import RunContext
 from tasks.stores.dead_letter_open import open_store
-from tasks.stores.dead_letter_sql import SQLiteDeadLetterStore
 from tests.fakes import prefect_api
 from tests.fakes.gemini import FAKE_KEY, error, fake_gemini, finished, gemini_for_module  # noqa: F401  (a fixture)
 from tests.stages.test_describe import (  # noqa: F401  (gemini_key is a fixture)
     EXPECTED_PARKED,
     NAMES,
     Script,
+    assert_left_pending_then_described,
     assert_parked_as_expected,
     assert_rerun_calls_nothing,
     fast_settings,
@@ -39,6 +37,7 @@ from tests.stages.test_describe import (  # noqa: F401  (gemini_key is a fixture
     make_assets,
     mixed_script,
     stage_lines,
+    store_locked_while_doomed_fails,
     workdir_bytes,
 )
 from tests.stages.test_describe_disk_full import NAMES as DISK_NAMES
@@ -132,30 +131,10 @@ def test_the_flow_parks_a_failed_job_when_the_hook_could_not(prefect_harness, fa
 def test_a_locked_store_leaves_the_job_pending_and_the_others_go_on(prefect_harness, fake_gemini, gemini_key, tmp_path,
                                                                     monkeypatch):
     """In a flow run: neither the hook nor the backstop can park the job; it stays pending, the run says why."""
-    monkeypatch.setattr(run_context, "open_store",
-                        lambda wd, settings, clock: SQLiteDeadLetterStore(wd.dead_letter_db, busy_timeout_s=0.3))
-    wd = Workdir(tmp_path / "w").prepare()
-    assets = make_assets(wd, ["fine.jpg", "doomed.jpg", "also_fine.jpg"])
-    SQLiteDeadLetterStore(wd.dead_letter_db)  # the store exists; another process is about to lock it
-    holder = sqlite3.connect(wd.dead_letter_db, isolation_level=None, check_same_thread=False)
-
-    def lock_then_refuse(req):
-        holder.execute("BEGIN IMMEDIATE")
-        return error(400, "bad request")
-
-    script = Script(fake_gemini, [a.name for a in assets])
-    script.set("doomed.jpg", lock_then_refuse)
-    try:
+    with store_locked_while_doomed_fails(fake_gemini, tmp_path, monkeypatch) as (wd, assets):
         state, report = run_describe(wd, fast_settings(concurrency=1), assets)
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
-    assert sorted(report.described) == ["also_fine.jpg", "fine.jpg"]
-    assert report.pending == ["doomed.jpg"] and report.parked == {}
     assert "dead_letter.db" in flow_run_logs(state)
-    assert open_store(wd, Settings()).list() == []
-    again = describe_stage(RunContext(wd, fast_settings()), assets)  # lock gone: the next run tries it again
-    assert again.described == ["doomed.jpg"] and sorted(again.already) == ["also_fine.jpg", "fine.jpg"]
+    assert_left_pending_then_described(wd, assets, report)
 
 
 def test_in_prefect_with_gemini_a_full_disk_leaves_the_paid_answer_pending_not_parked(

@@ -360,7 +360,10 @@ def test_a_refused_key_stops_the_stage_without_parking(fake_gemini, gemini_key, 
     assert open_store(wd, Settings()).list() == []
 
 
-def test_a_locked_store_leaves_the_job_pending_and_the_others_go_on(fake_gemini, gemini_key, tmp_path, monkeypatch):
+@contextmanager
+def store_locked_while_doomed_fails(fake_gemini, tmp_path, monkeypatch):
+    """Three assets; while ``doomed.jpg`` is described another process locks the dead-letter store, then Gemini
+    refuses the job (400): yields (workdir, assets); the lock is let go after."""
     monkeypatch.setattr(run_context, "open_store",
                         lambda wd, settings, clock: SQLiteDeadLetterStore(wd.dead_letter_db, busy_timeout_s=0.3))
     wd = Workdir(tmp_path / "w").prepare()
@@ -372,20 +375,28 @@ def test_a_locked_store_leaves_the_job_pending_and_the_others_go_on(fake_gemini,
         holder.execute("BEGIN IMMEDIATE")
         return error(400, "bad request")
 
-    script = Script(fake_gemini, [a.name for a in assets])
-    script.set("doomed.jpg", lock_then_refuse)
+    Script(fake_gemini, [a.name for a in assets]).set("doomed.jpg", lock_then_refuse)
     try:
-        with stage_lines() as lines:
-            report = describe_stage(RunContext(wd, fast_settings(concurrency=1)), assets)
+        yield wd, assets
     finally:
         holder.execute("ROLLBACK")
         holder.close()
+
+
+def assert_left_pending_then_described(wd, assets, report) -> None:
+    """The locked store's job stayed pending, nothing parked; the next run (lock gone) describes it."""
     assert sorted(report.described) == ["also_fine.jpg", "fine.jpg"]
     assert report.pending == ["doomed.jpg"] and report.parked == {}
-    assert "dead_letter.db" in "\n".join(lines)
     assert open_store(wd, Settings()).list() == []
-    again = describe_stage(RunContext(wd, fast_settings()), assets)  # lock gone: the next run tries it again
+    again = describe_stage(RunContext(wd, fast_settings()), assets)
     assert again.described == ["doomed.jpg"] and sorted(again.already) == ["also_fine.jpg", "fine.jpg"]
+
+
+def test_a_locked_store_leaves_the_job_pending_and_the_others_go_on(fake_gemini, gemini_key, tmp_path, monkeypatch):
+    with store_locked_while_doomed_fails(fake_gemini, tmp_path, monkeypatch) as (wd, assets), stage_lines() as lines:
+        report = describe_stage(RunContext(wd, fast_settings(concurrency=1)), assets)
+    assert "dead_letter.db" in "\n".join(lines)
+    assert_left_pending_then_described(wd, assets, report)
 
 
 def test_a_bug_in_the_describer_is_parked_once_with_its_traceback_and_the_others_go_on(tmp_path):
