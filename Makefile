@@ -36,12 +36,13 @@ demo: $(VENV)/.installed
 
 # Three pytest-xdist workers on the two cores: the suite is mostly CPU now, but the throttled-FTP tests sleep about
 # two minutes, and a third worker keeps both cores busy meanwhile (docs/BENCHMARKS.md: 4:22 against 5:03 with -n 2
-# and 4:55 with -n 4, same tree, quiet machine). Work stealing: the slow tests sort late, and with xdist's default
-# chunks they ran last on one worker while the others sat idle (4:38 against 3:36 with --dist worksteal, same tree,
-# 2026-12-01). ruff first: a finding fails `make test`.
+# and 4:55 with -n 4, same tree, quiet machine). Handed out a test or a group at a time (--dist loadgroup): the tests
+# sharing a module's server or other module-scoped fixture stay on one worker (work stealing started such a server
+# again on each worker that took one of its tests, ~35 s each), and the tests that start real servers go first
+# (tests/conftest.py), so the tail is short ones. ruff first: a finding fails `make test`.
 test: $(VENV)/.installed-test readers
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -n 3 --dist worksteal -m "not cluster"
+	$(BIN)/python -m pytest -q -n 3 --dist loadgroup -m "not cluster"
 
 # Debian's packages the tests read the delivered files back with, installed (as root, as on CI) in one
 # `apt-get update` for all that are missing (three targets each ran their own update before):

@@ -43,6 +43,9 @@ from tasks.orchestration.prefect_settings import home_settings  # noqa: E402  (i
 
 route_run_logs()  # the stages' module loggers reach the runs' logs, as for a `microstock` command
 
+#: How `make test` shares its xdist workers: tests/worker_groups.py.
+pytest_plugins = ("tests.worker_groups",)
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _prefects_default_port_is_taken():

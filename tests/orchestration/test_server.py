@@ -35,6 +35,11 @@ from tests.fakes.prefect_api import wait_until
 from tests.orchestration.test_server_privacy import as_other_user
 
 pytestmark = pytest.mark.server
+#: Each of the module's two servers on one worker under `make test` (--dist loadgroup): a worker that took one of
+#: their tests started its own (~35 s each); the two run beside each other. tests/conftest.py groups the other
+#: modules' module-scoped fixtures by module.
+ON_SERVED = pytest.mark.xdist_group("test_server.served")
+ON_SERVER = pytest.mark.xdist_group("test_server.server")
 
 MICROSTOCK = [sys.executable, "-c", "from flows.cli import main; main()"]
 PREFECT = [sys.executable, "-m", "prefect"]
@@ -152,6 +157,7 @@ def _died(proc, log) -> bool:
     raise AssertionError(f"microstock serve exited with {proc.returncode}:\n{log.read()[-3000:]}")
 
 
+@ON_SERVED
 def test_serve_registers_every_deployment_with_its_schedules(served, parked_workdir):
     url = served["url"]
     deps = deployments_by_name(url)
@@ -170,6 +176,7 @@ def test_serve_registers_every_deployment_with_its_schedules(served, parked_work
     assert all(r["expected_start_time"][11:16] == "02:00" for r in scheduled)
 
 
+@ON_SERVED
 def test_a_deployment_run_is_refused_by_the_check_before_a_run_as_the_cli_run_is(served, parked_workdir, tmp_path):
     """Issue 33: the check before a run is the flow's own, so a run started from the deployment (no CLI before
     it) with a config whose target cannot be used fails at once with that one line — nothing generated."""
@@ -185,6 +192,7 @@ def test_a_deployment_run_is_refused_by_the_check_before_a_run_as_the_cli_run_is
     assert sorted(p.name for p in wd.assets.iterdir()) == before, "refused before anything was generated"
 
 
+@ON_SERVED
 def test_replay_through_the_api_completes_and_leaves_artifacts_and_events(served, parked_workdir):
     url = served["url"]
     wd, barn, gone = parked_workdir
@@ -225,6 +233,7 @@ def test_replay_through_the_api_completes_and_leaves_artifacts_and_events(served
     assert SECRET not in json.dumps(evs)
 
 
+@ON_SERVED
 def test_batch_through_the_api_tells_the_story_in_names_artifacts_and_events(served):
     url = served["url"]
     batch = deployments_by_name(url)["stock-batch"]
@@ -286,6 +295,7 @@ def test_batch_through_the_api_tells_the_story_in_names_artifacts_and_events(ser
     assert set(uploads) == {"microstock.agency.adobe", "microstock.agency.vecteezy"}
 
 
+@ON_SERVED
 def test_secrets_set_saves_a_block_without_showing_the_value(served):
     env = dict(served["env"], PREFECT_API_URL=served["url"])
     for name in ("gemini-api-key", "microstock-adobe-password"):
@@ -343,6 +353,7 @@ def install_example_automation(url: str, env: dict, tmp_path: Path, name: str, h
     assert created.returncode == 0, created.stdout + created.stderr
 
 
+@ON_SERVED
 def test_example_automation_notifies_when_a_job_is_parked(served, tmp_path):
     url = served["url"]
     env = dict(served["env"], PREFECT_API_URL=url)
@@ -362,6 +373,7 @@ def test_example_automation_notifies_when_a_job_is_parked(served, tmp_path):
         hook.shutdown()
 
 
+@ON_SERVED
 def test_example_automation_notifies_when_a_batch_waits_for_review(served, tmp_path):
     url = served["url"]
     env = dict(served["env"], PREFECT_API_URL=url)
@@ -396,6 +408,7 @@ probe(return_state=True)
 """
 
 
+@ON_SERVED
 def test_example_automation_notifies_when_a_batch_is_incomplete(served, tmp_path):
     url = served["url"]
     env = dict(served["env"], PREFECT_API_URL=url)
@@ -415,6 +428,7 @@ def test_example_automation_notifies_when_a_batch_is_incomplete(served, tmp_path
         hook.shutdown()
 
 
+@ON_SERVED
 def test_the_served_server_answers_nobody_without_its_auth_string(served):
     """What another local user saw in issue 34 (blocks with their secrets, a stock-batch run started with their
     own parameters) is refused to anyone without the workdir's auth string; its home is the contributor's."""
@@ -435,6 +449,7 @@ def test_the_served_server_answers_nobody_without_its_auth_string(served):
     assert AUTH[url] not in (home / "server.log").read_text() + (home / "serve.out").read_text()
 
 
+@ON_SERVED
 def test_ctrl_c_pauses_the_schedules_then_stops_the_local_server(served):
     proc = served["proc"]
     proc.send_signal(signal.SIGINT)  # takes SIGTERM's path (systemctl stop): the same graceful shutdown
@@ -460,6 +475,7 @@ def server(tmp_path_factory):
         os.environ.update(env_backup)
 
 
+@ON_SERVER
 def test_documented_deploy_and_worker_run_a_replay(server, parked_workdir, tmp_path):
     srv, env = server
     wd, _, _ = parked_workdir
@@ -545,6 +561,7 @@ def blocking_gemini():
         fake.stop()
 
 
+@ON_SERVER
 def test_a_parked_job_reads_as_parked_and_the_batch_has_one_row_per_asset(server, blocking_gemini, tmp_path):
     from tests.fakes.gemini import FAKE_KEY
 
@@ -648,6 +665,7 @@ def state_types(url: str, flow_run_id: str) -> list[str]:
     return [s["type"] for s in api(url, "GET", f"/flow_run_states/?flow_run_id={flow_run_id}")]
 
 
+@ON_SERVER
 def test_review_pauses_the_run_and_the_answer_decides_what_leaves(server, tmp_path):
     from prefect.flow_runs import resume_flow_run
     from prefect.settings import PREFECT_API_URL, temporary_settings
@@ -695,6 +713,7 @@ def test_review_pauses_the_run_and_the_answer_decides_what_leaves(server, tmp_pa
     assert adobe_csv_files(wd) == [names[1]] and outbox_files(wd) == [names[1]]
 
 
+@ON_SERVER
 def test_review_without_an_answer_holds_then_the_next_run_asks_again(server, tmp_path):
     srv, env = server
     wd = review_workdir(tmp_path, 'timeout_hours = 0.002\non_timeout = "hold"')  # about 7 s
@@ -716,6 +735,7 @@ def test_review_without_an_answer_holds_then_the_next_run_asks_again(server, tmp
     assert {json.loads(wd.sidecar(n).read_text(encoding="utf-8"))["review"]["by"] for n in names} == {"review timeout"}
 
 
+@ON_SERVER
 def test_the_terminal_answers_a_run_paused_for_review(server, tmp_path):
     srv, env = server
     wd = review_workdir(tmp_path, "timeout_hours = 1")
@@ -755,6 +775,7 @@ def test_the_terminal_answers_a_run_paused_for_review(server, tmp_path):
     assert adobe_csv_files(wd) == names[1:] and outbox_files(wd) == names[1:]
 
 
+@ON_SERVER
 def test_an_edit_made_while_a_run_waits_for_review_is_taken_up_when_it_is_answered(server, tmp_path):
     srv, env = server
     wd = review_workdir(tmp_path, "timeout_hours = 1")
@@ -792,6 +813,7 @@ def test_an_edit_made_while_a_run_waits_for_review_is_taken_up_when_it_is_answer
         assert sent.read_iptc()["Iptc.Application2.Keywords"] == ["corrected", "keyword"], "packed again before sending"
 
 
+@ON_SERVER
 def test_a_run_killed_while_paused_loses_nothing_and_the_terminal_answers_the_next_one(server, tmp_path):
     srv, env = server
     wd = review_workdir(tmp_path, "timeout_hours = 1")
