@@ -48,6 +48,7 @@ from tests.fakes.gemini import (  # noqa: F401  (fake_gemini is a fixture)
     slow,
     truncated,
 )
+from tests.fakes.overlap import lines_of, second_run_meets_the_first
 from tests.gemini.test_ratelimit import FakeClock
 
 COLOURS = [
@@ -232,11 +233,16 @@ def test_a_rerun_calls_nothing_already_described_or_parked(mixed_run):
 
 def test_the_api_key_appears_nowhere(mixed_run):
     wd, _, _, _, fake, lines, again_lines, _ = mixed_run
+    assert "describe down.jpg: attempt 1 of 3 failed (" in lines, "the run's lines were read"
+    assert_key_nowhere(wd, fake, lines + "\n" + again_lines, again_lines)
+
+
+def assert_key_nowhere(wd, fake, logs: str, again_lines: str) -> None:
+    """The key went to Gemini in its header on every request, and is in no file of the workdir and in no line of
+    ``logs`` (the run's and the rerun's: ``again_lines``, read as the check that they were)."""
     assert all(req.header("x-goog-api-key") == FAKE_KEY for req in fake.requests)
     for path, data in workdir_bytes(wd):
         assert FAKE_KEY.encode() not in data, path
-    logs = lines + "\n" + again_lines
-    assert "describe down.jpg: attempt 1 of 3 failed (" in lines, "the run's lines were read"
     assert "parked by an earlier run" in again_lines, "the rerun's lines were read"
     assert FAKE_KEY not in logs
 
@@ -424,25 +430,6 @@ def test_a_bug_in_the_describer_is_parked_once_with_its_traceback_and_the_others
     assert str(parked.exc_info[1]) == "a bug in a describer", "the traceback goes with the line"
 
 
-@contextmanager
-def lines_of(logger: str, containing: str, seen: threading.Event):
-    """The lines of ``logger`` that contain ``containing`` meanwhile; ``seen`` is set at the first."""
-    lines: list[str] = []
-
-    def emit(record: logging.LogRecord) -> None:
-        if containing in record.getMessage():
-            lines.append(record.getMessage())
-            seen.set()
-
-    handler = logging.Handler()
-    handler.emit = emit
-    logging.getLogger(logger).addHandler(handler)
-    try:
-        yield lines
-    finally:
-        logging.getLogger(logger).removeHandler(handler)
-
-
 def test_two_runs_describing_one_workdir_at_once_pay_for_each_asset_once(tmp_path):
     """Two runs on one workdir reach describe together (threads here: the lock is a per-file ``flock``, which two
     threads' opens contend for as two processes' do). The first holds its first describe call until the second
@@ -473,16 +460,8 @@ def test_two_runs_describing_one_workdir_at_once_pay_for_each_asset_once(tmp_pat
         finally:
             second_waits.set()  # a run that never waited (no lock) must not leave the first one hanging
 
-    first = threading.Thread(target=one_run, args=("first",))
-    second = threading.Thread(target=one_run, args=("second",))
     with lines_of("tasks.stages.describe", "another run is describing", second_waits) as waiting:
-        first.start()
-        first_started = first_is_describing.wait(30)
-        if first_started:
-            second.start()
-            second.join()
-        second_waits.set()  # a first run that did not reach its describe call in time goes on unheld
-        first.join()
+        first_started = second_run_meets_the_first(one_run, first_is_describing, second_waits)
     assert first_started, "the first run reached its first describe call"
     assert waiting, "the second run found the lock held and said it waits"
     assert sorted(calls) == ["a.jpg", "b.jpg", "c.jpg"]

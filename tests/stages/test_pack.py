@@ -17,6 +17,7 @@ from tasks.core.workdir import Workdir
 from tasks.images.inspect import ImageRules
 from tasks.stages.pack import PackedFiles, finish_batch, pack_assets
 from tests.fakes import pack_samples as s
+from tests.fakes.overlap import lines_of, second_run_meets_the_first
 
 
 def pack_batch(wd, settings, sidecars, agencies=None, **kwargs):
@@ -342,7 +343,6 @@ def test_two_runs_packing_one_workdir_at_once_pack_each_asset_once(tmp_path, mon
     """Two runs reach pack together (threads here: the lock is a per-file ``flock``, which two threads' opens
     contend for as two processes' do). The first holds its first packed asset until the second has found the
     lock held and said it waits; the second then finds every asset current."""
-    import logging
     import threading
 
     wd = workdir(tmp_path)
@@ -359,16 +359,6 @@ def test_two_runs_packing_one_workdir_at_once_pack_each_asset_once(tmp_path, mon
                 second_waits.wait(30)
         return entry, written
 
-    waiting: list[str] = []
-
-    def emit(record: logging.LogRecord) -> None:
-        if "another run is packing" in record.getMessage():
-            waiting.append(record.getMessage())
-            second_waits.set()
-
-    handler = logging.Handler()
-    handler.emit = emit
-    logging.getLogger(pack.__name__).addHandler(handler)
     monkeypatch.setattr(pack, "pack_asset", counting)
     reports = {}
 
@@ -378,18 +368,8 @@ def test_two_runs_packing_one_workdir_at_once_pack_each_asset_once(tmp_path, mon
         finally:
             second_waits.set()  # a run that never waited (no lock) must not leave the first one hanging
 
-    first = threading.Thread(target=one_run, args=("first",))
-    second = threading.Thread(target=one_run, args=("second",))
-    try:
-        first.start()
-        first_started = first_is_packing.wait(30)
-        if first_started:
-            second.start()
-            second.join()
-        second_waits.set()  # a first run that did not reach its first asset in time goes on unheld
-        first.join()
-    finally:
-        logging.getLogger(pack.__name__).removeHandler(handler)
+    with lines_of(pack.__name__, "another run is packing", second_waits) as waiting:
+        first_started = second_run_meets_the_first(one_run, first_is_packing, second_waits)
     assert first_started, "the first run reached its first asset"
     assert waiting, "the second run found the lock held and said it waits"
     assert sorted(packed) == names, "each asset packed once"
