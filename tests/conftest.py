@@ -69,6 +69,17 @@ def _prefects_default_port_is_taken():
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _one_migrated_prefect_database_per_session(tmp_path_factory):
+    """tests/fakes/prefect_home.py makes its migrated database once for the session, beside the session's
+    temporary folders: under xdist their parent (``pytest-N/``, shared by the workers, which take turns under a
+    lock), else the session's own. Gone with them."""
+    from tests.fakes import prefect_home
+
+    base = tmp_path_factory.getbasetemp()
+    prefect_home.SESSION_DIR = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _no_workdir_server_outlives_the_session(tmp_path_factory):
     """A command run without the ephemeral setting (a subprocess with a cleaned environment) starts a workdir
     server that would outlive the tests for its idle time: stop every one whose home is in this session's

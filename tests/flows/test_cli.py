@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import prefect_api
+from tests.fakes.prefect_home import migrated_home
 
 MICROSTOCK = [sys.executable, "-c", "from flows.cli import main; main()"]
 
@@ -22,7 +23,7 @@ MICROSTOCK = [sys.executable, "-c", "from flows.cli import main; main()"]
 def cli_env(tmp_path):
     """The environment of a contributor's shell: no key, no password, a Prefect home of its own."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "GOOGLE_", "MICROSTOCK_"))}
-    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    env["PREFECT_HOME"] = str(migrated_home(tmp_path / "prefect-home"))
     env["COLUMNS"] = "200"
     env["MICROSTOCK_PREFECT_SERVER"] = "ephemeral"  # no workdir server outlives the test (conftest)
     return env

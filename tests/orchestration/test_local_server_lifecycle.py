@@ -23,6 +23,7 @@ from tasks.core.secrets import SERVER_ENV_NAMES, SERVER_ENV_PREFIXES
 from tasks.orchestration import server_record, workdir_server
 from tasks.orchestration.local_server import HOST, healthy, port_in_use
 from tests.fakes.prefect_api import wait_until
+from tests.fakes.prefect_home import migrated_home
 
 pytestmark = pytest.mark.server
 
@@ -44,7 +45,7 @@ def alive(pid: int) -> bool:
 
 
 def test_commands_share_one_server_that_outlives_them_until_stopped(tmp_path, run_microstock):
-    home = tmp_path / "work" / ".prefect"
+    home = migrated_home(tmp_path / "work" / ".prefect")
     env = default_env(home)
     secrets = {"GEMINI_API_KEY": "gem-key-lifecycle-1", "MICROSTOCK_ADOBE_PASSWORD": "adobe-pw-lifecycle-2",
                "FTP_PASS": "unrelated-ftp-pw-3", "PREFECT_API_KEY": "prefect-cloud-key-4"}
@@ -94,8 +95,7 @@ def test_commands_share_one_server_that_outlives_them_until_stopped(tmp_path, ru
 
 
 def test_a_stale_record_misleads_nobody_and_an_idle_server_stops_itself(tmp_path, monkeypatch):
-    home = tmp_path / ".prefect"
-    home.mkdir()
+    home = migrated_home(tmp_path / ".prefect")
     with socket.socket() as taken:  # something else listens where the record says the server is
         taken.bind((HOST, 0))
         taken.listen()

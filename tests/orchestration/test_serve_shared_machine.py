@@ -19,6 +19,7 @@ from tasks.orchestration import server_record
 from tasks.orchestration.local_server import free_port, healthy
 from tests.fakes.local_users import other_uid
 from tests.fakes.prefect_api import wait_until
+from tests.fakes.prefect_home import migrated_home
 from tests.orchestration.test_server import AUTH, api
 
 pytestmark = pytest.mark.server
@@ -65,7 +66,7 @@ def test_serve_beside_another_users_files_ends_an_incomplete_night_without_a_tra
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MICROSTOCK_", "GEMINI_"))}
     env.update(TMPDIR=str(shared_tmp), COLUMNS="200", MICROSTOCK_DREAMSTIME_PASSWORD="dreamstime-pw-serve",
                PREFECT_RUNNER_POLL_FREQUENCY="2")
-    port, home = free_port(), wd / ".prefect"
+    port, home = free_port(), migrated_home(wd / ".prefect")
     url = f"http://127.0.0.1:{port}/api"
     out = open(tmp_path / "serve.out", "w+")
     proc = subprocess.Popen(MICROSTOCK + ["serve", "--workdir", str(wd), "--port", str(port)], env=env, cwd=tmp_path,

@@ -32,6 +32,7 @@ from tasks.orchestration.environment import RUN_LOG_ENV
 from tasks.orchestration.local_server import LocalServer, free_port, healthy, port_in_use
 from tasks.stores.dead_letter_open import open_store
 from tests.fakes.prefect_api import wait_until
+from tests.fakes.prefect_home import migrated_home
 from tests.orchestration.test_server_privacy import as_other_user
 
 pytestmark = pytest.mark.server
@@ -126,7 +127,7 @@ def parked_workdir(tmp_path_factory) -> tuple[Workdir, str, str]:
 def served(parked_workdir, tmp_path_factory):
     """`microstock serve` with no PREFECT_API_URL: it starts its own local server, then serves."""
     wd, _, _ = parked_workdir
-    home = tmp_path_factory.mktemp("serve-home")
+    home = migrated_home(tmp_path_factory.mktemp("serve-home"))
     port = free_port()
     env = base_env(home)
     log = open(home / "serve.out", "w+")
@@ -464,7 +465,7 @@ def test_ctrl_c_pauses_the_schedules_then_stops_the_local_server(served):
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """A bare `prefect server start` (the documented deploy path runs against it)."""
-    home = tmp_path_factory.mktemp("deploy-home")
+    home = migrated_home(tmp_path_factory.mktemp("deploy-home"))
     env_backup = dict(os.environ)
     os.environ.update({k: v for k, v in base_env(home).items() if k.startswith("PREFECT_SERVER_")})
     try:

@@ -12,6 +12,7 @@ import pytest
 from tasks.core.errors import ConfigError
 from tasks.orchestration import server_record, workdir_server
 from tasks.orchestration.local_server import AUTH_SHAPE
+from tests.fakes.prefect_home import migrated_home
 
 pytestmark = pytest.mark.server
 
@@ -26,7 +27,7 @@ ANOTHER = "microstock:" + "b" * 32  # the right shape, not the running server's
 
 def test_a_damaged_auth_file_under_a_running_server_is_one_line_and_a_way_on(tmp_path, monkeypatch,
                                                                              run_microstock):
-    home = tmp_path / "work" / ".prefect"
+    home = migrated_home(tmp_path / "work" / ".prefect")
     monkeypatch.setenv(workdir_server.IDLE_ENV, "600")
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     record, started = workdir_server.ensure(home)

@@ -26,6 +26,7 @@ from tasks.orchestration.local_server import HOST, free_port, healthy, port_in_u
 from tests.fakes import impostor_server
 from tests.fakes.local_users import other_uid, popen_as_other, system_python
 from tests.fakes.prefect_api import wait_until
+from tests.fakes.prefect_home import migrated_home
 from tests.orchestration.test_local_server_lifecycle import alive, default_env
 
 MICROSTOCK = [sys.executable, "-c", "from flows.cli import main; main()"]
@@ -115,8 +116,7 @@ def test_an_impostor_keeper_is_no_keeper_and_is_sent_nothing(tmp_path, impostor)
 @pytest.mark.server
 def test_with_no_record_our_commands_ignore_an_impostor_and_start_their_own_server(tmp_path, impostor):
     workdir = tmp_path / "work"
-    home = workdir / ".prefect"
-    home.mkdir(parents=True)
+    home = migrated_home(workdir / ".prefect")
     env = default_env(home, XDG_STATE_HOME=str(tmp_path / "state"))
     fake = impostor(home, free_port())
     try:
@@ -156,8 +156,7 @@ def test_with_no_record_our_commands_ignore_an_impostor_and_start_their_own_serv
 @pytest.mark.server
 def test_an_impostor_on_the_kept_port_after_the_idle_stop_gets_nothing_and_the_server_moves(tmp_path, impostor):
     workdir = tmp_path / "work"
-    home = workdir / ".prefect"
-    home.mkdir(parents=True)
+    home = migrated_home(workdir / ".prefect")
     env = default_env(home, XDG_STATE_HOME=str(tmp_path / "state"), MICROSTOCK_SERVER_IDLE_SECONDS="3")
     started = microstock(env, "server", "start", "--workdir", str(workdir))
     assert started.returncode == 0, said(started)

@@ -25,6 +25,7 @@ from tasks.orchestration.local_server import HOST, free_port, port_in_use
 from tasks.orchestration.server_port import listen, unheld
 from tests.fakes.local_users import popen_as_other, system_python
 from tests.fakes.prefect_api import wait_until
+from tests.fakes.prefect_home import migrated_home
 from tests.orchestration.test_local_server_lifecycle import default_env
 
 pytestmark = pytest.mark.server
@@ -91,7 +92,7 @@ def binder_script():
 
 
 def test_while_the_server_is_down_under_a_command_no_other_user_takes_its_port(tmp_path, binder_script):
-    home = tmp_path / "work" / ".prefect"
+    home = migrated_home(tmp_path / "work" / ".prefect")
     env = default_env(home, XDG_STATE_HOME=str(tmp_path / "state"))
     command = subprocess.Popen([sys.executable, "-c", COMMAND, str(home)], env=env, stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

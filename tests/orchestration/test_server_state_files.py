@@ -17,6 +17,7 @@ from tasks.core.errors import ConfigError
 from tasks.orchestration import server_record, workdir_server
 from tasks.orchestration.local_server import healthy
 from tests.fakes.prefect_api import wait_until
+from tests.fakes.prefect_home import migrated_home
 from tests.orchestration.test_local_server_lifecycle import alive
 
 pytestmark = pytest.mark.server
@@ -43,7 +44,7 @@ def keepers_of(home: Path) -> list[int]:
 
 def test_damaged_server_files_cost_one_line_and_never_a_second_server(tmp_path, monkeypatch, run_microstock,
                                                                        caplog):
-    home = tmp_path / "work" / ".prefect"
+    home = migrated_home(tmp_path / "work" / ".prefect")
     monkeypatch.setenv(workdir_server.IDLE_ENV, "600")
     record, started = workdir_server.ensure(home)
     try:

@@ -24,6 +24,7 @@ from tasks.orchestration import server_record
 from tasks.orchestration.local_server import HOST, healthy
 from tests.fakes.gemini import FAKE_KEY, FakeGemini, answer_json
 from tests.fakes.prefect_api import wait_until
+from tests.fakes.prefect_home import migrated_home
 from tests.fakes.servers import PASSWORD, USER, FtpServer
 from tests.orchestration.test_local_server_lifecycle import alive, default_env
 from tests.orchestration.test_server import api, make_photo
@@ -52,7 +53,7 @@ def slow_world(tmp_path):
         make_photo(wd.assets / f"{name}.jpg", colour)
     wd.config_file.write_text(f"[agencies.adobe]\ntarget = 'ftp://{USER}@127.0.0.1:{ftp.port}/'\n",
                               encoding="utf-8")
-    env = default_env(wd.root / ".prefect", MICROSTOCK_SERVER_IDLE_SECONDS="10", GEMINI_API_KEY=FAKE_KEY,
+    env = default_env(migrated_home(wd.root / ".prefect"), MICROSTOCK_SERVER_IDLE_SECONDS="10", GEMINI_API_KEY=FAKE_KEY,
                       GOOGLE_GEMINI_BASE_URL=gemini.url, MICROSTOCK_ADOBE_PASSWORD=PASSWORD)
     try:
         yield wd, env, gemini, ftp

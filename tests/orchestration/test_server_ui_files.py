@@ -16,6 +16,7 @@ import prefect
 import pytest
 
 from tasks.orchestration import workdir_server
+from tests.fakes.prefect_home import migrated_home
 
 pytestmark = pytest.mark.server
 
@@ -35,7 +36,7 @@ def install_state() -> dict:
 
 
 def test_the_keepers_server_copies_the_ui_into_its_home_not_into_the_install(tmp_path):
-    home = tmp_path / "work" / ".prefect"
+    home = migrated_home(tmp_path / "work" / ".prefect")
     before = install_state()
     # A base URL of its own: a copy in the install (made for "/") would be made again for it.
     env = {k: v for k, v in os.environ.items() if k not in ("MICROSTOCK_PREFECT_SERVER", "PREFECT_API_URL")}
