@@ -20,6 +20,7 @@ only inside the commands, after the environment is set.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -43,6 +44,17 @@ def _workdir(workdir: Optional[Path]) -> Workdir:
     path = resolve_workdir(workdir)
     set_prefect_env(path, start_server=False)  # a run paused for review is only on a running server
     return Workdir(path)
+
+
+def _paused_run(wd: Workdir) -> str | None:
+    """The run of ``wd`` paused for review (:func:`~tasks.orchestration.review_pause.paused_review_run`); None at
+    once without a server (no ``PREFECT_API_URL``): only a running server holds a paused run, and importing
+    Prefect's client is ~1.3 s of CPU a command without one does not need."""
+    if not os.environ.get("PREFECT_API_URL"):
+        return None
+    from tasks.orchestration.review_pause import paused_review_run
+
+    return paused_review_run(wd)
 
 
 def _described_or_exit(wd: Workdir, names: list[str]) -> None:
@@ -96,13 +108,12 @@ def review_approve(names: Optional[list[str]] = typer.Argument(None,
                    workdir: Optional[Path] = WorkdirOpt) -> None:
     """Approve NAME… (or, without names, everything waiting). A paused run is answered once nothing it waits for
     is left undecided."""
-    from tasks.orchestration.review_pause import paused_review_run
     from tasks.stages.review import decide, review_overview
 
     wd = _workdir(workdir)
     chosen = list(names or review_overview(wd)[0])
     _described_or_exit(wd, chosen)
-    paused = paused_review_run(wd)
+    paused = _paused_run(wd)
     decide(wd, chosen, "approved")
     if paused:
         console.print(f"approved {len(chosen)} asset(s)", highlight=False)
@@ -116,12 +127,11 @@ def review_reject(names: list[str] = typer.Argument(..., help="Asset file names 
                   workdir: Optional[Path] = WorkdirOpt) -> None:
     """Reject NAME…: no CSV row, never uploaded from now on (what the ledger records as sent stays sent). A paused
     run is answered once nothing it waits for is left undecided; no other asset is approved by this."""
-    from tasks.orchestration.review_pause import paused_review_run
     from tasks.stages.review import already_sent, decide
 
     wd = _workdir(workdir)
     _described_or_exit(wd, names)
-    paused = paused_review_run(wd)
+    paused = _paused_run(wd)
     decide(wd, names, "rejected")
     sent = already_sent(wd, names)
     console.print(f"rejected {len(names)} asset(s): no CSV row, not uploaded again", highlight=False)
@@ -159,7 +169,6 @@ def review_edit(name: str = typer.Argument(..., help="The asset's file name."),
     """
     from tasks.agencies.catalog import catalog
     from tasks.core.settings import load_settings
-    from tasks.orchestration.review_pause import paused_review_run
     from tasks.stages.review import Correction, edit_asset
 
     wd = _workdir(workdir)
@@ -184,7 +193,7 @@ def review_edit(name: str = typer.Argument(..., help="The asset's file name."),
         else:
             why = "; ".join(f"{p.rule}: {p.message}" for p in row.problems)
             console.print(f"  {row.agency}: held back ({why})", highlight=False)
-    paused = paused_review_run(wd)
+    paused = _paused_run(wd)
     if paused:
         console.print(f"the run {paused} waits for review: it takes this up when answered (`microstock review "
                       "approve`, `microstock review reject NAME…`, or the form in the Prefect UI)", highlight=False)

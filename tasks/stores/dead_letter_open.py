@@ -8,7 +8,6 @@ from collections.abc import Callable, Mapping
 from tasks.core.settings import Settings
 from tasks.core.workdir import Workdir
 from tasks.stores.dead_letter import DeadLetterStore
-from tasks.stores.dead_letter_sql import PostgresDeadLetterStore, SQLiteDeadLetterStore
 
 #: Override the settings' ``dead_letter_url`` and ``account`` (set per deployment by
 #: ``microstock accounts deploy``).
@@ -33,6 +32,10 @@ def open_store(wd: Workdir, settings: Settings, clock: Callable[[], float] = tim
     ``clock``: Unix seconds for what the store records. ConfigError for an unusable URL or a missing account,
     StoreUnavailable when the store cannot be used.
     """
+    # Imported here: SQLAlchemy is ~0.8 s of CPU, and a command that opens no store (`microstock review list`)
+    # imports this module through the run context.
+    from tasks.stores.dead_letter_sql import PostgresDeadLetterStore, SQLiteDeadLetterStore
+
     if settings.dead_letter_url:
         return PostgresDeadLetterStore(settings.dead_letter_url, settings.account, clock=clock)
     return SQLiteDeadLetterStore(wd.dead_letter_db, clock=clock)

@@ -127,3 +127,24 @@ def test_an_edited_clip_is_told_its_correction_goes_in_its_csv_rows_not_into_a_p
     assert "a clip is not packed: its file is sent unchanged, the correction is in its CSV rows" in out
     assert "packs it" not in out
     assert read_sidecar(wd.sidecar("harbour.mp4")).metadata.title == "Boats in the harbour at dawn"
+
+
+def test_review_commands_with_no_server_load_neither_prefect_nor_sqlalchemy(workdir):
+    """With no server there is no paused run to answer: `review list`, `approve`, `reject` and `reopen` decide in
+    the sidecars without importing Prefect's client (~1.3 s of CPU a command) or SQLAlchemy (~0.8 s)."""
+    import os
+    import subprocess
+    import sys
+
+    described_photos(workdir)
+    script = ("import sys\nfrom typer.testing import CliRunner\nfrom flows.cli import app\n"
+              "for args in (['list'], ['reject', 'bay.jpg'], ['reopen', 'bay.jpg'], ['approve', 'alps.jpg']):\n"
+              "    said = CliRunner().invoke(app, ['review', *args, '--workdir', sys.argv[1]])\n"
+              "    assert said.exit_code == 0, said.output\n"
+              "print(sorted({m.split('.')[0] for m in sys.modules} & {'prefect', 'sqlalchemy'}))")
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "MICROSTOCK_PREFECT_SERVER")}
+    out = subprocess.run([sys.executable, "-c", script, str(workdir.root)], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
+    assert read_sidecar(workdir.sidecar("alps.jpg")).review.decision == "approved"
