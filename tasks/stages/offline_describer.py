@@ -7,7 +7,8 @@ for a generated demo image its prompt (in the file's EXIF); for an ingested
 file, the title, description and keywords already embedded in it (XMP, IPTC,
 EXIF; for a clip its container's ``title``, ``description``/``comment`` and
 ``keywords`` tags, :mod:`tasks.images.clip_tags`); failing those, its file
-name. It never invents content.
+name, marked ``from_file_name`` so that no agency gets it (the pack stage holds
+it back everywhere). It never invents content.
 """
 
 from __future__ import annotations
@@ -117,7 +118,8 @@ class OfflineDescriber:
         title = found.title or found.description or " ".join(stem_words).capitalize() or asset.path.stem
         description = found.description or found.title or title
         keywords = found.keywords or _words(f"{title} {description}") or stem_words
-        return Metadata(title=title, description=description, keywords=keywords, describer=self.name, cost_usd=0.0)
+        return Metadata(title=title, description=description, keywords=keywords, describer=self.name, cost_usd=0.0,
+                        from_file_name=not (found.title or found.description or found.keywords))
 
 
 #: A distinct title stays within Adobe's 70 characters (docs/AGENCIES.md), the shortest title limit shipped.
