@@ -314,10 +314,11 @@ def held_label(rule: str) -> str:
 
 def held_rules(csvs: CsvReport, rejected: Mapping[str, str]) -> dict[str, dict[str, str]]:
     """agency -> asset -> the first rule that kept it from that agency (the CSV report's problems), leaving out
-    review's and the assets in ``rejected`` (kept from every agency, and counted as rejected)."""
+    review's, the assets in ``rejected`` (kept from every agency, and counted as rejected) and those no describer saw
+    (held back everywhere, counted apart: ``not_seen``)."""
     held: dict[str, dict[str, str]] = {}
     for p in csvs.problems:
-        if p.asset and p.rule not in ("review", "image") and p.asset not in rejected:
+        if p.asset and p.rule not in ("review", "image", NOT_SEEN) and p.asset not in rejected:
             held.setdefault(p.agency, {}).setdefault(p.asset, p.rule)
     return held
 
