@@ -237,6 +237,8 @@ class GeminiDescriber:
     process's shared :attr:`limiter` of this model (Gemini's quota).
     """
 
+    gemini_quota = True
+
     def __init__(self, settings: GeminiSettings, api_key: str, avoid: tuple[str, ...] = ()) -> None:
         self.settings = settings
         self.name = f"gemini:{settings.model}"

@@ -158,10 +158,11 @@ def _describe_what_is_left(ctx: RunContext, assets: list[Asset], how: DescribeWi
         report.pending = [a.name for a in sort_out(ctx.wd, assets, set(), report)]
         return report
     if ctx.settings.gemini.mode == "batch":
-        if ctx.gemini_key:
+        if ctx.gemini_key and ctx.settings.describer.provider == "gemini":
             return _images_in_batches_clips_one_by_one(ctx, assets, how, parked)
-        log.warning("`gemini.mode = batch` needs a Gemini key: without one the offline describer runs "
-                    "as in sync mode")
+        log.warning("`gemini.mode = batch` is Gemini's Batch API and needs a Gemini key and `[describer] provider "
+                    "= gemini`: the %s describer describes one call per asset, as in sync mode",
+                    ctx.settings.describer.provider if ctx.settings.describer.provider != "gemini" else "offline")
     return _describe_one_by_one(ctx, assets, how, parked, report)
 
 
@@ -212,8 +213,9 @@ def _describe_one_by_one(ctx: RunContext, assets: list[Asset], how: DescribeWith
         else:
             report.pending.append(outcome.asset.name)
     if report.cost_unknown:
-        log.warning("cost unknown for %d asset(s): no confirmed price for %s in tasks/gemini/prices.toml "
-                    "(docs/GEMINI.md)", report.cost_unknown, run.describer.model)
+        log.warning("cost unknown for %d asset(s): no confirmed price for %s in %s", report.cost_unknown,
+                    run.describer.model, "tasks/gemini/prices.toml (docs/GEMINI.md)" if run.describer.gemini_quota
+                    else "[describer] usd_per_million_input and usd_per_million_output")
     if run.gate.stopped is not None:
         report.stopped = run.gate.stopped.message
     return report

@@ -42,7 +42,7 @@ from tasks.core.printable import printable
 from tasks.core.records import Asset, Metadata, read_sidecar, write_sidecar
 from tasks.core.reports import DescribeReport
 from tasks.core.retry import delay_before_retry
-from tasks.core.secrets import redact
+from tasks.core.secrets import openai_api_key, redact
 from tasks.core.settings import GeminiSettings, Settings
 from tasks.core.workdir import Workdir
 from tasks.gemini.daybudget import FILE_NAME, DailyBudget
@@ -137,9 +137,9 @@ class DescribeRun:
         self._secret = secret
         gemini = settings.gemini
         budget = DailyBudget(wd.root / FILE_NAME, describer.model,
-                             gemini.requests_per_day) if describer.limiter else None
+                             gemini.requests_per_day) if describer.limiter and describer.gemini_quota else None
         self.gate = DescriberGate(describer, WaitAllowance(gemini.rate_limit_wait_s), budget)
-        if describer.limiter is not None and quota is not None:  # Gemini: the quota shared by processes
+        if describer.limiter is not None and describer.gemini_quota and quota is not None:  # Gemini's, shared
             self.gate.limiter = quota
         self.store = store
         self.events = events
@@ -160,8 +160,10 @@ class DescribeRun:
         """A run of ``ctx`` with ``describer``, else the one its key selects; ``quota(settings.gemini, model)``
         gives the limiter shared by processes, if any."""
         describer = describer or select_describer(ctx.settings, ctx.gemini_key)
-        shared = quota(ctx.settings.gemini, describer.model) if quota is not None and describer.limiter else None
-        return cls(ctx.wd, ctx.settings, describer, ctx.store, ctx.events, secret=ctx.gemini_key, quota=shared)
+        gemini = describer.limiter is not None and describer.gemini_quota
+        shared = quota(ctx.settings.gemini, describer.model) if quota is not None and gemini else None
+        secret = ctx.gemini_key if gemini else openai_api_key()
+        return cls(ctx.wd, ctx.settings, describer, ctx.store, ctx.events, secret=secret, quota=shared)
 
     def __repr__(self) -> str:  # shown by Prefect in parameter reprs; never the describer's key
         return f"DescribeRun({self.gate.describer.name})"

@@ -34,6 +34,9 @@ class Describer(Protocol):
     model: str
     #: The quota every call of this describer waits for; None when it has none.
     limiter: RateLimiter | None
+    #: Its calls are Gemini's: they count against the workdir's daily request budget (``gemini.requests_per_day``)
+    #: and a Prefect server's shared Gemini quota.
+    gemini_quota: bool
 
     def describe(self, asset: Asset) -> Metadata:
         """Return metadata for ``asset``.
@@ -62,8 +65,16 @@ class Describer(Protocol):
 
 
 def select_describer(settings: Settings, key: str | None) -> Describer:
-    """Gemini when there is a key, else the offline describer."""
-    if key:
+    """The describer ``[describer] provider`` names: ``openai`` (its key ``OPENAI_API_KEY``, none for a local
+    server), ``offline``; ``gemini`` (the default) when there is a Gemini ``key``, else the offline describer."""
+    chosen = settings.describer
+    if chosen.provider == "openai":
+        from tasks.agencies.keyword_rules import avoided_words
+        from tasks.core.secrets import openai_api_key
+        from tasks.openai_compat.describer import OpenAIDescriber  # the SDK loads only when it is used
+
+        return OpenAIDescriber(chosen, openai_api_key(), settings.gemini.language, avoided_words(settings.keywords))
+    if key and chosen.provider == "gemini":
         from tasks.agencies.keyword_rules import avoided_words
         from tasks.gemini.describer import GeminiDescriber  # the SDK loads only when it is used
 
@@ -88,6 +99,7 @@ class OfflineDescriber:
     name = "offline"
     model = "offline"
     limiter = None
+    gemini_quota = False
 
     def replay_payload(self) -> dict[str, Any]:
         return {}
