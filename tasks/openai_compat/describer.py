@@ -1,11 +1,12 @@
 """The describer on an OpenAI-compatible endpoint: one Chat Completions call per asset, the picture as an image part.
 
 It asks what the Gemini describer asks (:func:`tasks.gemini.describer.describe_prompt`, the same
-:class:`~tasks.gemini.describer.StockAnswer`): the image reduced to 1024 px as a ``data:`` URL (a clip: its
-poster, the middle frame), the JSON schema as ``response_format`` (servers that take it answer by it), and the
-keys spelled out in the prompt for those that ignore it; the answer is read tolerantly (:func:`answer_of`: JSON
-as it is, in a fenced block, or the first object in the text). Its failures are classed by
-:mod:`tasks.openai_compat.client`; the stage around it (quota, retries, park, stop) is the one Gemini goes through.
+:class:`~tasks.gemini.describer.StockAnswer`): the image reduced to 1024 px as a ``data:`` URL (a clip: three
+frames evenly spaced, the middle one its poster's), the JSON schema as ``response_format`` (servers that take it
+answer by it), and the keys spelled out in the prompt for those that ignore it; the answer is read tolerantly
+(:func:`answer_of`: JSON as it is, in a fenced block, or the first object in the text). Its failures are classed
+by :mod:`tasks.openai_compat.client`; the stage around it (quota, retries, park, stop) is the one Gemini's goes
+through.
 """
 
 from __future__ import annotations
@@ -22,13 +23,16 @@ from tasks.core.records import Asset, Metadata, Usage
 from tasks.core.settings import DescriberSettings
 from tasks.gemini.describer import SEND_MAX_PX, StockAnswer, describe_prompt, distinct_note, image_for_model
 from tasks.gemini.ratelimit import shared_limiter
-from tasks.images.clip_poster import poster_jpegs
+from tasks.images.clip_poster import spaced_frames
 from tasks.openai_compat.client import chat_client, map_openai_errors
 
 #: For servers that ignore ``response_format``: the answer's keys, said in words.
 ANSWER_KEYS = ("\nAnswer with one JSON object and nothing else, with the keys title, description, keywords (a list), "
                "adobe_category (a number), category_hints (a list), dreamstime_hints (a list).")
 _FENCED = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
+#: A clip is shown as this many frames evenly spaced (the middle one its poster's), each at most this long side.
+CLIP_FRAMES = 3
+CLIP_FRAME_PX = 768
 #: Hosts whose tokens cost nothing: the machine's own server.
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
@@ -97,7 +101,9 @@ class OpenAIDescriber:
         self.limiter = shared_limiter(self.name, settings.requests_per_minute, settings.concurrency)
         self._api_key = api_key
         self._client = chat_client(settings, api_key)
-        self._prompts = {clip: describe_prompt(language, avoid, clip=clip) + ANSWER_KEYS for clip in (False, True)}
+        self._prompts = {False: describe_prompt(language, avoid) + ANSWER_KEYS,
+                         True: describe_prompt(language, avoid, clip=True) + f"\nThe clip is attached as {CLIP_FRAMES} "
+                         "frames evenly spaced through it, in order." + ANSWER_KEYS}
 
     def __repr__(self) -> str:  # never show the key
         return f"OpenAIDescriber(model={self.model!r}, base_url={self.settings.base_url!r})"
@@ -112,19 +118,20 @@ class OpenAIDescriber:
     def job_over(self, asset: Asset) -> None:
         """Nothing is kept between attempts."""
 
-    def _picture(self, asset: Asset) -> bytes:
-        """The JPEG sent: the image reduced, or a clip's poster (the middle frame). BadInput when unreadable."""
-        return poster_jpegs(asset.path, SEND_MAX_PX, 64).poster if asset.is_clip else image_for_model(asset)
+    def _pictures(self, asset: Asset) -> list[bytes]:
+        """The JPEGs sent: the image reduced, or :data:`CLIP_FRAMES` frames of a clip evenly spaced (the middle one
+        its poster's), as Chat Completions takes no video. BadInput when unreadable."""
+        return spaced_frames(asset.path, CLIP_FRAMES, CLIP_FRAME_PX) if asset.is_clip else [image_for_model(asset)]
 
     def describe(self, asset: Asset, avoid: list[Metadata] | None = None) -> Metadata:
-        picture = base64.b64encode(self._picture(asset)).decode("ascii")
+        pictures = [{"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,"
+                                                        + base64.b64encode(p).decode("ascii")}}
+                    for p in self._pictures(asset)]
         prompt = self._prompts[asset.is_clip] + (distinct_note(avoid) if avoid else "")
         with map_openai_errors(self.settings, self._api_key):
             reply = self._client.chat.completions.create(
                 model=self.model, response_format=response_format(),  # type: ignore[arg-type]
-                messages=[{"role": "user", "content": [
-                    {"type": "text", "text": prompt},
-                    {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{picture}"}}]}])
+                messages=[{"role": "user", "content": [{"type": "text", "text": prompt}, *pictures]}])
         if not reply.choices:
             raise InvalidOutput("the model answered without a choice")
         choice = reply.choices[0]

@@ -70,6 +70,26 @@ def test_an_own_photo_is_described_from_its_picture_and_goes_on(workdir, chat):
     assert pack_described(ctx).not_seen == {}, "a describer saw it: it goes to the agencies"
 
 
+def test_a_clip_is_shown_as_three_frames_evenly_spaced(workdir, chat):
+    from tasks.core.files import sha256_file
+    from tasks.core.records import Asset
+    from tests.fakes.clips import make_clip
+
+    path = make_clip(workdir.assets / "harbour.mp4", 1280, 720, seconds=6)  # a new colour each second
+    ctx = RunContext(workdir, settings_for(chat.url), ["adobe"], given_store=MemoryDeadLetterStore())
+    report = describe_stage(ctx, [Asset(name=path.name, asset_id=sha256_file(path), path=path)])
+    assert report.described == ["harbour.mp4"]
+    [sent] = chat.chats()
+    assert "attached as 3 frames evenly spaced" in sent.json["messages"][0]["content"][0]["text"]
+    colours = []
+    for picture in sent.images():
+        with Image.open(io.BytesIO(picture)) as im:
+            assert (im.format, im.size) == ("JPEG", (768, 432))
+            colours.append(im.convert("RGB").getpixel((10, 10))[0])
+    assert len(colours) == 3 and colours == sorted(set(colours)), "three frames apart in time, in order"
+    assert abs(colours[1] - 120) < 25, "the middle one is the poster's (second 3 of 6, red 3 × 40)"
+
+
 def test_a_model_that_ignores_response_format_answers_in_a_fenced_block(workdir):
     chat = FakeChat(ignores_response_format=True)
     try:
