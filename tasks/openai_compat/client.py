@@ -139,7 +139,9 @@ def map_openai_errors(settings: DescriberSettings, api_key: str | None) -> Itera
 
 def check_listed(settings: DescriberSettings, api_key: str | None) -> None:
     """ConfigError (the run cannot start) when the endpoint's ``GET /models`` does not list ``describer.model``,
-    or cannot be read at all (refused key, no server, no such address): asked before any chat call."""
+    or cannot be read at all (refused key, no server, no such address): asked before any chat call. A listed
+    ``models/<name>`` is the model ``<name>`` (Gemini's own names its models so; whether its OpenAI-compatible list
+    does was not confirmed: docs/INTERFACE.md, "Describers")."""
     client = chat_client(settings, api_key)
     try:
         with map_openai_errors(settings, api_key):
@@ -148,7 +150,7 @@ def check_listed(settings: DescriberSettings, api_key: str | None) -> None:
         raise ConfigError(f"[describer] {settings.base_url}: cannot list its models ({exc.message})") from None
     finally:
         client.close()
-    if settings.model not in served:
+    if settings.model not in served and settings.model not in {m.removeprefix("models/") for m in served}:
         listed = ", ".join(served[:12]) + (" …" if len(served) > 12 else "")
         raise ConfigError(f"[describer] model = {settings.model!r} is not served at {settings.base_url} "
                           f"(it lists: {listed or 'nothing'}); set one it lists")

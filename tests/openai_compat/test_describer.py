@@ -156,6 +156,11 @@ def test_an_unlisted_model_is_refused_before_any_chat_call_exit_2(workdir, chat)
     assert chat.chats() == [] and [r.path for r in chat.requests] == ["/v1/models"]
     assert dict(EXIT_CODES)[ConfigError] == CANNOT_START == 2
     RunContext(workdir, settings_for(chat.url), ["adobe"]).check(False, None)  # a listed one passes
+    gemini_named = FakeChat(models=("models/gemini-2.5-flash",))
+    try:
+        RunContext(workdir, settings_for(gemini_named.url, "gemini-2.5-flash"), ["adobe"]).check(False, None)
+    finally:
+        gemini_named.close()
 
 
 def test_an_answer_outside_the_schema_is_retried_then_parked_as_invalid_output(workdir, chat):
