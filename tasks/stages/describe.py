@@ -48,7 +48,7 @@ from tasks.core.reports import DescribeReport
 from tasks.observe.progress import StageProgress
 from tasks.stages.batch_describe import CollectJob, collect_job, describe_in_batches
 from tasks.stages.describe_job import DescribeRun, Outcome, QuotaFor, run_job, sort_out
-from tasks.stages.offline_describer import Describer
+from tasks.stages.offline_describer import Describer, sees_pictures
 from tasks.stages.run_context import RunContext
 
 log = logging.getLogger(__name__)
@@ -185,7 +185,8 @@ def _images_in_batches_clips_one_by_one(ctx: RunContext, assets: list[Asset], ho
 def _describe_one_by_one(ctx: RunContext, assets: list[Asset], how: DescribeWith, parked: set[str],
                          report: DescribeReport) -> DescribeReport:
     """The sync describe of ``assets`` (one job each, :func:`describe_jobs`), added to ``report``."""
-    todo = sort_out(ctx.wd, assets, parked, report)
+    sees = how.describer.name != "offline" if how.describer else sees_pictures(ctx.settings, ctx.gemini_key)
+    todo = sort_out(ctx.wd, assets, parked, report, sees)
     if report.still_parked:
         log.info("%d asset(s) parked by an earlier run are left for `microstock replay`", len(report.still_parked))
     if not todo:

@@ -345,15 +345,19 @@ def run_job(run: DescribeRun, asset: Asset) -> Outcome:
     return run.settle(outcome)
 
 
-def sort_out(wd: Workdir, assets: list[Asset], parked: set[str], report: DescribeReport) -> list[Asset]:
-    """The assets still to describe: no sidecar for their content, not parked (ids in ``parked``), not
-    described or parked by this run already; the others are noted in ``report`` (``already``, ``still_parked``)."""
+def sort_out(wd: Workdir, assets: list[Asset], parked: set[str], report: DescribeReport,
+             sees: bool = False) -> list[Asset]:
+    """The assets still to describe: no sidecar for their content — or, when the run's describer ``sees`` the
+    picture, one whose words came from nothing but the file name (``Metadata.from_file_name``: held back until a
+    describer sees it) —, not parked (ids in ``parked``), not described or parked by this run already; the others
+    are noted in ``report`` (``already``, ``still_parked``)."""
     todo = []
     for asset in assets:
         if asset.name in report.described or asset.name in report.parked:
             continue
         sidecar = read_sidecar(wd.sidecar(asset.name))
-        if sidecar is not None and sidecar.asset_id == asset.asset_id:
+        thin = sees and sidecar is not None and sidecar.metadata.from_file_name
+        if sidecar is not None and sidecar.asset_id == asset.asset_id and not thin:
             report.already.append(asset.name)
         elif asset.asset_id in parked:
             report.still_parked.append(asset.name)

@@ -81,6 +81,11 @@ def select_describer(settings: Settings, key: str | None) -> Describer:
         return GeminiDescriber(settings.gemini, key, avoided_words(settings.keywords))
     return OfflineDescriber()
 
+def sees_pictures(settings: Settings, key: str | None) -> bool:
+    """Whether :func:`select_describer` chooses a describer that sees the picture (not the offline one)."""
+    return settings.describer.provider == "openai" or (settings.describer.provider == "gemini" and bool(key))
+
+
 _STOP = {"a", "an", "the", "of", "with", "in", "on", "at", "and", "or", "under", "over", "for", "to", "img", "dsc",
          "jpg", "png", "mp4", "mov"}
 

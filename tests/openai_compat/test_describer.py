@@ -90,6 +90,21 @@ def test_a_clip_is_shown_as_three_frames_evenly_spaced(workdir, chat):
     assert abs(colours[1] - 120) < 25, "the middle one is the poster's (second 3 of 6, red 3 × 40)"
 
 
+def test_a_photo_held_back_for_its_file_name_is_described_again_once_an_endpoint_is_set(workdir, chat):
+    offline = RunContext(workdir, Settings(), ["adobe"], given_store=MemoryDeadLetterStore())
+    [asset] = make_assets(workdir, ["lake_sunset.jpg"])
+    describe_stage(offline, [asset])
+    assert read_sidecar(workdir.sidecar(asset.name)).metadata.from_file_name
+    assert describe_stage(offline, [asset]).already == [asset.name], "offline: nothing new to say"
+
+    ctx = RunContext(workdir, settings_for(chat.url), ["adobe"], given_store=MemoryDeadLetterStore())
+    assert describe_stage(ctx, [asset]).described == [asset.name]
+    md = read_sidecar(workdir.sidecar(asset.name)).metadata
+    assert (md.title, md.from_file_name) == (GOOD_METADATA["title"], False)
+    assert pack_described(ctx).not_seen == {}
+    assert describe_stage(ctx, [asset]).already == [asset.name], "described once"
+
+
 def test_a_model_that_ignores_response_format_answers_in_a_fenced_block(workdir):
     chat = FakeChat(ignores_response_format=True)
     try:
