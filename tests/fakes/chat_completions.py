@@ -19,6 +19,7 @@ import base64
 import io
 import json
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -91,8 +92,10 @@ class FakeChat:
     """The server; ``url`` is its base URL (``http://127.0.0.1:<port>/v1``)."""
 
     def __init__(self, *, key: str | None = None, models: tuple[str, ...] = (MODEL, "llama3.2:3b"),
-                 ignores_response_format: bool = False) -> None:
+                 ignores_response_format: bool = False, latency: float = 0.0) -> None:
         self.key, self.models, self.ignores_response_format = key, models, ignores_response_format
+        #: Seconds a chat answer takes (the benchmark's model time: bench/describers.py); the tests leave it 0.
+        self.latency = latency
         self.requests: list[Request] = []
         self.replies: deque[Reply] = deque()
         self.default: Callable[[Request], Reply] = lambda req: fenced() if self.ignores_response_format else answer()
@@ -100,6 +103,8 @@ class FakeChat:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            disable_nagle_algorithm = True  # headers and body are two writes: no delayed-ACK stall between them
+
             def log_message(self, *args: Any) -> None:
                 pass
 
@@ -158,6 +163,8 @@ class FakeChat:
             reply = self._refusal(req)
             if reply is None:
                 reply = self.replies.popleft() if self.replies else self.default(req)
+        if self.latency and req.path.endswith("/chat/completions"):
+            time.sleep(self.latency)
         if reply.drop:
             handler.close_connection = True
             return
