@@ -1,7 +1,7 @@
 """The describe stage's throughput with each describer that sees pictures: Gemini's (the google-genai SDK against
 the fake Gemini server) beside the OpenAI-compatible one (the openai SDK against the project's own Chat Completions
-server), same images, same quota, same model time, in one process without Prefect (the plain stage,
-:func:`tasks.stages.describe.describe_stage`, jobs in threads).
+server), same images, same quota, same model time, both SDKs imported before the timing, in one process without
+Prefect (the plain stage, :func:`tasks.stages.describe.describe_stage`, jobs in threads).
 
     .venv/bin/python -m bench.describers                         # 60 images, 250 ms per call, 600 RPM, 4 at once
     .venv/bin/python -m bench.describers --images 120 --latency 0.5 --rpm 300 --concurrency 8
@@ -79,6 +79,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rpm", type=int, default=600, help="requests_per_minute of either describer (the quota)")
     ap.add_argument("--concurrency", type=int, default=4)
     args = ap.parse_args(argv)
+    import google.genai  # noqa: F401  both SDKs imported before either side is timed
+    import openai  # noqa: F401
+
     figures = {}
     for which in ("gemini", "openai"):
         at_quota = _run(which, args.images, args.rpm, args.concurrency, args.latency)
