@@ -21,7 +21,14 @@ from pydantic import ValidationError
 from tasks.core.errors import InvalidOutput, OutputTruncated
 from tasks.core.records import Asset, Metadata, Usage
 from tasks.core.settings import DescriberSettings
-from tasks.gemini.describer import SEND_MAX_PX, StockAnswer, describe_prompt, distinct_note, image_for_model
+from tasks.gemini.describer import (
+    SEND_MAX_PX,
+    StockAnswer,
+    describe_prompt,
+    distinct_note,
+    image_for_model,
+    unique_words,
+)
 from tasks.gemini.ratelimit import shared_limiter
 from tasks.images.clip_poster import spaced_frames
 from tasks.openai_compat.client import chat_client, map_openai_errors
@@ -66,15 +73,6 @@ def answer_of(text: str | None) -> StockAnswer:
             raise InvalidOutput("the model's answer does not fit the schema (keywords: all empty)")
         return answer
     raise InvalidOutput("the model's answer holds no JSON object")
-
-
-def _unique(words: list[str]) -> list[str]:
-    seen: dict[str, str] = {}
-    for w in words:
-        w = " ".join(w.split())
-        if w:
-            seen.setdefault(w.lower(), w)
-    return list(seen.values())
 
 
 def price_of(settings: DescriberSettings, usage: Usage) -> float | None:
@@ -142,6 +140,6 @@ class OpenAIDescriber:
             if reply.usage else Usage()
         return Metadata(
             title=" ".join(answer.title.split()), description=" ".join(answer.description.split()),
-            keywords=_unique(answer.keywords), adobe_category=answer.adobe_category,
-            category_hints=_unique(answer.category_hints + answer.dreamstime_hints), language=self.language,
+            keywords=unique_words(answer.keywords), adobe_category=answer.adobe_category,
+            category_hints=unique_words(answer.category_hints + answer.dreamstime_hints), language=self.language,
             describer=self.name, tokens=usage.total, usage=usage, cost_usd=price_of(self.settings, usage))
