@@ -190,3 +190,20 @@ def test_fenced_json_text_is_read_whatever_surrounds_it():
     body = fenced().body["choices"][0]["message"]["content"]
     assert answer_of(body).title == GOOD_METADATA["title"]
     assert answer_of("Sure! " + answer().body["choices"][0]["message"]["content"] + " Done.").keywords[0] == "sunset"
+
+
+def test_microstock_run_with_an_unlisted_model_exits_2_in_one_line_before_any_chat_call(tmp_path, chat):
+    """The command's own check, before Prefect starts (in-process: typer's runner)."""
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    wd, source = tmp_path / "work", tmp_path / "own"
+    source.mkdir()
+    wd.mkdir()
+    (wd / "microstock.toml").write_text(f'[describer]\nprovider = "openai"\nbase_url = "{chat.url}"\n'
+                                        'model = "gpt-4o"\n', encoding="utf-8")
+    said = CliRunner().invoke(app, ["run", "--workdir", str(wd), "--source", str(source)], catch_exceptions=False)
+    assert said.exit_code == 2, said.output
+    assert said.stderr.strip().splitlines()[-1].startswith("error: [describer] model = 'gpt-4o' is not served at")
+    assert chat.chats() == [] and not (wd / "assets").exists(), "nothing started, nothing written"
