@@ -130,6 +130,20 @@ def test_an_image_the_model_cannot_read_parks_that_asset_only(workdir, chat):
     assert len(report.described) == 1 and report.stopped is None
 
 
+def test_a_parked_job_is_replayed_through_the_same_endpoint(workdir, chat):
+    from tasks.stages.replay import replay_jobs
+
+    chat.push(error(400, "You uploaded an unsupported image. Please make sure your image is valid.", "invalid_image"))
+    ctx, report = described(workdir, settings_for(chat.url))
+    assert report.parked == {"lake.jpg": "permanent:400"}
+    [job] = ctx.store.list(status="parked")
+    assert (job.payload["describer"], job.payload["base_url"]) == (f"openai:{MODEL}", chat.url)
+    replayed = replay_jobs(ctx, "test", ctx.store.claim("test", limit=5))
+    assert (replayed.recovered, replayed.recovered_assets) == (1, ["lake.jpg"])
+    assert read_sidecar(workdir.sidecar("lake.jpg")).metadata.describer == f"openai:{MODEL}"
+    assert ctx.store.list(status="parked") == []
+
+
 def test_5xx_every_time_is_parked_when_the_retries_run_out(workdir, chat):
     chat.default = lambda req: server_error(502)
     _, report = described(workdir, settings_for(chat.url))
