@@ -106,7 +106,7 @@ def error_of_status(exc: "openai.APIStatusError", settings: DescriberSettings,
     if code == 404:
         if "model" in message.lower() or kind == "model_not_found":
             return StageStopped(f"`describer.model = {settings.model}` is not served at {settings.base_url} "
-                                f"({message}): `microstock models` lists what it serves", kind=MODEL)
+                                f"({message}): set one its GET /models lists", kind=MODEL)
         return StageStopped(f"{settings.base_url} serves no Chat Completions ({said}): check `describer.base_url` "
                             "(it ends in /v1 for most servers)", kind=REQUEST_SHAPE)
     if code == 400 and "response_format" in message.lower():
