@@ -137,19 +137,25 @@ def map_openai_errors(settings: DescriberSettings, api_key: str | None) -> Itera
         raise InvalidOutput(f"{settings.base_url} answered with a body of an unexpected shape") from None
 
 
+def served_models(settings: DescriberSettings, api_key: str | None) -> list[str]:
+    """The model ids the endpoint's ``GET /models`` lists, sorted; ConfigError (one line) when it cannot be read
+    (refused key, no server, no such address)."""
+    client = chat_client(settings, api_key)
+    try:
+        with map_openai_errors(settings, api_key):
+            return sorted(m.id for m in client.models.list())
+    except MicrostockError as exc:
+        raise ConfigError(f"[describer] {settings.base_url}: cannot list its models ({exc.message})") from None
+    finally:
+        client.close()
+
+
 def check_listed(settings: DescriberSettings, api_key: str | None) -> None:
     """ConfigError (the run cannot start) when the endpoint's ``GET /models`` does not list ``describer.model``,
     or cannot be read at all (refused key, no server, no such address): asked before any chat call. A listed
     ``models/<name>`` is the model ``<name>`` (Gemini's own names its models so; whether its OpenAI-compatible list
     does was not confirmed: docs/INTERFACE.md, "Describers")."""
-    client = chat_client(settings, api_key)
-    try:
-        with map_openai_errors(settings, api_key):
-            served = sorted(m.id for m in client.models.list())
-    except MicrostockError as exc:
-        raise ConfigError(f"[describer] {settings.base_url}: cannot list its models ({exc.message})") from None
-    finally:
-        client.close()
+    served = served_models(settings, api_key)
     if settings.model not in served and settings.model not in {m.removeprefix("models/") for m in served}:
         listed = ", ".join(served[:12]) + (" …" if len(served) > 12 else "")
         raise ConfigError(f"[describer] model = {settings.model!r} is not served at {settings.base_url} "

@@ -221,3 +221,15 @@ def test_microstock_run_with_an_unlisted_model_exits_2_in_one_line_before_any_ch
     assert said.exit_code == 2, said.output
     assert said.stderr.strip().splitlines()[-1].startswith("error: [describer] model = 'gpt-4o' is not served at")
     assert chat.chats() == [] and not (wd / "assets").exists(), "nothing started, nothing written"
+
+
+def test_microstock_models_lists_what_the_endpoint_serves(tmp_path, chat):
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    (tmp_path / "microstock.toml").write_text(f'[describer]\nprovider = "openai"\nbase_url = "{chat.url}"\n'
+                                              f'model = "{MODEL}"\n', encoding="utf-8")
+    said = CliRunner().invoke(app, ["models", "--workdir", str(tmp_path)], catch_exceptions=False)
+    assert said.exit_code == 0, said.output
+    assert f"{chat.url} lists 2 model(s): llama3.2:3b, {MODEL} (describer.model)" in said.stdout
