@@ -1,5 +1,6 @@
-"""``microstock models``: the model table (``tasks/gemini/models.toml``) beside what Gemini lists today (the
-check a run makes of the configured models before any paid call is the flow's: RunContext.check)."""
+"""``microstock models``: the model table (``tasks/gemini/models.toml``) beside what Gemini lists today, and with
+``[describer] provider = "openai"`` what its endpoint lists (the check a run makes of the configured models before
+any paid call is the flow's: RunContext.check)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def models(
     from tasks.gemini.served import disagreements, served_today
 
     wd = Workdir(resolve_workdir(workdir, config))
-    settings = load_settings(wd.config_path(config)).gemini
+    every = load_settings(wd.config_path(config))
+    settings = every.gemini
     key = gemini_api_key()
     served, why = None, "no key in GEMINI_API_KEY / GOOGLE_API_KEY: Gemini was not asked"
     if key:
@@ -58,6 +60,20 @@ def models(
     console.print(table)
     for line in disagreements(served) if served else []:
         console.print(line, highlight=False)
+    if every.describer.provider == "openai":
+        _endpoint_models(every.describer)
+
+
+def _endpoint_models(chosen) -> None:
+    """What the OpenAI-compatible endpoint of ``[describer]`` lists, the configured model marked (ConfigError,
+    one line, when it cannot be read)."""
+    from tasks.core.secrets import openai_api_key
+    from tasks.openai_compat.client import served_models
+
+    served = served_models(chosen, openai_api_key())
+    console.print(f"{chosen.base_url} lists {len(served)} model(s): " + ", ".join(
+        f"{m} (describer.model)" if chosen.model in (m, m.removeprefix("models/")) else m for m in served),
+        highlight=False, soft_wrap=True)
 
 
 def _name(model: str, configured: dict[str, str]) -> str:

@@ -38,8 +38,9 @@ def final_state(summary: BatchSummary) -> "State":
 def exit_code(summary: BatchSummary) -> int:
     """``microstock run``'s exit code for a run that finished: ``STOPPED_EARLY`` of the CLI's one table
     (:data:`flows.cli_common.EXIT_CODES`) when an agency's uploads or a stage (the describe service unreachable, the
-    day's quota, …) stopped before the end, so a cron job knows; else 0 (parked jobs, review waiting and files left
-    pending after their retries alone exit 0)."""
+    day's quota, …) stopped before the end, or own files were held back everywhere because no describer saw them
+    (``summary.not_seen``: the way on is a describer or the contributor's words), so a cron job knows; else 0
+    (parked jobs, review waiting and files left pending after their retries alone exit 0)."""
     from flows.cli_common import STOPPED_EARLY  # the CLI's table; the flow itself never needs it
 
-    return STOPPED_EARLY if summary.upload_stopped or summary.stopped else 0
+    return STOPPED_EARLY if summary.upload_stopped or summary.stopped or summary.not_seen else 0

@@ -22,8 +22,10 @@ LAYERS: dict[str, set[str]] = {
     "tasks.gemini": {"tasks.core", "tasks.agencies", "tasks.images"},
     "tasks.transports": {"tasks.core", "tasks.agencies", "tasks.images"},
     "tasks.stores": {"tasks.core", "tasks.agencies", "tasks.images"},
+    # the OpenAI-compatible boundary asks what the Gemini describer asks (its prompt, its answer's schema, its limiter)
+    "tasks.openai_compat": {"tasks.core", "tasks.agencies", "tasks.images", "tasks.gemini"},
 }
-LAYERS["tasks.observe"] = set(LAYERS) | {"tasks.gemini", "tasks.transports", "tasks.stores"}
+LAYERS["tasks.observe"] = set(LAYERS) | {"tasks.gemini", "tasks.transports", "tasks.stores", "tasks.openai_compat"}
 LAYERS["tasks.stages"] = LAYERS["tasks.observe"] | {"tasks.observe"}
 LAYERS["tasks.orchestration"] = LAYERS["tasks.stages"] | {"tasks.stages"}
 LAYERS["harness"] = LAYERS["tasks.orchestration"] | {"tasks.orchestration"}

@@ -85,8 +85,12 @@ class Metadata(BaseModel):
     #: sidecars written before it was kept.
     removed_keywords: dict[str, str] = Field(default_factory=dict)
     language: str = "en"
-    #: Who wrote it: ``offline`` or ``gemini:<model>``.
+    #: Who wrote it: ``offline``, ``gemini:<model>`` or ``openai:<model>``.
     describer: str = "offline"
+    #: Its words come from nothing but the file name: no describer saw the picture, the file embeds no title or
+    #: keywords and it is no demo image with its prompt. Held back at every agency until a describer that sees it
+    #: or a person (``microstock review edit``) writes them (docs/FAILURES.md, "No describer saw it").
+    from_file_name: bool = False
     #: Tokens the describer used (``usage_metadata.total_token_count``), 0 offline (kept for older readers).
     tokens: int = 0
     #: Tokens of every call made for this asset (retries included), split as Google bills them.

@@ -213,6 +213,9 @@ class PackReport:
     duplicate_held: dict[str, set[str]] = field(default_factory=dict)
     #: agency -> asset name -> its similarity risk (every kind's check; ``reports/similarity.json`` shows them)
     risks: dict[str, dict[str, Risk]] = field(default_factory=dict)
+    #: asset name -> why no agency gets it: its words come from nothing but its file name
+    #: (``Metadata.from_file_name``); it is in ``held_back`` at every agency of the run too
+    not_seen: dict[str, str] = field(default_factory=dict)
 
     def joined(self, other: "PackReport") -> "PackReport":
         """This report and ``other`` (of assets of another kind) as one, in name order."""
@@ -232,7 +235,8 @@ class PackReport:
             zip_path=self.zip_path or other.zip_path, upscaled={**self.upscaled, **other.upscaled},
             packed_now=sorted(self.packed_now + other.packed_now), reused=sorted(self.reused + other.reused),
             similar_held=sets(self.similar_held, other.similar_held),
-            duplicate_held=sets(self.duplicate_held, other.duplicate_held), risks=by_agency(self.risks, other.risks))
+            duplicate_held=sets(self.duplicate_held, other.duplicate_held), risks=by_agency(self.risks, other.risks),
+            not_seen={**self.not_seen, **other.not_seen})
 
     def left_out(self, agency: str) -> dict[str, str]:
         """Assets kept from ``agency`` for a reason its CSV report names (their rows' problems): rejected, or held
@@ -243,7 +247,9 @@ class PackReport:
         """The rule an asset of :meth:`left_out` is left out of ``agency`` by, as the CSV report names it:
         ``similar content`` (too many versions of one motif), ``duplicate`` (the same pixels as another asset),
         ``image size`` (the agency's pixel, side or file size rules), ``video`` (a clip's video rules:
-        :attr:`not_taken`), ``image`` (rejected for every agency)."""
+        :attr:`not_taken`), ``not seen`` (:attr:`not_seen`), ``image`` (rejected for every agency)."""
+        if name in self.not_seen and name in self.held_back.get(agency, {}):
+            return NOT_SEEN
         if name in self.similar_held.get(agency, ()):
             return SIMILAR_CONTENT
         if name in self.duplicate_held.get(agency, ()):
@@ -266,6 +272,12 @@ class PackReport:
 SIMILAR_CONTENT = "similar content"
 #: The CSV report's rule for an asset held back as a duplicate of another (``PackReport.duplicate_held``).
 DUPLICATE = "duplicate"
+#: The CSV report's rule for an asset held back because no describer saw it (``PackReport.not_seen``).
+NOT_SEEN = "not seen"
+#: Why an asset of ``PackReport.not_seen`` goes nowhere, and the way on (docs/FAILURES.md, "No describer saw it").
+NOT_SEEN_WHY = ("no describer saw it (its title and keywords would come from its file name): set a Gemini key or "
+                "an OpenAI-compatible endpoint ([describer] in microstock.toml), or write them with "
+                "`microstock review edit`")
 
 
 @dataclass

@@ -58,6 +58,12 @@ def gemini_api_key() -> str | None:
     return os.environ.get("GOOGLE_API_KEY") or os.environ.get("GEMINI_API_KEY") or None
 
 
+def openai_api_key() -> str | None:
+    """The key of an OpenAI-compatible endpoint: ``OPENAI_API_KEY`` (as the ``openai`` SDK reads it); None (a local
+    server needs none)."""
+    return os.environ.get("OPENAI_API_KEY") or None
+
+
 def gemini_key() -> str | None:
     """The Gemini API key: ``GOOGLE_API_KEY`` / ``GEMINI_API_KEY``, else the ``gemini-api-key`` block."""
     return gemini_api_key() or secret_block("gemini-api-key")

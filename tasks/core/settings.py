@@ -203,8 +203,35 @@ def no_password_in_url(url: str) -> str:
 UrlWithoutPassword = Annotated[str, AfterValidator(no_password_in_url)]
 
 
+class DescriberSettings(_Strict):
+    """``[describer]``: which describer writes the metadata (docs/INTERFACE.md, "Describers")."""
+
+    #: ``gemini`` (the default: with a Gemini key; without one, offline), ``openai`` (any OpenAI-compatible
+    #: Chat Completions endpoint: Ollama, LM Studio, vLLM, llama.cpp's server, OpenRouter, Gemini's own), ``offline``.
+    provider: Literal["gemini", "openai", "offline"] = "gemini"
+    #: The endpoint's base URL (``…/v1``); its key is ``OPENAI_API_KEY`` (none for a local server).
+    base_url: str = "http://127.0.0.1:11434/v1"
+    #: The model as the endpoint lists it (``GET /models``), checked before any call.
+    model: str = ""
+    #: The endpoint's quota: call starts per minute and calls at once (a local server: what it can take).
+    requests_per_minute: int = Field(60, ge=1)
+    concurrency: int = Field(1, ge=1)
+    timeout_s: float = Field(120, gt=0)
+    #: USD per million prompt and output tokens; empty: a local server's zero when the base URL is the machine's
+    #: own (127.0.0.1, localhost), else unknown.
+    usd_per_million_input: float | None = Field(None, ge=0)
+    usd_per_million_output: float | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _openai_needs_model(self) -> "DescriberSettings":
+        if self.provider == "openai" and not self.model.strip():
+            raise ValueError('provider = "openai" needs model = "<a model the endpoint lists>"')
+        return self
+
+
 class Settings(_Strict):
     gemini: GeminiSettings = GeminiSettings()
+    describer: DescriberSettings = DescriberSettings()
     agencies: dict[str, AgencySettings] = Field(default_factory=dict)
     generate: GenerateSettings = GenerateSettings()
     pack: PackSettings = PackSettings()

@@ -163,7 +163,8 @@ def image_for_model(asset: Asset, max_px: int = SEND_MAX_PX) -> bytes:
         raise BadInput(asset.name, f"cannot read the image ({type(exc).__name__})") from None
 
 
-def _unique(words: list[str]) -> list[str]:
+def unique_words(words: list[str]) -> list[str]:
+    """``words`` with inner spaces made single, empty ones dropped, and each kept once (case-blind), in order."""
     seen: dict[str, str] = {}
     for w in words:
         w = " ".join(w.split())
@@ -217,9 +218,9 @@ def to_metadata(answer: StockAnswer, response: types.GenerateContentResponse, *,
     return Metadata(
         title=" ".join(answer.title.split()),
         description=" ".join(answer.description.split()),
-        keywords=_unique(answer.keywords),
+        keywords=unique_words(answer.keywords),
         adobe_category=answer.adobe_category,
-        category_hints=_unique(answer.category_hints + answer.dreamstime_hints),
+        category_hints=unique_words(answer.category_hints + answer.dreamstime_hints),
         language=settings.language,
         describer=describer,
         tokens=(meta.total_token_count or 0) if meta else 0,
@@ -236,6 +237,8 @@ class GeminiDescriber:
     cannot be read (no request is made then). Every call waits for the
     process's shared :attr:`limiter` of this model (Gemini's quota).
     """
+
+    gemini_quota = True
 
     def __init__(self, settings: GeminiSettings, api_key: str, avoid: tuple[str, ...] = ()) -> None:
         self.settings = settings

@@ -56,6 +56,33 @@ def poster_jpegs(path: Path, poster_px: int, thumbnail_px: int) -> Poster:
     return Poster(_jpeg(poster), _jpeg(thumb))
 
 
+def spaced_frames(path: Path, count: int, max_px: int) -> list[bytes]:
+    """``count`` frames of the clip at ``path`` at the middles of as many equal parts (3: at 1/6, the middle — the
+    poster's frame — and 5/6), upright, at most ``max_px`` on the long side, as JPEGs: what a describer that takes
+    no video is shown of a clip. BadInput (naming the file) when FFmpeg cannot read them."""
+    import av
+
+    from tasks.images.clip_signature import frame_at
+
+    pictures = []
+    try:
+        with av.open(str(path), mode="r") as container:
+            video = container.streams.video[0]
+            seconds = (container.duration or 0) / av.time_base
+            for i in range(count):
+                frame = frame_at(container, video, seconds * (2 * i + 1) / (2 * count))
+                if frame is None:
+                    raise BadInput(path.name, "no frame to show the describer")
+                picture = frame.to_image()
+                if frame.rotation:
+                    picture = picture.rotate(int(frame.rotation), expand=True)
+                pictures.append(picture.resize(fit(picture.size, max_px), Image.Resampling.LANCZOS))
+    except (av.FFmpegError, IndexError) as exc:
+        raise BadInput(path.name, f"cannot be read as a video clip ({getattr(exc, 'strerror', None) or exc})") \
+            from exc
+    return [_jpeg(p) for p in pictures]
+
+
 def _jpeg(im: Image.Image) -> bytes:
     out = BytesIO()
     im.convert("RGB").save(out, "JPEG", quality=PREVIEW_QUALITY)

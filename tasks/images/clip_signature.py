@@ -66,7 +66,7 @@ def clip_signature(path: Path, frames: int = FRAMES) -> ClipSignature:
             if seconds <= 0 and video.duration and video.time_base:
                 seconds = float(video.duration * video.time_base)
             for i in range(frames):
-                frame = _frame_at(container, video, seconds * (2 * i + 1) / (2 * frames))
+                frame = frame_at(container, video, seconds * (2 * i + 1) / (2 * frames))
                 if frame is None:
                     raise BadInput(path.name, "no frame to make a similarity signature from")
                 _digest_pixels(pixels, frame)
@@ -79,7 +79,7 @@ def clip_signature(path: Path, frames: int = FRAMES) -> ClipSignature:
     return ClipSignature(tuple(found), pixels.hexdigest())
 
 
-def _frame_at(container, video, at_s: float):
+def frame_at(container, video, at_s: float):
     """The first frame at or after ``at_s`` seconds (the last one when the clip ends before), by seeking."""
     import av
 

@@ -14,7 +14,7 @@ from tasks.agencies.catalog import catalog
 from tasks.core.errors import BadInput
 from tasks.core.printable import printable
 from tasks.core.records import CLIP_EXTENSIONS, described_sidecars, read_sidecar, ready_name
-from tasks.core.reports import AgencyUpload, CsvReport, DescribeReport, Gathered, PackReport
+from tasks.core.reports import NOT_SEEN, NOT_SEEN_WHY, AgencyUpload, CsvReport, DescribeReport, Gathered, PackReport
 from tasks.core.workdir import Workdir
 from tasks.images.provenance import provenance_of
 from tasks.observe.similar_view import summary_notes
@@ -80,6 +80,8 @@ class BatchSummary(BaseModel):
     #: content and image size from pack, a metadata rule such as ``keywords.min`` from the CSV stage; not the
     #: assets rejected for every agency nor review's, counted apart).
     held_rules: dict[str, dict[str, str]] = Field(default_factory=dict)
+    #: Own files no describer saw (their words would come from their file names): held back at every agency.
+    not_seen: list[str] = Field(default_factory=list)
     #: Enlarged to the agencies' minimum (``pack.upscale_to_minimum``): name -> "W×H → W×H".
     upscaled: dict[str, str] = Field(default_factory=dict)
     targets: dict[str, str] = Field(default_factory=dict)
@@ -115,6 +117,7 @@ class BatchSummary(BaseModel):
             rejected={**gathered.rejected, **packed.rejected},
             held_back=packed.held_back,
             held_rules=held_rules(csvs, {**gathered.rejected, **packed.rejected}),
+            not_seen=sorted(packed.not_seen),
             upscaled=packed.upscaled,
             stopped="; ".join(filter(None, [gathered.stopped, described.stopped])) or None,
             describer=described.describer,
@@ -241,7 +244,8 @@ class BatchSummary(BaseModel):
     def undone(self, reasons: bool = True) -> list[str]:
         """What this run left undone that needs the contributor, worst first (empty: nothing):
         ``6 uploads left pending: adobe stopped (connection refused)``, ``2 waiting for review``,
-        ``stopped: …`` (the describe stage). Parked jobs are not here: they wait for a replay by design.
+        ``stopped: …`` (the describe stage), ``1 held back everywhere: no describer saw it …`` (own files whose words
+        would come from their file names). Parked jobs are not here: they wait for a replay by design.
         Without ``reasons``, no stop's message (for events, which carry no messages)."""
         parts = []
         stops = ", ".join(f"{agency} stopped" + (f" ({brief(why).removeprefix(agency + ': ')})" if reasons else "")
@@ -250,6 +254,8 @@ class BatchSummary(BaseModel):
             parts.append(f"{self.uploads_left_pending()} upload(s) left pending" + (f": {stops}" if stops else ""))
         elif stops:
             parts.append(stops)
+        if self.not_seen:
+            parts.append(f"{len(self.not_seen)} held back everywhere: " + (NOT_SEEN_WHY if reasons else "not seen"))
         if self.review_count("waiting for review"):
             parts.append(f"{self.review_count('waiting for review')} waiting for review")
         if self.stopped:
@@ -298,7 +304,7 @@ def brief(why: str, limit: int = 120) -> str:
 
 #: Readable words for the rules that hold an asset back most often (any other rule is shown by its name).
 HELD_LABELS = {"keywords.min": "below the keyword minimum", "ai.refused": "AI-generated not accepted",
-               "duplicate": "duplicate: the same pixels as another asset"}
+               "duplicate": "duplicate: the same pixels as another asset", NOT_SEEN: "no describer saw it"}
 
 
 def held_label(rule: str) -> str:
@@ -308,10 +314,11 @@ def held_label(rule: str) -> str:
 
 def held_rules(csvs: CsvReport, rejected: Mapping[str, str]) -> dict[str, dict[str, str]]:
     """agency -> asset -> the first rule that kept it from that agency (the CSV report's problems), leaving out
-    review's and the assets in ``rejected`` (kept from every agency, and counted as rejected)."""
+    review's, the assets in ``rejected`` (kept from every agency, and counted as rejected) and those no describer saw
+    (held back everywhere, counted apart: ``not_seen``)."""
     held: dict[str, dict[str, str]] = {}
     for p in csvs.problems:
-        if p.asset and p.rule not in ("review", "image") and p.asset not in rejected:
+        if p.asset and p.rule not in ("review", "image", NOT_SEEN) and p.asset not in rejected:
             held.setdefault(p.agency, {}).setdefault(p.asset, p.rule)
     return held
 

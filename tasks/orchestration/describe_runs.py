@@ -116,7 +116,8 @@ def describe_asset(asset: Asset, run: DescribeRun) -> State:
     if run.gate.limiter is None:
         message = f"described in {times.call_s:.1f} s ({run.describer.name} describer, no quota)"
     else:
-        message = (f"described in {times.quota_wait_s + times.call_s:.1f} s (Gemini {times.call_s:.1f} s, "
+        called = "Gemini" if run.describer.gemini_quota else run.describer.name
+        message = (f"described in {times.quota_wait_s + times.call_s:.1f} s ({called} {times.call_s:.1f} s, "
                    f"quota wait {times.quota_wait_s:.1f} s)")
     return Completed(data=outcome, message=message)  # Prefect logs it as the run ends, the UI shows it
 

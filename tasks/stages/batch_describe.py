@@ -305,13 +305,14 @@ def describe_in_batches(ctx: RunContext, assets: list[Asset], collect: CollectJo
     try:
         with stage.jobs.exclusive():
             stage.collect()
-            todo = sort_out(wd, assets, {job.job_id for job in ctx.store.list(status="parked")}, report)
+            todo = sort_out(wd, assets, {job.job_id for job in ctx.store.list(status="parked")}, report,
+                            sees=True)  # Gemini sees the pictures: words from a file name alone are asked again
             stage.submit(todo)
     except MicrostockError as exc:  # the store, a refused key or quota, Gemini unreachable: next run goes on
         log.error("batch describe stopped: %s", stage.run.redact(exc.message))
         report.stopped = stage.run.redact(exc.message)
         if todo is None:
-            todo = [a for a in sort_out(wd, assets, set(), report) if a.name not in report.in_batch]
+            todo = [a for a in sort_out(wd, assets, set(), report, sees=True) if a.name not in report.in_batch]
         settled = {*report.in_batch, *report.parked, *report.pending}
         report.pending.extend(a.name for a in todo if a.name not in settled)
     return report

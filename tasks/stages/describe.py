@@ -48,7 +48,7 @@ from tasks.core.reports import DescribeReport
 from tasks.observe.progress import StageProgress
 from tasks.stages.batch_describe import CollectJob, collect_job, describe_in_batches
 from tasks.stages.describe_job import DescribeRun, Outcome, QuotaFor, run_job, sort_out
-from tasks.stages.offline_describer import Describer
+from tasks.stages.offline_describer import Describer, sees_pictures
 from tasks.stages.run_context import RunContext
 
 log = logging.getLogger(__name__)
@@ -158,10 +158,11 @@ def _describe_what_is_left(ctx: RunContext, assets: list[Asset], how: DescribeWi
         report.pending = [a.name for a in sort_out(ctx.wd, assets, set(), report)]
         return report
     if ctx.settings.gemini.mode == "batch":
-        if ctx.gemini_key:
+        if ctx.gemini_key and ctx.settings.describer.provider == "gemini":
             return _images_in_batches_clips_one_by_one(ctx, assets, how, parked)
-        log.warning("`gemini.mode = batch` needs a Gemini key: without one the offline describer runs "
-                    "as in sync mode")
+        log.warning("`gemini.mode = batch` is Gemini's Batch API and needs a Gemini key and `[describer] provider "
+                    "= gemini`: the %s describer describes one call per asset, as in sync mode",
+                    ctx.settings.describer.provider if ctx.settings.describer.provider != "gemini" else "offline")
     return _describe_one_by_one(ctx, assets, how, parked, report)
 
 
@@ -184,7 +185,8 @@ def _images_in_batches_clips_one_by_one(ctx: RunContext, assets: list[Asset], ho
 def _describe_one_by_one(ctx: RunContext, assets: list[Asset], how: DescribeWith, parked: set[str],
                          report: DescribeReport) -> DescribeReport:
     """The sync describe of ``assets`` (one job each, :func:`describe_jobs`), added to ``report``."""
-    todo = sort_out(ctx.wd, assets, parked, report)
+    sees = how.describer.name != "offline" if how.describer else sees_pictures(ctx.settings, ctx.gemini_key)
+    todo = sort_out(ctx.wd, assets, parked, report, sees)
     if report.still_parked:
         log.info("%d asset(s) parked by an earlier run are left for `microstock replay`", len(report.still_parked))
     if not todo:
@@ -212,8 +214,9 @@ def _describe_one_by_one(ctx: RunContext, assets: list[Asset], how: DescribeWith
         else:
             report.pending.append(outcome.asset.name)
     if report.cost_unknown:
-        log.warning("cost unknown for %d asset(s): no confirmed price for %s in tasks/gemini/prices.toml "
-                    "(docs/GEMINI.md)", report.cost_unknown, run.describer.model)
+        log.warning("cost unknown for %d asset(s): no confirmed price for %s in %s", report.cost_unknown,
+                    run.describer.model, "tasks/gemini/prices.toml (docs/GEMINI.md)" if run.describer.gemini_quota
+                    else "[describer] usd_per_million_input and usd_per_million_output")
     if run.gate.stopped is not None:
         report.stopped = run.gate.stopped.message
     return report

@@ -42,7 +42,7 @@ from tasks.core.printable import printable
 from tasks.core.records import Asset, Metadata, read_sidecar, write_sidecar
 from tasks.core.reports import DescribeReport
 from tasks.core.retry import delay_before_retry
-from tasks.core.secrets import redact
+from tasks.core.secrets import openai_api_key, redact
 from tasks.core.settings import GeminiSettings, Settings
 from tasks.core.workdir import Workdir
 from tasks.gemini.daybudget import FILE_NAME, DailyBudget
@@ -137,9 +137,9 @@ class DescribeRun:
         self._secret = secret
         gemini = settings.gemini
         budget = DailyBudget(wd.root / FILE_NAME, describer.model,
-                             gemini.requests_per_day) if describer.limiter else None
+                             gemini.requests_per_day) if describer.limiter and describer.gemini_quota else None
         self.gate = DescriberGate(describer, WaitAllowance(gemini.rate_limit_wait_s), budget)
-        if describer.limiter is not None and quota is not None:  # Gemini: the quota shared by processes
+        if describer.limiter is not None and describer.gemini_quota and quota is not None:  # Gemini's, shared
             self.gate.limiter = quota
         self.store = store
         self.events = events
@@ -160,8 +160,10 @@ class DescribeRun:
         """A run of ``ctx`` with ``describer``, else the one its key selects; ``quota(settings.gemini, model)``
         gives the limiter shared by processes, if any."""
         describer = describer or select_describer(ctx.settings, ctx.gemini_key)
-        shared = quota(ctx.settings.gemini, describer.model) if quota is not None and describer.limiter else None
-        return cls(ctx.wd, ctx.settings, describer, ctx.store, ctx.events, secret=ctx.gemini_key, quota=shared)
+        gemini = describer.limiter is not None and describer.gemini_quota
+        shared = quota(ctx.settings.gemini, describer.model) if quota is not None and gemini else None
+        secret = ctx.gemini_key if gemini else openai_api_key()
+        return cls(ctx.wd, ctx.settings, describer, ctx.store, ctx.events, secret=secret, quota=shared)
 
     def __repr__(self) -> str:  # shown by Prefect in parameter reprs; never the describer's key
         return f"DescribeRun({self.gate.describer.name})"
@@ -343,15 +345,19 @@ def run_job(run: DescribeRun, asset: Asset) -> Outcome:
     return run.settle(outcome)
 
 
-def sort_out(wd: Workdir, assets: list[Asset], parked: set[str], report: DescribeReport) -> list[Asset]:
-    """The assets still to describe: no sidecar for their content, not parked (ids in ``parked``), not
-    described or parked by this run already; the others are noted in ``report`` (``already``, ``still_parked``)."""
+def sort_out(wd: Workdir, assets: list[Asset], parked: set[str], report: DescribeReport,
+             sees: bool = False) -> list[Asset]:
+    """The assets still to describe: no sidecar for their content — or, when the run's describer ``sees`` the
+    picture, one whose words came from nothing but the file name (``Metadata.from_file_name``: held back until a
+    describer sees it) —, not parked (ids in ``parked``), not described or parked by this run already; the others
+    are noted in ``report`` (``already``, ``still_parked``)."""
     todo = []
     for asset in assets:
         if asset.name in report.described or asset.name in report.parked:
             continue
         sidecar = read_sidecar(wd.sidecar(asset.name))
-        if sidecar is not None and sidecar.asset_id == asset.asset_id:
+        thin = sees and sidecar is not None and sidecar.metadata.from_file_name
+        if sidecar is not None and sidecar.asset_id == asset.asset_id and not thin:
             report.already.append(asset.name)
         elif asset.asset_id in parked:
             report.still_parked.append(asset.name)

@@ -31,7 +31,7 @@ from typing import Protocol
 
 from tasks.agencies.protected import ProtectedNames
 from tasks.core.records import ACCEPTED_EXTENSIONS, CLIP_EXTENSIONS, Asset, Sidecar, described_sidecars, ready_name
-from tasks.core.reports import PackReport
+from tasks.core.reports import NOT_SEEN_WHY, PackReport
 from tasks.core.workdir import Workdir
 from tasks.images.inspect import image_rules, too_small_for_all
 from tasks.stages.clips import pack_clips, unreadable_clips
@@ -129,4 +129,18 @@ def pack_described(ctx: RunContext) -> PackReport:
     report = PackReport()
     for kind in KINDS:
         report = report.joined(kind.pack(ctx, [s for s in sidecars if kind_of(s.name) is kind]))
+    return held_back_unseen(report, sidecars, ctx.agencies)
+
+
+def held_back_unseen(report: PackReport, sidecars: list[Sidecar], agencies: list[str]) -> PackReport:
+    """``report`` with every packed asset whose words come from nothing but its file name
+    (``Metadata.from_file_name``) held back at each of ``agencies`` (:data:`~tasks.core.reports.NOT_SEEN_WHY`,
+    before any other hold of it): no row, no upload anywhere, until a describer that sees it or the contributor
+    writes its title and keywords."""
+    unseen = sorted(s.name for s in sidecars if s.metadata.from_file_name and s.name in report.ready)
+    report.not_seen = {name: NOT_SEEN_WHY for name in unseen}
+    for agency in agencies if unseen else ():
+        held = report.held_back.setdefault(agency, {})
+        held.update(report.not_seen)
+        report.held_back[agency] = dict(sorted(held.items()))
     return report

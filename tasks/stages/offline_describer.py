@@ -7,7 +7,8 @@ for a generated demo image its prompt (in the file's EXIF); for an ingested
 file, the title, description and keywords already embedded in it (XMP, IPTC,
 EXIF; for a clip its container's ``title``, ``description``/``comment`` and
 ``keywords`` tags, :mod:`tasks.images.clip_tags`); failing those, its file
-name. It never invents content.
+name, marked ``from_file_name`` so that no agency gets it (the pack stage holds
+it back everywhere). It never invents content.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ class Describer(Protocol):
     model: str
     #: The quota every call of this describer waits for; None when it has none.
     limiter: RateLimiter | None
+    #: Its calls are Gemini's: they count against the workdir's daily request budget (``gemini.requests_per_day``)
+    #: and a Prefect server's shared Gemini quota.
+    gemini_quota: bool
 
     def describe(self, asset: Asset) -> Metadata:
         """Return metadata for ``asset``.
@@ -61,13 +65,26 @@ class Describer(Protocol):
 
 
 def select_describer(settings: Settings, key: str | None) -> Describer:
-    """Gemini when there is a key, else the offline describer."""
-    if key:
+    """The describer ``[describer] provider`` names: ``openai`` (its key ``OPENAI_API_KEY``, none for a local
+    server), ``offline``; ``gemini`` (the default) when there is a Gemini ``key``, else the offline describer."""
+    chosen = settings.describer
+    if chosen.provider == "openai":
+        from tasks.agencies.keyword_rules import avoided_words
+        from tasks.core.secrets import openai_api_key
+        from tasks.openai_compat.describer import OpenAIDescriber  # the SDK loads only when it is used
+
+        return OpenAIDescriber(chosen, openai_api_key(), settings.gemini.language, avoided_words(settings.keywords))
+    if key and chosen.provider == "gemini":
         from tasks.agencies.keyword_rules import avoided_words
         from tasks.gemini.describer import GeminiDescriber  # the SDK loads only when it is used
 
         return GeminiDescriber(settings.gemini, key, avoided_words(settings.keywords))
     return OfflineDescriber()
+
+def sees_pictures(settings: Settings, key: str | None) -> bool:
+    """Whether :func:`select_describer` chooses a describer that sees the picture (not the offline one)."""
+    return settings.describer.provider == "openai" or (settings.describer.provider == "gemini" and bool(key))
+
 
 _STOP = {"a", "an", "the", "of", "with", "in", "on", "at", "and", "or", "under", "over", "for", "to", "img", "dsc",
          "jpg", "png", "mp4", "mov"}
@@ -87,6 +104,7 @@ class OfflineDescriber:
     name = "offline"
     model = "offline"
     limiter = None
+    gemini_quota = False
 
     def replay_payload(self) -> dict[str, Any]:
         return {}
@@ -117,7 +135,8 @@ class OfflineDescriber:
         title = found.title or found.description or " ".join(stem_words).capitalize() or asset.path.stem
         description = found.description or found.title or title
         keywords = found.keywords or _words(f"{title} {description}") or stem_words
-        return Metadata(title=title, description=description, keywords=keywords, describer=self.name, cost_usd=0.0)
+        return Metadata(title=title, description=description, keywords=keywords, describer=self.name, cost_usd=0.0,
+                        from_file_name=not (found.title or found.description or found.keywords))
 
 
 #: A distinct title stays within Adobe's 70 characters (docs/AGENCIES.md), the shortest title limit shipped.

@@ -308,8 +308,11 @@ def decided_while_waiting(wd: Workdir, asked: list[str]) -> dict[str, str]:
 
 def apply_correction(wd: Workdir, name: str, correction: Correction) -> Sidecar | None:
     """Write a corrected title, description and/or keywords into the asset's sidecar (the form's corrections and
-    ``microstock review edit`` both come here); the sidecar written, None when there is none."""
+    ``microstock review edit`` both come here); the sidecar written, None when there is none. A title or keywords
+    written by the contributor end a hold for words made from the file name (``Metadata.from_file_name``)."""
     update = correction.model_dump(include={"title", "description", "keywords"}, exclude_none=True)
+    if "title" in update or "keywords" in update:
+        update["from_file_name"] = False
     return update_sidecar(wd.sidecar(name), lambda sidecar: sidecar.model_copy(
         update={"metadata": sidecar.metadata.model_copy(update=update)}))
 

@@ -126,6 +126,11 @@ class RunContext:
         check_targets(self.settings, self.agencies, self.wd)
         if generates or clips:  # offline too: the demo image's or clip's title would be the prompt
             check_prompts(self.settings.generate.prompts, ProtectedNames.of(self.settings.keywords))
+        if self.settings.describer.provider == "openai":  # its model listed by the endpoint, before any chat call
+            from tasks.core.secrets import openai_api_key
+            from tasks.openai_compat.client import check_listed
+
+            check_listed(self.settings.describer, openai_api_key())
         if not key:
             return []
         from tasks.gemini.models import check_clip_settings, check_generation

@@ -35,9 +35,11 @@ def make_clip(path: Path, width: int = 1920, height: int = 1080, seconds: int = 
     return path
 
 
-def remuxed(source: Path, target: Path) -> Path:
-    """The same packets in another container (MOV): other bytes, the same decoded frames — a duplicate."""
+def remuxed(source: Path, target: Path, tags: dict[str, str] | None = None) -> Path:
+    """The same packets in another container (MOV): other bytes, the same decoded frames — a duplicate; with the
+    container ``tags`` given (the words a contributor wrote into the clip: ``title``, ``comment``, ``keywords``)."""
     with av.open(str(source)) as src, av.open(str(target), "w") as out:
+        out.metadata.update(tags or {})
         stream = out.add_stream_from_template(src.streams.video[0])
         for packet in src.demux(src.streams.video[0]):
             if packet.dts is not None:

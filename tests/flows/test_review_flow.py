@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
 
+import pyexiv2
 from PIL import Image
 
 from tasks.core.records import read_sidecar
 from tasks.core.workdir import Workdir
+from tests.fakes.clips import remuxed
 
 CLIP, IMAGE = "harbour.mp4", "red_barn.jpg"
 
@@ -39,7 +40,9 @@ def test_a_run_holds_a_waiting_clip_and_never_uploads_one_rejected_from_the_term
     source = tmp_path / "photos"
     source.mkdir()
     Image.new("RGB", (2400, 1800), "firebrick").save(source / IMAGE, quality=80)
-    shutil.copy(clips["hd"], source / CLIP)
+    with pyexiv2.Image(str(source / IMAGE)) as img:  # the words its contributor wrote (issue 52)
+        img.modify_iptc({"Iptc.Application2.ObjectName": "Red barn"})
+    remuxed(clips["hd"], source / CLIP, {"title": "Harbour at dawn"})
     wd = Workdir(tmp_path / "work").prepare()
     wd.config_file.write_text('[review]\nenabled = true\ntimeout_hours = 0.0003\non_timeout = "hold"\n',
                               encoding="utf-8")

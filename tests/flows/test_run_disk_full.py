@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 
+import pyexiv2
 from PIL import Image
 
 from tasks.core.files import disk_of
@@ -24,8 +25,10 @@ def test_a_run_whose_ingest_meets_a_full_disk_stops_there_in_one_line(prefect_ha
 
     src, wd = tmp_path / "src", tmp_path / "w"
     src.mkdir()
-    for i in range(2):  # 4.8 MP: Adobe Stock takes them (at least 4 MP)
+    for i in range(2):  # 4.8 MP: Adobe Stock takes them (at least 4 MP); a title its contributor wrote (issue 52)
         Image.new("RGB", (2400, 2000), (80 * i, 90, 200)).save(src / f"pic{i}.jpg", "JPEG")
+        with pyexiv2.Image(str(src / f"pic{i}.jpg")) as img:
+            img.modify_iptc({"Iptc.Application2.ObjectName": f"Blue study number {i}"})
     real, copied = ingest_stage.atomic_file, []
 
     def small_disk(path):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
 import zipfile
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from PIL import Image
 from tasks.core.records import read_sidecar
 from tasks.core.workdir import Workdir
 from tasks.images.provenance import ALGORITHMIC_MEDIA
+from tests.fakes.clips import remuxed
 from tests.fakes.ledger import ledger_entries
 from tests.images.test_provenance import xmp_source_type
 
@@ -79,12 +79,16 @@ def test_second_run_repeats_nothing(generated_batch):
         assert len(csv_rows(wd.csv / f"{agency}.csv")[1]) == 3
 
 
-def _photo(path: Path, colour: str, keywords: list[str] | None = None) -> None:
-    """A 4.3 MP photo; with ``keywords`` they are embedded as XMP, as a camera app or Lightroom would."""
+def _photo(path: Path, colour: str, keywords: list[str] | None = None, title: str = "") -> None:
+    """A 4.3 MP photo; with ``keywords`` they are embedded as XMP, as a camera app or Lightroom would, and a
+    ``title`` as IPTC's object name."""
     Image.new("RGB", (2400, 1800), colour).save(path, quality=80)
-    if keywords:
+    if keywords or title:
         with pyexiv2.Image(str(path)) as img:
-            img.modify_xmp({"Xmp.dc.subject": keywords})
+            if keywords:
+                img.modify_xmp({"Xmp.dc.subject": keywords})
+            if title:
+                img.modify_iptc({"Iptc.Application2.ObjectName": title})
 
 
 KEYWORDS = ["field", "colour", "texture", "background", "plain", "surface"]
@@ -107,8 +111,9 @@ def test_ingest_processes_only_new_images_and_rejects_bad_ones(prefect_harness, 
     _photo(source / "blue_lake.jpg", "blue", KEYWORDS)
     (source / "empty.jpg").write_bytes(b"")
     (source / "notes.png").write_text("not an image")
-    shutil.copy(clips["hd"], source / "harbour.mp4")  # issue 38: a clip Adobe takes, one it does not, a broken one
-    shutil.copy(clips["vertical"], source / "tower.mp4")
+    # issue 38: a clip Adobe takes, one it does not, a broken one; each with the title its contributor gave it
+    remuxed(clips["hd"], source / "harbour.mp4", {"title": "Harbour"})
+    remuxed(clips["vertical"], source / "tower.mp4", {"title": "Tower"})
     (source / "broken.mov").write_bytes(b"\0" * 4096)
     wd = Workdir(tmp_path / "work").prepare()
 
@@ -121,16 +126,16 @@ def test_ingest_processes_only_new_images_and_rejects_bad_ones(prefect_harness, 
     listed = json.loads((wd.reports / "ingest.json").read_text(encoding="utf-8"))["rejected"]  # issue 37 item 6
     assert {row["file"] for row in listed} == {"empty.jpg", "notes.png", "broken.mov"}
     assert all(row["what_to_do"] for row in listed)
-    assert (wd.outbox("adobe") / "harbour.mp4").read_bytes() == clips["hd"].read_bytes()
+    assert (wd.outbox("adobe") / "harbour.mp4").read_bytes() == (source / "harbour.mp4").read_bytes()
     _, adobe_rows = csv_rows(wd.csv / "adobe.csv")
-    assert {r["Filename"]: r["Title"] for r in adobe_rows}["harbour.mp4"] == "Harbour"  # the clip's row, its name
+    assert {r["Filename"]: r["Title"] for r in adobe_rows}["harbour.mp4"] == "Harbour"  # the clip's row, its title
     assert "tower.mp4" not in {r["Filename"] for r in adobe_rows}
     assert "harbour.mp4" not in {r["Filename"] for r in csv_rows(wd.csv / "vecteezy.csv")[1]}
     assert not (wd.outbox("adobe") / "tower.mp4").exists()
     assert not any(p.suffix == ".mp4" for a in ("vecteezy", "dreamstime") for p in wd.outbox(a).iterdir())
     checked = {c["file"]: c for c in json.loads((wd.reports / "clips.json").read_text(encoding="utf-8"))["clips"]}
     # Vecteezy's video rules take it too (issue 38 item 6), but its row is held there: the offline describer
-    # gives the tagless clip one keyword (its name), Vecteezy wants 5 — so no Vecteezy row, no upload there
+    # gives the clip one keyword (its one-word title), Vecteezy wants 5 — so no Vecteezy row, no upload there
     assert checked["harbour.mp4"]["taken_by"] == ["adobe", "vecteezy"]
     assert first["held_rules"]["vecteezy"]["harbour.mp4"] == "keywords.min"
     assert "1080×1920 is vertical" in checked["tower.mp4"]["held_back"]["adobe"]
@@ -168,7 +173,7 @@ def test_renamed_source_file_is_not_a_new_asset(prefect_harness, tmp_path):
 def test_an_asset_an_agency_refuses_is_skipped_there_only(prefect_harness, tmp_path):
     source = tmp_path / "photos"
     source.mkdir()
-    _photo(source / "two_words.jpg", "teal")  # the offline describer finds 2 keywords: Vecteezy wants 5
+    _photo(source / "two_words.jpg", "teal", title="Two words")  # 2 keywords from its title: Vecteezy wants 5
     wd = Workdir(tmp_path / "work").prepare()
     result = run_batch(wd, source=str(source))
     assert result["uploaded_now"] == {"adobe": 1, "vecteezy": 0, "dreamstime": 1}

@@ -3,8 +3,6 @@ back by a video rule with its value, held back as a duplicate — from the real 
 
 from __future__ import annotations
 
-import shutil
-
 from tasks.core.reports import AgencyUpload, DescribeReport
 from tasks.images.clip_probe import ClipFacts
 from tasks.observe.batch_assets import add_about_column, asset_rows
@@ -13,9 +11,10 @@ from tests.fakes.clips import remuxed, through_pack
 
 
 def test_each_clip_shows_its_facts_poster_and_why_an_agency_holds_it_back(workdir, clips):
-    shutil.copy(clips["hd"], workdir.assets / "harbour.mp4")
-    shutil.copy(clips["long"], workdir.assets / "tide.mov")
-    remuxed(clips["hd"], workdir.assets / "harbour_copy.mov")
+    # each with the title its contributor wrote into it (nothing but a file name goes nowhere: issue 52)
+    remuxed(clips["hd"], workdir.assets / "harbour.mp4", {"title": "Harbour at dawn"})
+    remuxed(clips["long"], workdir.assets / "tide.mov", {"title": "Tide coming in"})
+    remuxed(clips["hd"], workdir.assets / "harbour_copy.mov", {"title": "Harbour at dawn"})
     ctx, gathered, packed = through_pack(workdir, ["adobe"])
     csvs = csvs_for_packed(ctx, packed)
     uploads = {"adobe": AgencyUpload(uploaded=list(csvs.agencies["adobe"].accepted))}

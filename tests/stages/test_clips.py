@@ -9,14 +9,18 @@ from tasks.stages.clips import FILE_NAME
 from tasks.stages.csv import csvs_for_packed
 from tasks.stages.pack import finish_batch
 from tasks.stores.pending import held_back, recorded_uploadable, uploadable
-from tests.fakes.clips import through_pack
+from tests.fakes.clips import remuxed, through_pack
 
 AGENCIES = ["adobe", "shutterstock", "dreamstime"]
 
 
 def _with_clips(workdir, clips, *names):
+    """The session's clips in the workdir with the words their contributor wrote into them (a clip with nothing but
+    its file name goes to no agency: tests/stages/test_not_seen.py)."""
     for name in names:
-        shutil.copy(clips[name], workdir.assets / clips[name].name)
+        words = clips[name].stem
+        remuxed(clips[name], workdir.assets / clips[name].name,
+                {"title": f"The {words} at dusk", "comment": f"The {words} at dusk, filmed from the quay"})
     return through_pack(workdir, AGENCIES)
 
 

@@ -5,7 +5,6 @@ the shipped agency specs; the upload through the real loopback FTP server."""
 from __future__ import annotations
 
 import csv
-import shutil
 
 import pytest
 
@@ -14,7 +13,7 @@ from tasks.core.settings import AgencySettings
 from tasks.stages.csv import csvs_for_packed
 from tasks.stages.upload import upload_agency
 from tasks.stores.pending import uploadable
-from tests.fakes.clips import make_clip, through_pack
+from tests.fakes.clips import make_clip, remuxed, through_pack
 from tests.fakes.servers import PASSWORD, ftp_server  # noqa: F401  (fixture)
 from tests.stages.test_upload import ledger_names
 
@@ -95,7 +94,7 @@ def test_the_clip_reaches_vecteezys_ftp_target_once_and_a_rerun_sends_nothing(
 
 
 def test_a_clip_with_too_few_keywords_is_held_back_at_vecteezy_by_its_keyword_rule(workdir, clips):
-    shutil.copy(clips["hd"], workdir.assets / "harbour.mp4")  # the session's clip: no tags, its name its one keyword
+    remuxed(clips["hd"], workdir.assets / "harbour.mp4", {"title": "Harbour"})  # its title its one keyword
     _, csvs = described(workdir, ["vecteezy"])
     problems = {p.rule for p in csvs.problems if p.asset == "harbour.mp4"}
     assert problems == {"keywords.min"}, "a clip's row meets the agency's metadata rules as a photo's does"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import re
-import shutil
 from importlib import resources
 
 from tasks.core.records import read_sidecar, save_sidecar
@@ -17,9 +16,9 @@ from tasks.core.settings import PackSettings, Settings
 from tasks.observe.summary import needs_ai_tick
 from tasks.stages.csv import csvs_for_packed, write_agency_csvs
 from tasks.stores.pending import uploadable
-from tests.fakes.clips import through_pack
+from tests.fakes.clips import remuxed, through_pack
 
-CLIP = "harbour_generative_AI.mp4"  # the offline describer takes its title from the name
+CLIP = "harbour_generative_AI.mp4"
 AGENCIES = ["adobe", "refuser"]
 
 
@@ -39,7 +38,7 @@ def adobe_titles(wd) -> dict[str, str]:
 
 def test_a_generated_clip_is_held_back_where_ai_is_refused_and_disclosed_where_it_is_taken(workdir, clips):
     refusing_agency(workdir)
-    shutil.copy(clips["hd"], workdir.assets / CLIP)
+    remuxed(clips["hd"], workdir.assets / CLIP, {"title": "Harbour generative ai"})  # the contributor's title
     settings = Settings(pack=PackSettings(label_own_files_ai=True))  # the contributor says their files are AI-made
     ctx, _, report = through_pack(workdir, AGENCIES, settings)
     assert report.not_taken == {} and list(report.ready) == [CLIP], "the video rules take it at both"
