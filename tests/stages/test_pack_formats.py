@@ -129,3 +129,23 @@ def test_a_heic_without_its_optional_reader_is_refused_naming_what_to_install(tm
     assert reason.startswith("a HEIC/HEIF picture, and its reader is an optional extra not installed")
     assert "pip install 'prefect-microstock[heif]'" in reason and "GPL-2" in reason
     assert "install the extra" in what_to_do(reason)
+
+
+@pytest.mark.skipif(not HEIF_READER, reason="HEIC is read through the optional extra pillow-heif")
+def test_a_heic_recorded_as_turned_is_delivered_upright_turned_once(tmp_path):
+    """pillow-heif turns the pixels itself and reports EXIF Orientation 1: the upload-ready copy must not turn them
+    a second time by the orientation the file's EXIF still records (6: turn 90° clockwise)."""
+    from tasks.core.settings import PackSettings
+    from tasks.images.ready import ready_jpeg
+
+    picture = Image.new("RGB", (200, 100), (200, 0, 0))
+    picture.paste((0, 0, 200), (0, 0, 50, 50))  # a blue square top left
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    picture.save(tmp_path / "IMG_0002.HEIC", format="HEIF", exif=exif.tobytes(), quality=90)
+    ready = ready_jpeg(tmp_path / "IMG_0002.HEIC", PackSettings())
+    (tmp_path / "ready.jpg").write_bytes(ready.jpeg)
+    with Image.open(tmp_path / "ready.jpg") as out:
+        assert out.size == (100, 200) and out.getexif().get(0x0112) in (None, 1)
+        r, _g, b = out.getpixel((80, 10))  # the blue square is top right once turned clockwise
+        assert b > 150 and r < 60
