@@ -112,7 +112,8 @@ def duplicates(wd: Workdir, batch: list[Signature], matches: Mapping[str, list[t
     groups, signatures = _Groups(), {x.sha256: x for x in batch}
     for s in batch:
         for o, like in matches.get(s.sha256, []):
-            if (o.sha256 in in_batch or o.sha256 in sent) and o.name != s.name and looks_close(like) and same(s, o):
+            # by content, not name: a re-export under the name of an upload whose file has left the batch is one too
+            if (o.sha256 in in_batch or o.sha256 in sent) and o.sha256 != s.sha256 and looks_close(like) and same(s, o):
                 groups.join(s.sha256, o.sha256)
                 signatures[o.sha256] = o
     copies: dict[str, list[Signature]] = {}
