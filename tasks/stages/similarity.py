@@ -10,6 +10,12 @@ best score with an asset of the batch or one uploaded to that agency; pairs at
 or above the agency's threshold (``[similarity] threshold`` of its spec) join
 their assets into one group, transitively.
 
+Before any group is made, copies of one picture however it was saved
+(re-encoded, another format, scaled, other metadata; :func:`duplicates`, the
+line measured by ``bench.duplicate_bench``) are one asset: the one uploaded
+before (else the first by name) is kept, the others held back as
+``duplicate`` at every agency, never counted as versions.
+
 The agency's ``[similarity] action`` decides: ``warn`` shows the risk only;
 ``hold_back`` takes ``image.max_versions_per_motif`` of a group (with no
 cap it only warns) — those already uploaded there first, then the others in
