@@ -77,7 +77,7 @@ def child(n: int, root: Path, out: Path, uploadable: bool = False) -> None:
     if uploadable:  # the upload runs come last: wait for the server to record every run, not just describe's
         all_recorded_s = seconds_until_all_recorded(state.state_details.flow_run_id)
     times = stage_times(state.state_details.flow_run_id, described)
-    from tasks.observe.summary import INCOMPLETE  # uploads left undone: a Failed-type state, the summary kept
+    from flows.run_outcome import INCOMPLETE  # uploads left undone: a Failed-type state, the summary kept
 
     summary = state.result(raise_on_failure=False) if state.is_completed() or state.name == INCOMPLETE else {}
 

@@ -23,8 +23,8 @@ from tasks.core.files import atomic_write_bytes, exclusive_lock, sha256_file
 from tasks.core.state_files import read_file
 from tasks.core.workdir import Workdir
 
-#: The image files an asset can be (what ingest accepts and every stage lists).
-ACCEPTED_EXTENSIONS = {".jpg", ".jpeg", ".mpo", ".png"}
+#: The image files an asset can be (what ingest accepts and every stage lists; the formats: tasks.images.formats).
+ACCEPTED_EXTENSIONS = {".jpg", ".jpeg", ".mpo", ".png", ".tif", ".tiff", ".webp", ".avif", ".heic", ".heif", ".hif"}
 #: The video clips taken from ``--source`` (MP4, QuickTime MOV, AVI and MPEG: the containers Adobe Stock takes);
 #: they sit in ``assets/`` next to the images. How each is read: tasks.images.clip_probe.CONTAINERS.
 CLIP_EXTENSIONS = {".mp4", ".mov", ".avi", ".mpg", ".mpeg"}

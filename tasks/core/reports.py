@@ -163,7 +163,7 @@ class Risk:
     #: The group's first asset by name (names the motif).
     motif: str = ""
     #: ``held back``, ``released`` (held back but released by the contributor), ``warned`` (above the
-    #: threshold, the agency's policy is to warn), ``duplicate`` (the same pixels as ``nearest``: held back
+    #: threshold, the agency's policy is to warn), ``duplicate`` (the same picture as ``nearest``: held back
     #: everywhere, no version), or "" (below the threshold).
     outcome: str = ""
     threshold: float = 0.0
@@ -209,7 +209,7 @@ class PackReport:
     reused: list[str] = field(default_factory=list)
     #: agency -> the assets of ``held_back`` held there as too many versions of one motif (similar content)
     similar_held: dict[str, set[str]] = field(default_factory=dict)
-    #: agency -> the assets of ``held_back`` held there as duplicates (the same pixels as another asset)
+    #: agency -> the assets of ``held_back`` held there as duplicates (the same picture as another asset)
     duplicate_held: dict[str, set[str]] = field(default_factory=dict)
     #: agency -> asset name -> its similarity risk (every kind's check; ``reports/similarity.json`` shows them)
     risks: dict[str, dict[str, Risk]] = field(default_factory=dict)
@@ -245,7 +245,7 @@ class PackReport:
 
     def left_out_rule(self, agency: str, name: str) -> str:
         """The rule an asset of :meth:`left_out` is left out of ``agency`` by, as the CSV report names it:
-        ``similar content`` (too many versions of one motif), ``duplicate`` (the same pixels as another asset),
+        ``similar content`` (too many versions of one motif), ``duplicate`` (the same picture as another asset),
         ``image size`` (the agency's pixel, side or file size rules), ``video`` (a clip's video rules:
         :attr:`not_taken`), ``not seen`` (:attr:`not_seen`), ``image`` (rejected for every agency)."""
         if name in self.not_seen and name in self.held_back.get(agency, {}):

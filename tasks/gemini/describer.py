@@ -42,6 +42,7 @@ from tasks.gemini.models import cost_usd, lacks_structured_output, retired_refus
 from tasks.gemini.ratelimit import shared_limiter
 from tasks.images.inspect import JPEG_FORMATS
 from tasks.images.pixels import has_alpha, rgb_on_white
+from tasks.images.ready import to_srgb
 from tasks.images.upright import make_upright, recorded_orientation
 
 if TYPE_CHECKING:  # the SDK is imported where a request is built, not by an offline run
@@ -151,6 +152,8 @@ def image_for_model(asset: Asset, max_px: int = SEND_MAX_PX) -> bytes:
             if src.format in JPEG_FORMATS and scale < 1:
                 src.draft("RGB", (max(1, int(w * scale)), max(1, int(h * scale))))
             im = src
+            if im.mode.startswith("I"):  # 16-bit grey (an editor's TIFF): Pillow's plain conversion clips it white
+                im = to_srgb(im)
             if im.mode not in ("RGB", "RGBA", "L"):  # resample in a mode that keeps the alpha
                 im = im.convert("RGBA" if has_alpha(im) else "RGB")
             im.thumbnail((max_px, max_px), Image.Resampling.LANCZOS)

@@ -29,15 +29,15 @@ from tasks.core.errors import BadInput
 from tasks.core.printable import printable
 from tasks.core.records import Asset
 from tasks.core.workdir import Workdir
+from tasks.images.formats import SUPPORTED_FORMATS, more_than_one_picture, unreadable_without_extra
 
 log = logging.getLogger(__name__)
 
-SUPPORTED_FORMATS = {"JPEG", "PNG"}
 #: Pillow's names for a JPEG: "MPO" when its MPF index lists more images (:mod:`tasks.images.mpf`); its
 #: primary image is an ordinary JPEG, and only that one is read.
 JPEG_FORMATS = {"JPEG", "MPO"}
 #: Extensions that look like images; anything else in a source folder is ignored.
-IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".mpo", ".png", ".tif", ".tiff", ".webp", ".gif", ".bmp", ".heic", ".heif",
+IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".mpo", ".png", ".tif", ".tiff", ".webp", ".gif", ".bmp", ".heic", ".heif", ".hif",
                     ".avif"}
 
 
@@ -118,7 +118,8 @@ def pillow_errors(name: str) -> Iterator[None]:
     except Image.DecompressionBombError as exc:
         raise BadInput(name, f"decompression bomb refused ({exc})") from exc
     except UnidentifiedImageError as exc:
-        raise BadInput(name, "not an image (the content is no JPEG or PNG, whatever the extension says)") from exc
+        raise BadInput(name, "not an image (the content is no JPEG, PNG, TIFF, WebP, AVIF or HEIC, whatever the "
+                             "extension says)") from exc
     except MemoryError as exc:
         raise BadInput(name, "too large to decode in the memory available") from exc
     except ValueError as exc:
@@ -139,8 +140,9 @@ WARNINGS_LOCK = threading.Lock()
 def open_image(path: Path, *, max_pixels: int | None = None) -> Image.Image:
     """Open ``path`` lazily (header only) and check it before any pixel is decoded.
 
-    Raises BadInput when the file is missing, empty, not an image, not a
-    JPEG/PNG, or a decompression bomb (over ``max_pixels``, by default the
+    Raises BadInput when the file is missing, empty, not an image, not of a
+    format read (``tasks.images.formats``; HEIC without its optional reader),
+    more than one picture (a multi-page TIFF), or a decompression bomb (over ``max_pixels``, by default the
     largest agency maximum, or over Pillow's own hard limit). The caller
     closes the returned image.
     """
@@ -161,11 +163,16 @@ def open_image(path: Path, *, max_pixels: int | None = None) -> Image.Image:
             im = Image.open(path)
         except UnidentifiedImageError:
             _png_reason(path)
+            if (missing := unreadable_without_extra(path)) is not None:
+                raise missing from None
             raise
     fmt = im.format or "?"
-    if fmt not in SUPPORTED_FORMATS | JPEG_FORMATS:
+    if fmt not in SUPPORTED_FORMATS:
         im.close()
-        raise BadInput(name, f"unsupported format {fmt} (only JPEG and PNG are accepted)")
+        raise BadInput(name, f"unsupported format {fmt} (JPEG, PNG, TIFF, WebP, AVIF and HEIC are accepted)")
+    if (several := more_than_one_picture(im, name)) is not None:
+        im.close()
+        raise several
     if im.width * im.height > max_pixels:
         w, h = im.size
         im.close()

@@ -127,6 +127,17 @@ def likeness(a: Signature, b: Signature, same_motif_bits: int = 8) -> Likeness:
     return Likeness(round(score, 3), parts)
 
 
+#: The looks' similarities (dHash, pHash, colour layout) from which two images may be one picture saved twice
+#: (at most 8.8 bits apart, colour layouts within 12.8): only such pairs have their pixels compared. Every
+#: re-encoding and scaling of ``bench.duplicate_bench`` is within (a scaling moves dHash up to 5 bits).
+CLOSE_LOOKS = 0.8
+
+
+def looks_close(like: Likeness) -> bool:
+    """Whether a pair's looks are close enough (:data:`CLOSE_LOOKS`) for it to be one picture saved twice."""
+    return all(like.parts[k] >= CLOSE_LOOKS for k in ("dhash", "phash", "colour"))
+
+
 def _looks_parts(a: Looks, b: Looks) -> dict[str, float]:
     """The similarities of two looks' signals (dHash, pHash, colour layout), each 0–1."""
     return {"dhash": _ramp(distance(a.dhash, b.dhash), _SAME_BITS, _RANDOM_BITS),

@@ -18,7 +18,9 @@ same prompt again with another seed (the shapes move, the palette and where
 it sits do not), and what a colour or brightness shift changes (the hashes
 keep those). :func:`looks` takes all
 three from one image; ``tasks.images.likeness`` turns two of them (and the
-assets' titles and keywords) into one score.
+assets' titles and keywords) into one score. :func:`same_picture` tells one
+picture saved twice (re-encoded, another format, scaled) from a version of it
+(a crop, a retouch, another frame), on the portfolio's small thumbnails.
 
 The pack stage computes them from the preview it decodes anyway (a few
 hundred pixels), so hashing adds no decode of its own.
@@ -26,7 +28,6 @@ hundred pixels), so hashing adds no decode of its own.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import operator
 from collections.abc import Mapping
@@ -34,10 +35,7 @@ from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
 
-from PIL import Image, UnidentifiedImageError
-
-from tasks.images.inspect import open_image, pillow_errors
-from tasks.images.upright import make_upright, recorded_orientation
+from PIL import Image, ImageChops, ImageStat, UnidentifiedImageError
 
 #: 9×8 brightness samples give 8×8 = 64 left-to-right gradients.
 _W, _H = 9, 8
@@ -118,17 +116,38 @@ def looks(im: Image.Image) -> Looks:
     return Looks(dhash(im), phash(im), colour_layout(im))
 
 
-def pixel_digest(path: Path) -> str:
-    """SHA-256 of the decoded pixels of ``path`` (upright, RGB) with their size: the same for two encodings of
-    one picture (a JPEG and a lossless PNG of its pixels, a copy with other metadata), whatever the file's bytes.
-    A full decode: the similarity check takes it only for pairs whose looks are already the same. BadInput when
-    the file cannot be read."""
-    with open_image(path) as im, pillow_errors(path.name):
-        orientation = recorded_orientation(im, path)
-        im.load()
-        make_upright(im, orientation)
-        rgb = im.convert("RGB")
-    return hashlib.sha256(f"{rgb.width}x{rgb.height}:".encode() + rgb.tobytes()).hexdigest()
+#: Two kept thumbnails (:func:`small_thumbnail`) show the same picture when their pixels, scaled to one size,
+#: are this close: a PSNR of at least ``SAME_PICTURE_PSNR`` dB over the whole and no 8 × 8 block whose mean
+#: difference is over ``SAME_PICTURE_BLOCK`` (0–255). Chosen on the labelled set of ``bench.duplicate_bench``
+#: (docs/BENCHMARKS.md, "One picture however it was saved"): re-encodings, PNG and WebP copies and scalings
+#: above, crops of 5 % and more, retouches and other frames below.
+SAME_PICTURE_PSNR = 35.0
+SAME_PICTURE_BLOCK = 10.0
+#: Aspect ratios further apart than this are two framings, never one picture (a crop of one side).
+_SAME_ASPECT = 0.02
+_BLOCK = 8
+
+
+def picture_difference(a: Image.Image, b: Image.Image) -> tuple[float, float]:
+    """How far two small copies of pictures are apart: (PSNR in dB, the largest mean difference of an 8 × 8 block,
+    0–255), ``b`` scaled to ``a``'s size; (0, 255) when their aspect ratios differ (another framing)."""
+    ra, rb = a.width / a.height, b.width / b.height
+    if abs(ra - rb) > _SAME_ASPECT * ra:
+        return 0.0, 255.0
+    a, b = a.convert("RGB"), b.convert("RGB").resize(a.size, Image.Resampling.BOX)
+    diff = ImageChops.difference(a, b)
+    mse = sum(r * r for r in ImageStat.Stat(diff).rms) / 3
+    psnr = 99.0 if mse == 0 else 10 * math.log10(255 * 255 / mse)
+    blocks = diff.resize((max(1, a.width // _BLOCK), max(1, a.height // _BLOCK)), Image.Resampling.BOX)
+    worst = max(high for _low, high in blocks.getextrema())
+    return psnr, float(worst)
+
+
+def same_picture(a: Image.Image, b: Image.Image) -> bool:
+    """Whether two kept thumbnails show the same picture however it was saved (re-encoded, another format,
+    scaled, other metadata), not a crop, a retouch or another frame of it (:data:`SAME_PICTURE_PSNR`)."""
+    psnr, worst = picture_difference(a, b)
+    return psnr >= SAME_PICTURE_PSNR and worst <= SAME_PICTURE_BLOCK
 
 
 def distance(a: int, b: int) -> int:
@@ -136,7 +155,8 @@ def distance(a: int, b: int) -> int:
     return (a ^ b).bit_count()
 
 
-#: Long side of the small copy of a thumbnail the portfolio keeps (≈ 3 KB: 60 MB for 20,000 assets).
+#: Long side of the small copy of a thumbnail the portfolio keeps (≈ 3 KB: 60 MB for 20,000 assets); what
+#: :func:`same_picture` compares, so a change of size or quality moves its measured line.
 KEPT_THUMB_PX = 96
 
 

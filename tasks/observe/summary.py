@@ -304,7 +304,7 @@ def brief(why: str, limit: int = 120) -> str:
 
 #: Readable words for the rules that hold an asset back most often (any other rule is shown by its name).
 HELD_LABELS = {"keywords.min": "below the keyword minimum", "ai.refused": "AI-generated not accepted",
-               "duplicate": "duplicate: the same pixels as another asset", NOT_SEEN: "no describer saw it"}
+               "duplicate": "duplicate: the same picture as another asset", NOT_SEEN: "no describer saw it"}
 
 
 def held_label(rule: str) -> str:

@@ -119,8 +119,8 @@ def _not_a_file(entry: os.DirEntry) -> str | None:
 
 
 def ingest(source: Path, assets_dir: Path) -> IngestReport:
-    """Copy the usable JPEG/PNG files and MP4/MOV/AVI/MPEG clips (ones FFmpeg can read) of ``source`` into
-    ``assets_dir``, unchanged.
+    """Copy the usable pictures (JPEG, PNG, TIFF, WebP, AVIF, HEIC: ``tasks.images.formats``) and MP4/MOV/AVI/MPEG
+    clips (ones FFmpeg can read) of ``source`` into ``assets_dir``, unchanged.
 
     A file whose content is already an asset (under any name) is not copied
     again; one that was ingested under another name is named as a duplicate.
@@ -166,7 +166,8 @@ def _ingest_one(path: Path, assets_dir: Path, known: dict[str, str], taken: dict
     try:
         clip = path.suffix.lower() in CLIP_EXTENSIONS
         if not clip and path.suffix.lower() not in ACCEPTED_EXTENSIONS:
-            raise BadInput(name, f"unsupported file type {path.suffix} (only JPEG and PNG are accepted)")
+            raise BadInput(name, f"unsupported file type {path.suffix} (JPEG, PNG, TIFF, WebP, AVIF and HEIC are "
+                                 "accepted)")
         facts = None if clip else inspect_image(path)
         if clip:
             probe_clip(path)  # a clip FFmpeg cannot read is rejected here, naming the file and the reason

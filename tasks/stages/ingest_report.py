@@ -29,6 +29,9 @@ _WHAT_TO_DO = (
     ("decompression bomb", "check the file: a real photo this large or with such a chunk is rare; reduce or "
                            "re-save it with an image editor if it is one"),
     ("PNG uses an unknown compression method", "re-save it as PNG or JPEG from an image editor"),
+    ("its reader is an optional extra", "install the extra it names, then run again (or export it as JPEG)"),
+    ("a multi-page TIFF", "save the page you mean as a TIFF or JPEG of its own and put it in the source folder"),
+    ("an animated", "export the frame you mean as a JPEG and put it in the source folder"),
     ("unsupported", "export it as JPEG (or PNG) from your editor and put it in the source folder"),
     ("not an image", "nothing if it is no photo; else copy the photo again from its original"),
     ("a symbolic link", "point the link at the photo, or copy the photo itself into the source folder"),

@@ -7,7 +7,8 @@ CSV rows → review → upload. The stages name no kind; where kinds differ, the
 =============  ====================================================  ===================================================
 part           image                                                 clip
 =============  ====================================================  ===================================================
-extensions     ``.jpg .jpeg .mpo .png``                              ``.mp4 .mov .avi .mpg .mpeg``
+extensions     ``.jpg .jpeg .mpo .png .tif .tiff .webp .avif .heic   ``.mp4 .mov .avi .mpg .mpeg``
+               .heif .hif`` (``tasks.images.formats``)
 unusable       unreadable, or too small for every chosen agency      cannot be probed
                (:func:`tasks.images.inspect.too_small_for_all`)      (:func:`tasks.stages.clips.unreadable_clips`)
 pack           the JPEG with the metadata embedded, preview and      the clip as it is, a poster and thumbnail, each

@@ -10,6 +10,12 @@ best score with an asset of the batch or one uploaded to that agency; pairs at
 or above the agency's threshold (``[similarity] threshold`` of its spec) join
 their assets into one group, transitively.
 
+Before any group is made, copies of one picture however it was saved
+(re-encoded, another format, scaled, other metadata; :func:`duplicates`, the
+line measured by ``bench.duplicate_bench``) are one asset: the one uploaded
+before (else the first by name) is kept, the others held back as
+``duplicate`` at every agency, never counted as versions.
+
 The agency's ``[similarity] action`` decides: ``warn`` shows the risk only;
 ``hold_back`` takes ``image.max_versions_per_motif`` of a group (with no
 cap it only warns) — those already uploaded there first, then the others in
@@ -25,6 +31,8 @@ import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from PIL import Image, UnidentifiedImageError
+
 from tasks.agencies.catalog import Catalog, catalog
 from tasks.agencies.spec import SimilarityPolicy
 from tasks.core.errors import BadInput
@@ -32,10 +40,10 @@ from tasks.core.records import CLIP_EXTENSIONS, Sidecar, read_sidecar
 from tasks.core.reports import PackReport
 from tasks.core.workdir import Workdir
 from tasks.images.inspect import ImageRules, image_rules
-from tasks.images.likeness import Likeness, Signature, named_alike
-from tasks.images.similar import Looks, pixel_digest
+from tasks.images.likeness import Likeness, Signature, looks_close, named_alike
+from tasks.images.similar import Looks, same_picture
 from tasks.stores.ledger import Ledger
-from tasks.stores.portfolio import SignatureIndex, add_to_portfolio, read_portfolio
+from tasks.stores.portfolio import SignatureIndex, add_to_portfolio, portfolio_thumb, read_portfolio
 from tasks.stores.similar_risks import Risk, read_risks, record_release, released, write_risks
 
 log = logging.getLogger(__name__)
@@ -78,47 +86,51 @@ class _Groups:
             self.parent[max(ra, rb)] = min(ra, rb)
 
 
-def _same_looks(like: Likeness) -> bool:
-    """Both hashes and the colour layout at their "same" level: the only pairs whose pixels are compared."""
-    return all(like.parts[k] == 1.0 for k in ("dhash", "phash", "colour"))
-
-
 def duplicates(wd: Workdir, batch: list[Signature], matches: Mapping[str, list[tuple[Signature, Likeness]]],
-               sent: set[str]) -> dict[str, str]:
-    """name -> the asset of ``batch`` it is a duplicate of: the same decoded pixels (another encoding, a copy with
-    other metadata), so one asset for every agency. Of each set, the one already uploaded somewhere (content ids in
-    ``sent``) is kept, else the first by name; the pixels are decoded only for pairs whose looks are the same."""
-    in_batch = {x.sha256: x for x in batch}
-    digests: dict[str, str | None] = {}
+               sent: set[str]) -> dict[str, Signature]:
+    """name -> the asset a ``batch`` asset is a duplicate of: the same picture however it was saved (re-encoded,
+    another format, scaled, other metadata; a clip: the same frames), of the batch or uploaded before (content ids
+    in ``sent``), so one asset for every agency. Of each set of copies one uploaded before is kept, else the
+    first by name. Only pairs whose looks are close (``likeness.looks_close``) have their pictures compared: the
+    portfolio's kept thumbnails (``similar.same_picture``), each decoded once."""
+    in_batch = {x.sha256 for x in batch}
+    thumbs: dict[str, Image.Image | None] = {}
 
-    def digest(x: Signature) -> str | None:
-        if x.digest:  # a clip's: its sampled frames' pixels, from its signature
-            return x.digest
-        if x.name not in digests:
+    def thumb(x: Signature) -> Image.Image | None:
+        if x.sha256 not in thumbs:
             try:
-                digests[x.name] = pixel_digest(wd.assets / x.name)
-            except BadInput as exc:  # gone or unreadable since it was packed: compared by nothing
-                log.warning("%s: not compared pixel by pixel: %s", x.name, exc.reason)
-                digests[x.name] = None
-        return digests[x.name]
+                with Image.open(portfolio_thumb(wd, x.sha256)) as im:
+                    thumbs[x.sha256] = im.convert("RGB")
+            except (OSError, UnidentifiedImageError) as exc:  # its thumbnail could not be made: compared by nothing
+                log.warning("%s: not compared picture by picture: %s", x.name, exc)
+                thumbs[x.sha256] = None
+        return thumbs[x.sha256]
 
-    # Grouped by their pixels, not pair by pair: each asset's nearest matches are a few, and among a thousand
-    # copies of one picture they were its own copies, so pairs made two duplicates and left 998 copies as
-    # neither duplicates nor versions (all sent to Adobe; bench.cluster_accounts, 2026-12-03).
-    candidates: dict[str, Signature] = {}
+    def same(a: Signature, b: Signature) -> bool:
+        if a.is_clip or b.is_clip:  # the digest of their sampled frames' pixels, from their signatures
+            return bool(a.digest) and a.digest == b.digest
+        ta, tb = thumb(a), thumb(b)
+        return ta is not None and tb is not None and same_picture(ta, tb)
+
+    # Grouped, not pair by pair: each asset's nearest matches are a few, and among a thousand copies of one
+    # picture they were its own copies, so pairs made two duplicates and left 998 copies as neither duplicates
+    # nor versions (all sent to Adobe; bench.cluster_accounts, 2026-12-03).
+    groups, signatures = _Groups(), {x.sha256: x for x in batch}
     for s in batch:
         for o, like in matches.get(s.sha256, []):
-            if o.sha256 in in_batch and o.name != s.name and _same_looks(like):
-                candidates[s.name], candidates[o.name] = s, o
-    same_pixels: dict[str, list[Signature]] = {}
-    for x in candidates.values():
-        if (d := digest(x)) is not None:
-            same_pixels.setdefault(d, []).append(x)
-    found: dict[str, str] = {}
-    for copies in same_pixels.values():
-        kept, *others = sorted(copies, key=lambda x: (x.sha256 not in sent, x.name))
+            # by content, not name: a re-export under the name of an upload whose file has left the batch is one too
+            if (o.sha256 in in_batch or o.sha256 in sent) and o.sha256 != s.sha256 and looks_close(like) and same(s, o):
+                groups.join(s.sha256, o.sha256)
+                signatures[o.sha256] = o
+    copies: dict[str, list[Signature]] = {}
+    for sha in groups.parent:
+        copies.setdefault(groups.root(sha), []).append(signatures[sha])
+    found: dict[str, Signature] = {}
+    for group in copies.values():
+        kept, *others = sorted(group, key=lambda x: (x.sha256 not in sent, x.name))
         for x in others:
-            found[x.name] = kept.name
+            if x.sha256 in in_batch:
+                found[x.name] = kept
     return found
 
 
@@ -163,7 +175,6 @@ def assess_similarity(wd: Workdir, batch: list[Signature], rules: list[ImageRule
     dupes = duplicates(wd, batch, matches, uploaded_anywhere)
     series = same_words(batch)
     releases = released(wd)
-    names_of = {s.name: s for s in batch}
     out: dict[str, dict[str, Risk]] = {}
     for rule in rules:
         policy, sent = policies[rule.agency], done[rule.agency]
@@ -196,9 +207,10 @@ def assess_similarity(wd: Workdir, batch: list[Signature], rules: list[ImageRule
         per: dict[str, Risk] = {}
         for s in batch:
             if s.name in dupes:
-                original = names_of[dupes[s.name]]
-                per[s.name] = Risk(1.0, original.name, original.sha256, original.sha256 in sent, "the same pixels",
-                                   1, original.name, "duplicate", policy.threshold)
+                original = dupes[s.name]
+                per[s.name] = Risk(1.0, original.name, original.sha256, original.sha256 in sent,
+                                   "the same frames" if s.is_clip else "the same picture", 1, original.name,
+                                   "duplicate", policy.threshold)
                 continue
             near, group = best[s.name], members.get(groups.root(s.sha256), [s])
             per[s.name] = Risk(round(near[1].score, 3) if near else 0.0, near[0].name if near else "",
@@ -249,9 +261,11 @@ def _write_kind(wd: Workdir, risks: dict[str, dict[str, Risk]], clips: bool) -> 
 def held_reason(name: str, agency: str, risk: Risk, cap: int | None) -> str | None:
     """Why the similarity check holds ``name`` back at ``agency`` (its words for the reports), None when it does not."""
     if risk.outcome == "duplicate":
-        what = "frames" if _is_clip(name) else "pixels"
-        return (f"a duplicate of {risk.nearest}: the same {what} in another file (another encoding, or a copy "
-                "with other metadata); one asset, sent once, never counted as a version")
+        if _is_clip(name):
+            return (f"a duplicate of {risk.nearest}: the same frames in another file (another encoding, or a copy "
+                    "with other metadata); one asset, sent once, never counted as a version")
+        return (f"a duplicate of {risk.nearest}: the same picture in another file (re-encoded, another format, "
+                "scaled, or with other metadata); one asset, sent once, never counted as a version")
     if risk.outcome == "held back":
         return (f"one of {risk.versions} versions of one motif (with {risk.motif}); "
                 f"{agency} takes at most {cap} per motif; closest: {risk.nearest} "

@@ -5,7 +5,8 @@ content id ``sha256``, name, ``dhash``, ``phash``, ``colour``, title, first
 ten keywords; a clip's ``frames`` too, the looks of each frame of its signature), kept
 when the asset leaves the batch (the pack manifest drops
 it then), with a 96 px copy of its thumbnail in ``packs/portfolio/<sha256[:16]>.jpg``
-so the review form can show it later. Which of them were uploaded to an
+so the review form can show it later and the similarity check can tell a
+re-encoding of it from a version (``tasks.images.similar.same_picture``). Which of them were uploaded to an
 agency is the ledger's answer, never this file's. A line that cannot be read
 is skipped; the file is rewritten whole (atomically) when assets are added.
 

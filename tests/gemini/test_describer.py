@@ -159,3 +159,14 @@ def test_a_model_without_structured_output_stops_before_any_call(fake_gemini, tm
         d.describe(make_asset(tmp_path))
     assert info.value.error_class == "model"
     assert fake_gemini.requests == []
+
+
+def test_a_16_bit_grey_tiff_is_shown_to_the_model_in_its_greys_not_white(tmp_path):
+    """Issue 55: an editor's 16-bit grey TIFF is an asset now; Pillow's plain conversion of its 16-bit pixels to RGB
+    clips every value over 255 to white, so Gemini was shown a blank page."""
+    from tasks.gemini.describer import image_for_model
+
+    Image.new("I;16", (64, 48), 30000).save(tmp_path / "scan.tif")  # 30000 / 65535: a middle grey
+    sent = image_for_model(Asset(name="scan.tif", asset_id="0" * 64, path=tmp_path / "scan.tif"))
+    with Image.open(BytesIO(sent)) as im:
+        assert all(110 <= v <= 125 for v in im.convert("RGB").getpixel((10, 10)))

@@ -114,15 +114,15 @@ def test_ingest_rejects_each_bad_file_with_its_reason_and_keeps_the_rest(tmp_pat
     (src / "empty.jpg").write_bytes(b"")
     (src / "fake.png").write_bytes(b"this is text")
     _photo(src / "tiny.jpg", "white", size=(800, 600))
-    Image.new("RGB", (2000, 1600)).save(src / "scan.tif")
+    Image.new("RGB", (2000, 1600)).save(src / "scan.bmp")  # a TIFF is taken since issue 55; a BMP is not
     (src / "notes.txt").write_text("ignored: not an image extension")
     report = ingest(src, assets)
     assert [a.name for a in report.added] == ["good.jpg"]
-    assert set(report.rejected) == {"empty.jpg", "fake.png", "tiny.jpg", "scan.tif"}
+    assert set(report.rejected) == {"empty.jpg", "fake.png", "tiny.jpg", "scan.bmp"}
     assert "0 bytes" in report.rejected["empty.jpg"]
     assert "not an image" in report.rejected["fake.png"]
     assert "too small" in report.rejected["tiny.jpg"]
-    assert "unsupported" in report.rejected["scan.tif"]
+    assert "unsupported" in report.rejected["scan.bmp"]
 
 
 def _asset(path: Path) -> Asset:

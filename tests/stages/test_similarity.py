@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import shutil
 
+import pytest
 from PIL import Image
 
 from tasks.core.files import sha256_file
@@ -20,7 +21,7 @@ from tasks.observe.similar_view import add_risk_column, summary_notes
 from tasks.stages.review import review_description
 from tasks.stages.similarity import release_held_back
 from tasks.stores.similar_risks import read_risks
-from tests.stages.test_pack_motifs import SIZE, pack_and_upload
+from tests.stages.test_pack_motifs import CITY, SIZE, pack_and_upload
 
 
 def add_renders(wd: Workdir, seeds: range, scene: int = 0) -> list[str]:
@@ -46,7 +47,7 @@ def test_re_renders_of_one_prompt_are_held_back_beyond_adobes_cap_and_only_warne
     write_sidecar(wd.sidecar(copy), Asset(name=copy, asset_id=sha256_file(wd.assets / copy), path=wd.assets / copy),
                   Metadata(title="Another title", description="d", keywords=["other", "words"]))
     report, sent = pack_and_upload(wd)
-    assert all(report.held_back[a][copy].startswith(f"a duplicate of {renders[0]}: the same pixels")
+    assert all(report.held_back[a][copy].startswith(f"a duplicate of {renders[0]}: the same picture")
                for a in ("adobe", "dreamstime"))
     report.held_back = {a: {n: r for n, r in held.items() if n != copy} for a, held in report.held_back.items()}
     assert sorted(report.held_back["adobe"]) == renders[3:]
@@ -138,6 +139,59 @@ def test_many_copies_of_one_picture_are_one_asset_and_only_it_is_sent(tmp_path):
     report, sent = pack_and_upload(wd)
     for agency in ("adobe", "dreamstime"):
         assert sorted(n for n in sent[agency].uploaded if n.startswith("copy_")) == [copies[0]], agency
-        assert all(report.held_back[agency][n].startswith(f"a duplicate of {copies[0]}: the same pixels")
+        assert all(report.held_back[agency][n].startswith(f"a duplicate of {copies[0]}: the same picture")
                    for n in copies[1:]), agency
         assert {report.left_out_rule(agency, n) for n in copies[1:]} == {"duplicate"}
+
+
+def _described(wd: Workdir, name: str, title: str, keywords: list[str]) -> None:
+    write_sidecar(wd.sidecar(name), Asset(name=name, asset_id=sha256_file(wd.assets / name), path=wd.assets / name),
+                  Metadata(title=title, description=title, keywords=keywords))
+
+
+def test_one_picture_saved_four_ways_reaches_each_agency_once_and_its_85_percent_crop_as_a_version(tmp_path):
+    """Issue 55: a picture saved at q90, re-encoded at q75, scaled down and as PNG scored 1.00 on every signal,
+    was counted as versions of one motif and sent twice to Adobe (identical pixels were the only duplicates)."""
+    wd = Workdir(tmp_path / "w").prepare()
+    picture = render_demo_image(DEMO_PROMPTS[0], random.Random(11), size=SIZE)
+    picture.save(wd.assets / "a_q90.jpg", quality=90)
+    with Image.open(wd.assets / "a_q90.jpg") as saved:
+        saved.save(wd.assets / "b_q75.jpg", quality=75)
+        saved.resize((SIZE[0] * 2 // 3, SIZE[1] * 2 // 3), Image.Resampling.LANCZOS).save(wd.assets / "c_small.jpg")
+        saved.save(wd.assets / "d_export.png")
+        w, h = saved.size
+        saved.crop((w * 15 // 200, h * 15 // 200, w - w * 15 // 200, h - h * 15 // 200)).save(
+            wd.assets / "e_crop.jpg", quality=90)  # 85 % of each side: a version
+    ways = ["a_q90.jpg", "b_q75.jpg", "c_small.jpg", "d_export.png"]
+    for n, name in enumerate([*ways, "e_crop.jpg"]):  # each copy described again: its own words
+        _described(wd, name, f"Sunset number {n}", ["sunset", "sea", str(n)])
+    report, sent = pack_and_upload(wd)
+    for agency in ("adobe", "dreamstime"):
+        assert sorted(sent[agency].uploaded) == ["a_q90.jpg", "e_crop.jpg"], agency
+        assert {n: report.left_out_rule(agency, n) for n in ways[1:]} == dict.fromkeys(ways[1:], "duplicate")
+        assert all(report.held_back[agency][n].startswith("a duplicate of a_q90.jpg: the same picture")
+                   for n in ways[1:])
+    risks = read_risks(wd)["adobe"]
+    assert risks["e_crop.jpg"].versions == 2 and risks["e_crop.jpg"].motif == "a_q90.jpg", "a version, not a copy"
+
+
+@pytest.mark.parametrize("later", ["city_web.jpg", "city.jpg"])  # under another name, or the upload's own
+def test_a_later_re_encoding_of_an_uploaded_picture_is_held_back_as_its_duplicate(tmp_path, later):
+    """Issue 55: duplicates were looked for in the batch only, so a re-export of a picture uploaded in an earlier
+    batch (its file gone from the workdir since) was sent again as a version."""
+    wd = Workdir(tmp_path / "w").prepare()
+    picture = render_demo_image(DEMO_PROMPTS[2], random.Random(5), size=SIZE)
+    picture.save(wd.assets / "city.jpg", quality=92)
+    _described(wd, "city.jpg", "City at night", CITY)
+    pack_and_upload(wd)
+    with Image.open(wd.assets / "city.jpg") as saved:
+        saved.load()
+    (wd.assets / "city.jpg").unlink()
+    wd.sidecar("city.jpg").unlink()
+    saved.save(wd.assets / later, quality=70)
+    _described(wd, later, "Town lights", ["town", "lights", "evening"])
+    report, sent = pack_and_upload(wd)
+    assert sent["adobe"].uploaded == [] and sent["dreamstime"].uploaded == []
+    assert report.held_back["dreamstime"][later].startswith("a duplicate of city.jpg: the same picture")
+    risk = read_risks(wd)["dreamstime"][later]
+    assert (risk.outcome, risk.nearest, risk.nearest_uploaded) == ("duplicate", "city.jpg", True)
