@@ -21,10 +21,11 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e .
 	touch $@
 
-# The cluster extra (psycopg) too: the dead-letter contract tests also run on PostgreSQL; and the redis extra
-# (prefect-redis): the Redis publisher's test needs it, and without it that test skipped even on CI.
+# The cluster extra (psycopg) too: the dead-letter contract tests also run on PostgreSQL; the redis extra
+# (prefect-redis): the Redis publisher's test needs it, and without it that test skipped even on CI; and the heif
+# extra (pillow-heif, GPL-2 wheels: optional for a contributor, docs/AGENCIES.md): the HEIC tests skip without it.
 $(VENV)/.installed-test: pyproject.toml Makefile | $(BIN)/python
-	$(BIN)/pip install -q -e '.[test,cluster,redis]'
+	$(BIN)/pip install -q -e '.[test,cluster,redis,heif]'
 	touch $@
 
 $(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
