@@ -50,11 +50,16 @@ def test_quick():
 @pytest.mark.server
 def test_starting_a_server():
     pass
+
+
+@pytest.mark.waits
+def test_waiting_on_a_throttled_server():
+    pass
 '''
 
 
 def run_suite(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    server: starts a server\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    server: starts a server\n    waits: waits\n")
     (tmp_path / "test_a_shared.py").write_text(SUITE)
     (tmp_path / "test_b_servers.py").write_text(SERVER_SUITE)
     seen = tmp_path / "seen"
@@ -73,10 +78,12 @@ def test_tests_sharing_a_module_fixture_run_on_one_worker_and_make_it_once(tmp_p
     assert len(set((seen / "using it").read_text().split())) == 1
 
 
-def test_the_tests_that_start_servers_are_handed_out_first(tmp_path):
+def test_the_tests_that_start_servers_or_wait_are_handed_out_first(tmp_path):
     result = run_suite(tmp_path, "--collect-only", "-q")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     listed = [line for line in result.stdout.splitlines() if "::" in line]
-    assert listed[0] == "test_b_servers.py::test_starting_a_server", listed
-    assert listed[1:7] == [f"test_a_shared.py::test_using_the_module_fixture[{i}]" for i in range(6)], \
+    assert listed[:2] == ["test_b_servers.py::test_starting_a_server",
+                          "test_b_servers.py::test_waiting_on_a_throttled_server"], listed
+    assert listed[2:8] == [f"test_a_shared.py::test_using_the_module_fixture[{i}]" for i in range(6)], \
         "each module keeps its order"
+    assert listed[-1] == "test_b_servers.py::test_quick", listed

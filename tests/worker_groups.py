@@ -3,7 +3,9 @@
 A test using a module-scoped fixture runs on the worker that runs its module's other such tests (an
 ``xdist_group`` mark of its own wins), so the fixture is made once, not again on each worker that takes one of them
 (test_server.py's servers: ~35 s each time, under work stealing). The tests that start real servers (marked
-``server``) are handed out first: they are the longest, and taken last they were the suite's tail.
+``server``) and those that mostly wait by design (``waits``: a throttled FTP server) are handed out first: they are
+the longest, and taken last they were the suite's tail (the throttled ones, asleep ~2 min on one worker while the
+others had finished: docs/BENCHMARKS.md, stop 51).
 """
 
 from __future__ import annotations
@@ -14,15 +16,16 @@ import pytest
 @pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
     """Group each test that uses a module-scoped fixture by its module, unless it has a group; put the ``server``
-    tests first, each module's tests in their order; then, on an xdist worker under --dist loadgroup, make sure
-    each grouped test's id names its group."""
+    and ``waits`` tests first, each module's tests in their order; then, on an xdist worker under --dist loadgroup,
+    make sure each grouped test's id names its group."""
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
         if info is None or item.get_closest_marker("xdist_group"):
             continue
         if any(defs[-1].scope == "module" for defs in info.name2fixturedefs.values()):
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
-    items.sort(key=lambda item: item.get_closest_marker("server") is None)  # stable: each module keeps its order
+    # stable: each module keeps its order
+    items.sort(key=lambda item: not (item.get_closest_marker("server") or item.get_closest_marker("waits")))
     yield
     if getattr(config.option, "loadgroup", False):  # an xdist worker under --dist loadgroup
         _name_each_tests_group(items)

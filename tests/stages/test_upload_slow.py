@@ -15,6 +15,10 @@ from tasks.stages.upload import upload_agency
 from tests.fakes.servers import PASSWORD, ftp_server  # noqa: F401  (fixture)
 from tests.stages.test_upload import ledger_names, make_items
 
+#: ~2 minutes asleep between them, at the servers' pace: handed out first (tests/worker_groups.py), beside the work
+#: of the other workers, not last, where they were the suite's tail (docs/BENCHMARKS.md, stop 51).
+pytestmark = pytest.mark.waits
+
 
 @pytest.fixture
 def slow_server(ftp_server, monkeypatch):
