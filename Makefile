@@ -35,12 +35,12 @@ $(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed
 	$(BIN)/microstock run --count $(COUNT) --clips $(CLIPS) --workdir $(WORKDIR)
 
-# Three pytest-xdist workers on the two cores: the suite is mostly CPU now, but the throttled-FTP tests sleep about
-# two minutes, and a third worker keeps both cores busy meanwhile (docs/BENCHMARKS.md: 4:22 against 5:03 with -n 2
-# and 4:55 with -n 4, same tree, quiet machine). Handed out a test or a group at a time (--dist loadgroup): the tests
-# sharing a module's server or other module-scoped fixture stay on one worker (work stealing started such a server
-# again on each worker that took one of its tests, ~35 s each), and the tests that start real servers go first
-# (tests/conftest.py), so the tail is short ones. ruff first: a finding fails `make test`.
+# Three pytest-xdist workers on the two cores: the tests wait on real servers and a throttled FTP server, and a third
+# worker keeps both cores busy meanwhile; a fourth adds ~70 s of CPU (its own Prefect test server, collection) and
+# no wall (docs/BENCHMARKS.md, stop 51). Handed out a test or a group at a time (--dist loadgroup): the tests sharing
+# a module's server or other module-scoped fixture stay on one worker (work stealing started such a server again on
+# each worker that took one of its tests, ~35 s each), and the tests that start real servers or mostly wait go
+# first (tests/worker_groups.py), so the tail is short ones. ruff first: a finding fails `make test`.
 test: $(VENV)/.installed-test readers
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n 3 --dist loadgroup -m "not cluster"
