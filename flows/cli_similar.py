@@ -74,7 +74,7 @@ def similar_distinct(names: Optional[list[str]] = typer.Argument(None, help="Ass
                                                                  "asset found alike, but the first of each motif)."),
                      workdir: Optional[Path] = WorkdirOpt) -> None:
     """Ask the describer (Gemini with a key, else offline) for titles and keyword orders unlike the group's."""
-    from tasks.core.secrets import gemini_key
+    from tasks.core.secrets import gemini_key, openai_api_key
     from tasks.core.settings import load_settings
     from tasks.core.workdir import Workdir
     from tasks.orchestration.environment import set_prefect_env
@@ -84,7 +84,7 @@ def similar_distinct(names: Optional[list[str]] = typer.Argument(None, help="Ass
     wd = Workdir(resolve_workdir(workdir))
     set_prefect_env(wd.root, start_server=False)  # a Secret-block key is read from a running server only
     settings = load_settings(wd.config_path())
-    describer = select_describer(settings, gemini_key())
+    describer = select_describer(settings, gemini_key(), openai_api_key())
     done = make_distinct(wd, describer, names or None, settings.keywords)  # no described asset of a name: BadInput
     if not done:
         console.print("nothing to set apart: no asset of the last run was found alike another")

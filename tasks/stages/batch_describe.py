@@ -110,8 +110,8 @@ class BatchStage:
               collect: "CollectJob | None" = None) -> "BatchStage":
         """The batch work of ``ctx`` (its key: batch mode runs only with one)."""
         key = ctx.gemini_key or ""
-        run = DescribeRun(ctx.wd, ctx.settings, select_describer(ctx.settings, key), ctx.store, ctx.events,
-                          secret=key)
+        describer = select_describer(ctx.settings, key, ctx.openai_key)
+        run = DescribeRun(ctx.wd, ctx.settings, describer, ctx.store, ctx.events, secret=key)
         batches = GeminiBatches(ctx.settings.gemini, key, avoided_words(ctx.settings.keywords))
         report.describer = batches.name
         return cls(run, batches, BatchJobs(ctx.wd), report, {a.asset_id: a for a in assets}, collect)

@@ -42,7 +42,7 @@ from tasks.core.printable import printable
 from tasks.core.records import Asset, Metadata, read_sidecar, write_sidecar
 from tasks.core.reports import DescribeReport
 from tasks.core.retry import delay_before_retry
-from tasks.core.secrets import openai_api_key, redact
+from tasks.core.secrets import redact
 from tasks.core.settings import GeminiSettings, Settings
 from tasks.core.workdir import Workdir
 from tasks.gemini.daybudget import FILE_NAME, DailyBudget
@@ -159,10 +159,10 @@ class DescribeRun:
               quota: QuotaFor | None = None) -> "DescribeRun":
         """A run of ``ctx`` with ``describer``, else the one its key selects; ``quota(settings.gemini, model)``
         gives the limiter shared by processes, if any."""
-        describer = describer or select_describer(ctx.settings, ctx.gemini_key)
+        describer = describer or select_describer(ctx.settings, ctx.gemini_key, ctx.openai_key)
         gemini = describer.limiter is not None and describer.gemini_quota
         shared = quota(ctx.settings.gemini, describer.model) if quota is not None and gemini else None
-        secret = ctx.gemini_key if gemini else openai_api_key()
+        secret = ctx.gemini_key if gemini else ctx.openai_key
         return cls(ctx.wd, ctx.settings, describer, ctx.store, ctx.events, secret=secret, quota=shared)
 
     def __repr__(self) -> str:  # shown by Prefect in parameter reprs; never the describer's key

@@ -64,22 +64,23 @@ class Describer(Protocol):
         ...
 
 
-def select_describer(settings: Settings, key: str | None) -> Describer:
-    """The describer ``[describer] provider`` names: ``openai`` (its key ``OPENAI_API_KEY``, none for a local
-    server), ``offline``; ``gemini`` (the default) when there is a Gemini ``key``, else the offline describer."""
+def select_describer(settings: Settings, key: str | None, openai_key: str | None) -> Describer:
+    """The describer ``[describer] provider`` names: ``openai`` (with ``openai_key``, the run's ``OPENAI_API_KEY``;
+    None for a local server), ``offline``; ``gemini`` (the default) when there is a Gemini ``key``, else the
+    offline describer."""
     chosen = settings.describer
     if chosen.provider == "openai":
         from tasks.agencies.keyword_rules import avoided_words
-        from tasks.core.secrets import openai_api_key
         from tasks.openai_compat.describer import OpenAIDescriber  # the SDK loads only when it is used
 
-        return OpenAIDescriber(chosen, openai_api_key(), settings.gemini.language, avoided_words(settings.keywords))
+        return OpenAIDescriber(chosen, openai_key, settings.gemini.language, avoided_words(settings.keywords))
     if key and chosen.provider == "gemini":
         from tasks.agencies.keyword_rules import avoided_words
         from tasks.gemini.describer import GeminiDescriber  # the SDK loads only when it is used
 
         return GeminiDescriber(settings.gemini, key, avoided_words(settings.keywords))
     return OfflineDescriber()
+
 
 def sees_pictures(settings: Settings, key: str | None) -> bool:
     """Whether :func:`select_describer` chooses a describer that sees the picture (not the offline one)."""

@@ -29,7 +29,7 @@ from pathlib import Path
 from tasks.agencies.catalog import Catalog, catalog
 from tasks.agencies.protected import ProtectedNames, check_prompts
 from tasks.core.ownership import check_workdir
-from tasks.core.secrets import gemini_api_key, gemini_key
+from tasks.core.secrets import gemini_api_key, gemini_key, openai_api_key
 from tasks.core.settings import Settings, load_settings
 from tasks.core.workdir import Workdir, default_workdir
 from tasks.observe.events import Events, MemoryEvents, PrefectEvents
@@ -108,6 +108,12 @@ class RunContext:
         generator)."""
         return self.key_from()
 
+    @cached_property
+    def openai_key(self) -> str | None:
+        """The key of the OpenAI-compatible endpoint (``[describer] provider = "openai"``), read once a run:
+        ``OPENAI_API_KEY``; None (a local server needs none)."""
+        return openai_api_key()
+
     def check(self, generates: bool, key: str | None, clips: bool = False) -> list[str]:
         """The check before a run, before any paid call: ConfigError for a target URL that cannot be used, a local
         target folder another user could change (the outbox too: tasks/core/ownership.py), a configured model that
@@ -127,10 +133,9 @@ class RunContext:
         if generates or clips:  # offline too: the demo image's or clip's title would be the prompt
             check_prompts(self.settings.generate.prompts, ProtectedNames.of(self.settings.keywords))
         if self.settings.describer.provider == "openai":  # its model listed by the endpoint, before any chat call
-            from tasks.core.secrets import openai_api_key
             from tasks.openai_compat.client import check_listed
 
-            check_listed(self.settings.describer, openai_api_key())
+            check_listed(self.settings.describer, self.openai_key)
         if not key:
             return []
         from tasks.gemini.models import check_clip_settings, check_generation
